@@ -1,0 +1,33 @@
+//! Wire and domain types shared by every service of this workspace. No I/O lives here.
+//!
+//! Layout, one file per concept:
+//! - [`timestamp`]: the one canonical time form (fixed-width UTC text, millisecond precision).
+//! - [`clock`]: the injected [`Clock`] trait, the system clock and a manual clock for tests.
+//! - [`envelope`]: the response envelope `{success, msg, data, code}` (spec order-gateway.md §8).
+//! - [`codes`]: the stable numeric error codes and their HTTP statuses (§8, §11.4).
+//! - [`ids`]: parsed identifiers (task, query, worker ids): bounded length, no control characters.
+//! - [`task_status`]: the order task state machine (§3, §5).
+//! - [`order_state`]: the order-state vocabulary mirrored from the worker (§3).
+//! - [`order`]: request and response bodies of the order task endpoints (§4.2–§4.6, §5).
+//! - [`query`]: the account read-only query channel: status machine and bodies (§11).
+
+pub mod clock;
+pub mod codes;
+pub mod envelope;
+pub mod ids;
+pub mod order;
+pub mod order_state;
+pub mod query;
+pub mod task_status;
+pub mod timestamp;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use codes::ErrorCode;
+pub use envelope::Envelope;
+pub use ids::{IdError, QueryId, TaskId, WorkerId};
+pub use order_state::OrderState;
+pub use task_status::{Outcome, TaskEvent, TaskStatus};
+pub use timestamp::Timestamp;
+
+/// The only site traded (§10 "交易范围"). Requests naming any other site are refused with 422.
+pub const SITE_RAKUTEN: &str = "rakuten";

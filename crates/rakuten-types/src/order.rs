@@ -1,0 +1,269 @@
+//! Request and response bodies of the order task endpoints (spec §4.2–§4.6, §5). Field names are
+//! the spec's; additions (`lease_token`, `outcome`, `error_code`) are optional for clients.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{OrderState, Outcome, TaskId, TaskStatus, Timestamp, WorkerId};
+
+/// Largest accepted `intent`, serialized, in bytes (issue #2: 64 KiB).
+pub const MAX_INTENT_BYTES: usize = 64 * 1024;
+/// Longest accepted free-text field of a report (`detail`, `site_order_id`, `evidence_ref`), in
+/// characters.
+pub const MAX_REPORT_TEXT_CHARS: usize = 4096;
+
+/// `POST /api/orders` body (§4.2).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitOrder {
+    /// The upstream's idempotency key; generated (UUIDv7) when absent.
+    #[serde(default)]
+    pub task_id: Option<TaskId>,
+    /// Must be `rakuten`.
+    pub site: String,
+    /// Passed through untouched; must be a JSON object of at most 64 KiB.
+    #[schema(value_type = Object)]
+    pub intent: Value,
+}
+
+/// `POST /api/orders` answer (§4.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SubmitOrderAck {
+    /// The task's id.
+    pub task_id: TaskId,
+    /// The task's status now (an existing task keeps its own).
+    pub status: TaskStatus,
+    /// `false` when the id already existed: nothing was created.
+    pub created: bool,
+}
+
+/// A lease handed to a worker by `GET /api/orders/lease` or `POST /api/orders/{id}/reclaim` (§4.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LeaseGrant {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its site.
+    pub site: String,
+    /// The upstream intent, as submitted.
+    #[schema(value_type = Object)]
+    pub intent: Value,
+    /// When this lease lapses unless renewed.
+    pub lease_expires_at: Timestamp,
+    /// How many grants this task has had; `> 1` means the worker must verify on the site first (§5).
+    pub lease_count: i64,
+    /// The latest reported order state, `null` on a first grant.
+    pub known_state: Option<OrderState>,
+    /// Fencing token of this grant: renew and report may send it back; a token of an earlier grant
+    /// is refused with 6002.
+    pub lease_token: String,
+}
+
+/// `POST /api/orders/{id}/renew` body. `worker_id` may also come as a query parameter.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewLease {
+    /// The holder.
+    #[serde(default)]
+    pub worker_id: Option<WorkerId>,
+    /// The grant's fencing token (optional).
+    #[serde(default)]
+    pub lease_token: Option<String>,
+}
+
+/// `POST /api/orders/{id}/renew` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RenewAck {
+    /// The task.
+    pub task_id: TaskId,
+    /// The new expiry.
+    pub lease_expires_at: Timestamp,
+}
+
+/// `POST /api/orders/{id}/report` body (§4.5).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportState {
+    /// The reporting worker (must hold the lease; may also come as a query parameter).
+    #[serde(default)]
+    pub worker_id: Option<WorkerId>,
+    /// The grant's fencing token (optional).
+    #[serde(default)]
+    pub lease_token: Option<String>,
+    /// The order state reached.
+    pub state: OrderState,
+    /// Payable amount, yen.
+    #[serde(default)]
+    pub payable_yen: Option<i64>,
+    /// Payment deadline.
+    #[serde(default)]
+    pub pay_deadline: Option<Timestamp>,
+    /// The site's order number.
+    #[serde(default)]
+    pub site_order_id: Option<String>,
+    /// Local evidence path `{task_id}/{NN}-{step}`, without extension (§6.1).
+    #[serde(default)]
+    pub evidence_ref: Option<String>,
+    /// Free text.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// A site or guard error code (e.g. 5004 amount guard), when the report explains a stop.
+    #[serde(default)]
+    pub error_code: Option<i32>,
+    /// `true` ends the task.
+    #[serde(default)]
+    pub terminal: bool,
+    /// The explicit terminal outcome; when absent on a terminal report it is implied by `state`
+    /// (paid/shipped/delivered → succeeded, cancelled → failed, else 422).
+    #[serde(default)]
+    pub outcome: Option<Outcome>,
+}
+
+/// `POST /api/orders/{id}/report` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReportAck {
+    /// The task.
+    pub task_id: TaskId,
+    /// The task's status after the report.
+    pub status: TaskStatus,
+    /// The state recorded.
+    pub state: OrderState,
+    /// `true` when `(task_id, state)` had been reported before (the row was overwritten, §4.5).
+    pub duplicate: bool,
+}
+
+/// `POST /api/orders/{id}/reclaim` body (§5). `worker_id` may also come as a query parameter.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReclaimTask {
+    /// The worker the stale task is handed to.
+    #[serde(default)]
+    pub worker_id: Option<WorkerId>,
+}
+
+/// One row of the state mirror (`task_reports`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReportView {
+    /// The order state.
+    pub state: OrderState,
+    /// Payable amount, yen.
+    pub payable_yen: Option<i64>,
+    /// Payment deadline.
+    pub pay_deadline: Option<Timestamp>,
+    /// Site order number.
+    pub site_order_id: Option<String>,
+    /// Local evidence path.
+    pub evidence_ref: Option<String>,
+    /// Free text.
+    pub detail: Option<String>,
+    /// Error code carried by the report.
+    pub error_code: Option<i32>,
+    /// Worker that reported.
+    pub worker_id: Option<String>,
+    /// When first reported.
+    pub reported_at: Timestamp,
+}
+
+/// A task without its history, as listed by `GET /api/orders`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TaskSummary {
+    /// Id.
+    pub task_id: TaskId,
+    /// Site.
+    pub site: String,
+    /// The intent as submitted.
+    #[schema(value_type = Object)]
+    pub intent: Value,
+    /// Status.
+    pub status: TaskStatus,
+    /// Current or last lease holder.
+    pub lease_owner: Option<String>,
+    /// Current lease expiry.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Number of grants so far.
+    pub lease_count: i64,
+    /// Terminal outcome, once terminal.
+    pub outcome: Option<Outcome>,
+    /// Latest reported order state.
+    pub latest_state: Option<OrderState>,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+}
+
+/// `GET /api/orders/{id}`: the task, its latest state and every report, oldest first (§4.6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TaskDetail {
+    /// The task's fields.
+    #[serde(flatten)]
+    pub task: TaskSummary,
+    /// Every report, oldest first.
+    pub history: Vec<ReportView>,
+}
+
+/// A page of a list endpoint: `{"items": [...], "total": N, "limit": L, "offset": O}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Page<T> {
+    /// This page's items.
+    pub items: Vec<T>,
+    /// Items matching the filter, all pages.
+    pub total: i64,
+    /// Page size used (default 50, at most 200).
+    pub limit: i64,
+    /// Offset used.
+    pub offset: i64,
+}
+
+/// `GET /health` (§4.6, §4.7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok`, or `degraded` while any alert is raised.
+    pub status: String,
+    /// Number of queued tasks.
+    pub queued: i64,
+    /// Number of stale tasks waiting for a reclaim.
+    pub stale: i64,
+    /// The leased/running tasks.
+    pub active: Vec<ActiveTask>,
+    /// Every known worker and how long ago it polled.
+    pub workers: Vec<WorkerHealth>,
+    /// Raised alerts.
+    pub alerts: Vec<Alert>,
+}
+
+/// An active task in `/health`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ActiveTask {
+    /// Id.
+    pub task_id: TaskId,
+    /// Status (`leased` or `running`).
+    pub status: TaskStatus,
+    /// Holder.
+    pub lease_owner: Option<String>,
+    /// Expiry.
+    pub lease_expires_at: Option<Timestamp>,
+}
+
+/// A worker in `/health`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WorkerHealth {
+    /// Worker id.
+    pub worker_id: String,
+    /// Last order lease request (the heartbeat, §4.3).
+    pub last_seen_at: Timestamp,
+    /// Seconds since then.
+    pub last_seen_seconds: f64,
+    /// Over `RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS`.
+    pub offline: bool,
+}
+
+/// A raised alert (§4.7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Alert {
+    /// `worker_offline`, `task_queued_too_long` or `task_stale`.
+    pub kind: String,
+    /// The worker or task concerned.
+    pub subject: String,
+    /// Human-readable.
+    pub message: String,
+}

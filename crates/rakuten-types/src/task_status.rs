@@ -1,0 +1,274 @@
+//! The order task state machine (spec §3 and §5): who holds the task and whether it is done.
+//!
+//! ```text
+//! queued ──Lease──> leased ──Report──> running ──Finish──> succeeded | failed | needs_human
+//!                     │  ▲                │  ▲   (Finish also allowed straight from leased)
+//!                     │  └───Regrant──────┘  │  (same owner asks again: new grant, count + 1)
+//!                     └──────Expire──────────┴──> stale ──Reclaim──> leased
+//! ```
+//!
+//! Nothing ever goes back to `queued`: an order may already be placed when a lease lapses (§5).
+//! [`TaskStatus::transition`] is the only place that decides what may follow what; storage drivers
+//! repeat the same guard in SQL (`UPDATE … WHERE status IN (…)`), so a race loses with a typed
+//! conflict instead of a silent no-op.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::OrderState;
+
+/// Who holds a task and whether it is done (§3, left column).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Waiting for a worker.
+    Queued,
+    /// Handed to a worker, no report yet.
+    Leased,
+    /// The worker has reported at least once.
+    Running,
+    /// Terminal: the order went through.
+    Succeeded,
+    /// Terminal: the worker gave up (nothing or a cancelled order on the site).
+    Failed,
+    /// Terminal: a human must look (challenge, amount guard, unverifiable recovery).
+    NeedsHuman,
+    /// The lease lapsed. Never handed out again except by an explicit reclaim (§5).
+    Stale,
+}
+
+/// What happens to a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEvent {
+    /// A worker's long-poll takes a queued task.
+    Lease,
+    /// The lease holder asks again (crash/restart, lost response): a new grant of the same task.
+    Regrant,
+    /// A non-terminal report from the holder.
+    Report,
+    /// A terminal report from the holder.
+    Finish(Outcome),
+    /// The lease lapsed (sweeper).
+    Expire,
+    /// An operator hands a stale task to a named worker.
+    Reclaim,
+}
+
+/// The explicit terminal outcome of a task (§4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The order went through.
+    Succeeded,
+    /// The worker failed; see the report's detail.
+    Failed,
+    /// A human must look.
+    NeedsHuman,
+}
+
+impl Outcome {
+    /// The terminal task status this outcome leads to.
+    pub const fn status(self) -> TaskStatus {
+        match self {
+            Outcome::Succeeded => TaskStatus::Succeeded,
+            Outcome::Failed => TaskStatus::Failed,
+            Outcome::NeedsHuman => TaskStatus::NeedsHuman,
+        }
+    }
+
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        self.status().as_str()
+    }
+
+    /// The outcome implied by a terminal report without an explicit `outcome` (§4.5 as tightened by
+    /// the issue): paid/shipped/delivered → succeeded, cancelled → failed, anything else → `None`
+    /// (the request is refused with 422).
+    pub const fn implied_by(state: OrderState) -> Option<Outcome> {
+        match state {
+            OrderState::Paid | OrderState::Shipped | OrderState::Delivered => {
+                Some(Outcome::Succeeded)
+            }
+            OrderState::Cancelled => Some(Outcome::Failed),
+            _ => None,
+        }
+    }
+}
+
+impl FromStr for Outcome {
+    type Err = UnknownTaskStatus;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "succeeded" => Ok(Outcome::Succeeded),
+            "failed" => Ok(Outcome::Failed),
+            "needs_human" => Ok(Outcome::NeedsHuman),
+            _ => Err(UnknownTaskStatus(s.chars().take(64).collect())),
+        }
+    }
+}
+
+/// A transition the state machine does not allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("task in status {from} cannot take event {event:?}")]
+pub struct InvalidTransition {
+    /// The status the task was in.
+    pub from: TaskStatus,
+    /// The event refused.
+    pub event: TaskEvent,
+}
+
+impl TaskStatus {
+    /// Every status.
+    pub const ALL: [TaskStatus; 7] = [
+        TaskStatus::Queued,
+        TaskStatus::Leased,
+        TaskStatus::Running,
+        TaskStatus::Succeeded,
+        TaskStatus::Failed,
+        TaskStatus::NeedsHuman,
+        TaskStatus::Stale,
+    ];
+
+    /// The single transition function of the order task state machine.
+    ///
+    /// # Errors
+    /// [`InvalidTransition`] for every pair the diagram in the module docs does not draw.
+    pub fn transition(self, event: TaskEvent) -> Result<TaskStatus, InvalidTransition> {
+        use TaskEvent as E;
+        use TaskStatus as S;
+        let next = match (self, event) {
+            (S::Queued, E::Lease) => S::Leased,
+            (S::Leased | S::Running, E::Regrant) => S::Leased,
+            (S::Leased | S::Running, E::Report) => S::Running,
+            (S::Leased | S::Running, E::Finish(outcome)) => outcome.status(),
+            (S::Leased | S::Running, E::Expire) => S::Stale,
+            (S::Stale, E::Reclaim) => S::Leased,
+            (from, event) => return Err(InvalidTransition { from, event }),
+        };
+        Ok(next)
+    }
+
+    /// `leased` or `running`: the task holds the concurrency gate.
+    pub const fn is_active(self) -> bool {
+        matches!(self, TaskStatus::Leased | TaskStatus::Running)
+    }
+
+    /// `succeeded`, `failed` or `needs_human`.
+    pub const fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::NeedsHuman
+        )
+    }
+
+    /// The wire and storage name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "queued",
+            TaskStatus::Leased => "leased",
+            TaskStatus::Running => "running",
+            TaskStatus::Succeeded => "succeeded",
+            TaskStatus::Failed => "failed",
+            TaskStatus::NeedsHuman => "needs_human",
+            TaskStatus::Stale => "stale",
+        }
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status name outside the vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown status {0:?}")]
+pub struct UnknownTaskStatus(pub String);
+
+impl FromStr for TaskStatus {
+    type Err = UnknownTaskStatus;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownTaskStatus(s.chars().take(64).collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_returns_to_queued() {
+        let events = [
+            TaskEvent::Lease,
+            TaskEvent::Regrant,
+            TaskEvent::Report,
+            TaskEvent::Finish(Outcome::Failed),
+            TaskEvent::Expire,
+            TaskEvent::Reclaim,
+        ];
+        for from in TaskStatus::ALL {
+            for e in events {
+                if let Ok(to) = from.transition(e) {
+                    assert_ne!(to, TaskStatus::Queued, "{from} --{e:?}--> queued");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn expired_lease_goes_stale_and_only_reclaim_leaves_stale() {
+        assert_eq!(
+            TaskStatus::Running.transition(TaskEvent::Expire),
+            Ok(TaskStatus::Stale)
+        );
+        assert!(TaskStatus::Stale.transition(TaskEvent::Lease).is_err());
+        assert_eq!(
+            TaskStatus::Stale.transition(TaskEvent::Reclaim),
+            Ok(TaskStatus::Leased)
+        );
+    }
+
+    #[test]
+    fn terminal_states_take_no_event() {
+        for s in [
+            TaskStatus::Succeeded,
+            TaskStatus::Failed,
+            TaskStatus::NeedsHuman,
+        ] {
+            assert!(s.transition(TaskEvent::Report).is_err());
+            assert!(s.transition(TaskEvent::Expire).is_err());
+            assert!(s.transition(TaskEvent::Reclaim).is_err());
+        }
+    }
+
+    #[test]
+    fn implied_outcomes_follow_the_issue() {
+        assert_eq!(
+            Outcome::implied_by(OrderState::Paid),
+            Some(Outcome::Succeeded)
+        );
+        assert_eq!(
+            Outcome::implied_by(OrderState::Cancelled),
+            Some(Outcome::Failed)
+        );
+        assert_eq!(Outcome::implied_by(OrderState::AwaitingPayment), None);
+    }
+}
