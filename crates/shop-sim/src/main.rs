@@ -1,1 +1,27 @@
-fn main() {}
+//! `shop-sim serve --port …`: the simulated shop as a process.
+
+use clap::Parser;
+use shop_sim::config::{Cli, Command};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let Cli {
+        command: Command::Serve(args),
+    } = Cli::parse();
+    let app = shop_sim::Application::build(args.into_config()).await?;
+    tracing::info!(addr = %app.addr(), "shop-sim listening");
+    let shutdown = CancellationToken::new();
+    let s = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        s.cancel();
+    });
+    app.run_until_stopped(shutdown).await?;
+    Ok(())
+}

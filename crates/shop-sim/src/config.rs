@@ -1,0 +1,213 @@
+//! Configuration of the simulated shop: the command line (`shop-sim serve …`) and the in-process
+//! [`ShopConfig`], including the fault switches tests flip at run time (`POST /admin/faults`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use rakuten_types::{Clock, SystemClock};
+use serde::{Deserialize, Serialize};
+
+/// How the account pays: decides what `POST /orders/{n}/pay` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PaymentMethod {
+    /// Credit card: paying moves the order to paid (or asks for 3-D Secure).
+    #[default]
+    CreditCard,
+    /// Convenience-store payment (コンビニ払い): the order waits for payment until a deadline
+    /// three days after the order.
+    Konbini,
+}
+
+impl PaymentMethod {
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PaymentMethod::CreditCard => "credit_card",
+            PaymentMethod::Konbini => "konbini",
+        }
+    }
+}
+
+/// Fault injection switches. All off by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Faults {
+    /// Yen added to every unit price from the confirm page on (the cart keeps the price seen at
+    /// cart-add time): simulates a price change between cart and confirm. 0 = off.
+    pub price_change_yen: i64,
+    /// Paying asks for a 3-D Secure challenge instead of paying.
+    pub three_d_secure: bool,
+    /// Every shop request (not `/admin`) waits this many milliseconds first.
+    pub slow_ms: u64,
+    /// `POST /order/submit` creates and logs the order, then breaks the connection: the order
+    /// exists but the client sees a transport error.
+    pub drop_after_order: bool,
+    /// Every account page answers with the login page (`logged_in: false`).
+    pub logged_out: bool,
+    /// The order list page changes shape (`orderListDataV2`), so a parser for the known shape
+    /// cannot read it.
+    pub order_list_changed: bool,
+}
+
+/// A partial update of [`Faults`] (`POST /admin/faults`): absent fields keep their value.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsPatch {
+    /// See [`Faults::price_change_yen`].
+    pub price_change_yen: Option<i64>,
+    /// See [`Faults::three_d_secure`].
+    pub three_d_secure: Option<bool>,
+    /// See [`Faults::slow_ms`].
+    pub slow_ms: Option<u64>,
+    /// See [`Faults::drop_after_order`].
+    pub drop_after_order: Option<bool>,
+    /// See [`Faults::logged_out`].
+    pub logged_out: Option<bool>,
+    /// See [`Faults::order_list_changed`].
+    pub order_list_changed: Option<bool>,
+}
+
+impl Faults {
+    /// Applies a partial update.
+    pub fn apply(&mut self, p: FaultsPatch) {
+        if let Some(v) = p.price_change_yen {
+            self.price_change_yen = v;
+        }
+        if let Some(v) = p.three_d_secure {
+            self.three_d_secure = v;
+        }
+        if let Some(v) = p.slow_ms {
+            self.slow_ms = v.min(60_000);
+        }
+        if let Some(v) = p.drop_after_order {
+            self.drop_after_order = v;
+        }
+        if let Some(v) = p.logged_out {
+            self.logged_out = v;
+        }
+        if let Some(v) = p.order_list_changed {
+            self.order_list_changed = v;
+        }
+    }
+}
+
+/// Everything an in-process shop needs.
+#[derive(Debug, Clone)]
+pub struct ShopConfig {
+    /// Listen address; port 0 picks a free port.
+    pub addr: SocketAddr,
+    /// The account's session cookie value (`Cookie: session=<token>`).
+    pub session_token: String,
+    /// Optional JSONL file every order submission is appended to (one line each, flushed).
+    pub submission_log: Option<PathBuf>,
+    /// How the account pays.
+    pub payment_method: PaymentMethod,
+    /// Orders per order-list page.
+    pub page_size: usize,
+    /// Initial faults.
+    pub faults: Faults,
+    /// Time source for order dates and deadlines.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for ShopConfig {
+    fn default() -> Self {
+        ShopConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            session_token: DEFAULT_SESSION_TOKEN.into(),
+            submission_log: None,
+            payment_method: PaymentMethod::CreditCard,
+            page_size: 5,
+            faults: Faults::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// The session cookie value used when none is configured (the sim has one account).
+pub const DEFAULT_SESSION_TOKEN: &str = "sim-session";
+
+/// `shop-sim` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "shop-sim",
+    version,
+    about = "Simulated shop for the trading worker"
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the shop over HTTP.
+    Serve(ServeArgs),
+}
+
+/// `shop-sim serve` options.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Listen host.
+    #[arg(long, env = "SHOP_SIM_HOST", default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+    /// Listen port (0 = any free port).
+    #[arg(long, env = "SHOP_SIM_PORT", default_value_t = 31120)]
+    pub port: u16,
+    /// Session cookie value of the one account.
+    #[arg(long, env = "SHOP_SIM_SESSION_TOKEN", default_value = DEFAULT_SESSION_TOKEN)]
+    pub session_token: String,
+    /// Append every order submission to this JSONL file.
+    #[arg(long, env = "SHOP_SIM_SUBMISSION_LOG")]
+    pub submission_log: Option<PathBuf>,
+    /// How the account pays.
+    #[arg(long, value_enum, default_value = "credit-card")]
+    pub payment_method: PaymentMethod,
+    /// Orders per order-list page.
+    #[arg(long, default_value_t = 5)]
+    pub page_size: usize,
+    /// Fault: yen added to unit prices from the confirm page on.
+    #[arg(long, default_value_t = 0)]
+    pub price_change_yen: i64,
+    /// Fault: paying asks for 3-D Secure.
+    #[arg(long)]
+    pub three_d_secure: bool,
+    /// Fault: delay every shop response by this many milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub slow_ms: u64,
+    /// Fault: break the connection after an order is created.
+    #[arg(long)]
+    pub drop_after_order: bool,
+    /// Fault: every account page says "logged out".
+    #[arg(long)]
+    pub logged_out: bool,
+    /// Fault: the order list page changes shape.
+    #[arg(long)]
+    pub order_list_changed: bool,
+}
+
+impl ServeArgs {
+    /// The in-process configuration these options describe.
+    pub fn into_config(self) -> ShopConfig {
+        ShopConfig {
+            addr: SocketAddr::new(self.host, self.port),
+            session_token: self.session_token,
+            submission_log: self.submission_log,
+            payment_method: self.payment_method,
+            page_size: self.page_size.clamp(1, 100),
+            faults: Faults {
+                price_change_yen: self.price_change_yen,
+                three_d_secure: self.three_d_secure,
+                slow_ms: self.slow_ms,
+                drop_after_order: self.drop_after_order,
+                logged_out: self.logged_out,
+                order_list_changed: self.order_list_changed,
+            },
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
