@@ -1,0 +1,3 @@
+//! shop-sim over real HTTP.
+
+mod shop;
