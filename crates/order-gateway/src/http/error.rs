@@ -1,0 +1,110 @@
+//! The one HTTP error type. [`ApiError::code`] is the single match from error to [`ErrorCode`]
+//! (and with it the HTTP status, §8); [`IntoResponse`] renders the envelope. Internal errors are
+//! logged with their cause chain and answered opaquely (code 1500).
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rakuten_types::{Envelope, ErrorCode};
+
+use crate::store::StoreError;
+
+/// Every way a request can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Missing or wrong Bearer token (401, 1001).
+    #[error("missing or invalid bearer token")]
+    Unauthorized,
+    /// Bad input: JSON, types, ranges, vocabularies (422, 1003).
+    #[error("{0}")]
+    Validation(String),
+    /// A body or field over its size bound (413, 1004).
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// No such route (404, 1005).
+    #[error("no route for {0}")]
+    NotFound(String),
+    /// The route exists but not for this method (405, 1005).
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// A storage outcome: not found, lease invalid, conflicts, or an internal failure.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Anything else that is our fault.
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    /// The error code (and through it the HTTP status) of this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ApiError::Unauthorized => ErrorCode::Unauthorized,
+            ApiError::Validation(_) => ErrorCode::Validation,
+            ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            ApiError::NotFound(_) | ApiError::MethodNotAllowed => ErrorCode::NotFound,
+            ApiError::Store(e) => match e {
+                StoreError::TaskNotFound(_) => ErrorCode::TaskNotFound,
+                StoreError::LeaseInvalid(_) => ErrorCode::LeaseInvalid,
+                StoreError::StateConflict { .. } | StoreError::Transition(_) => {
+                    ErrorCode::TaskStateConflict
+                }
+                StoreError::GateBusy(_) => ErrorCode::Conflict,
+                StoreError::Closed => ErrorCode::Unavailable,
+                StoreError::Corrupt(_) | StoreError::Database(_) => ErrorCode::Internal,
+            },
+            ApiError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// The HTTP status sent.
+    pub fn status_code(&self) -> StatusCode {
+        if matches!(self, ApiError::MethodNotAllowed) {
+            return StatusCode::METHOD_NOT_ALLOWED;
+        }
+        StatusCode::from_u16(self.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+/// Writes an error and its sources on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = self.code();
+        let msg = match code {
+            ErrorCode::Internal => {
+                tracing::error!(error = %chain(&self), "internal error");
+                "internal error".to_owned()
+            }
+            ErrorCode::Unavailable => "service unavailable, retry later".to_owned(),
+            _ => self.to_string(),
+        };
+        let body: Envelope<()> = Envelope::error(code, msg);
+        (self.status_code(), Json(body)).into_response()
+    }
+}
+
+/// The shape of every error answer, for the OpenAPI document: `success: false`, `data: null`,
+/// `code` from the table of §8.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorEnvelope {
+    /// Always `false`.
+    pub success: bool,
+    /// What went wrong.
+    pub msg: String,
+    /// Always `null`.
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<serde_json::Value>,
+    /// The error code.
+    pub code: i32,
+}

@@ -1,0 +1,101 @@
+//! Extractors whose rejections are [`ApiError`]s, so malformed JSON, bad query strings and bad
+//! path segments get the envelope with a clear `msg` (422, or 413 for an oversized body), never
+//! axum's plain-text answers.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// Longest error message echoed back, in characters (serde messages may quote input).
+const MAX_MSG_CHARS: usize = 300;
+
+fn short(msg: String) -> String {
+    if msg.chars().count() <= MAX_MSG_CHARS {
+        msg
+    } else {
+        let mut s: String = msg.chars().take(MAX_MSG_CHARS).collect();
+        s.push('…');
+        s
+    }
+}
+
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!(
+                "request body exceeds {} bytes",
+                super::MAX_BODY_BYTES
+            ))
+        } else {
+            ApiError::Validation(short(format!("could not read the request body: {e}")))
+        }
+    })
+}
+
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::Validation(short(format!("invalid JSON body: {e}"))))
+}
+
+/// A JSON body, required. Content-Type is not checked (clients differ); the body must parse.
+#[derive(Debug, Clone)]
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ApiError::Validation("a JSON body is required".into()));
+        }
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// A JSON body that may be absent (empty body → `T::default()`), for endpoints whose parameters
+/// may come in the query string instead.
+#[derive(Debug, Clone)]
+pub struct OptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        parse_json(&bytes).map(OptionalJson)
+    }
+}
+
+/// A query string.
+#[derive(Debug, Clone)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| ApiQuery(v))
+            .map_err(|e| ApiError::Validation(short(e.body_text())))
+    }
+}
+
+/// Path parameters.
+#[derive(Debug, Clone)]
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(v)| ApiPath(v))
+            .map_err(|e| ApiError::Validation(short(e.body_text())))
+    }
+}

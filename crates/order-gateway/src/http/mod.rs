@@ -1,0 +1,78 @@
+//! The HTTP layer: shared state, the router, and one module per concern.
+//!
+//! - [`error`]: the one error type and its envelope rendering.
+//! - [`auth`]: Bearer token middleware for `/api/*`.
+//! - [`extract`]: extractors whose rejections are envelopes.
+//! - [`openapi`]: the generated OpenAPI document at `/openapi.json`.
+//! - [`routes`]: one module per route group (`orders`, `health`; the account-query channel adds
+//!   `queries` next to them).
+//!
+//! `/health` and `/openapi.json` are unauthenticated (probes and tooling); everything under
+//! `/api` needs the token.
+
+pub mod auth;
+pub mod error;
+pub mod extract;
+pub mod openapi;
+pub mod routes;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::Uri;
+use axum::middleware::from_fn_with_state;
+use rakuten_types::Clock;
+use rakuten_types::order::MAX_INTENT_BYTES;
+use tokio_util::sync::CancellationToken;
+use tower_http::trace::TraceLayer;
+
+use self::error::ApiError;
+use crate::lease::notify::LeaseNotifier;
+use crate::settings::Settings;
+use crate::store::OrderStore;
+
+/// Largest request body, bytes: the 64 KiB intent plus room for the envelope around it. An intent
+/// over 64 KiB inside a smaller body is refused by the submit handler (413 as well).
+pub const MAX_BODY_BYTES: usize = MAX_INTENT_BYTES + 16 * 1024;
+
+/// What every handler shares. Cheap to clone. New channels (e.g. the account-query channel) add
+/// their own fields here.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// Order task storage.
+    pub store: Arc<dyn OrderStore>,
+    /// The injected clock.
+    pub clock: Arc<dyn Clock>,
+    /// Validated settings.
+    pub settings: Arc<Settings>,
+    /// Wakes waiting lease long-polls.
+    pub lease_notifier: LeaseNotifier,
+    /// Cancelled at shutdown: waiting long-polls return at once.
+    pub shutdown: CancellationToken,
+}
+
+/// The whole application router.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(routes::orders::router())
+        .route_layer(from_fn_with_state(state.clone(), auth::require_bearer));
+    Router::new()
+        .merge(routes::health::router())
+        .merge(openapi::router())
+        .merge(api)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    let path: String = uri.path().chars().take(200).collect();
+    ApiError::NotFound(path)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}

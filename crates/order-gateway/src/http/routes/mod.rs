@@ -1,0 +1,4 @@
+//! Route groups, one module each.
+
+pub mod health;
+pub mod orders;

@@ -1,0 +1,439 @@
+//! The order task endpoints (§4.2–§4.6, §5): submit, lease (long-poll), renew, report, reclaim,
+//! get, list. Handlers validate input into store requests, call the store, and wake waiting
+//! long-polls after commits that may make something leasable.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rakuten_types::order::{
+    LeaseGrant, MAX_INTENT_BYTES, MAX_REPORT_TEXT_CHARS, Page, ReclaimTask, RenewAck, RenewLease,
+    ReportAck, ReportState, SubmitOrder, SubmitOrderAck, TaskDetail, TaskSummary,
+};
+use rakuten_types::{Envelope, ErrorCode, Outcome, SITE_RAKUTEN, TaskId, TaskStatus, WorkerId};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::http::AppState;
+use crate::http::error::{ApiError, ErrorEnvelope};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
+use crate::lease::long_poll::lease_with_wait;
+use crate::store::{
+    LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, TaskFilter,
+};
+
+/// Result of a handler: an envelope or an [`ApiError`].
+pub type ApiResult<T> = Result<Json<Envelope<T>>, ApiError>;
+
+/// Default long-poll, seconds (§4.3).
+pub const DEFAULT_WAIT_SECONDS: f64 = 30.0;
+/// Default page size of `GET /api/orders`.
+pub const DEFAULT_LIMIT: i64 = 50;
+/// Largest page size; larger requests are clamped.
+pub const MAX_LIMIT: i64 = 200;
+/// Longest `lease_token`, characters.
+const MAX_TOKEN_CHARS: usize = 128;
+
+/// The order routes (all under `/api`, behind the Bearer middleware).
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/orders", post(submit).get(list))
+        .route("/api/orders/lease", get(lease))
+        .route("/api/orders/{task_id}", get(get_task))
+        .route("/api/orders/{task_id}/renew", post(renew))
+        .route("/api/orders/{task_id}/report", post(report))
+        .route("/api/orders/{task_id}/reclaim", post(reclaim))
+}
+
+fn check_site(site: &str) -> Result<(), ApiError> {
+    if site == SITE_RAKUTEN {
+        Ok(())
+    } else {
+        Err(ApiError::Validation(format!(
+            "unknown site {:?}; only \"rakuten\" is traded",
+            site.chars().take(64).collect::<String>()
+        )))
+    }
+}
+
+/// Submit an order intent (§4.2). Idempotent on `task_id`.
+#[utoipa::path(
+    post, path = "/api/orders", tag = "orders",
+    request_body = SubmitOrder,
+    responses(
+        (status = 200, description = "created, or the existing task (`created: false`)", body = Envelope<SubmitOrderAck>),
+        (status = 413, description = "intent over 64 KiB (1004)", body = ErrorEnvelope),
+        (status = 422, description = "invalid body, unknown site (1003)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn submit(
+    State(st): State<AppState>,
+    ApiJson(body): ApiJson<SubmitOrder>,
+) -> ApiResult<SubmitOrderAck> {
+    check_site(&body.site)?;
+    if !body.intent.is_object() {
+        return Err(ApiError::Validation("intent must be a JSON object".into()));
+    }
+    let intent_json = serde_json::to_string(&body.intent)
+        .map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?;
+    if intent_json.len() > MAX_INTENT_BYTES {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "intent is {} bytes serialized; the limit is {MAX_INTENT_BYTES}",
+            intent_json.len()
+        )));
+    }
+    let task_id = match body.task_id {
+        Some(id) => id,
+        None => TaskId::parse(&uuid::Uuid::now_v7().to_string())
+            .map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?,
+    };
+    let ack = st
+        .store
+        .task_insert(
+            NewTask {
+                task_id,
+                site: body.site,
+                intent_json,
+            },
+            st.clock.now(),
+        )
+        .await?;
+    if ack.created {
+        st.lease_notifier.notify_leasable();
+    }
+    Ok(Json(Envelope::ok(ack)))
+}
+
+/// Query of `GET /api/orders/lease`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LeaseQuery {
+    /// The polling worker (required); refreshes its heartbeat.
+    pub worker_id: WorkerId,
+    /// Seconds to hold the poll when nothing is leasable (default 30, fractional allowed, capped
+    /// by `RAKUTEN_LEASE_MAX_WAIT_SECONDS`).
+    pub wait: Option<f64>,
+    /// Only tasks of this site (`rakuten`).
+    pub site: Option<String>,
+}
+
+/// Long-poll for a lease (§4.3). Returns the worker's own active task first (as a new grant,
+/// `lease_count + 1`), else the oldest queued task when no other task is active, else waits.
+#[utoipa::path(
+    get, path = "/api/orders/lease", tag = "orders",
+    params(LeaseQuery),
+    responses(
+        (status = 200, description = "a grant, or `data: null` after `wait` (code 0, or 6004 when another task is active)", body = Envelope<LeaseGrant>),
+        (status = 422, description = "bad worker_id, wait or site (1003)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn lease(
+    State(st): State<AppState>,
+    ApiQuery(q): ApiQuery<LeaseQuery>,
+) -> ApiResult<LeaseGrant> {
+    let wait = q.wait.unwrap_or(DEFAULT_WAIT_SECONDS);
+    if !wait.is_finite() || wait < 0.0 {
+        return Err(ApiError::Validation(
+            "wait must be a non-negative number of seconds".into(),
+        ));
+    }
+    let wait = Duration::from_secs_f64(wait).min(st.settings.lease_max_wait());
+    if let Some(site) = &q.site {
+        check_site(site)?;
+    }
+    let req = LeaseRequest {
+        worker_id: q.worker_id,
+        site: q.site,
+        ttl: st.settings.lease_ttl(),
+        scope: st.settings.lease_scope,
+    };
+    let attempt = lease_with_wait(
+        st.store.as_ref(),
+        &st.lease_notifier,
+        st.clock.as_ref(),
+        req,
+        wait,
+        &st.shutdown,
+    )
+    .await?;
+    Ok(Json(match attempt {
+        LeaseAttempt::Granted(g) => Envelope::ok(g),
+        LeaseAttempt::Empty => Envelope::empty(0, "no task"),
+        LeaseAttempt::GateBusy => Envelope::empty(
+            ErrorCode::TaskActiveElsewhere.as_i32(),
+            "another task is active; nothing handed out",
+        ),
+    }))
+}
+
+/// `worker_id` / `lease_token` given in the query string of renew, report and reclaim.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct HolderQuery {
+    /// The worker (may come in the JSON body instead).
+    pub worker_id: Option<WorkerId>,
+    /// The grant's fencing token (optional; may come in the JSON body instead).
+    pub lease_token: Option<String>,
+}
+
+/// Picks a value given in the query, the body, or both (then they must agree).
+fn one_of<T: PartialEq>(
+    name: &str,
+    query: Option<T>,
+    body: Option<T>,
+) -> Result<Option<T>, ApiError> {
+    match (query, body) {
+        (Some(a), Some(b)) if a != b => Err(ApiError::Validation(format!(
+            "{name} differs between the query string and the body"
+        ))),
+        (Some(a), _) => Ok(Some(a)),
+        (None, b) => Ok(b),
+    }
+}
+
+fn required_worker(
+    query: Option<WorkerId>,
+    body: Option<WorkerId>,
+) -> Result<WorkerId, ApiError> {
+    one_of("worker_id", query, body)?
+        .ok_or_else(|| ApiError::Validation("worker_id is required (query or body)".into()))
+}
+
+fn checked_token(query: Option<String>, body: Option<String>) -> Result<Option<String>, ApiError> {
+    let t = one_of("lease_token", query, body)?;
+    if let Some(t) = &t
+        && (t.is_empty() || t.chars().count() > MAX_TOKEN_CHARS || t.chars().any(char::is_control))
+    {
+        return Err(ApiError::Validation(
+            "lease_token must be 1 to 128 characters without control characters".into(),
+        ));
+    }
+    Ok(t)
+}
+
+/// Renew a lease (§4.4).
+#[utoipa::path(
+    post, path = "/api/orders/{task_id}/renew", tag = "orders",
+    params(("task_id" = String, Path, description = "task id"), HolderQuery),
+    request_body(content = Option<RenewLease>, description = "optional: worker_id / lease_token"),
+    responses(
+        (status = 200, body = Envelope<RenewAck>),
+        (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
+        (status = 409, description = "not the holder, expired, superseded or terminal (6002)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn renew(
+    State(st): State<AppState>,
+    ApiPath(task_id): ApiPath<TaskId>,
+    ApiQuery(q): ApiQuery<HolderQuery>,
+    OptionalJson(body): OptionalJson<RenewLease>,
+) -> ApiResult<RenewAck> {
+    let req = RenewRequest {
+        task_id,
+        worker_id: required_worker(q.worker_id, body.worker_id)?,
+        lease_token: checked_token(q.lease_token, body.lease_token)?,
+        ttl: st.settings.lease_ttl(),
+    };
+    let ack = st.store.task_renew(req, st.clock.now()).await?;
+    Ok(Json(Envelope::ok(ack)))
+}
+
+fn check_text(name: &str, v: &Option<String>, allow_newlines: bool) -> Result<(), ApiError> {
+    if let Some(s) = v {
+        if s.chars().count() > MAX_REPORT_TEXT_CHARS {
+            return Err(ApiError::Validation(format!(
+                "{name} is longer than {MAX_REPORT_TEXT_CHARS} characters"
+            )));
+        }
+        let bad = |c: char| c.is_control() && !(allow_newlines && matches!(c, '\n' | '\r' | '\t'));
+        if s.chars().any(bad) {
+            return Err(ApiError::Validation(format!(
+                "{name} contains control characters"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn validate_report(body: &ReportState) -> Result<Option<Outcome>, ApiError> {
+    check_text("site_order_id", &body.site_order_id, false)?;
+    check_text("evidence_ref", &body.evidence_ref, false)?;
+    check_text("detail", &body.detail, true)?;
+    if let Some(e) = &body.evidence_ref
+        && (e.starts_with('/') || e.contains('\\') || e.split('/').any(|p| p == ".."))
+    {
+        return Err(ApiError::Validation(
+            "evidence_ref must be a relative path like {task_id}/03-order-confirm".into(),
+        ));
+    }
+    if body.payable_yen.is_some_and(|y| y < 0) {
+        return Err(ApiError::Validation("payable_yen must not be negative".into()));
+    }
+    match (body.terminal, body.outcome) {
+        (false, Some(_)) => Err(ApiError::Validation(
+            "outcome is only allowed with terminal=true".into(),
+        )),
+        (false, None) => Ok(None),
+        (true, Some(o)) => Ok(Some(o)),
+        (true, None) => Outcome::implied_by(body.state).map(Some).ok_or_else(|| {
+            ApiError::Validation(format!(
+                "terminal report in state {} needs an explicit outcome \
+                 (succeeded, failed or needs_human)",
+                body.state
+            ))
+        }),
+    }
+}
+
+/// Report an order state (§4.5). The first report moves `leased` → `running`; `(task_id, state)`
+/// is idempotent; `terminal=true` ends the task; reports after the end are appended.
+#[utoipa::path(
+    post, path = "/api/orders/{task_id}/report", tag = "orders",
+    params(("task_id" = String, Path, description = "task id"), HolderQuery),
+    request_body = ReportState,
+    responses(
+        (status = 200, body = Envelope<ReportAck>),
+        (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
+        (status = 409, description = "not the holder, expired or superseded (6002)", body = ErrorEnvelope),
+        (status = 422, description = "invalid body, terminal without outcome (1003)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn report(
+    State(st): State<AppState>,
+    ApiPath(task_id): ApiPath<TaskId>,
+    ApiQuery(q): ApiQuery<HolderQuery>,
+    ApiJson(body): ApiJson<ReportState>,
+) -> ApiResult<ReportAck> {
+    let outcome = validate_report(&body)?;
+    let report = NewReport {
+        task_id,
+        worker_id: required_worker(q.worker_id, body.worker_id)?,
+        lease_token: checked_token(q.lease_token, body.lease_token)?,
+        state: body.state,
+        payable_yen: body.payable_yen,
+        pay_deadline: body.pay_deadline,
+        site_order_id: body.site_order_id,
+        evidence_ref: body.evidence_ref,
+        detail: body.detail,
+        error_code: body.error_code,
+        outcome,
+    };
+    let ack = st.store.task_report(report, st.clock.now()).await?;
+    if ack.status.is_terminal() && outcome.is_some() {
+        // The gate is free again.
+        st.lease_notifier.notify_leasable();
+    }
+    Ok(Json(Envelope::ok(ack)))
+}
+
+/// Reclaim a stale task for a named worker (§5). The worker receives it on its next lease poll.
+#[utoipa::path(
+    post, path = "/api/orders/{task_id}/reclaim", tag = "orders",
+    params(("task_id" = String, Path, description = "task id"), HolderQuery),
+    request_body(content = Option<ReclaimTask>, description = "optional: worker_id"),
+    responses(
+        (status = 200, description = "the new grant, `lease_count > 1`, with `known_state`", body = Envelope<LeaseGrant>),
+        (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
+        (status = 409, description = "not stale (6003) or another task is active (1006)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn reclaim(
+    State(st): State<AppState>,
+    ApiPath(task_id): ApiPath<TaskId>,
+    ApiQuery(q): ApiQuery<HolderQuery>,
+    OptionalJson(body): OptionalJson<ReclaimTask>,
+) -> ApiResult<LeaseGrant> {
+    let req = ReclaimRequest {
+        task_id,
+        worker_id: required_worker(q.worker_id, body.worker_id)?,
+        ttl: st.settings.lease_ttl(),
+        scope: st.settings.lease_scope,
+    };
+    let grant = st.store.task_reclaim(req, st.clock.now()).await?;
+    // The named worker may be waiting in a long-poll right now.
+    st.lease_notifier.notify_leasable();
+    Ok(Json(Envelope::ok(grant)))
+}
+
+/// A task with its latest state and every report, oldest first (§4.6).
+#[utoipa::path(
+    get, path = "/api/orders/{task_id}", tag = "orders",
+    params(("task_id" = String, Path, description = "task id")),
+    responses(
+        (status = 200, body = Envelope<TaskDetail>),
+        (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_task(
+    State(st): State<AppState>,
+    ApiPath(task_id): ApiPath<TaskId>,
+) -> ApiResult<TaskDetail> {
+    match st.store.task_get(&task_id).await? {
+        Some(d) => Ok(Json(Envelope::ok(d))),
+        None => Err(crate::store::StoreError::TaskNotFound(task_id).into()),
+    }
+}
+
+/// Query of `GET /api/orders`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only this task status.
+    pub status: Option<String>,
+    /// Only this site.
+    pub site: Option<String>,
+    /// Page size, default 50, larger values are clamped to 200.
+    pub limit: Option<i64>,
+    /// Items to skip, default 0.
+    pub offset: Option<i64>,
+}
+
+/// List tasks, oldest first (§4.6).
+#[utoipa::path(
+    get, path = "/api/orders", tag = "orders",
+    params(ListQuery),
+    responses(
+        (status = 200, body = Envelope<Page<TaskSummary>>),
+        (status = 422, description = "unknown status or site, bad limit/offset (1003)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list(
+    State(st): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Page<TaskSummary>> {
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| s.parse::<TaskStatus>())
+        .transpose()
+        .map_err(|e| ApiError::Validation(e.to_string()))?;
+    if let Some(site) = &q.site {
+        check_site(site)?;
+    }
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit < 1 {
+        return Err(ApiError::Validation("limit must be at least 1".into()));
+    }
+    let offset = q.offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(ApiError::Validation("offset must not be negative".into()));
+    }
+    let page = st
+        .store
+        .task_list(TaskFilter {
+            status,
+            site: q.site,
+            limit: limit.min(MAX_LIMIT),
+            offset,
+        })
+        .await?;
+    Ok(Json(Envelope::ok(page)))
+}

@@ -1,0 +1,235 @@
+//! Typed settings (spec §7 plus `RAKUTEN_API_TOKEN`), read once at start from the command line,
+//! the environment and a `.env` file (loaded by `main` through `dotenvy`), validated by
+//! [`Settings::validate`]. `order-gateway serve --help` lists every variable with its default.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A secret string whose `Debug`/`Display` never print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    /// The secret itself; call only where it is compared or sent.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_owned()))
+    }
+}
+
+/// Scope of the one-active-task gate (§4.3): one task at a time overall, or one per site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LeaseScope {
+    /// At most one leased/running task in total (the default, §1 constraint 2).
+    #[default]
+    Global,
+    /// At most one leased/running task per site.
+    Site,
+}
+
+impl LeaseScope {
+    /// The `tasks.gate_key` a task of `site` takes while active.
+    pub fn gate_key(self, site: &str) -> String {
+        match self {
+            LeaseScope::Global => "*".to_owned(),
+            LeaseScope::Site => site.to_owned(),
+        }
+    }
+}
+
+/// Every setting of the gateway. Durations are in seconds on the command line and in the
+/// environment; fractional values are accepted where noted.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Settings {
+    /// Bearer token required on every `/api/*` request (required, non-empty).
+    #[arg(long, env = "RAKUTEN_API_TOKEN", hide_env_values = true)]
+    pub api_token: Secret,
+
+    /// Address to listen on.
+    #[arg(long, env = "RAKUTEN_GATEWAY_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+
+    /// Port to listen on (0 picks a free port).
+    #[arg(long, env = "RAKUTEN_GATEWAY_PORT", default_value_t = 31109)]
+    pub port: u16,
+
+    /// SQLite database file; its parent directory is created if missing.
+    #[arg(long, env = "RAKUTEN_GATEWAY_DB_PATH", default_value = "data/gateway.db")]
+    pub db_path: PathBuf,
+
+    /// Lease time-to-live, seconds (§4.3); a worker renews before it lapses.
+    #[arg(long, env = "RAKUTEN_LEASE_TTL_SECONDS", default_value_t = 300.0)]
+    pub lease_ttl_seconds: f64,
+
+    /// Longest long-poll a lease request may ask for with `wait`, seconds.
+    #[arg(long, env = "RAKUTEN_LEASE_MAX_WAIT_SECONDS", default_value_t = 60.0)]
+    pub lease_max_wait_seconds: f64,
+
+    /// A worker silent longer than this raises `worker_offline`, seconds (§4.7).
+    #[arg(long, env = "RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS", default_value_t = 300.0)]
+    pub worker_offline_alert_seconds: f64,
+
+    /// A task queued longer than this raises `task_queued_too_long`, seconds (§4.7).
+    #[arg(long, env = "RAKUTEN_QUEUED_ALERT_SECONDS", default_value_t = 600.0)]
+    pub queued_alert_seconds: f64,
+
+    /// Period of the lease-expiry sweeper, seconds (fractional allowed).
+    #[arg(long, env = "RAKUTEN_SWEEP_INTERVAL_SECONDS", default_value_t = 1.0)]
+    pub sweep_interval_seconds: f64,
+
+    /// `global`: one active task overall; `site`: one active task per site.
+    #[arg(long, env = "RAKUTEN_LEASE_SCOPE", value_enum, default_value_t = LeaseScope::Global)]
+    pub lease_scope: LeaseScope,
+}
+
+/// A setting out of range.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {name}: {reason}")]
+pub struct SettingsError {
+    /// The environment variable.
+    pub name: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl Settings {
+    /// Settings for tests and the demo: port 0 on 127.0.0.1, the given database file and token,
+    /// every other value at its default.
+    pub fn for_tests(db_path: impl Into<PathBuf>, api_token: &str) -> Self {
+        Settings {
+            api_token: Secret::new(api_token),
+            host: "127.0.0.1".into(),
+            port: 0,
+            db_path: db_path.into(),
+            lease_ttl_seconds: 300.0,
+            lease_max_wait_seconds: 60.0,
+            worker_offline_alert_seconds: 300.0,
+            queued_alert_seconds: 600.0,
+            sweep_interval_seconds: 1.0,
+            lease_scope: LeaseScope::Global,
+        }
+    }
+
+    /// Checks every value once, at start.
+    ///
+    /// # Errors
+    /// [`SettingsError`] naming the first bad variable.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if self.api_token.expose().trim().is_empty() {
+            return Err(SettingsError {
+                name: "RAKUTEN_API_TOKEN",
+                reason: "must be set and non-empty".into(),
+            });
+        }
+        let positive = [
+            ("RAKUTEN_LEASE_TTL_SECONDS", self.lease_ttl_seconds),
+            ("RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS", self.worker_offline_alert_seconds),
+            ("RAKUTEN_QUEUED_ALERT_SECONDS", self.queued_alert_seconds),
+            ("RAKUTEN_SWEEP_INTERVAL_SECONDS", self.sweep_interval_seconds),
+        ];
+        for (name, v) in positive {
+            if !(v.is_finite() && v > 0.0 && v < 1.0e9) {
+                return Err(SettingsError {
+                    name,
+                    reason: format!("must be a positive number of seconds, got {v}"),
+                });
+            }
+        }
+        let w = self.lease_max_wait_seconds;
+        if !(w.is_finite() && (0.0..=3600.0).contains(&w)) {
+            return Err(SettingsError {
+                name: "RAKUTEN_LEASE_MAX_WAIT_SECONDS",
+                reason: format!("must be between 0 and 3600 seconds, got {w}"),
+            });
+        }
+        if self.db_path.as_os_str().is_empty() {
+            return Err(SettingsError {
+                name: "RAKUTEN_GATEWAY_DB_PATH",
+                reason: "must not be empty".into(),
+            });
+        }
+        self.listen_addr().map(|_| ())
+    }
+
+    /// The socket address from host and port.
+    ///
+    /// # Errors
+    /// [`SettingsError`] when the host is not an IP address.
+    pub fn listen_addr(&self) -> Result<SocketAddr, SettingsError> {
+        let ip = self.host.parse().map_err(|_| SettingsError {
+            name: "RAKUTEN_GATEWAY_HOST",
+            reason: format!("not an IP address: {:?}", self.host),
+        })?;
+        Ok(SocketAddr::new(ip, self.port))
+    }
+
+    /// Lease TTL as a duration.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_secs_f64(self.lease_ttl_seconds)
+    }
+
+    /// Longest long-poll.
+    pub fn lease_max_wait(&self) -> Duration {
+        Duration::from_secs_f64(self.lease_max_wait_seconds)
+    }
+
+    /// Worker-offline alert threshold.
+    pub fn worker_offline_alert(&self) -> Duration {
+        Duration::from_secs_f64(self.worker_offline_alert_seconds)
+    }
+
+    /// Queued-too-long alert threshold.
+    pub fn queued_alert(&self) -> Duration {
+        Duration::from_secs_f64(self.queued_alert_seconds)
+    }
+
+    /// Sweeper period.
+    pub fn sweep_interval(&self) -> Duration {
+        Duration::from_secs_f64(self.sweep_interval_seconds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_never_prints() {
+        let s = Settings::for_tests("x.db", "hunter2");
+        assert!(!format!("{s:?}").contains("hunter2"));
+        assert_eq!(format!("{}", s.api_token), "***");
+    }
+
+    #[test]
+    fn empty_token_is_refused() {
+        let s = Settings::for_tests("x.db", " ");
+        assert_eq!(s.validate().unwrap_err().name, "RAKUTEN_API_TOKEN");
+        assert!(Settings::for_tests("x.db", "t").validate().is_ok());
+    }
+}

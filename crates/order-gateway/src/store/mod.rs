@@ -1,0 +1,256 @@
+//! Storage behind one narrow trait, [`OrderStore`], with verb-noun methods. One driver per
+//! database: [`sqlite`] today, PostgreSQL later (same method contract, `migrations/postgres` with
+//! the same numbering).
+//!
+//! Contract every driver keeps (spec §3–§5):
+//! - every transition is a conditional update that repeats [`TaskStatus::transition`]'s guard in
+//!   SQL; a lost race is a typed [`StoreError`], never a silent no-op;
+//! - at most one `leased`/`running` task per gate key, enforced by the schema;
+//! - nothing ever returns to `queued`; `stale` is reached only through lease expiry;
+//! - a write is acknowledged (the method returns) only after it is durably committed;
+//! - `now` is always the caller's (the injected clock), never the database's.
+
+pub mod sqlite;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rakuten_types::order::{
+    LeaseGrant, Page, RenewAck, ReportAck, SubmitOrderAck, TaskDetail, TaskSummary,
+};
+use rakuten_types::{
+    OrderState, Outcome, TaskId, TaskStatus, Timestamp, WorkerId, task_status::InvalidTransition,
+};
+
+use crate::settings::LeaseScope;
+
+/// A task to insert (§4.2). Already validated by the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// The idempotency key.
+    pub task_id: TaskId,
+    /// The site (`rakuten`).
+    pub site: String,
+    /// The intent, serialized JSON object.
+    pub intent_json: String,
+}
+
+/// A lease attempt by a worker (§4.3).
+#[derive(Debug, Clone)]
+pub struct LeaseRequest {
+    /// The polling worker; its heartbeat is refreshed.
+    pub worker_id: WorkerId,
+    /// Only tasks of this site (re-grants of the worker's own task ignore the filter).
+    pub site: Option<String>,
+    /// Lease length.
+    pub ttl: Duration,
+    /// Gate scope.
+    pub scope: LeaseScope,
+}
+
+/// What one lease attempt found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LeaseAttempt {
+    /// A grant: a queued task claimed, or the worker's own active task re-granted.
+    Granted(LeaseGrant),
+    /// Nothing queued (for this site).
+    Empty,
+    /// Tasks are queued but another task holds the gate (6004 diagnostic).
+    GateBusy,
+}
+
+/// A renewal (§4.4).
+#[derive(Debug, Clone)]
+pub struct RenewRequest {
+    /// The task.
+    pub task_id: TaskId,
+    /// The claimed holder.
+    pub worker_id: WorkerId,
+    /// The grant's fencing token, when the client sent one.
+    pub lease_token: Option<String>,
+    /// New lease length from now.
+    pub ttl: Duration,
+}
+
+/// A report (§4.5), validated: `outcome` is set exactly when the report is terminal.
+#[derive(Debug, Clone)]
+pub struct NewReport {
+    /// The task.
+    pub task_id: TaskId,
+    /// The claimed holder.
+    pub worker_id: WorkerId,
+    /// The grant's fencing token, when the client sent one.
+    pub lease_token: Option<String>,
+    /// The order state.
+    pub state: OrderState,
+    /// Payable, yen.
+    pub payable_yen: Option<i64>,
+    /// Payment deadline.
+    pub pay_deadline: Option<Timestamp>,
+    /// Site order number.
+    pub site_order_id: Option<String>,
+    /// Local evidence path.
+    pub evidence_ref: Option<String>,
+    /// Free text.
+    pub detail: Option<String>,
+    /// Error code carried by the report.
+    pub error_code: Option<i32>,
+    /// `Some` ends the task with this outcome.
+    pub outcome: Option<Outcome>,
+}
+
+/// A reclaim of a stale task for a named worker (§5).
+#[derive(Debug, Clone)]
+pub struct ReclaimRequest {
+    /// The stale task.
+    pub task_id: TaskId,
+    /// The worker that gets the new lease.
+    pub worker_id: WorkerId,
+    /// Lease length.
+    pub ttl: Duration,
+    /// Gate scope.
+    pub scope: LeaseScope,
+}
+
+/// A task the sweeper turned stale.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaleTask {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its last holder.
+    pub lease_owner: Option<String>,
+    /// When the lease lapsed.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Grants so far.
+    pub lease_count: i64,
+}
+
+/// Filter and page of `GET /api/orders`.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    /// Only this status.
+    pub status: Option<TaskStatus>,
+    /// Only this site.
+    pub site: Option<String>,
+    /// Page size (already clamped to 1..=200).
+    pub limit: i64,
+    /// Offset (≥ 0).
+    pub offset: i64,
+}
+
+/// A worker's heartbeat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerSeen {
+    /// The worker.
+    pub worker_id: String,
+    /// Its last lease request (or valid renew/report).
+    pub last_seen_at: Timestamp,
+}
+
+/// What `/health` and the alerts need, read in one go.
+#[derive(Debug, Clone, Default)]
+pub struct HealthSnapshot {
+    /// Queued tasks.
+    pub queued: i64,
+    /// The leased/running tasks.
+    pub active: Vec<TaskSummary>,
+    /// Stale tasks, all of them counted.
+    pub stale_count: i64,
+    /// Stale tasks (each one is an alert; at most 100 listed, oldest first).
+    pub stale: Vec<TaskSummary>,
+    /// Queued tasks created before the threshold asked for (at most 100, oldest first).
+    pub queued_too_long: Vec<TaskSummary>,
+    /// Every worker.
+    pub workers: Vec<WorkerSeen>,
+}
+
+/// Why a store operation failed. Cloneable because one failed group commit answers many callers.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// No such task (6001).
+    #[error("task {0} not found")]
+    TaskNotFound(TaskId),
+    /// The caller does not hold a valid lease on the task (6002).
+    #[error("lease invalid: {0}")]
+    LeaseInvalid(String),
+    /// The task's status does not allow the operation (6003).
+    #[error("task is {status}: {reason}")]
+    StateConflict {
+        /// The current status.
+        status: TaskStatus,
+        /// What was refused.
+        reason: String,
+    },
+    /// Another task holds the concurrency gate (409, code 1006).
+    #[error("another task is active: {0}")]
+    GateBusy(String),
+    /// The state machine refused a transition (a bug or a race the SQL guard also caught).
+    #[error(transparent)]
+    Transition(#[from] InvalidTransition),
+    /// The store is shutting down (503).
+    #[error("store is closed")]
+    Closed,
+    /// A stored row could not be decoded.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// The database failed.
+    #[error("database error")]
+    Database(#[source] Arc<sqlx::Error>),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        StoreError::Database(Arc::new(e))
+    }
+}
+
+/// The order task store. Every write method is one durable transition (group-committed by the
+/// SQLite driver); reads see only committed data.
+#[async_trait]
+pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Inserts a queued task, or returns the existing one with `created: false` (§4.2).
+    async fn task_insert(&self, task: NewTask, now: Timestamp) -> Result<SubmitOrderAck, StoreError>;
+
+    /// One lease attempt (§4.3): refreshes the worker's heartbeat; re-grants the worker's own
+    /// unexpired active task if it has one (`lease_count + 1`, new token); else claims the oldest
+    /// queued task when the gate is free.
+    async fn task_lease(&self, req: LeaseRequest, now: Timestamp)
+    -> Result<LeaseAttempt, StoreError>;
+
+    /// Whether a lease attempt by this worker could grant something now (a cheap read used by the
+    /// long-poll's periodic fallback check).
+    async fn task_leasable_exists(
+        &self,
+        worker_id: &WorkerId,
+        site: Option<&str>,
+        scope: LeaseScope,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+
+    /// Extends the holder's unexpired lease (§4.4); otherwise 6002.
+    async fn task_renew(&self, req: RenewRequest, now: Timestamp) -> Result<RenewAck, StoreError>;
+
+    /// Records a report (§4.5): first report leased → running, terminal reports end the task,
+    /// `(task_id, state)` upserts, post-terminal reports of the last holder are appended.
+    async fn task_report(&self, report: NewReport, now: Timestamp) -> Result<ReportAck, StoreError>;
+
+    /// Leases a stale task to a named worker (§5).
+    async fn task_reclaim(&self, req: ReclaimRequest, now: Timestamp)
+    -> Result<LeaseGrant, StoreError>;
+
+    /// Turns every active task whose lease lapsed at or before `now` into `stale` (§5).
+    async fn task_mark_stale_expired(&self, now: Timestamp) -> Result<Vec<StaleTask>, StoreError>;
+
+    /// A task with its latest state and full history.
+    async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError>;
+
+    /// A filtered page of tasks, oldest first.
+    async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError>;
+
+    /// Counts and lists for `/health`; `queued_before` selects the queued-too-long tasks.
+    async fn health_snapshot(&self, queued_before: Timestamp) -> Result<HealthSnapshot, StoreError>;
+
+    /// Finishes the writes already accepted and closes the database.
+    async fn close(&self);
+}

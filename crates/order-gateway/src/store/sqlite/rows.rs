@@ -1,0 +1,111 @@
+//! Decoding stored rows into domain and wire types. Timestamps are fixed-width UTC text.
+
+use rakuten_types::order::{ReportView, TaskSummary};
+use rakuten_types::{OrderState, Outcome, TaskId, TaskStatus, Timestamp};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use crate::store::StoreError;
+
+/// The columns of `tasks` every task query selects, in this order, plus `latest_state`.
+pub(crate) const TASK_COLUMNS: &str = "t.task_id, t.site, t.intent_json, t.status, t.lease_owner, \
+    t.lease_expires_at, t.lease_count, t.created_at, t.updated_at, t.outcome, t.lease_token, \
+    (SELECT r.state FROM task_reports r WHERE r.task_id = t.task_id ORDER BY r.seq DESC LIMIT 1) \
+    AS latest_state";
+
+/// One `tasks` row.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskRow {
+    pub task_id: TaskId,
+    pub site: String,
+    pub intent_json: String,
+    pub status: TaskStatus,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<Timestamp>,
+    pub lease_count: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub outcome: Option<Outcome>,
+    pub lease_token: Option<String>,
+    pub latest_state: Option<OrderState>,
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {e}"))
+}
+
+pub(crate) fn ts(s: &str) -> Result<Timestamp, StoreError> {
+    Timestamp::parse(s).map_err(|e| corrupt("timestamp", e))
+}
+
+fn opt_ts(s: Option<String>) -> Result<Option<Timestamp>, StoreError> {
+    s.as_deref().map(ts).transpose()
+}
+
+pub(crate) fn order_state(s: &str) -> Result<OrderState, StoreError> {
+    s.parse().map_err(|e| corrupt("state", e))
+}
+
+impl TaskRow {
+    /// Decodes a row selected with [`TASK_COLUMNS`].
+    pub fn decode(row: &SqliteRow) -> Result<Self, StoreError> {
+        let task_id: String = row.try_get("task_id")?;
+        let status: String = row.try_get("status")?;
+        let outcome: Option<String> = row.try_get("outcome")?;
+        let latest: Option<String> = row.try_get("latest_state")?;
+        Ok(TaskRow {
+            task_id: TaskId::parse(&task_id).map_err(|e| corrupt("task_id", e))?,
+            site: row.try_get("site")?,
+            intent_json: row.try_get("intent_json")?,
+            status: status.parse().map_err(|e| corrupt("status", e))?,
+            lease_owner: row.try_get("lease_owner")?,
+            lease_expires_at: opt_ts(row.try_get("lease_expires_at")?)?,
+            lease_count: row.try_get("lease_count")?,
+            created_at: ts(&row.try_get::<String, _>("created_at")?)?,
+            updated_at: ts(&row.try_get::<String, _>("updated_at")?)?,
+            outcome: outcome
+                .map(|o| o.parse().map_err(|e| corrupt("outcome", e)))
+                .transpose()?,
+            lease_token: row.try_get("lease_token")?,
+            latest_state: latest.as_deref().map(order_state).transpose()?,
+        })
+    }
+
+    /// The intent as JSON.
+    pub fn intent(&self) -> Result<serde_json::Value, StoreError> {
+        serde_json::from_str(&self.intent_json).map_err(|e| corrupt("intent_json", e))
+    }
+
+    /// The wire summary.
+    pub fn into_summary(self) -> Result<TaskSummary, StoreError> {
+        let intent = self.intent()?;
+        Ok(TaskSummary {
+            task_id: self.task_id,
+            site: self.site,
+            intent,
+            status: self.status,
+            lease_owner: self.lease_owner,
+            lease_expires_at: self.lease_expires_at,
+            lease_count: self.lease_count,
+            outcome: self.outcome,
+            latest_state: self.latest_state,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// Decodes a `task_reports` row.
+pub(crate) fn decode_report(row: &SqliteRow) -> Result<ReportView, StoreError> {
+    Ok(ReportView {
+        state: order_state(&row.try_get::<String, _>("state")?)?,
+        payable_yen: row.try_get("payable_yen")?,
+        pay_deadline: opt_ts(row.try_get("pay_deadline")?)?,
+        site_order_id: row.try_get("site_order_id")?,
+        evidence_ref: row.try_get("evidence_ref")?,
+        detail: row.try_get("detail")?,
+        error_code: row.try_get("error_code")?,
+        worker_id: row.try_get("worker_id")?,
+        reported_at: ts(&row.try_get::<String, _>("reported_at")?)?,
+    })
+}
