@@ -1,1 +1,71 @@
-//! placeholder
+//! `card-polling`: the priority polling queue of spec `priority-polling-queue.md` with the small
+//! host domain it needs (issue #5). The scheduler with hint channels follows in issue #6.
+//!
+//! Layout, one file per concept:
+//! - [`settings`]: clap + `RAKUTEN_POLL_*` settings, the secret type.
+//! - [`app`]: `Application::build(settings, clock, upstream)`, serving and background loops.
+//! - [`domain`]: shops and the agent hierarchy, accounts/roles/token hashes and scope, assets
+//!   (cards, devices, bindings), package orders and usages, configured task types.
+//! - [`priority`]: constants (`MAX_ATTEMPTS`, `CLAIM_LEASE`, `VALIDITY`),
+//!   [`priority::item_status`] (state machine), [`priority::trigger`] (trigger enum and the
+//!   renewal rule), [`priority::manual`] (enqueue, close, retrigger),
+//!   [`priority::executor`] (claim and execute).
+//! - [`upstream`]: the carrier trait and the simulated carrier ([`upstream::sim`]).
+//! - [`store`]: the storage trait and its SQLite driver ([`store::sqlite`]); migrations in
+//!   `migrations/sqlite`.
+//! - [`http`]: error, auth, extractors and one route file per resource.
+//! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]).
+
+pub mod app;
+pub mod domain;
+pub mod http;
+pub mod jobs;
+pub mod priority;
+pub mod settings;
+pub mod store;
+pub mod upstream;
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+pub use app::Application;
+pub use settings::Settings;
+
+/// `card-polling serve`: the system clock, the simulated carrier from the settings, HTTP, the
+/// executor timer and the expiry job, until Ctrl-C or SIGTERM.
+///
+/// # Errors
+/// Start-up or server failures.
+pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let upstream = Arc::new(upstream::SimCarrier::new(settings.sim_config()));
+    let app = Application::build(settings, Arc::new(rakuten_types::SystemClock), upstream).await?;
+    tracing::info!(port = app.port(), "card-polling listening");
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stop.cancel();
+    });
+    app.run_until_stopped(shutdown).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,26 @@
+//! The host domain the priority queue needs (issue #5 "Host domain"): shops in an agent
+//! hierarchy, accounts and roles, cards, devices and bindings, package orders and usage records,
+//! and the configured polling task types.
+
+pub mod account;
+pub mod asset;
+pub mod package;
+pub mod shop;
+pub mod task_type;
+
+pub use account::{Account, Role, Scope, TokenHash};
+pub use asset::{AssetRef, AssetType};
+pub use package::{OrderStatus, PackageKind, PaymentStatus, UsageStatus};
+pub use shop::Shop;
+pub use task_type::{TaskType, TaskTypes};
+
+use rakuten_types::ids::{IdError, parse_id};
+
+/// Checks an identifier from a request (1–128 characters, no control characters, no path
+/// separators, see [`rakuten_types::ids`]).
+///
+/// # Errors
+/// [`IdError`] naming `what`.
+pub fn parse_key(what: &'static str, s: &str) -> Result<String, IdError> {
+    parse_id(what, s)
+}

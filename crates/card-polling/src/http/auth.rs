@@ -1,0 +1,66 @@
+//! Bearer authentication: the token's SHA-256 is compared in constant time with the bootstrap
+//! admin token, else looked up among the accounts. Tokens are never logged.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::domain::{Account, Role, TokenHash};
+
+/// Longest accepted Authorization header value, bytes.
+const MAX_AUTH_HEADER: usize = 300;
+
+/// The authenticated account of a request.
+#[derive(Debug, Clone)]
+pub struct Auth(pub Account);
+
+impl FromRequestParts<AppState> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .ok_or_else(ApiError::unauthorized)?;
+        if header.len() > MAX_AUTH_HEADER {
+            return Err(ApiError::unauthorized());
+        }
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(ApiError::unauthorized)?;
+        let hash = TokenHash::of(token);
+        if state.admin_token_hash.ct_eq(&hash.0) {
+            return Ok(Auth(Account {
+                id: "admin".into(),
+                role: Role::SuperAdmin,
+                shop_id: None,
+                perm_manual_trigger: true,
+                perm_card_data: true,
+            }));
+        }
+        match state.store.account_find_by_token(&hash).await {
+            Ok(Some(a)) => Ok(Auth(a)),
+            Ok(None) => Err(ApiError::unauthorized()),
+            Err(e) => Err(ApiError::from_store(e, Some("account"))),
+        }
+    }
+}
+
+impl Auth {
+    /// Refuses accounts that may not administer the host domain.
+    ///
+    /// # Errors
+    /// 403.
+    pub fn require_admin(&self) -> Result<&Account, ApiError> {
+        if self.0.may_administer() {
+            Ok(&self.0)
+        } else {
+            Err(ApiError::forbidden())
+        }
+    }
+}

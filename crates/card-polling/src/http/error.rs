@@ -1,0 +1,153 @@
+//! The one HTTP error type: a status, a stable code and a safe message, sent in the envelope.
+//! Internal errors are logged with their cause and answered opaquely.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use rakuten_types::{Envelope, ErrorCode};
+
+use crate::priority::manual::ManualError;
+use crate::store::StoreError;
+
+/// Codes specific to card polling (D-poll-2); generic ones come from [`ErrorCode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollCode {
+    /// 7001: priority item not found — also the answer for an item outside the caller's scope.
+    ItemNotFound,
+    /// 7002: the item's status does not allow this (close a terminal item, retrigger an active one).
+    ItemStateConflict,
+    /// 7003: the claim on the item is no longer held (late finisher after a takeover).
+    ClaimLost,
+}
+
+impl PollCode {
+    /// Wire number.
+    pub const fn as_i32(self) -> i32 {
+        match self {
+            PollCode::ItemNotFound => 7001,
+            PollCode::ItemStateConflict => 7002,
+            PollCode::ClaimLost => 7003,
+        }
+    }
+}
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Envelope code.
+    pub code: i32,
+    /// Safe message.
+    pub msg: String,
+}
+
+impl ApiError {
+    /// From a generic code.
+    pub fn generic(code: ErrorCode, msg: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            code: code.as_i32(),
+            msg: msg.into(),
+        }
+    }
+
+    /// 401.
+    pub fn unauthorized() -> Self {
+        Self::generic(ErrorCode::Unauthorized, "missing or invalid Bearer token")
+    }
+
+    /// 403.
+    pub fn forbidden() -> Self {
+        Self::generic(ErrorCode::Forbidden, "this account may not do this")
+    }
+
+    /// 422.
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Self::generic(ErrorCode::Validation, msg)
+    }
+
+    /// 404 for a generic resource.
+    pub fn not_found(what: &str) -> Self {
+        Self::generic(ErrorCode::NotFound, format!("{what} not found"))
+    }
+
+    /// 404 for a priority item: the same bytes whether missing or out of scope.
+    pub fn item_not_found() -> Self {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            code: PollCode::ItemNotFound.as_i32(),
+            msg: "priority item not found".into(),
+        }
+    }
+
+    /// 409 for an item state conflict.
+    pub fn item_conflict(msg: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::CONFLICT,
+            code: PollCode::ItemStateConflict.as_i32(),
+            msg: msg.into(),
+        }
+    }
+
+    /// 500, opaque.
+    pub fn internal(cause: &dyn std::error::Error) -> Self {
+        let mut chain = cause.to_string();
+        let mut src = cause.source();
+        while let Some(s) = src {
+            chain.push_str(": ");
+            chain.push_str(&s.to_string());
+            src = s.source();
+        }
+        tracing::error!(error = %chain, "internal error");
+        Self::generic(ErrorCode::Internal, "internal error")
+    }
+
+    /// Maps a store error about a resource named `what` (`None`: a priority item).
+    pub fn from_store(e: StoreError, what: Option<&str>) -> Self {
+        match e {
+            StoreError::NotFound => match what {
+                None => Self::item_not_found(),
+                Some(w) => Self::not_found(w),
+            },
+            StoreError::Conflict(m) => match what {
+                None => Self::item_conflict(m),
+                Some(_) => Self::generic(ErrorCode::Conflict, m),
+            },
+            StoreError::ClaimLost => ApiError {
+                status: StatusCode::CONFLICT,
+                code: PollCode::ClaimLost.as_i32(),
+                msg: e.to_string(),
+            },
+            StoreError::Invalid(m) => Self::invalid(m),
+            StoreError::Db(ref db) => Self::internal(db),
+        }
+    }
+}
+
+impl From<ManualError> for ApiError {
+    fn from(e: ManualError) -> Self {
+        match e {
+            ManualError::Forbidden => Self::forbidden(),
+            ManualError::Invalid(m) => Self::invalid(m),
+            ManualError::Store(s) => Self::from_store(s, None),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body: Envelope<()> = Envelope {
+            success: false,
+            msg: self.msg,
+            data: None,
+            code: self.code,
+        };
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+/// Fallback for unknown routes.
+pub async fn not_found_route() -> ApiError {
+    ApiError::not_found("route")
+}

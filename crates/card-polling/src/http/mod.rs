@@ -1,0 +1,75 @@
+//! The HTTP API: the envelope `{success,msg,data,code}`, Bearer tokens per account, bounded bodies.
+//!
+//! - [`error`]: the one error type and its status/code mapping.
+//! - [`auth`]: the Bearer token extractor.
+//! - [`extract`]: JSON/query/path extractors whose rejections become envelope errors.
+//! - [`routes`]: one file per resource.
+
+pub mod auth;
+pub mod error;
+pub mod extract;
+pub mod routes;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{delete, get, post, put};
+use serde::Serialize;
+
+use rakuten_types::{Clock, Envelope};
+
+use crate::domain::{TaskTypes, TokenHash};
+use crate::store::Store;
+
+/// Default request body bound, bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Body bound of the bulk import, bytes.
+pub const MAX_IMPORT_BYTES: usize = 32 * 1024 * 1024;
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// Storage.
+    pub store: Arc<dyn Store>,
+    /// Clock.
+    pub clock: Arc<dyn Clock>,
+    /// Configured task types.
+    pub task_types: TaskTypes,
+    /// Hash of the bootstrap admin token.
+    pub admin_token_hash: Arc<TokenHash>,
+}
+
+/// A success envelope as JSON.
+pub fn ok<T: Serialize>(data: T) -> axum::Json<Envelope<T>> {
+    axum::Json(Envelope::ok(data))
+}
+
+/// The router.
+pub fn router(state: AppState) -> Router {
+    use routes::{admin, assets, health, items, orders};
+    Router::new()
+        .route("/health", get(health::health))
+        .route("/api/task-types", get(health::task_types))
+        .route(
+            "/api/admin/import",
+            post(admin::import).layer(DefaultBodyLimit::max(MAX_IMPORT_BYTES)),
+        )
+        .route("/api/orders", post(orders::create))
+        .route("/api/payments/callback", post(orders::payment_callback))
+        .route("/api/usages/{id}/activate", post(orders::activate_queued))
+        .route("/api/package-poll", post(orders::package_poll))
+        .route("/api/cards/{iccid}/polling", put(assets::card_polling))
+        .route("/api/cards/{iccid}/stop-lock", put(assets::card_stop_lock))
+        .route("/api/cards/{iccid}", delete(assets::card_delete))
+        .route("/api/devices/{device_no}/polling", put(assets::device_polling))
+        .route("/api/devices/{device_no}/reported-slot", put(assets::device_reported_slot))
+        .route("/api/bindings", put(assets::binding))
+        .route("/api/priority-items", get(items::list).post(items::enqueue))
+        .route("/api/priority-items/{id}", get(items::detail))
+        .route("/api/priority-items/{id}/close", post(items::close))
+        .route("/api/priority-items/{id}/retrigger", post(items::retrigger))
+        .fallback(error::not_found_route)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}

@@ -1,0 +1,116 @@
+//! Switches and changes of cards, devices and bindings (super_admin and platform).
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+
+use rakuten_types::Envelope;
+
+use super::key;
+use crate::domain::asset::BindingRow;
+use crate::http::auth::Auth;
+use crate::http::error::ApiError;
+use crate::http::extract::{Json as Body, Path};
+use crate::http::{AppState, ok};
+
+/// A switch body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Switch {
+    /// On or off.
+    pub enabled: bool,
+}
+
+/// A lock body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lock {
+    /// Held or released.
+    pub locked: bool,
+}
+
+/// A reported slot body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slot {
+    /// The ICCID the device reports in its current slot.
+    pub iccid: Option<String>,
+}
+
+/// Empty success data.
+#[derive(Debug, Serialize)]
+pub struct Done {
+    /// Always true.
+    pub done: bool,
+}
+
+type Answer = Result<Json<Envelope<Done>>, ApiError>;
+
+fn done(r: Result<(), crate::store::StoreError>, what: &str) -> Answer {
+    r.map(|()| ok(Done { done: true }))
+        .map_err(|e| ApiError::from_store(e, Some(what)))
+}
+
+/// `PUT /api/cards/{iccid}/polling`.
+pub async fn card_polling(
+    State(st): State<AppState>,
+    auth: Auth,
+    Path(iccid): Path<String>,
+    Body(b): Body<Switch>,
+) -> Answer {
+    auth.require_admin()?;
+    let iccid = key("iccid", &iccid)?;
+    done(st.store.card_set_polling(&iccid, b.enabled).await, "card")
+}
+
+/// `PUT /api/cards/{iccid}/stop-lock`.
+pub async fn card_stop_lock(
+    State(st): State<AppState>,
+    auth: Auth,
+    Path(iccid): Path<String>,
+    Body(b): Body<Lock>,
+) -> Answer {
+    auth.require_admin()?;
+    let iccid = key("iccid", &iccid)?;
+    done(st.store.card_set_stop_lock(&iccid, b.locked).await, "card")
+}
+
+/// `DELETE /api/cards/{iccid}`: removes the card and its bindings; its items stay.
+pub async fn card_delete(State(st): State<AppState>, auth: Auth, Path(iccid): Path<String>) -> Answer {
+    auth.require_admin()?;
+    let iccid = key("iccid", &iccid)?;
+    done(st.store.card_delete(&iccid).await, "card")
+}
+
+/// `PUT /api/devices/{device_no}/polling`.
+pub async fn device_polling(
+    State(st): State<AppState>,
+    auth: Auth,
+    Path(device_no): Path<String>,
+    Body(b): Body<Switch>,
+) -> Answer {
+    auth.require_admin()?;
+    let d = key("device_no", &device_no)?;
+    done(st.store.device_set_polling(&d, b.enabled).await, "device")
+}
+
+/// `PUT /api/devices/{device_no}/reported-slot`.
+pub async fn device_reported_slot(
+    State(st): State<AppState>,
+    auth: Auth,
+    Path(device_no): Path<String>,
+    Body(b): Body<Slot>,
+) -> Answer {
+    auth.require_admin()?;
+    let d = key("device_no", &device_no)?;
+    let slot = b.iccid.as_deref().map(|s| key("iccid", s)).transpose()?;
+    done(st.store.device_report_slot(&d, slot.as_deref()).await, "device")
+}
+
+/// `PUT /api/bindings`: creates or changes a binding.
+pub async fn binding(State(st): State<AppState>, auth: Auth, Body(b): Body<BindingRow>) -> Answer {
+    auth.require_admin()?;
+    key("device_no", &b.device_no)?;
+    key("iccid", &b.iccid)?;
+    done(st.store.binding_upsert(&b).await, "binding")
+}

@@ -1,0 +1,274 @@
+//! Priority items: list and detail (scoped, paginated), manual enqueue, close and retrigger.
+//! Enterprise accounts are refused (403); an item out of scope answers exactly like a missing one.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+
+use rakuten_types::{Envelope, Timestamp};
+
+use super::key;
+use crate::domain::AssetRef;
+use crate::http::auth::Auth;
+use crate::http::error::ApiError;
+use crate::http::extract::{Json as Body, Path, Query};
+use crate::http::{AppState, ok};
+use crate::priority::item_status::ItemStatus;
+use crate::priority::{TriggerType, manual};
+use crate::store::{EnqueuedItem, ExceptionCondition, ItemDetail, ItemFilter, ItemView};
+
+/// Default page size.
+pub const DEFAULT_LIMIT: i64 = 50;
+/// Largest page size.
+pub const MAX_LIMIT: i64 = 200;
+
+/// List query parameters.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Status.
+    pub status: Option<String>,
+    /// Task type.
+    pub task_type: Option<String>,
+    /// Trigger type that created the item.
+    pub trigger_type: Option<String>,
+    /// ICCID.
+    pub iccid: Option<String>,
+    /// Enqueued at or after (RFC 3339).
+    pub enqueued_from: Option<String>,
+    /// Enqueued before (RFC 3339).
+    pub enqueued_to: Option<String>,
+    /// Exceptions-and-retries view: comma list of `failed`, `expired`, `attempts_at_max`,
+    /// `has_failure_reason`, or `any` for all four (an item matching any of them is listed).
+    pub exception: Option<String>,
+    /// Keyset cursor: only items with a smaller id (use the last id of the previous page).
+    pub before_id: Option<i64>,
+    /// Page size, 1..=200 (default 50).
+    pub limit: Option<i64>,
+}
+
+/// A page of items.
+#[derive(Debug, Serialize)]
+pub struct Page {
+    /// Items, newest first.
+    pub items: Vec<ItemView>,
+    /// Cursor for the next page (`before_id`), absent on the last page.
+    pub next_before_id: Option<i64>,
+}
+
+fn parse_time(what: &str, s: &Option<String>) -> Result<Option<Timestamp>, ApiError> {
+    s.as_deref()
+        .map(|s| Timestamp::parse(s).map_err(|_| ApiError::invalid(format!("{what}: not an RFC 3339 time"))))
+        .transpose()
+}
+
+fn filter(q: &ListQuery) -> Result<ItemFilter, ApiError> {
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::invalid(format!("limit must be 1..={MAX_LIMIT}")));
+    }
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| ItemStatus::parse(s).ok_or_else(|| ApiError::invalid("unknown status")))
+        .transpose()?;
+    let trigger_type = q
+        .trigger_type
+        .as_deref()
+        .map(|s| TriggerType::parse(s).ok_or_else(|| ApiError::invalid("unknown trigger_type")))
+        .transpose()?;
+    let task_type = q.task_type.as_deref().map(|s| key("task_type", s)).transpose()?;
+    let iccid = q.iccid.as_deref().map(|s| key("iccid", s)).transpose()?;
+    let mut exceptions = Vec::new();
+    if let Some(ex) = &q.exception {
+        for part in ex.split(',').map(str::trim) {
+            match part {
+                "any" => exceptions.extend([
+                    ExceptionCondition::Failed,
+                    ExceptionCondition::Expired,
+                    ExceptionCondition::AttemptsAtMax,
+                    ExceptionCondition::HasFailureReason,
+                ]),
+                "failed" => exceptions.push(ExceptionCondition::Failed),
+                "expired" => exceptions.push(ExceptionCondition::Expired),
+                "attempts_at_max" => exceptions.push(ExceptionCondition::AttemptsAtMax),
+                "has_failure_reason" => exceptions.push(ExceptionCondition::HasFailureReason),
+                _ => return Err(ApiError::invalid("unknown exception condition")),
+            }
+        }
+    }
+    Ok(ItemFilter {
+        status,
+        task_type,
+        trigger_type,
+        iccid,
+        enqueued_from: parse_time("enqueued_from", &q.enqueued_from)?,
+        enqueued_to: parse_time("enqueued_to", &q.enqueued_to)?,
+        exceptions,
+        before_id: q.before_id,
+        limit,
+    })
+}
+
+/// `GET /api/priority-items`.
+pub async fn list(
+    State(st): State<AppState>,
+    Auth(who): Auth,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Envelope<Page>>, ApiError> {
+    let scope = who.scope().ok_or_else(ApiError::forbidden)?;
+    let f = filter(&q)?;
+    let items = st
+        .store
+        .item_list(&scope, &f)
+        .await
+        .map_err(|e| ApiError::from_store(e, None))?;
+    let next_before_id = (items.len() as i64 == f.limit)
+        .then(|| items.last().map(|i| i.id))
+        .flatten();
+    Ok(ok(Page {
+        items,
+        next_before_id,
+    }))
+}
+
+/// Parses an item id; anything else is "not found" (identical to a missing item).
+fn item_id(s: &str) -> Result<i64, ApiError> {
+    if s.len() > 19 {
+        return Err(ApiError::item_not_found());
+    }
+    s.parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(ApiError::item_not_found)
+}
+
+/// `GET /api/priority-items/{id}`: the item, its audit facts and its interaction log rows.
+pub async fn detail(
+    State(st): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<Envelope<ItemDetail>>, ApiError> {
+    let scope = who.scope().ok_or_else(ApiError::forbidden)?;
+    let id = item_id(&id)?;
+    st.store
+        .item_get(&scope, id)
+        .await
+        .map_err(|e| ApiError::from_store(e, None))?
+        .map(ok)
+        .ok_or_else(ApiError::item_not_found)
+}
+
+/// Manual enqueue body.
+#[derive(Debug, Deserialize)]
+pub struct EnqueueBody {
+    /// The asset.
+    #[serde(flatten)]
+    pub asset: AssetRef,
+    /// Task types (default: every configured one).
+    #[serde(default)]
+    pub task_types: Vec<String>,
+    /// Required reason.
+    pub reason: Option<String>,
+    /// Optional idempotency key: the same key again is a replay and adds nothing.
+    pub event_id: Option<String>,
+}
+
+/// Enqueue answer.
+#[derive(Debug, Serialize)]
+pub struct Enqueued {
+    /// One entry per card and task type.
+    pub items: Vec<EnqueuedItem>,
+}
+
+/// `POST /api/priority-items`: manual enqueue (merges; no daily quota, no 24 h dedupe).
+pub async fn enqueue(
+    State(st): State<AppState>,
+    Auth(who): Auth,
+    Body(b): Body<EnqueueBody>,
+) -> Result<Json<Envelope<Enqueued>>, ApiError> {
+    if who.scope().is_none() {
+        return Err(ApiError::forbidden());
+    }
+    key("asset_id", &b.asset.asset_id)?;
+    if b.task_types.len() > 32 {
+        return Err(ApiError::invalid("at most 32 task types"));
+    }
+    let event_id = b.event_id.as_deref().map(|e| key("event_id", e)).transpose()?;
+    let items = manual::enqueue(
+        st.store.as_ref(),
+        &st.task_types,
+        &who,
+        &b.asset,
+        &b.task_types,
+        b.reason.as_deref(),
+        event_id.as_deref(),
+        st.clock.now(),
+    )
+    .await
+    .map_err(|e| match e {
+        manual::ManualError::Store(crate::store::StoreError::NotFound) => {
+            ApiError::not_found("asset")
+        }
+        other => other.into(),
+    })?;
+    Ok(ok(Enqueued { items }))
+}
+
+/// Close and retrigger body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReasonBody {
+    /// Required reason.
+    pub reason: Option<String>,
+}
+
+/// Close answer.
+#[derive(Debug, Serialize)]
+pub struct Closed {
+    /// The closed item.
+    pub id: i64,
+    /// Its status (`closed`).
+    pub status: ItemStatus,
+}
+
+/// `POST /api/priority-items/{id}/close`.
+pub async fn close(
+    State(st): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    Body(b): Body<ReasonBody>,
+) -> Result<Json<Envelope<Closed>>, ApiError> {
+    if who.scope().is_none() {
+        return Err(ApiError::forbidden());
+    }
+    let id = item_id(&id)?;
+    manual::close(st.store.as_ref(), &who, id, b.reason.as_deref(), st.clock.now()).await?;
+    Ok(ok(Closed {
+        id,
+        status: ItemStatus::Closed,
+    }))
+}
+
+/// `POST /api/priority-items/{id}/retrigger`.
+pub async fn retrigger(
+    State(st): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    Body(b): Body<ReasonBody>,
+) -> Result<Json<Envelope<EnqueuedItem>>, ApiError> {
+    if who.scope().is_none() {
+        return Err(ApiError::forbidden());
+    }
+    let id = item_id(&id)?;
+    let item = manual::retrigger(
+        st.store.as_ref(),
+        &st.task_types,
+        &who,
+        id,
+        b.reason.as_deref(),
+        st.clock.now(),
+    )
+    .await?;
+    Ok(ok(item))
+}

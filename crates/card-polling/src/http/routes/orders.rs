@@ -1,0 +1,109 @@
+//! Package orders, the payment callback, queued package activation and the package poll's
+//! verdict (the entry issue #6's ordinary package polling will call directly).
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+
+use rakuten_types::Envelope;
+
+use super::key;
+use crate::domain::{AssetRef, PackageKind};
+use crate::http::auth::Auth;
+use crate::http::error::ApiError;
+use crate::http::extract::{Json as Body, Path};
+use crate::http::{AppState, ok};
+use crate::store::{EnqueuedItem, OrderView, PackagePollOutcome, PaymentCallback, PaymentOutcome};
+
+/// `POST /api/orders` body.
+#[derive(Debug, Deserialize)]
+pub struct NewOrder {
+    /// Order id (optional; a UUIDv7 when absent).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The asset.
+    #[serde(flatten)]
+    pub asset: AssetRef,
+    /// Main package or add-on.
+    pub kind: PackageKind,
+}
+
+/// Creates an unpaid order.
+pub async fn create(
+    State(st): State<AppState>,
+    auth: Auth,
+    Body(b): Body<NewOrder>,
+) -> Result<Json<Envelope<OrderView>>, ApiError> {
+    auth.require_admin()?;
+    let id = match &b.id {
+        Some(id) => key("order id", id)?,
+        None => uuid::Uuid::now_v7().to_string(),
+    };
+    key("asset_id", &b.asset.asset_id)?;
+    st.store
+        .order_create(&id, &b.asset, b.kind, st.clock.now())
+        .await
+        .map(ok)
+        .map_err(|e| ApiError::from_store(e, Some("order")))
+}
+
+/// The payment callback: idempotent by `payment_id`.
+pub async fn payment_callback(
+    State(st): State<AppState>,
+    auth: Auth,
+    Body(cb): Body<PaymentCallback>,
+) -> Result<Json<Envelope<PaymentOutcome>>, ApiError> {
+    auth.require_admin()?;
+    key("payment_id", &cb.payment_id)?;
+    key("order_id", &cb.order_id)?;
+    st.store
+        .payment_apply(&cb, &st.task_types.names(), st.clock.now())
+        .await
+        .map(ok)
+        .map_err(|e| ApiError::from_store(e, Some("order")))
+}
+
+/// Answer of a queued package activation.
+#[derive(Debug, Serialize)]
+pub struct Activated {
+    /// Items enqueued or merged (`queue_activated`).
+    pub items: Vec<EnqueuedItem>,
+}
+
+/// `POST /api/usages/{id}/activate`: pending → active, must hit one row (else 409).
+pub async fn activate_queued(
+    State(st): State<AppState>,
+    auth: Auth,
+    Path(id): Path<String>,
+) -> Result<Json<Envelope<Activated>>, ApiError> {
+    auth.require_admin()?;
+    let id = key("usage id", &id)?;
+    st.store
+        .usage_activate_queued(&id, &st.task_types.names(), st.clock.now())
+        .await
+        .map(|items| ok(Activated { items }))
+        .map_err(|e| ApiError::from_store(e, Some("usage record")))
+}
+
+/// `POST /api/package-poll` body.
+#[derive(Debug, Deserialize)]
+pub struct PackagePoll {
+    /// The asset polled.
+    #[serde(flatten)]
+    pub asset: AssetRef,
+}
+
+/// The ordinary package poll's verdict for one asset.
+pub async fn package_poll(
+    State(st): State<AppState>,
+    auth: Auth,
+    Body(b): Body<PackagePoll>,
+) -> Result<Json<Envelope<PackagePollOutcome>>, ApiError> {
+    auth.require_admin()?;
+    key("asset_id", &b.asset.asset_id)?;
+    st.store
+        .package_poll_asset(&b.asset, &st.task_types.names(), st.clock.now())
+        .await
+        .map(ok)
+        .map_err(|e| ApiError::from_store(e, Some("asset")))
+}

@@ -1,0 +1,3 @@
+//! Background maintenance jobs; each exposes `run_once(now)` and a thin `run(shutdown)`.
+
+pub mod expiry;

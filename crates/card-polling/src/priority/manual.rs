@@ -1,0 +1,142 @@
+//! Manual writes: enqueue (merges; ignores the manual trigger's daily quota and 24 h dedupe),
+//! close and retrigger. Each checks the role, the reason and the task-type range, then calls the
+//! store, which checks scope and state in one transaction.
+
+use rakuten_types::Timestamp;
+
+use super::{MAX_REASON_CHARS, TriggerType};
+use crate::domain::{Account, AssetRef, TaskTypes};
+use crate::store::{Demand, EnqueuedItem, Store, StoreError};
+
+/// Why a manual write was refused before reaching the store.
+#[derive(Debug, thiserror::Error)]
+pub enum ManualError {
+    /// The role or permission does not allow this write.
+    #[error("this account may not do this")]
+    Forbidden,
+    /// Bad input (reason, task types).
+    #[error("{0}")]
+    Invalid(String),
+    /// The store refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Checks a required reason: 1–500 characters after trimming, no control characters.
+///
+/// # Errors
+/// [`ManualError::Invalid`].
+pub fn parse_reason(reason: Option<&str>) -> Result<String, ManualError> {
+    let r = reason.map(str::trim).unwrap_or("");
+    if r.is_empty() {
+        return Err(ManualError::Invalid("reason is required".into()));
+    }
+    if r.chars().count() > MAX_REASON_CHARS {
+        return Err(ManualError::Invalid("reason is longer than 500 characters".into()));
+    }
+    if r.chars().any(char::is_control) {
+        return Err(ManualError::Invalid("reason contains control characters".into()));
+    }
+    Ok(r.to_owned())
+}
+
+/// Manual enqueue for an asset. `task_types` empty means every configured task type;
+/// `event_id` (optional) makes a repeated submission a replay.
+///
+/// # Errors
+/// Forbidden role, bad reason or task type, asset not found or out of scope (identical).
+pub async fn enqueue(
+    store: &dyn Store,
+    configured: &TaskTypes,
+    who: &Account,
+    asset: &AssetRef,
+    task_types: &[String],
+    reason: Option<&str>,
+    event_id: Option<&str>,
+    now: Timestamp,
+) -> Result<Vec<EnqueuedItem>, ManualError> {
+    let scope = who.scope().ok_or(ManualError::Forbidden)?;
+    if !who.may_enqueue() {
+        return Err(ManualError::Forbidden);
+    }
+    let reason = parse_reason(reason)?;
+    let task_types = if task_types.is_empty() {
+        configured.names()
+    } else {
+        for tt in task_types {
+            if configured.get(tt).is_none() {
+                return Err(ManualError::Invalid(format!("unknown task type {tt:?}")));
+            }
+        }
+        let mut v = task_types.to_vec();
+        v.dedup();
+        v
+    };
+    let event_id = match event_id {
+        Some(e) => format!("manual:{}:{e}", who.id),
+        None => format!("manual:{}", uuid::Uuid::now_v7()),
+    };
+    let demand = Demand {
+        trigger_type: TriggerType::ManualTrigger,
+        source: format!("manual:{}", who.id),
+        event_id,
+        operator: Some(who.id.clone()),
+        reason: Some(reason),
+        task_types,
+    };
+    Ok(store.item_enqueue_manual(&scope, asset, &demand, now).await?)
+}
+
+/// Manual close of an active item.
+///
+/// # Errors
+/// Forbidden role, missing reason, not found/out of scope, not active (conflict).
+pub async fn close(
+    store: &dyn Store,
+    who: &Account,
+    id: i64,
+    reason: Option<&str>,
+    now: Timestamp,
+) -> Result<(), ManualError> {
+    let scope = who.scope().ok_or(ManualError::Forbidden)?;
+    if !who.may_close() {
+        return Err(ManualError::Forbidden);
+    }
+    let reason = parse_reason(reason)?;
+    Ok(store.item_close(&scope, id, &who.id, &reason, now).await?)
+}
+
+/// Manual retrigger of a failed or expired item: a new active item for its card and task type.
+///
+/// # Errors
+/// Forbidden role, missing reason, not found/out of scope, wrong state or task type no longer
+/// configured (conflict), card gone (conflict).
+pub async fn retrigger(
+    store: &dyn Store,
+    configured: &TaskTypes,
+    who: &Account,
+    id: i64,
+    reason: Option<&str>,
+    now: Timestamp,
+) -> Result<EnqueuedItem, ManualError> {
+    let scope = who.scope().ok_or(ManualError::Forbidden)?;
+    if !who.may_enqueue() {
+        return Err(ManualError::Forbidden);
+    }
+    let reason = parse_reason(reason)?;
+    let item = store
+        .item_get(&scope, id)
+        .await?
+        .ok_or(StoreError::NotFound)?
+        .item;
+    if configured.get(&item.task_type).is_none() {
+        return Err(StoreError::Conflict(format!(
+            "task type {} is not configured any more",
+            item.task_type
+        ))
+        .into());
+    }
+    Ok(store
+        .item_retrigger(&scope, id, &who.id, &reason, now)
+        .await?)
+}

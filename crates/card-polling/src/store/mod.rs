@@ -1,0 +1,570 @@
+//! Storage behind a narrow trait with verb-noun methods. One driver per database:
+//! [`sqlite`] now, PostgreSQL in a later issue (same migration numbering under `migrations/`).
+//!
+//! Every method that changes state is one transaction (`BEGIN IMMEDIATE` on SQLite), and every
+//! transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is a typed error, never
+//! a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
+
+pub mod sqlite;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use rakuten_types::Timestamp;
+
+use crate::domain::account::Account;
+use crate::domain::asset::{AssetRef, BindingRow, CardRow, DeviceRow};
+use crate::domain::package::{OrderStatus, PackageKind, PaymentStatus};
+use crate::domain::{Scope, Shop, TokenHash};
+use crate::priority::TriggerType;
+use crate::priority::item_status::ItemStatus;
+
+/// Storage errors. `NotFound` covers "out of scope" too, so callers cannot tell them apart.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No such row, or not in the caller's scope.
+    #[error("not found")]
+    NotFound,
+    /// A guarded transition hit zero rows or a uniqueness rule: the state does not allow it.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The claim token no longer holds the item (taken over, closed or expired).
+    #[error("the claim on this item is no longer held")]
+    ClaimLost,
+    /// Input that only the database can judge (unknown parent shop, unknown shop of a card, …).
+    #[error("invalid: {0}")]
+    Invalid(String),
+    /// The database failed.
+    #[error("database error")]
+    Db(#[from] sqlx::Error),
+}
+
+/// Result alias.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Rows to load into the host domain. Existing rows with the same key are refused (conflict).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ImportBatch {
+    /// Shops, parents before children (or in any order: the driver sorts them).
+    #[serde(default)]
+    pub shops: Vec<Shop>,
+    /// Accounts with their plain tokens (hashed before storage).
+    #[serde(default)]
+    pub accounts: Vec<AccountImport>,
+    /// Cards.
+    #[serde(default)]
+    pub cards: Vec<CardRow>,
+    /// Devices.
+    #[serde(default)]
+    pub devices: Vec<DeviceRow>,
+    /// Bindings.
+    #[serde(default)]
+    pub bindings: Vec<BindingRow>,
+}
+
+/// An account to import.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct AccountImport {
+    /// Account id.
+    pub id: String,
+    /// Role name.
+    pub role: crate::domain::Role,
+    /// Bound shop (required for agents).
+    #[serde(default)]
+    pub shop_id: Option<String>,
+    /// Plain Bearer token (at least 16 characters); only its SHA-256 is stored.
+    pub token: String,
+    /// The manual polling trigger permission (default on).
+    #[serde(default = "yes")]
+    pub perm_manual_trigger: bool,
+    /// The card data permission (default on).
+    #[serde(default = "yes")]
+    pub perm_card_data: bool,
+}
+
+impl std::fmt::Debug for AccountImport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccountImport")
+            .field("id", &self.id)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Rows inserted by an import.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportCounts {
+    /// Shops inserted.
+    pub shops: u64,
+    /// Accounts inserted.
+    pub accounts: u64,
+    /// Cards inserted.
+    pub cards: u64,
+    /// Devices inserted.
+    pub devices: u64,
+    /// Bindings inserted or updated.
+    pub bindings: u64,
+}
+
+/// A package order as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderView {
+    /// Order id.
+    pub id: String,
+    /// The asset the package is for.
+    pub asset: AssetRef,
+    /// Main or add-on.
+    pub kind: PackageKind,
+    /// Payment status.
+    pub status: OrderStatus,
+    /// Payment id of the settling callback.
+    pub payment_id: Option<String>,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// A payment callback (idempotent by `payment_id`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentCallback {
+    /// The payment's id at the payment provider.
+    pub payment_id: String,
+    /// The order paid.
+    pub order_id: String,
+    /// What happened.
+    pub status: PaymentStatus,
+}
+
+/// What one enqueue did to one (card, task type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnqueueAction {
+    /// A new active item.
+    Created,
+    /// Merged into the existing active item.
+    Merged,
+    /// The same trigger event was seen before: nothing changed.
+    Replayed,
+}
+
+/// One (card, task type) touched by an enqueue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnqueuedItem {
+    /// The active item (or, for a replay whose item is gone, the item it created).
+    pub item_id: i64,
+    /// Card.
+    pub iccid: String,
+    /// Task type.
+    pub task_type: String,
+    /// What happened.
+    pub action: EnqueueAction,
+}
+
+/// A priority demand: who, why, for which task types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Demand {
+    /// Trigger type.
+    pub trigger_type: TriggerType,
+    /// The source fact (e.g. `order:O1`, `usage:U2`, `manual:alice`).
+    pub source: String,
+    /// Replay key: the same event id for the same card and task type adds nothing.
+    pub event_id: String,
+    /// Operator for manual demands.
+    pub operator: Option<String>,
+    /// Reason for manual demands.
+    pub reason: Option<String>,
+    /// Task types (one item per card per task type).
+    pub task_types: Vec<String>,
+}
+
+/// What the payment callback did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentOutcome {
+    /// The order after the callback.
+    pub order_id: String,
+    /// Its status.
+    pub status: OrderStatus,
+    /// True when this payment id was already applied: nothing changed.
+    pub replayed: bool,
+    /// The usage record created (paid orders).
+    pub usage_id: Option<String>,
+    /// Whether that usage is active (false: queued behind an active main package).
+    pub usage_active: bool,
+    /// The trigger type used, when items were enqueued.
+    pub trigger_type: Option<TriggerType>,
+    /// Items enqueued or merged.
+    pub items: Vec<EnqueuedItem>,
+}
+
+/// What the package poll concluded for an asset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackagePollOutcome {
+    /// Usage records that ran out and were marked expired by this poll.
+    pub usages_expired: u64,
+    /// True when no active main package remains.
+    pub no_valid_package: bool,
+    /// True when a pending usage record waits.
+    pub pending_usage: bool,
+    /// Items enqueued (`no_valid_package`) or merged.
+    pub items: Vec<EnqueuedItem>,
+}
+
+/// An item held by a claim. Only this handle may finish the item (the SQL checks the token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedItem {
+    /// Item id.
+    pub id: i64,
+    /// Card.
+    pub iccid: String,
+    /// Task type.
+    pub task_type: String,
+    /// The claim token (UUIDv7).
+    pub token: String,
+    /// Attempts made before this claim (plus one after `item_begin_attempt`).
+    pub attempts: i64,
+    /// The attempt limit stored with the item.
+    pub max_attempts: i64,
+    /// True when this claim took over a running item whose lease passed.
+    pub took_over: bool,
+}
+
+/// Whether a card is still in polling scope (checked after the claim, before any upstream call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CardScope {
+    /// The card row is gone.
+    Missing,
+    /// The card's own polling switch is off.
+    CardPollingOff,
+    /// The actively bound device's polling switch is off.
+    DevicePollingOff,
+    /// In scope; `stop_locked` says whether a resume must be refused.
+    InScope {
+        /// Carrier channel threshold stop lock held.
+        stop_locked: bool,
+    },
+}
+
+/// One upstream call to record in the integration interaction log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewLog {
+    /// `poll` or `resume`.
+    pub operation: String,
+    /// Safe request summary.
+    pub request_summary: String,
+    /// Safe response summary (never the raw body).
+    pub response_summary: String,
+    /// Latency in milliseconds.
+    pub latency_ms: i64,
+    /// `ok` or an error label.
+    pub outcome: String,
+}
+
+/// How an execution ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    /// Success: `completed`.
+    Completed {
+        /// Result text (e.g. `ok`, `ok; resume refused: stop lock held`).
+        result: String,
+    },
+    /// Recoverable failure below the limit: back to `pending` at `next_run_at`.
+    Retry {
+        /// Safe failure reason.
+        reason: String,
+        /// When to run again (now + the task type's normal interval).
+        next_run_at: Timestamp,
+    },
+    /// Dequeue as `failed`.
+    Failed {
+        /// Safe failure reason.
+        reason: String,
+        /// Short result label.
+        result: String,
+        /// Whether an upstream call failed in this execution (adds a `failure` audit fact).
+        after_call: bool,
+    },
+}
+
+/// Filters of the list query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ItemFilter {
+    /// Status.
+    pub status: Option<ItemStatus>,
+    /// Task type.
+    pub task_type: Option<String>,
+    /// Trigger type (the creating trigger).
+    pub trigger_type: Option<TriggerType>,
+    /// ICCID.
+    pub iccid: Option<String>,
+    /// Enqueued at or after.
+    pub enqueued_from: Option<Timestamp>,
+    /// Enqueued before.
+    pub enqueued_to: Option<Timestamp>,
+    /// Exceptions-and-retries view conditions (any of them matches).
+    pub exceptions: Vec<ExceptionCondition>,
+    /// Only ids below this (keyset pagination, newest first).
+    pub before_id: Option<i64>,
+    /// Page size (1..=200).
+    pub limit: i64,
+}
+
+/// A condition of the "exceptions and retries" view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExceptionCondition {
+    /// Terminal `failed`.
+    Failed,
+    /// Terminal `expired`.
+    Expired,
+    /// Attempts reached the maximum.
+    AttemptsAtMax,
+    /// A failure reason is recorded.
+    HasFailureReason,
+}
+
+/// One priority item as the queries return it (every field the spec lists; no priority grade).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemView {
+    /// Item id.
+    pub id: i64,
+    /// Asset type.
+    pub asset_type: String,
+    /// Asset id (ICCID or device number).
+    pub asset_id: String,
+    /// Device number when the card was bound to a device at trigger time.
+    pub device_no: Option<String>,
+    /// Card ICCID (the execution target).
+    pub iccid: String,
+    /// Shop of the card at trigger time.
+    pub shop_id: String,
+    /// Agent attribution: the shop chain from the top-level agent down to `shop_id`.
+    pub agent_chain: Vec<String>,
+    /// Task type.
+    pub task_type: String,
+    /// Status.
+    pub status: ItemStatus,
+    /// The trigger type that created the item.
+    pub trigger_type: TriggerType,
+    /// The latest trigger type merged in.
+    pub last_trigger_type: TriggerType,
+    /// Set of trigger sources.
+    pub trigger_sources: Vec<String>,
+    /// Number of triggers (creation plus merges; replays do not count).
+    pub trigger_count: i64,
+    /// Latest trigger time.
+    pub last_triggered_at: Timestamp,
+    /// Attempts made (upstream calls really issued).
+    pub attempts: i64,
+    /// Attempt limit (read-only, the constant 3).
+    pub max_attempts: i64,
+    /// Start of the latest execution.
+    pub started_at: Option<Timestamp>,
+    /// End of the latest execution.
+    pub finished_at: Option<Timestamp>,
+    /// Duration of the latest execution, milliseconds.
+    pub duration_ms: Option<i64>,
+    /// Next planned run (active items only).
+    pub next_run_at: Option<Timestamp>,
+    /// Claim lease end (running items only).
+    pub claim_expires_at: Option<Timestamp>,
+    /// Enqueue time.
+    pub enqueued_at: Timestamp,
+    /// Dequeue time (terminal items).
+    pub dequeued_at: Option<Timestamp>,
+    /// End of the validity period (read-only).
+    pub valid_until: Timestamp,
+    /// Result of the latest execution.
+    pub result: Option<String>,
+    /// Safe failure reason.
+    pub failure_reason: Option<String>,
+    /// Latest integration interaction log id (no raw response).
+    pub last_log_id: Option<i64>,
+    /// Operator of a manual enqueue or retrigger.
+    pub operator: Option<String>,
+    /// Reason of a manual enqueue or retrigger.
+    pub reason: Option<String>,
+    /// The failed or expired item this one retriggers.
+    pub retriggered_from: Option<i64>,
+    /// Who closed it.
+    pub closed_by: Option<String>,
+    /// Why it was closed.
+    pub close_reason: Option<String>,
+}
+
+/// One audit fact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemEventView {
+    /// Event id.
+    pub id: i64,
+    /// `enqueue`, `merge`, `claim`, `failure`, `retry`, `complete`, `close`, `expire`,
+    /// `retrigger` or `fail_dequeue`.
+    pub kind: String,
+    /// Trigger type (enqueue, merge, retrigger).
+    pub trigger_type: Option<String>,
+    /// Trigger source.
+    pub source: Option<String>,
+    /// Operator.
+    pub operator: Option<String>,
+    /// Reason.
+    pub reason: Option<String>,
+    /// Result.
+    pub result: Option<String>,
+    /// Time.
+    pub at: Timestamp,
+}
+
+/// One integration interaction log row (summaries only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogView {
+    /// Log id.
+    pub id: i64,
+    /// `poll` or `resume`.
+    pub operation: String,
+    /// Request summary.
+    pub request_summary: String,
+    /// Response summary.
+    pub response_summary: String,
+    /// Latency, milliseconds.
+    pub latency_ms: i64,
+    /// Outcome label.
+    pub outcome: String,
+    /// Time.
+    pub at: Timestamp,
+}
+
+/// Item detail: the item, its audit facts and its interaction log rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemDetail {
+    /// The item.
+    pub item: ItemView,
+    /// Audit facts, oldest first.
+    pub events: Vec<ItemEventView>,
+    /// Interaction log rows, oldest first.
+    pub logs: Vec<LogView>,
+}
+
+/// The storage trait.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    // ---- service facts
+    /// Records the priority feature's go-live instant on first start; returns the stored one.
+    async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp>;
+
+    // ---- host domain
+    /// Finds the account whose token hashes to `hash` (constant-time compare of the hash).
+    async fn account_find_by_token(&self, hash: &TokenHash) -> StoreResult<Option<Account>>;
+    /// Loads shops, accounts, cards, devices and bindings in one transaction.
+    async fn domain_import(&self, batch: &ImportBatch) -> StoreResult<ImportCounts>;
+    /// Creates an unpaid package order.
+    async fn order_create(
+        &self,
+        id: &str,
+        asset: &AssetRef,
+        kind: PackageKind,
+        now: Timestamp,
+    ) -> StoreResult<OrderView>;
+    /// Applies a payment callback; for a paid order creates the usage record and, when it is
+    /// active, enqueues in the same transaction. Idempotent by payment id.
+    async fn payment_apply(
+        &self,
+        cb: &PaymentCallback,
+        task_types: &[String],
+        now: Timestamp,
+    ) -> StoreResult<PaymentOutcome>;
+    /// Activates a queued main package (pending → active, must hit one row) and enqueues
+    /// `queue_activated` in the same transaction.
+    async fn usage_activate_queued(
+        &self,
+        usage_id: &str,
+        task_types: &[String],
+        now: Timestamp,
+    ) -> StoreResult<Vec<EnqueuedItem>>;
+    /// The ordinary package poll's verdict for an asset: expires ended usages; with no active
+    /// main package and a pending usage, enqueues `no_valid_package` in the same transaction.
+    async fn package_poll_asset(
+        &self,
+        asset: &AssetRef,
+        task_types: &[String],
+        now: Timestamp,
+    ) -> StoreResult<PackagePollOutcome>;
+    /// Switches a card's polling.
+    async fn card_set_polling(&self, iccid: &str, enabled: bool) -> StoreResult<()>;
+    /// Switches a device's polling.
+    async fn device_set_polling(&self, device_no: &str, enabled: bool) -> StoreResult<()>;
+    /// Sets or clears the carrier channel threshold stop lock of a card.
+    async fn card_set_stop_lock(&self, iccid: &str, locked: bool) -> StoreResult<()>;
+    /// Deletes a card (and its bindings); its items stay.
+    async fn card_delete(&self, iccid: &str) -> StoreResult<()>;
+    /// Creates or changes a binding.
+    async fn binding_upsert(&self, b: &BindingRow) -> StoreResult<()>;
+    /// Records the slot a device reports (never used for targeting).
+    async fn device_report_slot(&self, device_no: &str, iccid: Option<&str>) -> StoreResult<()>;
+
+    // ---- priority items
+    /// Manual enqueue for an asset in `scope` (not found when outside): merges into active items.
+    async fn item_enqueue_manual(
+        &self,
+        scope: &Scope,
+        asset: &AssetRef,
+        demand: &Demand,
+        now: Timestamp,
+    ) -> StoreResult<Vec<EnqueuedItem>>;
+    /// Retriggers a failed or expired item in `scope`: a new active item for its card and task
+    /// type (attempts 0), or a merge into the active one.
+    async fn item_retrigger(
+        &self,
+        scope: &Scope,
+        item_id: i64,
+        operator: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> StoreResult<EnqueuedItem>;
+    /// Ids of claimable items: pending and due, or running with a passed claim lease.
+    async fn item_due(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>>;
+    /// Claims an item (conditional update); `None` when another claimer holds it or it is not due.
+    async fn item_claim(
+        &self,
+        id: i64,
+        token: &str,
+        now: Timestamp,
+        lease: std::time::Duration,
+    ) -> StoreResult<Option<ClaimedItem>>;
+    /// The pre-execution scope check of a card.
+    async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope>;
+    /// Counts an attempt just before the upstream call (guarded by the claim token).
+    async fn item_begin_attempt(&self, claim: &ClaimedItem, now: Timestamp)
+    -> StoreResult<ClaimedItem>;
+    /// Ends an execution: writes the interaction logs, the item transition and its audit facts in
+    /// one transaction. [`StoreError::ClaimLost`] when the claim no longer holds.
+    async fn item_finish(
+        &self,
+        claim: &ClaimedItem,
+        finish: &Finish,
+        logs: &[NewLog],
+        now: Timestamp,
+    ) -> StoreResult<ItemStatus>;
+    /// Manually closes an active item in `scope`.
+    async fn item_close(
+        &self,
+        scope: &Scope,
+        id: i64,
+        operator: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// Expires active items whose validity (from max(enqueued_at, feature_enabled_at)) passed;
+    /// at most `batch` per call. Returns how many.
+    async fn item_mark_expired(
+        &self,
+        now: Timestamp,
+        validity: std::time::Duration,
+        batch: i64,
+    ) -> StoreResult<u64>;
+    /// Lists items in `scope`, newest first.
+    async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>>;
+    /// One item in `scope` with its audit facts and logs.
+    async fn item_get(&self, scope: &Scope, id: i64) -> StoreResult<Option<ItemDetail>>;
+}
