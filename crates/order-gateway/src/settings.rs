@@ -80,7 +80,11 @@ pub struct Settings {
     pub port: u16,
 
     /// SQLite database file; its parent directory is created if missing.
-    #[arg(long, env = "RAKUTEN_GATEWAY_DB_PATH", default_value = "data/gateway.db")]
+    #[arg(
+        long,
+        env = "RAKUTEN_GATEWAY_DB_PATH",
+        default_value = "data/gateway.db"
+    )]
     pub db_path: PathBuf,
 
     /// Lease time-to-live, seconds (§4.3); a worker renews before it lapses.
@@ -92,7 +96,11 @@ pub struct Settings {
     pub lease_max_wait_seconds: f64,
 
     /// A worker silent longer than this raises `worker_offline`, seconds (§4.7).
-    #[arg(long, env = "RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS", default_value_t = 300.0)]
+    #[arg(
+        long,
+        env = "RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS",
+        default_value_t = 300.0
+    )]
     pub worker_offline_alert_seconds: f64,
 
     /// A task queued longer than this raises `task_queued_too_long`, seconds (§4.7).
@@ -149,9 +157,15 @@ impl Settings {
         }
         let positive = [
             ("RAKUTEN_LEASE_TTL_SECONDS", self.lease_ttl_seconds),
-            ("RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS", self.worker_offline_alert_seconds),
+            (
+                "RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS",
+                self.worker_offline_alert_seconds,
+            ),
             ("RAKUTEN_QUEUED_ALERT_SECONDS", self.queued_alert_seconds),
-            ("RAKUTEN_SWEEP_INTERVAL_SECONDS", self.sweep_interval_seconds),
+            (
+                "RAKUTEN_SWEEP_INTERVAL_SECONDS",
+                self.sweep_interval_seconds,
+            ),
         ];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0 && v < 1.0e9) {

@@ -210,13 +210,20 @@ impl From<sqlx::Error> for StoreError {
 #[async_trait]
 pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
     /// Inserts a queued task, or returns the existing one with `created: false` (§4.2).
-    async fn task_insert(&self, task: NewTask, now: Timestamp) -> Result<SubmitOrderAck, StoreError>;
+    async fn task_insert(
+        &self,
+        task: NewTask,
+        now: Timestamp,
+    ) -> Result<SubmitOrderAck, StoreError>;
 
     /// One lease attempt (§4.3): refreshes the worker's heartbeat; re-grants the worker's own
     /// unexpired active task if it has one (`lease_count + 1`, new token); else claims the oldest
     /// queued task when the gate is free.
-    async fn task_lease(&self, req: LeaseRequest, now: Timestamp)
-    -> Result<LeaseAttempt, StoreError>;
+    async fn task_lease(
+        &self,
+        req: LeaseRequest,
+        now: Timestamp,
+    ) -> Result<LeaseAttempt, StoreError>;
 
     /// Whether a lease attempt by this worker could grant something now (a cheap read used by the
     /// long-poll's periodic fallback check).
@@ -233,11 +240,15 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Records a report (§4.5): first report leased → running, terminal reports end the task,
     /// `(task_id, state)` upserts, post-terminal reports of the last holder are appended.
-    async fn task_report(&self, report: NewReport, now: Timestamp) -> Result<ReportAck, StoreError>;
+    async fn task_report(&self, report: NewReport, now: Timestamp)
+    -> Result<ReportAck, StoreError>;
 
     /// Leases a stale task to a named worker (§5).
-    async fn task_reclaim(&self, req: ReclaimRequest, now: Timestamp)
-    -> Result<LeaseGrant, StoreError>;
+    async fn task_reclaim(
+        &self,
+        req: ReclaimRequest,
+        now: Timestamp,
+    ) -> Result<LeaseGrant, StoreError>;
 
     /// Turns every active task whose lease lapsed at or before `now` into `stale` (§5).
     async fn task_mark_stale_expired(&self, now: Timestamp) -> Result<Vec<StaleTask>, StoreError>;
@@ -249,7 +260,8 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
     async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError>;
 
     /// Counts and lists for `/health`; `queued_before` selects the queued-too-long tasks.
-    async fn health_snapshot(&self, queued_before: Timestamp) -> Result<HealthSnapshot, StoreError>;
+    async fn health_snapshot(&self, queued_before: Timestamp)
+    -> Result<HealthSnapshot, StoreError>;
 
     /// Finishes the writes already accepted and closes the database.
     async fn close(&self);

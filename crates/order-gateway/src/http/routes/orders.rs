@@ -194,10 +194,7 @@ fn one_of<T: PartialEq>(
     }
 }
 
-fn required_worker(
-    query: Option<WorkerId>,
-    body: Option<WorkerId>,
-) -> Result<WorkerId, ApiError> {
+fn required_worker(query: Option<WorkerId>, body: Option<WorkerId>) -> Result<WorkerId, ApiError> {
     one_of("worker_id", query, body)?
         .ok_or_else(|| ApiError::Validation("worker_id is required (query or body)".into()))
 }
@@ -271,7 +268,9 @@ fn validate_report(body: &ReportState) -> Result<Option<Outcome>, ApiError> {
         ));
     }
     if body.payable_yen.is_some_and(|y| y < 0) {
-        return Err(ApiError::Validation("payable_yen must not be negative".into()));
+        return Err(ApiError::Validation(
+            "payable_yen must not be negative".into(),
+        ));
     }
     match (body.terminal, body.outcome) {
         (false, Some(_)) => Err(ApiError::Validation(

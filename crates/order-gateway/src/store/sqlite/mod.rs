@@ -20,11 +20,11 @@ use rakuten_types::order::{
     LeaseGrant, Page, RenewAck, ReportAck, SubmitOrderAck, TaskDetail, TaskSummary,
 };
 use rakuten_types::{TaskId, Timestamp, WorkerId};
-use sqlx::{ConnectOptions, SqlSafeStr};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use sqlx::{ConnectOptions, SqlSafeStr};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -43,12 +43,13 @@ pub fn migrator() -> Migrator {
         1,
         "order tasks".into(),
         MigrationType::Simple,
-        sqlx::AssertSqlSafe(include_str!("../../../migrations/sqlite/0001_order_tasks.sql"))
-            .into_sql_str(),
+        sqlx::AssertSqlSafe(include_str!(
+            "../../../migrations/sqlite/0001_order_tasks.sql"
+        ))
+        .into_sql_str(),
         false,
     )])
 }
-
 
 /// Queue depth in front of the writer; senders wait (backpressure) when it is full.
 const WRITE_QUEUE: usize = 8192;

@@ -190,7 +190,9 @@ pub(crate) async fn task_lease(
             Ok(Some((count, token))) => Ok(LeaseAttempt::Granted(
                 grant_view(conn, &row, count, token, expires).await?,
             )),
-            Ok(None) => Err(StoreError::LeaseInvalid("lease changed concurrently".into())),
+            Ok(None) => Err(StoreError::LeaseInvalid(
+                "lease changed concurrently".into(),
+            )),
             // The gate key changed with the scope setting and another task holds the new one.
             Err(e) if is_unique_violation(&e) => Ok(LeaseAttempt::GateBusy),
             Err(e) => Err(e.into()),
@@ -344,7 +346,9 @@ pub(crate) async fn task_renew(
     .await?
     .rows_affected();
     if done != 1 {
-        return Err(StoreError::LeaseInvalid("lease changed concurrently".into()));
+        return Err(StoreError::LeaseInvalid(
+            "lease changed concurrently".into(),
+        ));
     }
     worker_touch(conn, &req.worker_id, now).await?;
     Ok(RenewAck {
@@ -390,7 +394,9 @@ pub(crate) async fn task_report(
         .await?
         .rows_affected();
         if done != 1 {
-            return Err(StoreError::LeaseInvalid("lease changed concurrently".into()));
+            return Err(StoreError::LeaseInvalid(
+                "lease changed concurrently".into(),
+            ));
         }
         next
     };
@@ -479,9 +485,9 @@ pub(crate) async fn task_reclaim(
             status: row.status,
             reason: "the task changed concurrently".into(),
         }),
-        Err(e) if is_unique_violation(&e) => Err(StoreError::GateBusy(
-            "another task became active".into(),
-        )),
+        Err(e) if is_unique_violation(&e) => {
+            Err(StoreError::GateBusy("another task became active".into()))
+        }
         Err(e) => Err(e.into()),
     }
 }

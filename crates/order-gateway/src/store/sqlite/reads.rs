@@ -141,17 +141,18 @@ pub(crate) async fn health_snapshot(
         Some(queued_before.to_rfc3339()),
     )
     .await?;
-    let workers = sqlx::query("SELECT worker_id, last_seen_at FROM workers ORDER BY worker_id LIMIT 1000")
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(WorkerSeen {
-                worker_id: r.try_get("worker_id")?,
-                last_seen_at: ts(&r.try_get::<String, _>("last_seen_at")?)?,
+    let workers =
+        sqlx::query("SELECT worker_id, last_seen_at FROM workers ORDER BY worker_id LIMIT 1000")
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(WorkerSeen {
+                    worker_id: r.try_get("worker_id")?,
+                    last_seen_at: ts(&r.try_get::<String, _>("last_seen_at")?)?,
+                })
             })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
+            .collect::<Result<Vec<_>, StoreError>>()?;
     tx.commit().await?;
     Ok(HealthSnapshot {
         queued,

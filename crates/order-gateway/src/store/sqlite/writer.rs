@@ -145,7 +145,7 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<WriteOp>, stats:
     };
     let mut finishes: Vec<Finish> = Vec::new();
     let mut fatal: Option<StoreError> = None;
-    while let Some(op) = ops.next() {
+    for op in ops.by_ref() {
         // Checked again right before running: the caller may have gone while we waited.
         if op.abandoned() {
             continue;

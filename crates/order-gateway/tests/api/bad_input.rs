@@ -1,0 +1,464 @@
+use serde_json::{Value, json};
+
+use crate::helpers::{TOKEN, answer, spawn_app};
+
+enum Body {
+    None,
+    Raw(String),
+}
+
+struct Case {
+    name: &'static str,
+    method: &'static str,
+    path: String,
+    body: Body,
+    status: u16,
+    code: i64,
+}
+
+fn case(
+    name: &'static str,
+    method: &'static str,
+    path: &str,
+    body: Body,
+    status: u16,
+    code: i64,
+) -> Case {
+    Case {
+        name,
+        method,
+        path: path.to_owned(),
+        body,
+        status,
+        code,
+    }
+}
+
+fn raw(v: impl Into<String>) -> Body {
+    Body::Raw(v.into())
+}
+
+fn js(v: Value) -> Body {
+    Body::Raw(v.to_string())
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_4xx_envelope_with_a_code_and_changes_nothing() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    app.submit("po-2").await.assert_ok();
+    let before = (
+        app.task("po-1").await.body,
+        app.task("po-2").await.body,
+        app.list("").await.body,
+    );
+
+    let long_id = "x".repeat(129);
+    let big_intent = json!({"site": "rakuten", "intent": {"blob": "y".repeat(65 * 1024)}});
+    let huge_body = json!({"site": "rakuten", "intent": {"blob": "y".repeat(90 * 1024)}});
+    let cases = vec![
+        case(
+            "malformed JSON",
+            "POST",
+            "/api/orders",
+            raw("{\"site\":"),
+            422,
+            1003,
+        ),
+        case("empty body", "POST", "/api/orders", Body::None, 422, 1003),
+        case(
+            "wrong type",
+            "POST",
+            "/api/orders",
+            js(json!({"site": 5, "intent": {}})),
+            422,
+            1003,
+        ),
+        case(
+            "unknown site",
+            "POST",
+            "/api/orders",
+            js(json!({"site": "rakuma", "intent": {}})),
+            422,
+            1003,
+        ),
+        case(
+            "intent not an object",
+            "POST",
+            "/api/orders",
+            js(json!({"site": "rakuten", "intent": [1]})),
+            422,
+            1003,
+        ),
+        case(
+            "unknown field",
+            "POST",
+            "/api/orders",
+            js(json!({"site": "rakuten", "intent": {}, "x": 1})),
+            422,
+            1003,
+        ),
+        case(
+            "129-char id",
+            "POST",
+            "/api/orders",
+            js(json!({"task_id": long_id, "site": "rakuten", "intent": {}})),
+            422,
+            1003,
+        ),
+        case(
+            "control char id",
+            "POST",
+            "/api/orders",
+            js(json!({"task_id": "a\u{1}b", "site": "rakuten", "intent": {}})),
+            422,
+            1003,
+        ),
+        case(
+            "path separator id",
+            "POST",
+            "/api/orders",
+            js(json!({"task_id": "../etc", "site": "rakuten", "intent": {}})),
+            422,
+            1003,
+        ),
+        case(
+            "65 KiB intent",
+            "POST",
+            "/api/orders",
+            js(big_intent),
+            413,
+            1004,
+        ),
+        case(
+            "90 KiB body",
+            "POST",
+            "/api/orders",
+            js(huge_body),
+            413,
+            1004,
+        ),
+        case(
+            "negative wait",
+            "GET",
+            "/api/orders/lease?worker_id=w9&wait=-1",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "non-numeric wait",
+            "GET",
+            "/api/orders/lease?worker_id=w9&wait=abc",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "NaN wait",
+            "GET",
+            "/api/orders/lease?worker_id=w9&wait=NaN",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "missing worker_id",
+            "GET",
+            "/api/orders/lease?wait=0",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "long worker_id",
+            "GET",
+            &format!("/api/orders/lease?worker_id={long_id}&wait=0"),
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "control char worker_id",
+            "GET",
+            "/api/orders/lease?worker_id=a%0Ab&wait=0",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "unknown lease site",
+            "GET",
+            "/api/orders/lease?worker_id=w9&wait=0&site=rakuma",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "unknown status",
+            "GET",
+            "/api/orders?status=bogus",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "unknown list site",
+            "GET",
+            "/api/orders?site=amazon",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "negative limit",
+            "GET",
+            "/api/orders?limit=-1",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "zero limit",
+            "GET",
+            "/api/orders?limit=0",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "non-numeric limit",
+            "GET",
+            "/api/orders?limit=ten",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "negative offset",
+            "GET",
+            "/api/orders?offset=-5",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "non-numeric offset",
+            "GET",
+            "/api/orders?offset=x",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "129-char path id",
+            "GET",
+            &format!("/api/orders/{long_id}"),
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "control char path id",
+            "GET",
+            "/api/orders/a%0Ab",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "unknown state",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "bogus"})),
+            422,
+            1003,
+        ),
+        case(
+            "report without state",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1"})),
+            422,
+            1003,
+        ),
+        case(
+            "report wrong type",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "paid", "payable_yen": "lots"})),
+            422,
+            1003,
+        ),
+        case(
+            "report terminal wrong type",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "paid", "terminal": "yes"})),
+            422,
+            1003,
+        ),
+        case(
+            "report unknown outcome",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "paid", "terminal": true, "outcome": "great"})),
+            422,
+            1003,
+        ),
+        case(
+            "report outcome without terminal",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "paid", "outcome": "succeeded"})),
+            422,
+            1003,
+        ),
+        case(
+            "report absolute evidence_ref",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "ordered", "evidence_ref": "/etc/passwd"})),
+            422,
+            1003,
+        ),
+        case(
+            "report dotdot evidence_ref",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "ordered", "evidence_ref": "po-1/../../x"})),
+            422,
+            1003,
+        ),
+        case(
+            "report long detail",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "ordered", "detail": "d".repeat(5000)})),
+            422,
+            1003,
+        ),
+        case(
+            "report bad pay_deadline",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "ordered", "pay_deadline": "tomorrow"})),
+            422,
+            1003,
+        ),
+        case(
+            "report negative yen",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"worker_id": "w1", "state": "ordered", "payable_yen": -1})),
+            422,
+            1003,
+        ),
+        case(
+            "report without worker",
+            "POST",
+            "/api/orders/po-1/report",
+            js(json!({"state": "ordered"})),
+            422,
+            1003,
+        ),
+        case(
+            "renew wrong type",
+            "POST",
+            "/api/orders/po-1/renew",
+            js(json!({"worker_id": 5})),
+            422,
+            1003,
+        ),
+        case(
+            "renew malformed",
+            "POST",
+            "/api/orders/po-1/renew",
+            raw("{"),
+            422,
+            1003,
+        ),
+        case(
+            "renew without worker",
+            "POST",
+            "/api/orders/po-1/renew",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
+            "reclaim malformed",
+            "POST",
+            "/api/orders/po-1/reclaim",
+            raw("[]"),
+            422,
+            1003,
+        ),
+        case("wrong method", "PUT", "/api/orders", Body::None, 405, 1005),
+        case(
+            "unknown route",
+            "GET",
+            "/api/nothing/here",
+            Body::None,
+            404,
+            1005,
+        ),
+    ];
+    for c in cases {
+        let mut req = app
+            .client
+            .request(c.method.parse().unwrap(), app.url(&c.path))
+            .bearer_auth(TOKEN);
+        if let Body::Raw(b) = c.body {
+            req = req.header("content-type", "application/json").body(b);
+        }
+        let a = answer(req.send().await.unwrap()).await;
+        assert_eq!(
+            (a.status, a.code()),
+            (c.status, c.code),
+            "{}: {:?}",
+            c.name,
+            a.body
+        );
+        assert_eq!(a.body["success"], false, "{}", c.name);
+        assert!(a.body["data"].is_null(), "{}", c.name);
+        assert!(!a.body["msg"].as_str().unwrap().is_empty(), "{}", c.name);
+    }
+    let after = (
+        app.task("po-1").await.body,
+        app.task("po-2").await.body,
+        app.list("").await.body,
+    );
+    assert_eq!(before, after, "bad input changed stored data");
+}
+
+#[tokio::test]
+async fn api_routes_need_the_bearer_token() {
+    let app = spawn_app().await;
+    let none = answer(app.client.get(app.url("/api/orders")).send().await.unwrap()).await;
+    none.assert_err(401, 1001);
+    let wrong = answer(
+        app.client
+            .post(app.url("/api/orders"))
+            .bearer_auth("not-the-token")
+            .json(&json!({"site": "rakuten", "intent": {}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    wrong.assert_err(401, 1001);
+    assert_eq!(app.list("").await.assert_ok()["total"], 0);
+    let lease = answer(
+        app.client
+            .get(app.url("/api/orders/lease?worker_id=w1&wait=0"))
+            .header("authorization", format!("Basic {TOKEN}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    lease.assert_err(401, 1001);
+    // Health and the OpenAPI document are open.
+    assert_eq!(app.health().await.status, 200);
+}

@@ -1,0 +1,113 @@
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::helpers::spawn_app;
+
+fn alert_kinds(h: &serde_json::Value) -> Vec<(String, String)> {
+    h["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["kind"].as_str().unwrap().to_owned(),
+                a["subject"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn health_is_ok_with_counts_when_nothing_is_wrong() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    app.submit("po-2").await.assert_ok();
+    let h = app.health().await;
+    let d = h.assert_ok();
+    assert_eq!(d["status"], "ok");
+    assert_eq!(d["queued"], 1);
+    assert_eq!(d["active"][0]["task_id"], "po-1");
+    assert_eq!(d["active"][0]["lease_owner"], "w1");
+    assert_eq!(d["workers"][0]["worker_id"], "w1");
+    assert_eq!(d["workers"][0]["last_seen_seconds"], 0.0);
+}
+
+#[tokio::test]
+async fn health_is_degraded_when_a_worker_is_silent_past_the_threshold() {
+    let app = spawn_app().await;
+    app.lease("w1", 0.0).await;
+    app.clock.advance(Duration::from_secs(299));
+    assert_eq!(app.health().await.data()["status"], "ok");
+    app.clock.advance(Duration::from_secs(2));
+    let h = app.health().await;
+    let d = h.assert_ok();
+    assert_eq!(d["status"], "degraded");
+    assert_eq!(d["workers"][0]["offline"], true);
+    assert_eq!(d["workers"][0]["last_seen_seconds"], 301.0);
+    assert_eq!(
+        alert_kinds(d),
+        [("worker_offline".to_owned(), "w1".to_owned())]
+    );
+    // Polling again clears it.
+    app.lease("w1", 0.0).await;
+    assert_eq!(app.health().await.data()["status"], "ok");
+}
+
+#[tokio::test]
+async fn health_alerts_on_a_task_queued_too_long() {
+    let app = spawn_app().await;
+    app.submit("po-1").await.assert_ok();
+    app.clock.advance(Duration::from_secs(601));
+    let h = app.health().await;
+    assert_eq!(h.data()["status"], "degraded");
+    assert_eq!(
+        alert_kinds(h.data()),
+        [("task_queued_too_long".to_owned(), "po-1".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn health_alerts_on_every_stale_task() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    app.report("po-1", json!({"worker_id": "w1", "state": "ordered"}))
+        .await
+        .assert_ok();
+    app.expire_leases();
+    app.sweep().await;
+    app.lease("w1", 0.0).await; // keep the worker fresh
+    let h = app.health().await;
+    let d = h.assert_ok();
+    assert_eq!(d["stale"], 1);
+    assert_eq!(d["status"], "degraded");
+    assert_eq!(
+        alert_kinds(d),
+        [("task_stale".to_owned(), "po-1".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn openapi_document_lists_every_endpoint() {
+    let app = spawn_app().await;
+    let doc: serde_json::Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for path in [
+        "/api/orders",
+        "/api/orders/lease",
+        "/api/orders/{task_id}",
+        "/api/orders/{task_id}/renew",
+        "/api/orders/{task_id}/report",
+        "/api/orders/{task_id}/reclaim",
+        "/health",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} missing");
+    }
+}

@@ -1,0 +1,216 @@
+//! `spawn_app()`: the real application on 127.0.0.1:0 with a fresh temporary database, a
+//! `ManualClock`, and typed request helpers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use order_gateway::Application;
+use order_gateway::Settings;
+use order_gateway::jobs::sweeper::Sweeper;
+use order_gateway::store::StaleTask;
+use rakuten_types::{Clock, ManualClock};
+use serde_json::{Value, json};
+
+pub const TOKEN: &str = "test-token-0123456789";
+
+pub struct TestApp {
+    pub address: String,
+    pub client: reqwest::Client,
+    pub clock: ManualClock,
+    pub token: String,
+    pub sweeper: Sweeper,
+    pub settings: Settings,
+    pub _tempdir: tempfile::TempDir,
+}
+
+/// A plain answer: HTTP status and the parsed envelope.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn code(&self) -> i64 {
+        self.body["code"].as_i64().unwrap_or(-1)
+    }
+    pub fn data(&self) -> &Value {
+        &self.body["data"]
+    }
+    #[track_caller]
+    pub fn assert_ok(&self) -> &Value {
+        assert_eq!((self.status, self.code()), (200, 0), "{:?}", self.body);
+        assert_eq!(self.body["success"], true);
+        &self.body["data"]
+    }
+    #[track_caller]
+    pub fn assert_err(&self, status: u16, code: i64) {
+        assert_eq!(
+            (self.status, self.code()),
+            (status, code),
+            "{:?}",
+            self.body
+        );
+        assert_eq!(self.body["success"], false, "{:?}", self.body);
+        assert!(self.body["data"].is_null());
+        assert!(
+            !self.body["msg"].as_str().unwrap_or_default().is_empty(),
+            "error without msg"
+        );
+    }
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// Spawns with adjusted settings. The background sweeper runs hourly here (its first tick is at
+/// start): tests drive expiry with the clock and `sweep()` so nothing races them by surprise.
+pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    let tempdir = tempfile::tempdir().expect("tempdir");
+    let mut settings = Settings::for_tests(tempdir.path().join("gw.db"), TOKEN);
+    settings.sweep_interval_seconds = 3600.0;
+    adjust(&mut settings);
+    let clock = ManualClock::at_fixed_date();
+    let app = Application::build(settings.clone(), Arc::new(clock.clone()))
+        .await
+        .expect("build");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let sweeper = app.sweeper();
+    tokio::spawn(app.run_until_stopped(std::future::pending()));
+    TestApp {
+        address,
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap(),
+        clock,
+        token: TOKEN.into(),
+        sweeper,
+        settings,
+        _tempdir: tempdir,
+    }
+}
+
+pub async fn answer(resp: reqwest::Response) -> Answer {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    let body = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("not JSON (status {status}): {text:?}"));
+    Answer { status, body }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.get(self.url(path)).bearer_auth(&self.token)
+    }
+
+    pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.post(self.url(path)).bearer_auth(&self.token)
+    }
+
+    pub async fn submit(&self, task_id: &str) -> Answer {
+        self.submit_body(json!({"task_id": task_id, "site": "rakuten", "intent": {"item_url": "https://item.rakuten.co.jp/shop/a/", "quantity": 1}}))
+            .await
+    }
+
+    pub async fn submit_body(&self, body: Value) -> Answer {
+        answer(self.post("/api/orders").json(&body).send().await.unwrap()).await
+    }
+
+    pub async fn lease(&self, worker: &str, wait: f64) -> Answer {
+        answer(
+            self.get(&format!("/api/orders/lease?worker_id={worker}&wait={wait}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn report(&self, task_id: &str, body: Value) -> Answer {
+        answer(
+            self.post(&format!("/api/orders/{task_id}/report"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn renew(&self, task_id: &str, body: Value) -> Answer {
+        answer(
+            self.post(&format!("/api/orders/{task_id}/renew"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn reclaim(&self, task_id: &str, worker: &str) -> Answer {
+        answer(
+            self.post(&format!("/api/orders/{task_id}/reclaim?worker_id={worker}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn task(&self, task_id: &str) -> Answer {
+        answer(
+            self.get(&format!("/api/orders/{task_id}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn status_of(&self, task_id: &str) -> String {
+        let a = self.task(task_id).await;
+        a.assert_ok()["status"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn list(&self, query: &str) -> Answer {
+        answer(
+            self.get(&format!("/api/orders{query}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn health(&self) -> Answer {
+        answer(self.client.get(self.url("/health")).send().await.unwrap()).await
+    }
+
+    /// Moves the clock past the lease TTL.
+    pub fn expire_leases(&self) {
+        self.clock.advance(Duration::from_secs_f64(
+            self.settings.lease_ttl_seconds + 1.0,
+        ));
+    }
+
+    /// One sweep at the clock's now.
+    pub async fn sweep(&self) -> Vec<StaleTask> {
+        self.sweeper.run_once(self.clock.now()).await.unwrap()
+    }
+
+    /// Submits and leases a task to `worker`; returns the grant.
+    pub async fn leased(&self, task_id: &str, worker: &str) -> Value {
+        self.submit(task_id).await.assert_ok();
+        let g = self.lease(worker, 0.0).await;
+        let data = g.assert_ok().clone();
+        assert_eq!(data["task_id"], task_id);
+        data
+    }
+}

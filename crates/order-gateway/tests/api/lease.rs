@@ -1,0 +1,225 @@
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::helpers::{answer, spawn_app, spawn_app_with};
+
+#[tokio::test]
+async fn two_workers_leasing_at_once_only_one_gets_the_task() {
+    let app = spawn_app().await;
+    app.submit("po-1").await.assert_ok();
+    let (a, b) = tokio::join!(app.lease("w1", 0.0), app.lease("w2", 0.0));
+    let granted: Vec<_> = [&a, &b]
+        .into_iter()
+        .filter(|x| !x.data().is_null())
+        .collect();
+    assert_eq!(granted.len(), 1, "{a:?} {b:?}");
+    assert_eq!(granted[0].data()["task_id"], "po-1");
+    assert_eq!(granted[0].data()["lease_count"], 1);
+}
+
+#[tokio::test]
+async fn concurrent_lease_pairs_repeated_many_times_never_hand_out_two_tasks() {
+    let app = spawn_app().await;
+    for round in 0..40 {
+        app.submit(&format!("a-{round}")).await.assert_ok();
+        app.submit(&format!("b-{round}")).await.assert_ok();
+        let (a, b) = tokio::join!(app.lease("w1", 0.0), app.lease("w2", 0.0));
+        let granted: Vec<_> = [&a, &b]
+            .into_iter()
+            .filter(|x| !x.data().is_null())
+            .collect();
+        assert_eq!(granted.len(), 1, "round {round}: {a:?} {b:?}");
+        let active = app.list("?status=leased").await;
+        assert_eq!(active.assert_ok()["total"], 1);
+        // Finish it so the next round starts with a free gate.
+        let g = granted[0].data();
+        let worker = if std::ptr::eq(granted[0], &a) {
+            "w1"
+        } else {
+            "w2"
+        };
+        app.report(
+            g["task_id"].as_str().unwrap(),
+            json!({"worker_id": worker, "state": "paid", "terminal": true}),
+        )
+        .await
+        .assert_ok();
+        // The other task of the round is next; take it out of the way too.
+        let next = app.lease("w3", 0.0).await;
+        let n = next.assert_ok();
+        app.report(
+            n["task_id"].as_str().unwrap(),
+            json!({"worker_id": "w3", "state": "cancelled", "terminal": true}),
+        )
+        .await
+        .assert_ok();
+    }
+}
+
+#[tokio::test]
+async fn lease_returns_nothing_while_a_task_is_active() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    app.submit("po-2").await.assert_ok();
+    let other = app.lease("w2", 0.0).await;
+    assert_eq!(other.status, 200);
+    assert!(other.data().is_null());
+    assert_eq!(other.code(), 6004);
+    // Still nothing once the first task is running.
+    app.report("po-1", json!({"worker_id": "w1", "state": "ordered"}))
+        .await
+        .assert_ok();
+    assert!(app.lease("w2", 0.0).await.data().is_null());
+    // The gate frees on a terminal report.
+    app.report(
+        "po-1",
+        json!({"worker_id": "w1", "state": "paid", "terminal": true}),
+    )
+    .await
+    .assert_ok();
+    assert_eq!(app.lease("w2", 0.0).await.assert_ok()["task_id"], "po-2");
+}
+
+#[tokio::test]
+async fn lease_waits_for_wait_seconds_then_returns_null() {
+    let app = spawn_app().await;
+    let started = Instant::now();
+    let a = app.lease("w1", 1.2).await;
+    let took = started.elapsed();
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.body,
+        json!({"success": true, "msg": "no task", "data": null, "code": 0})
+    );
+    assert!(
+        took >= Duration::from_millis(1150),
+        "returned after {took:?}"
+    );
+    assert!(took < Duration::from_secs(5), "returned after {took:?}");
+}
+
+#[tokio::test]
+async fn wait_is_capped_by_the_max_wait_setting() {
+    let app = spawn_app_with(|s| s.lease_max_wait_seconds = 0.3).await;
+    let started = Instant::now();
+    let a = app.lease("w1", 30.0).await;
+    assert!(a.data().is_null());
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn long_poll_wakes_promptly_when_a_task_is_submitted() {
+    let app = spawn_app().await;
+    let poll = {
+        let (client, url, token) = (
+            app.client.clone(),
+            app.url("/api/orders/lease?worker_id=w1&wait=10"),
+            app.token.clone(),
+        );
+        tokio::spawn(async move {
+            let r = answer(client.get(url).bearer_auth(token).send().await.unwrap()).await;
+            (r, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.submit("po-1").await.assert_ok();
+    let submitted = Instant::now();
+    let (a, returned) = poll.await.unwrap();
+    assert_eq!(a.assert_ok()["task_id"], "po-1");
+    let lag = returned.saturating_duration_since(submitted);
+    assert!(lag < Duration::from_millis(500), "hand-off took {lag:?}");
+}
+
+#[tokio::test]
+async fn long_poll_gets_the_next_task_promptly_when_the_active_one_finishes() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    app.submit("po-2").await.assert_ok();
+    let poll = {
+        let (client, url, token) = (
+            app.client.clone(),
+            app.url("/api/orders/lease?worker_id=w2&wait=10"),
+            app.token.clone(),
+        );
+        tokio::spawn(async move {
+            let r = answer(client.get(url).bearer_auth(token).send().await.unwrap()).await;
+            (r, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.report(
+        "po-1",
+        json!({"worker_id": "w1", "state": "paid", "terminal": true}),
+    )
+    .await
+    .assert_ok();
+    let done = Instant::now();
+    let (a, returned) = poll.await.unwrap();
+    assert_eq!(a.assert_ok()["task_id"], "po-2");
+    assert!(returned.saturating_duration_since(done) < Duration::from_millis(500));
+}
+
+#[tokio::test]
+async fn a_long_poll_whose_client_went_away_never_takes_a_lease() {
+    let app = spawn_app().await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let gone = impatient
+        .get(app.url("/api/orders/lease?worker_id=ghost&wait=20"))
+        .bearer_auth(&app.token)
+        .send()
+        .await;
+    assert!(gone.is_err(), "the client should have timed out");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    app.submit("po-1").await.assert_ok();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let t = app.task("po-1").await;
+    assert_eq!(t.assert_ok()["status"], "queued");
+    assert!(t.data()["lease_owner"].is_null());
+    let g = app.lease("real", 0.0).await;
+    assert_eq!(g.assert_ok()["task_id"], "po-1");
+    assert_eq!(g.data()["lease_count"], 1);
+}
+
+#[tokio::test]
+async fn a_worker_polling_again_gets_its_own_task_back_as_a_new_grant() {
+    // The lost-response case: the lease committed but the worker never saw it.
+    let app = spawn_app().await;
+    let first = app.leased("po-1", "w1").await;
+    app.submit("po-2").await.assert_ok();
+    let again = app.lease("w1", 0.0).await;
+    let g = again.assert_ok();
+    assert_eq!(g["task_id"], "po-1");
+    assert_eq!(
+        g["lease_count"], 2,
+        "count > 1 makes the worker verify first"
+    );
+    assert_ne!(g["lease_token"], first["lease_token"]);
+    // Another worker still gets nothing.
+    assert!(app.lease("w2", 0.0).await.data().is_null());
+}
+
+#[tokio::test]
+async fn lease_with_a_site_filter_only_takes_that_site() {
+    let app = spawn_app().await;
+    app.submit("po-1").await.assert_ok();
+    let a = app
+        .get("/api/orders/lease?worker_id=w1&wait=0&site=rakuten")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer(a).await.assert_ok()["task_id"], "po-1");
+}
+
+#[tokio::test]
+async fn site_scope_gates_per_site_and_still_serialises_within_a_site() {
+    let app = spawn_app_with(|s| s.lease_scope = order_gateway::LeaseScope::Site).await;
+    app.leased("po-1", "w1").await;
+    app.submit("po-2").await.assert_ok();
+    let other = app.lease("w2", 0.0).await;
+    assert!(other.data().is_null());
+    assert_eq!(other.code(), 6004);
+}

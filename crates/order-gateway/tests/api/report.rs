@@ -1,0 +1,205 @@
+use serde_json::json;
+
+use crate::helpers::spawn_app;
+
+#[tokio::test]
+async fn first_report_moves_leased_to_running() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    assert_eq!(app.status_of("po-1").await, "leased");
+    let a = app
+        .report("po-1", json!({"worker_id": "w1", "state": "created"}))
+        .await;
+    assert_eq!(
+        a.assert_ok(),
+        &json!({"task_id": "po-1", "status": "running", "state": "created", "duplicate": false})
+    );
+}
+
+#[tokio::test]
+async fn repeating_a_report_for_the_same_state_keeps_one_row() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    let body = json!({"worker_id": "w1", "state": "awaiting_payment", "payable_yen": 12800, "detail": "first"});
+    app.report("po-1", body).await.assert_ok();
+    let first_at = app.task("po-1").await.data()["history"][0]["reported_at"].clone();
+    app.clock.advance(std::time::Duration::from_secs(5));
+    let again = app
+        .report("po-1", json!({"worker_id": "w1", "state": "awaiting_payment", "payable_yen": 12800, "detail": "resent"}))
+        .await;
+    assert_eq!(again.assert_ok()["duplicate"], true);
+    let t = app.task("po-1").await;
+    let history = t.data()["history"].as_array().unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0]["detail"], "resent", "the payload is overwritten");
+    assert_eq!(
+        history[0]["reported_at"], first_at,
+        "the first report time is kept"
+    );
+}
+
+#[tokio::test]
+async fn terminal_report_with_a_final_state_implies_the_outcome() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    let a = app
+        .report(
+            "po-1",
+            json!({"worker_id": "w1", "state": "paid", "terminal": true}),
+        )
+        .await;
+    assert_eq!(a.assert_ok()["status"], "succeeded");
+    let t = app.task("po-1").await;
+    assert_eq!(t.data()["outcome"], "succeeded");
+
+    app.leased("po-2", "w1").await;
+    let c = app
+        .report(
+            "po-2",
+            json!({"worker_id": "w1", "state": "cancelled", "terminal": true}),
+        )
+        .await;
+    assert_eq!(c.assert_ok()["status"], "failed");
+}
+
+#[tokio::test]
+async fn terminal_report_with_an_explicit_outcome_uses_it() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    let a = app
+        .report("po-1", json!({"worker_id": "w1", "state": "awaiting_payment", "terminal": true, "outcome": "needs_human", "error_code": 5004}))
+        .await;
+    assert_eq!(a.assert_ok()["status"], "needs_human");
+    let t = app.task("po-1").await;
+    assert_eq!(t.data()["history"][0]["error_code"], 5004);
+}
+
+#[tokio::test]
+async fn terminal_report_without_outcome_in_a_non_final_state_is_refused() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    let a = app
+        .report(
+            "po-1",
+            json!({"worker_id": "w1", "state": "ordered", "terminal": true}),
+        )
+        .await;
+    a.assert_err(422, 1003);
+    assert_eq!(app.status_of("po-1").await, "leased");
+    assert_eq!(app.task("po-1").await.data()["history"], json!([]));
+}
+
+#[tokio::test]
+async fn report_from_a_worker_that_does_not_hold_the_lease_is_6002() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    app.report("po-1", json!({"worker_id": "w2", "state": "created"}))
+        .await
+        .assert_err(409, 6002);
+    app.renew("po-1", json!({"worker_id": "w2"}))
+        .await
+        .assert_err(409, 6002);
+    assert_eq!(app.status_of("po-1").await, "leased");
+}
+
+#[tokio::test]
+async fn report_on_an_unknown_task_is_6001() {
+    let app = spawn_app().await;
+    app.report("nope", json!({"worker_id": "w1", "state": "created"}))
+        .await
+        .assert_err(404, 6001);
+    app.task("nope").await.assert_err(404, 6001);
+}
+
+#[tokio::test]
+async fn reports_after_the_end_from_the_last_holder_are_appended_and_change_nothing() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    app.report(
+        "po-1",
+        json!({"worker_id": "w1", "state": "paid", "terminal": true}),
+    )
+    .await
+    .assert_ok();
+    let later = app
+        .report("po-1", json!({"worker_id": "w1", "state": "shipped"}))
+        .await;
+    assert_eq!(later.assert_ok()["status"], "succeeded");
+    let t = app.task("po-1").await;
+    assert_eq!(t.data()["latest_state"], "shipped");
+    assert_eq!(t.data()["history"].as_array().unwrap().len(), 2);
+    assert_eq!(t.data()["status"], "succeeded");
+    // Anyone else is refused.
+    app.report("po-1", json!({"worker_id": "w2", "state": "delivered"}))
+        .await
+        .assert_err(409, 6002);
+    // And the lease cannot be renewed.
+    app.renew("po-1", json!({"worker_id": "w1"}))
+        .await
+        .assert_err(409, 6002);
+}
+
+#[tokio::test]
+async fn worker_id_may_come_in_the_query_string() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    let r = crate::helpers::answer(
+        app.post("/api/orders/po-1/report?worker_id=w1")
+            .json(&json!({"state": "created"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    r.assert_ok();
+    let n = crate::helpers::answer(
+        app.post("/api/orders/po-1/renew?worker_id=w1")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    n.assert_ok();
+    let clash = crate::helpers::answer(
+        app.post("/api/orders/po-1/renew?worker_id=w1")
+            .json(&json!({"worker_id": "w2"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    clash.assert_err(422, 1003);
+}
+
+#[tokio::test]
+async fn a_lease_token_from_an_earlier_grant_is_refused_with_6002() {
+    let app = spawn_app().await;
+    let first = app.leased("po-1", "w1").await;
+    let old = first["lease_token"].as_str().unwrap().to_owned();
+    // A new grant of the same task (the worker polled again).
+    let second = app.lease("w1", 0.0).await;
+    let new = second.assert_ok()["lease_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(old, new);
+    app.report(
+        "po-1",
+        json!({"worker_id": "w1", "lease_token": old, "state": "created"}),
+    )
+    .await
+    .assert_err(409, 6002);
+    app.renew("po-1", json!({"worker_id": "w1", "lease_token": old}))
+        .await
+        .assert_err(409, 6002);
+    app.report(
+        "po-1",
+        json!({"worker_id": "w1", "lease_token": new, "state": "created"}),
+    )
+    .await
+    .assert_ok();
+    // Without a token (the spec's contract) the holder still works.
+    app.renew("po-1", json!({"worker_id": "w1"}))
+        .await
+        .assert_ok();
+}
