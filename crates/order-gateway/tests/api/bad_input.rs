@@ -155,6 +155,14 @@ async fn bad_input_gets_a_4xx_envelope_with_a_code_and_changes_nothing() {
             1003,
         ),
         case(
+            "infinite wait",
+            "GET",
+            "/api/orders/lease?worker_id=w9&wait=1e400",
+            Body::None,
+            422,
+            1003,
+        ),
+        case(
             "NaN wait",
             "GET",
             "/api/orders/lease?worker_id=w9&wait=NaN",

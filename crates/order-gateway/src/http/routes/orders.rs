@@ -140,7 +140,8 @@ pub async fn lease(
             "wait must be a non-negative number of seconds".into(),
         ));
     }
-    let wait = Duration::from_secs_f64(wait).min(st.settings.lease_max_wait());
+    // Clamp before converting: `Duration::from_secs_f64` panics on huge values.
+    let wait = Duration::from_secs_f64(wait.min(st.settings.lease_max_wait_seconds));
     if let Some(site) = &q.site {
         check_site(site)?;
     }
