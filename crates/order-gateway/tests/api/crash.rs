@@ -118,3 +118,42 @@ async fn kill_9_between_lease_and_first_report_keeps_the_task_leased_then_stale_
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[tokio::test]
+async fn sigterm_stops_the_gateway_promptly_even_with_a_long_poll_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("gw.db");
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut child = start(&db, port);
+    wait_up(&client, &base).await;
+    let poll = tokio::spawn({
+        let client = client.clone();
+        let url = format!("{base}/api/orders/lease?worker_id=w1&wait=60");
+        async move { get(&client, url).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped_at = Instant::now();
+    let killed = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let answer = poll.await.unwrap();
+    assert!(answer["data"].is_null(), "{answer}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gateway still running after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "exit status {status:?}");
+    assert!(stopped_at.elapsed() < Duration::from_secs(10));
+}
