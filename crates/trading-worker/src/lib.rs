@@ -1,1 +1,42 @@
-//! placeholder
+//! The local trading worker (spec order-gateway.md §6, §6.1, §7, §10, §11.1): pulls order tasks
+//! from the gateway (outbound only, no listening port), drives the site through a seam, keeps a
+//! local journal and evidence, and reports every state.
+//!
+//! Layout, one file per concept:
+//! - [`settings`]: `RAKUTEN_*` settings (clap + env + `.env`), validated once.
+//! - [`gateway_client`]: lease / renew / report with retries (backoff + jitter).
+//! - [`account_lock`]: one async mutex per site account (§11.1), taken by every site action.
+//! - [`site`]: the [`site::Site`] trait; [`site::rakuten`] (unverified steps → 5003) and
+//!   [`site::sim`] (the simulated shop over HTTP).
+//! - [`scraper`]: the item's `purchase` block from the scraper's `POST /api/item_detail`.
+//! - [`intent`]: the order intent's shape.
+//! - [`journal`]: local SQLite: orders, state events, evidence index, write-ahead intents, outbox.
+//! - [`evidence`]: `{task_id}/NN-step.html|.png|.meta.json`, fsynced (§6.1).
+//! - [`execute`]: the steps of one task and the recovery branch's actions.
+//! - [`verify`]: the recovery check on the site's order list (§5).
+//! - [`order_loop`]: the serial loop of §6 (`run_once`, `run`).
+//! - [`monitor`]: post-payment monitoring (`run_once`, `run`).
+//! - [`failpoint`]: TEST-ONLY crash injection (`RAKUTEN_WORKER_FAILPOINT`).
+//! - [`worker`]: the shared context, the outbox flush, and assembly from settings.
+//!
+//! The account-query loop of §11 (issue #4) plugs in next to [`order_loop`]: it shares
+//! [`worker::WorkerCtx`] (site seam, account locks) and uses `Site::list_orders` /
+//! `Site::order_detail`.
+
+pub mod account_lock;
+pub mod evidence;
+pub mod execute;
+pub mod failpoint;
+pub mod gateway_client;
+pub mod intent;
+pub mod journal;
+pub mod monitor;
+pub mod order_loop;
+pub mod scraper;
+pub mod settings;
+pub mod site;
+pub mod verify;
+pub mod worker;
+
+pub use settings::Settings;
+pub use worker::Worker;

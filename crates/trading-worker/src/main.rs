@@ -1,1 +1,65 @@
-fn main() {}
+//! `trading-worker run`: the local trading worker as a process (settings from the environment and
+//! `.env`; see `trading_worker::settings`).
+
+use std::sync::Arc;
+
+use clap::Parser;
+use rakuten_types::SystemClock;
+use tokio_util::sync::CancellationToken;
+use trading_worker::Worker;
+use trading_worker::settings::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // A missing .env is normal; the environment wins over it.
+    let _ = dotenvy::dotenv();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let Cli {
+        command: Command::Run(settings),
+    } = Cli::parse();
+    let valid = settings.validate()?;
+    let shutdown = CancellationToken::new();
+    let s = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown requested");
+        s.cancel();
+    });
+    if valid.gateway_url.is_none() {
+        tracing::warn!(
+            "RAKUTEN_ORDER_GATEWAY_URL is empty: the order loop is not started (spec §7); idling until shutdown"
+        );
+        shutdown.cancelled().await;
+        return Ok(());
+    }
+    tracing::info!(worker_id = %valid.worker_id, site = ?valid.site, db = %valid.db_path.display(), evidence = %valid.evidence_dir.display(), "trading worker starting");
+    let worker = Worker::build(valid, Arc::new(SystemClock), shutdown).await?;
+    worker.run().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

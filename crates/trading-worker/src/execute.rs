@@ -1,0 +1,905 @@
+//! One task's execution (spec §6): steps `01-cart-add → 02-cart-check → 03-order-confirm →
+//! amount guard → 04-order-submit → 05-payment`, and the recovery branch that acts on
+//! [`crate::verify`]'s verdict. Every step is action → evidence on disk (fsynced) → journal
+//! (event, evidence index, outbox row; one transaction) → report (from the outbox).
+//!
+//! Irreversible actions (submit, pay) are wrapped in a write-ahead intent: pending is committed,
+//! then the lease is renewed (a 6002 aborts the intent with the reason and stops the task before
+//! the action), then the site is called, then the intent is resolved with the step's record. A
+//! pending intent found later forces the verification branch; nothing irreversible is repeated.
+
+use rakuten_types::order::LeaseGrant;
+use rakuten_types::{ErrorCode, OrderState, Outcome, TaskId};
+use tokio_util::sync::CancellationToken;
+
+use crate::failpoint::Point;
+use crate::gateway_client::GatewayError;
+use crate::intent::Intent;
+use crate::journal::{Action, IntentResolution, JournalError, OrderRow, StepRecord};
+use crate::site::{CartLine, ConfirmView, PageSnapshot, PayOutcome, SiteError, SiteErrorKind};
+use crate::verify::{self, Verdict};
+use crate::worker::WorkerCtx;
+
+/// Why a task run stopped without finishing the task.
+#[derive(Debug, thiserror::Error)]
+pub enum Stop {
+    /// The lease is gone (6002): nothing more may be done for this task.
+    #[error("lease lost: {0}")]
+    LeaseLost(String),
+    /// The gateway could not be reached to renew before an irreversible action.
+    #[error("gateway: {0}")]
+    Gateway(GatewayError),
+    /// Shutting down.
+    #[error("shutting down")]
+    Shutdown,
+    /// The journal failed: the step is not recorded, so it is not reported either.
+    #[error("journal: {0}")]
+    Journal(#[from] JournalError),
+    /// Evidence could not be written: the step is not recorded or reported.
+    #[error("evidence: {0}")]
+    Evidence(#[from] std::io::Error),
+}
+
+impl From<GatewayError> for Stop {
+    fn from(e: GatewayError) -> Self {
+        match e {
+            GatewayError::LeaseLost(m) => Stop::LeaseLost(m),
+            GatewayError::ShuttingDown => Stop::Shutdown,
+            e => Stop::Gateway(e),
+        }
+    }
+}
+
+/// Main step numbers of §6.1.
+const SEQ_CART_ADD: i64 = 1;
+const SEQ_CART_CHECK: i64 = 2;
+const SEQ_CONFIRM: i64 = 3;
+const SEQ_SUBMIT: i64 = 4;
+const SEQ_PAYMENT: i64 = 5;
+
+fn clip(s: &str) -> String {
+    s.chars().take(1000).collect()
+}
+
+/// The outcome of a stop caused by a site error before anything irreversible happened.
+fn outcome_before_submit(kind: SiteErrorKind) -> Outcome {
+    match kind {
+        SiteErrorKind::LoginLost | SiteErrorKind::Challenge => Outcome::NeedsHuman,
+        _ => Outcome::Failed,
+    }
+}
+
+/// A task being worked on under one grant.
+#[derive(Debug)]
+pub struct TaskRun<'a> {
+    ctx: &'a WorkerCtx,
+    grant: &'a LeaseGrant,
+    lost: CancellationToken,
+}
+
+impl<'a> TaskRun<'a> {
+    /// A run of `grant`; `lost` is cancelled by the renewal loop on 6002.
+    pub fn new(ctx: &'a WorkerCtx, grant: &'a LeaseGrant, lost: CancellationToken) -> Self {
+        TaskRun { ctx, grant, lost }
+    }
+
+    fn task_id(&self) -> &TaskId {
+        &self.grant.task_id
+    }
+
+    fn check_lease(&self) -> Result<(), Stop> {
+        if self.ctx.shutdown.is_cancelled() {
+            return Err(Stop::Shutdown);
+        }
+        if self.lost.is_cancelled() {
+            return Err(Stop::LeaseLost("the renewal loop saw 6002".into()));
+        }
+        Ok(())
+    }
+
+    fn rec(&self, step: &str, state: OrderState) -> StepRecord {
+        StepRecord::new(self.task_id(), step, state, self.ctx.clock.now())
+    }
+
+    /// Evidence → journal → report for one step.
+    async fn record(
+        &self,
+        seq: Option<i64>,
+        page: Option<&PageSnapshot>,
+        mut rec: StepRecord,
+    ) -> Result<(), Stop> {
+        let seq = self
+            .ctx
+            .journal
+            .evidence_seq(self.task_id(), seq, &rec.step)
+            .await?;
+        let entry = self.ctx.evidence.write(
+            self.task_id(),
+            seq,
+            &rec.step,
+            page,
+            rec.state,
+            rec.detail.as_deref(),
+            rec.at,
+        )?;
+        rec.evidence = Some(entry);
+        self.ctx
+            .journal
+            .step_record(&rec, &self.ctx.settings.worker_id)
+            .await?;
+        if rec.report {
+            self.ctx.flush(self.task_id()).await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the task: evidence (the page, if any) → journal (finished) → terminal report.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish(
+        &self,
+        seq: Option<i64>,
+        step: &str,
+        page: Option<&PageSnapshot>,
+        state: OrderState,
+        outcome: Outcome,
+        code: Option<ErrorCode>,
+        detail: String,
+        mut extra: impl FnMut(&mut StepRecord),
+    ) -> Result<(), Stop> {
+        let mut rec = self.rec(step, state);
+        rec.finish = Some((outcome, code.map(ErrorCode::as_i32)));
+        rec.detail = Some(clip(&detail));
+        extra(&mut rec);
+        tracing::info!(task_id = %self.task_id(), state = %state, outcome = outcome.as_str(), code = code.map(ErrorCode::as_i32), detail = %detail, "task finished");
+        self.record(seq, page, rec).await
+    }
+
+    async fn fail_site(
+        &self,
+        seq: Option<i64>,
+        step: &str,
+        state: OrderState,
+        e: &SiteError,
+    ) -> Result<(), Stop> {
+        self.finish(
+            seq,
+            step,
+            e.page.as_ref(),
+            state,
+            outcome_before_submit(e.kind),
+            Some(e.kind.code()),
+            e.message.clone(),
+            |_| {},
+        )
+        .await
+    }
+
+    /// Renews before an irreversible action; on failure aborts the pending intent with the
+    /// reason.
+    async fn renew_before(&self, action: Action) -> Result<(), Stop> {
+        let token = self.grant.lease_token.as_str();
+        let res = match self.check_lease() {
+            Err(e) => Err(e),
+            Ok(()) => self
+                .ctx
+                .gateway
+                .renew(self.task_id(), token)
+                .await
+                .map(|_| ())
+                .map_err(Stop::from),
+        };
+        if let Err(e) = res {
+            let reason = match &e {
+                Stop::LeaseLost(m) => format!(
+                    "lease lost (6002) before {}: {m}; nothing sent to the site",
+                    action.as_str()
+                ),
+                other => format!(
+                    "lease renewal before {} failed: {other}; nothing sent to the site",
+                    action.as_str()
+                ),
+            };
+            tracing::warn!(task_id = %self.task_id(), reason = %reason, "irreversible action not started");
+            if matches!(e, Stop::LeaseLost(_)) {
+                self.lost.cancel();
+            }
+            let res = IntentResolution {
+                action,
+                done: false,
+                reason: Some(reason),
+            };
+            self.ctx
+                .journal
+                .intent_resolve(self.task_id(), &res, None, self.ctx.clock.now())
+                .await?;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The normal path, from the first step.
+    pub async fn execute(&self) -> Result<(), Stop> {
+        let task_id = self.task_id().clone();
+        let intent = match Intent::parse(&self.grant.intent) {
+            Ok(i) => i,
+            Err(msg) => {
+                return self
+                    .finish(
+                        None,
+                        "intent",
+                        None,
+                        OrderState::Created,
+                        Outcome::Failed,
+                        Some(ErrorCode::Validation),
+                        msg,
+                        |_| {},
+                    )
+                    .await;
+            }
+        };
+        let purchase = match self.ctx.scraper.item_detail(&intent.item_url).await {
+            Ok(p) => p,
+            Err(e) => {
+                return self
+                    .fail_site(None, "item-detail", OrderState::Created, &e)
+                    .await;
+            }
+        };
+        let variant_ok = match (&intent.variant_id, purchase.variant_ids.is_empty()) {
+            (None, true) => true,
+            (Some(v), false) => purchase.variant_ids.contains(v),
+            _ => false,
+        };
+        if !variant_ok {
+            let msg = format!(
+                "invalid intent: variant {:?} does not match the item's variants {:?}",
+                intent.variant_id, purchase.variant_ids
+            );
+            return self
+                .finish(
+                    None,
+                    "intent",
+                    None,
+                    OrderState::Created,
+                    Outcome::Failed,
+                    Some(ErrorCode::Validation),
+                    msg,
+                    |_| {},
+                )
+                .await;
+        }
+        self.ctx
+            .journal
+            .order_set_purchase(
+                &task_id,
+                &serde_json::to_string(&purchase).unwrap_or_default(),
+            )
+            .await?;
+        let line = CartLine {
+            item_id: purchase.item_id,
+            variant_id: intent.variant_id.clone(),
+            quantity: intent.quantity,
+        };
+
+        // 01 cart add
+        self.check_lease()?;
+        let r = {
+            let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
+            self.ctx.site.cart_add(&line).await
+        };
+        let step = match r {
+            Ok(s) => s,
+            Err(e) => {
+                return self
+                    .fail_site(Some(SEQ_CART_ADD), "cart-add", OrderState::Created, &e)
+                    .await;
+            }
+        };
+        let mut rec = self.rec("cart-add", OrderState::InCart);
+        rec.detail = Some(format!(
+            "added {} × item {} {:?}",
+            line.quantity, line.item_id, line.variant_id
+        ));
+        self.record(Some(SEQ_CART_ADD), Some(&step.page), rec)
+            .await?;
+
+        // 02 cart check
+        self.check_lease()?;
+        let r = {
+            let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
+            self.ctx.site.cart_check().await
+        };
+        let step = match r {
+            Ok(s) => s,
+            Err(e) => {
+                return self
+                    .fail_site(Some(SEQ_CART_CHECK), "cart-check", OrderState::InCart, &e)
+                    .await;
+            }
+        };
+        let cart = &step.value;
+        let exact = cart.lines.len() == 1
+            && cart.lines[0].0 == line.item_id
+            && cart.lines[0].1 == line.variant_id
+            && cart.lines[0].2 == line.quantity;
+        if !exact {
+            let msg = format!(
+                "cart does not hold exactly the intended line: {:?}",
+                cart.lines
+            );
+            return self
+                .finish(
+                    Some(SEQ_CART_CHECK),
+                    "cart-check",
+                    Some(&step.page),
+                    OrderState::InCart,
+                    Outcome::Failed,
+                    Some(ErrorCode::SiteUnexpectedPage),
+                    msg,
+                    |_| {},
+                )
+                .await;
+        }
+        let cart_subtotal = cart.subtotal_yen;
+        let mut rec = self.rec("cart-check", OrderState::InCart);
+        rec.detail = Some(format!(
+            "cart holds the intended line; subtotal {cart_subtotal} yen"
+        ));
+        self.record(Some(SEQ_CART_CHECK), Some(&step.page), rec)
+            .await?;
+
+        // 03 order confirm
+        self.check_lease()?;
+        let r = {
+            let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
+            self.ctx.site.order_confirm().await
+        };
+        let step = match r {
+            Ok(s) => s,
+            Err(e) => {
+                return self
+                    .fail_site(Some(SEQ_CONFIRM), "order-confirm", OrderState::InCart, &e)
+                    .await;
+            }
+        };
+        let confirm = step.value.clone();
+        let mut rec = self.rec("order-confirm", OrderState::InCart);
+        rec.payable_yen = Some(confirm.payable_yen);
+        rec.pay_deadline = confirm.pay_deadline;
+        rec.payment_method = Some(confirm.payment_method.clone());
+        rec.detail = Some(format!(
+            "payable {} yen (items {} + shipping {}), payment {}",
+            confirm.payable_yen, confirm.subtotal_yen, confirm.shipping_yen, confirm.payment_method
+        ));
+        self.record(Some(SEQ_CONFIRM), Some(&step.page), rec)
+            .await?;
+
+        // Amount guard: the confirm page's evidence is the guard's evidence.
+        let limit = intent
+            .max_total_yen
+            .unwrap_or(self.ctx.settings.max_total_yen);
+        let guard = if confirm.payable_yen > limit {
+            Some(format!(
+                "amount guard: payable {} yen exceeds the limit {limit} yen; nothing submitted",
+                confirm.payable_yen
+            ))
+        } else if confirm.subtotal_yen != cart_subtotal {
+            Some(format!(
+                "amount guard: items subtotal changed between cart ({cart_subtotal} yen) and confirm ({} yen); nothing submitted",
+                confirm.subtotal_yen
+            ))
+        } else {
+            None
+        };
+        if let Some(msg) = guard {
+            let mut rec = self.rec("amount-guard", OrderState::InCart);
+            rec.finish = Some((
+                Outcome::NeedsHuman,
+                Some(ErrorCode::AmountOverLimit.as_i32()),
+            ));
+            rec.detail = Some(msg.clone());
+            tracing::warn!(task_id = %task_id, detail = %msg, "amount guard stopped the task");
+            // No new page: the report points at 03-order-confirm, already on disk.
+            self.ctx
+                .journal
+                .step_record(&rec, &self.ctx.settings.worker_id)
+                .await?;
+            self.ctx.flush(&task_id).await?;
+            return Ok(());
+        }
+
+        self.submit(&confirm).await
+    }
+
+    /// 04 order submit (irreversible), then payment.
+    async fn submit(&self, confirm: &ConfirmView) -> Result<(), Stop> {
+        let task_id = self.task_id().clone();
+        self.check_lease()?;
+        self.ctx
+            .journal
+            .intent_begin(&task_id, Action::Submit, self.ctx.clock.now())
+            .await?;
+        self.renew_before(Action::Submit).await?;
+        self.ctx.failpoint.hit(Point::BeforeSubmit);
+        let r = {
+            let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
+            self.ctx.site.order_submit(confirm, task_id.as_str()).await
+        };
+        self.ctx.failpoint.hit(Point::AfterSubmit);
+        match r {
+            Ok(step) => {
+                let order_number = step.value.clone();
+                let mut rec = self.rec("order-submit", OrderState::Ordered);
+                rec.site_order_id = Some(order_number.clone());
+                rec.detail = Some(format!("order {order_number} placed"));
+                rec.intents.push(IntentResolution {
+                    action: Action::Submit,
+                    done: true,
+                    reason: None,
+                });
+                self.record(Some(SEQ_SUBMIT), Some(&step.page), rec).await?;
+                self.pay(&order_number).await
+            }
+            Err(e) if e.kind.is_ambiguous() => {
+                // The order may exist although we saw no answer: never resubmit; look on the site.
+                let mut rec = self.rec("order-submit", OrderState::InCart);
+                rec.report = false;
+                rec.detail = Some(clip(&format!(
+                    "submit answer lost ({}); verifying on the site",
+                    e.message
+                )));
+                self.record(Some(SEQ_SUBMIT), e.page.as_ref(), rec).await?;
+                let row = self
+                    .ctx
+                    .journal
+                    .order_get(&task_id)
+                    .await?
+                    .ok_or_else(|| JournalError::Conflict("order row missing".into()))?;
+                self.recover_with(&row, row.created_at).await
+            }
+            Err(e) => {
+                let mut rec_outcome = outcome_before_submit(e.kind);
+                if e.kind == SiteErrorKind::UnexpectedPage {
+                    rec_outcome = Outcome::Failed;
+                }
+                let reason = format!("site refused the submit: {}", e.message);
+                self.finish(
+                    Some(SEQ_SUBMIT),
+                    "order-submit",
+                    e.page.as_ref(),
+                    OrderState::InCart,
+                    rec_outcome,
+                    Some(e.kind.code()),
+                    reason.clone(),
+                    |r| {
+                        r.intents.push(IntentResolution {
+                            action: Action::Submit,
+                            done: false,
+                            reason: Some(clip(&reason)),
+                        });
+                    },
+                )
+                .await
+            }
+        }
+    }
+
+    /// 05 payment (irreversible).
+    async fn pay(&self, order_number: &str) -> Result<(), Stop> {
+        let task_id = self.task_id().clone();
+        self.check_lease()?;
+        self.ctx
+            .journal
+            .intent_begin(&task_id, Action::Pay, self.ctx.clock.now())
+            .await?;
+        self.renew_before(Action::Pay).await?;
+        let r = {
+            let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
+            self.ctx.site.pay(order_number).await
+        };
+        let done = |reason: &str| IntentResolution {
+            action: Action::Pay,
+            done: true,
+            reason: Some(reason.to_owned()),
+        };
+        let aborted = |reason: &str| IntentResolution {
+            action: Action::Pay,
+            done: false,
+            reason: Some(clip(reason)),
+        };
+        match r {
+            Ok(step) => match step.value.clone() {
+                PayOutcome::Paid => {
+                    self.finish(
+                        Some(SEQ_PAYMENT),
+                        "payment",
+                        Some(&step.page),
+                        OrderState::Paid,
+                        Outcome::Succeeded,
+                        None,
+                        format!("order {order_number} paid"),
+                        |r| {
+                            r.intents.push(done("paid"));
+                            r.monitoring = Some(true);
+                        },
+                    )
+                    .await
+                }
+                PayOutcome::AwaitingPayment {
+                    pay_deadline,
+                    detail,
+                } => {
+                    self.finish(
+                        Some(SEQ_PAYMENT),
+                        "payment",
+                        Some(&step.page),
+                        OrderState::AwaitingPayment,
+                        Outcome::Succeeded,
+                        None,
+                        detail,
+                        |r| {
+                            r.intents
+                                .push(done("deferred payment: awaiting payment at the store"));
+                            r.pay_deadline = pay_deadline;
+                            r.monitoring = Some(true);
+                        },
+                    )
+                    .await
+                }
+                PayOutcome::ChallengeRequired(kind) => {
+                    let msg = format!(
+                        "payment needs a human: {kind} challenge; nothing bypassed, order {order_number} left unpaid"
+                    );
+                    self.finish(
+                        Some(SEQ_PAYMENT),
+                        "payment",
+                        Some(&step.page),
+                        OrderState::Ordered,
+                        Outcome::NeedsHuman,
+                        Some(ErrorCode::SiteChallenge),
+                        msg.clone(),
+                        |r| {
+                            r.intents.push(aborted(&msg));
+                            r.monitoring = Some(true);
+                        },
+                    )
+                    .await
+                }
+            },
+            Err(e) if e.kind.is_ambiguous() => {
+                // The payment may have gone through: read the order instead of paying again.
+                let check = {
+                    let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
+                    self.ctx.site.order_detail(order_number).await
+                };
+                match check {
+                    Ok(d)
+                        if matches!(
+                            d.value.order_state,
+                            Some(OrderState::Paid | OrderState::Shipped | OrderState::Delivered)
+                        ) =>
+                    {
+                        let st = d.value.order_state.unwrap_or(OrderState::Paid);
+                        self.finish(
+                            Some(SEQ_PAYMENT),
+                            "payment",
+                            Some(&d.page),
+                            st,
+                            Outcome::Succeeded,
+                            None,
+                            format!(
+                                "payment answer lost; the site shows order {order_number} as {st}"
+                            ),
+                            |r| {
+                                r.intents.push(done("verified paid on the site"));
+                                r.monitoring = Some(true);
+                            },
+                        )
+                        .await
+                    }
+                    Ok(d) => {
+                        let msg = format!(
+                            "payment answer lost ({}); the site shows {:?}; not retried",
+                            e.message, d.value.stage_label
+                        );
+                        self.finish(
+                            Some(SEQ_PAYMENT),
+                            "payment",
+                            Some(&d.page),
+                            OrderState::Ordered,
+                            Outcome::NeedsHuman,
+                            Some(e.kind.code()),
+                            msg.clone(),
+                            |r| {
+                                r.intents.push(aborted(&msg));
+                                r.monitoring = Some(true);
+                            },
+                        )
+                        .await
+                    }
+                    Err(e2) => {
+                        // Payment outcome unknown: the intent stays pending for a human.
+                        let msg = format!(
+                            "payment answer lost ({}); cannot read the order ({}); not retried",
+                            e.message, e2.message
+                        );
+                        self.finish(
+                            Some(SEQ_PAYMENT),
+                            "payment",
+                            e.page.as_ref(),
+                            OrderState::Ordered,
+                            Outcome::NeedsHuman,
+                            Some(e.kind.code()),
+                            msg,
+                            |_| {},
+                        )
+                        .await
+                    }
+                }
+            }
+            Err(e) => {
+                let msg = format!("site refused the payment: {}", e.message);
+                self.finish(
+                    Some(SEQ_PAYMENT),
+                    "payment",
+                    e.page.as_ref(),
+                    OrderState::Ordered,
+                    Outcome::NeedsHuman,
+                    Some(e.kind.code()),
+                    msg.clone(),
+                    |r| {
+                        r.intents.push(aborted(&msg));
+                        r.monitoring = Some(true);
+                    },
+                )
+                .await
+            }
+        }
+    }
+
+    /// The recovery branch (§5): verify on the site, then report what is there, continue where
+    /// it is safe, or hand over to a human. `inserted` says whether this worker had no local
+    /// record of the task before this grant.
+    pub async fn recover(&self, row: &OrderRow, inserted: bool) -> Result<(), Stop> {
+        let since = if inserted {
+            // No local record: the task's creation on the gateway bounds the window.
+            match self.ctx.gateway.task(self.task_id()).await {
+                Ok(t) => t.task.created_at,
+                Err(e) => {
+                    let msg = format!(
+                        "recovery: cannot read the task's creation time from the gateway ({e}); order status unknown"
+                    );
+                    return self
+                        .finish(
+                            None,
+                            "verify",
+                            None,
+                            row.state,
+                            Outcome::NeedsHuman,
+                            None,
+                            msg,
+                            |_| {},
+                        )
+                        .await;
+                }
+            }
+        } else {
+            row.created_at
+        };
+        self.recover_with(row, since).await
+    }
+
+    async fn recover_with(
+        &self,
+        row: &OrderRow,
+        since: rakuten_types::Timestamp,
+    ) -> Result<(), Stop> {
+        let task_id = self.task_id().clone();
+        self.check_lease()?;
+        let intents = self.ctx.journal.intents(&task_id).await?;
+        let pending = |a: Action| {
+            intents
+                .iter()
+                .any(|i| i.action == a.as_str() && i.status == "pending")
+        };
+        let known_id = row
+            .site_order_id
+            .clone()
+            .or_else(|| intents.iter().find_map(|i| i.site_order_id.clone()));
+        let v = verify::verify_on_site(self.ctx, row, known_id.as_deref(), since).await;
+        // Evidence of every page read; the verdict's record points at the last one.
+        let n = v.pages.len();
+        let mut last_page = None;
+        for (i, (step, page)) in v.pages.iter().enumerate() {
+            if i + 1 == n {
+                last_page = Some((step.clone(), page.clone()));
+                break;
+            }
+            let mut rec = self.rec(step, row.state);
+            rec.report = false;
+            rec.detail = Some("recovery check: page read".into());
+            self.record(None, Some(page), rec).await?;
+        }
+        let (vstep, vpage) = match last_page {
+            Some((s, p)) => (s, Some(p)),
+            None => ("verify".to_owned(), None),
+        };
+        tracing::info!(task_id = %task_id, verdict = ?v.verdict, "recovery check");
+        match v.verdict {
+            Verdict::AlreadyOrdered {
+                order_number,
+                state,
+            } => {
+                let submit_pending = pending(Action::Submit);
+                let pay_pending = pending(Action::Pay);
+                let found = format!(
+                    "recovery: order {order_number} found on the site ({state}); not submitted again"
+                );
+                let base = |r: &mut StepRecord| {
+                    r.site_order_id = Some(order_number.clone());
+                    if submit_pending {
+                        r.intents.push(IntentResolution {
+                            action: Action::Submit,
+                            done: true,
+                            reason: Some("found on the site by the recovery check".into()),
+                        });
+                    }
+                };
+                match state {
+                    OrderState::Paid
+                    | OrderState::Shipped
+                    | OrderState::Delivered
+                    | OrderState::AwaitingPayment => {
+                        self.finish(
+                            None,
+                            &vstep,
+                            vpage.as_ref(),
+                            state,
+                            Outcome::Succeeded,
+                            None,
+                            found.clone(),
+                            |r| {
+                                base(r);
+                                if pay_pending {
+                                    r.intents.push(IntentResolution {
+                                        action: Action::Pay,
+                                        done: true,
+                                        reason: Some(
+                                            "site shows the order paid/awaiting payment".into(),
+                                        ),
+                                    });
+                                }
+                                r.monitoring = Some(state != OrderState::Delivered);
+                            },
+                        )
+                        .await
+                    }
+                    OrderState::Cancelled => {
+                        self.finish(
+                            None,
+                            &vstep,
+                            vpage.as_ref(),
+                            state,
+                            Outcome::Failed,
+                            None,
+                            found.clone(),
+                            |r| {
+                                base(r);
+                                if pay_pending {
+                                    r.intents.push(IntentResolution {
+                                        action: Action::Pay,
+                                        done: false,
+                                        reason: Some("order cancelled on the site".into()),
+                                    });
+                                }
+                            },
+                        )
+                        .await
+                    }
+                    _ if pay_pending => {
+                        let msg = format!(
+                            "{found}; a payment was started before the restart and the site shows it unpaid: not retried"
+                        );
+                        self.finish(
+                            None,
+                            &vstep,
+                            vpage.as_ref(),
+                            OrderState::Ordered,
+                            Outcome::NeedsHuman,
+                            None,
+                            msg.clone(),
+                            |r| {
+                                base(r);
+                                r.intents.push(IntentResolution {
+                                    action: Action::Pay,
+                                    done: false,
+                                    reason: Some(clip(&msg)),
+                                });
+                                r.monitoring = Some(true);
+                            },
+                        )
+                        .await
+                    }
+                    _ => {
+                        // Ordered and no payment was ever started: paying is the next step.
+                        let mut rec = self.rec(&vstep, OrderState::Ordered);
+                        rec.detail = Some(found);
+                        base(&mut rec);
+                        self.record(None, vpage.as_ref(), rec).await?;
+                        self.pay(&order_number).await
+                    }
+                }
+            }
+            Verdict::NotOrdered { detail } => {
+                if let Some(k) = self.grant.known_state.filter(|k| k.is_submitted()) {
+                    let msg = format!(
+                        "recovery: the gateway knows state {k} but the site lists no order ({detail}); needs a human"
+                    );
+                    return self
+                        .finish(
+                            None,
+                            &vstep,
+                            vpage.as_ref(),
+                            row.state,
+                            Outcome::NeedsHuman,
+                            None,
+                            msg,
+                            |_| {},
+                        )
+                        .await;
+                }
+                let aborted_submits = intents
+                    .iter()
+                    .filter(|i| i.action == "submit" && i.status == "aborted")
+                    .count();
+                if aborted_submits >= 2 {
+                    let msg = format!(
+                        "recovery: not ordered on the site ({detail}), but submits were already attempted {aborted_submits} times; needs a human"
+                    );
+                    return self
+                        .finish(
+                            None,
+                            &vstep,
+                            vpage.as_ref(),
+                            row.state,
+                            Outcome::NeedsHuman,
+                            None,
+                            msg,
+                            |_| {},
+                        )
+                        .await;
+                }
+                let mut rec = self.rec(&vstep, row.state);
+                rec.report = false;
+                rec.detail = Some(clip(&format!(
+                    "recovery: not ordered on the site ({detail}); executing from the start"
+                )));
+                if pending(Action::Submit) {
+                    rec.intents.push(IntentResolution {
+                        action: Action::Submit,
+                        done: false,
+                        reason: Some(clip(&format!("verified not ordered on the site: {detail}"))),
+                    });
+                }
+                self.record(None, vpage.as_ref(), rec).await?;
+                Box::pin(self.execute()).await
+            }
+            Verdict::Unknown { reason, code } => {
+                let msg = format!(
+                    "recovery: cannot tell whether the order was placed: {reason}; needs a human"
+                );
+                self.finish(
+                    None,
+                    &vstep,
+                    vpage.as_ref(),
+                    row.state,
+                    Outcome::NeedsHuman,
+                    code,
+                    msg,
+                    |_| {},
+                )
+                .await
+            }
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! TEST-ONLY crash injection (`RAKUTEN_WORKER_FAILPOINT`): the process calls
+//! [`std::process::abort`] at a named step boundary, so crash tests can run the real binary, kill
+//! it exactly there, and restart it. Empty = off (production).
+//!
+//! | value | where the process dies |
+//! |---|---|
+//! | `before_submit` | submit intent durably pending, lease renewed, nothing sent to the site |
+//! | `after_submit` | the site answered the submit; nothing about it recorded locally yet |
+//! | `before_report[:state]` | the step is journaled (evidence + outbox row), report not sent |
+//! | `after_report[:state]` | the report was acknowledged by the gateway |
+//!
+//! `state` (an order state, default `ordered`) picks which report the report failpoints hit.
+
+use rakuten_types::OrderState;
+
+/// A named crash point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Point {
+    /// Before the site submit call.
+    BeforeSubmit,
+    /// After the site submit call returned.
+    AfterSubmit,
+    /// Before sending the report of `state`.
+    BeforeReport(OrderState),
+    /// After the report of `state` was acknowledged.
+    AfterReport(OrderState),
+}
+
+/// The configured crash point, if any.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Failpoint(Option<Point>);
+
+impl Failpoint {
+    /// Parses the setting.
+    ///
+    /// # Errors
+    /// An unknown name or state.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(Failpoint(None));
+        }
+        let (name, state) = match s.split_once(':') {
+            Some((n, st)) => (n, st.parse::<OrderState>().map_err(|e| e.to_string())?),
+            None => (s, OrderState::Ordered),
+        };
+        let p = match name {
+            "before_submit" => Point::BeforeSubmit,
+            "after_submit" => Point::AfterSubmit,
+            "before_report" => Point::BeforeReport(state),
+            "after_report" => Point::AfterReport(state),
+            other => {
+                return Err(format!(
+                    "unknown failpoint {other:?}; expected before_submit, after_submit, before_report[:state], after_report[:state]"
+                ));
+            }
+        };
+        Ok(Failpoint(Some(p)))
+    }
+
+    /// Aborts the process when `p` is the configured point.
+    pub fn hit(&self, p: Point) {
+        if self.0 == Some(p) {
+            eprintln!("RAKUTEN_WORKER_FAILPOINT: aborting at {p:?}");
+            std::process::abort();
+        }
+    }
+}

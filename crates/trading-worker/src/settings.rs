@@ -1,0 +1,333 @@
+//! Settings (spec §7, trading side, plus this worker's own knobs): clap derive with `RAKUTEN_*`
+//! environment variables and `.env` (loaded by `main` through dotenvy), validated once at start by
+//! [`Settings::validate`]. Secrets live in [`Secret`], which never prints.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use rakuten_types::WorkerId;
+
+/// Default amount limit, yen, when neither the intent nor the environment gives one
+/// (`docs/DECISIONS.md` D-worker-3; the spec's sample intent uses 30,000).
+pub const DEFAULT_MAX_TOTAL_YEN: i64 = 30_000;
+
+/// A secret string: Debug and Display print `***`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a value.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() { "\"\"" } else { "***" })
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_owned()))
+    }
+}
+
+/// Which site implementation drives the account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SiteKind {
+    /// Rakuten Ichiba: the steps the spec marks unverified (§10) answer "not implemented" (5003).
+    Rakuten,
+    /// The simulated shop (`shop-sim`) at `RAKUTEN_SITE_BASE_URL`.
+    Sim,
+}
+
+/// `trading-worker` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "trading-worker",
+    version,
+    about = "Local trading worker (outbound only)"
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the order loop and the post-payment monitor until Ctrl-C / SIGTERM.
+    Run(Settings),
+}
+
+/// Every setting of the worker.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Settings {
+    /// Gateway base URL; empty = the order loop does not start (§7).
+    #[arg(long, env = "RAKUTEN_ORDER_GATEWAY_URL", default_value = "")]
+    pub gateway_url: String,
+    /// This worker's id (default: the host name).
+    #[arg(long, env = "RAKUTEN_WORKER_ID")]
+    pub worker_id: Option<String>,
+    /// Local SQLite journal.
+    #[arg(
+        long,
+        env = "RAKUTEN_TRADING_DB_PATH",
+        default_value = "data/trading.db"
+    )]
+    pub db_path: PathBuf,
+    /// Evidence root directory (§6.1).
+    #[arg(long, env = "RAKUTEN_EVIDENCE_DIR", default_value = "data/evidence")]
+    pub evidence_dir: PathBuf,
+    /// Scraper service base URL for `POST /api/item_detail`; empty with the sim site = the sim.
+    #[arg(long, env = "RAKUTEN_SCRAPER_BASE_URL", default_value = "")]
+    pub scraper_base_url: String,
+    /// Amount limit, yen, when the intent has no `max_total_yen`.
+    #[arg(long, env = "RAKUTEN_ORDER_MAX_TOTAL_YEN", default_value_t = DEFAULT_MAX_TOTAL_YEN)]
+    pub max_total_yen: i64,
+    /// Bearer token for the gateway (and the scraper).
+    #[arg(
+        long,
+        env = "RAKUTEN_API_TOKEN",
+        default_value = "",
+        hide_env_values = true,
+        hide_default_value = true
+    )]
+    pub api_token: Secret,
+    /// Site implementation.
+    #[arg(long, env = "RAKUTEN_SITE", value_enum, default_value = "rakuten")]
+    pub site: SiteKind,
+    /// Base URL of the simulated shop (site `sim` only).
+    #[arg(long, env = "RAKUTEN_SITE_BASE_URL", default_value = "")]
+    pub site_base_url: String,
+    /// Session cookie value for the simulated shop.
+    #[arg(
+        long,
+        env = "RAKUTEN_SITE_SESSION",
+        default_value = "sim-session",
+        hide_env_values = true,
+        hide_default_value = true
+    )]
+    pub site_session: Secret,
+    /// Long-poll wait of a lease request, seconds (the gateway caps it).
+    #[arg(long, env = "RAKUTEN_LEASE_WAIT_SECONDS", default_value_t = 30)]
+    pub lease_wait_seconds: u64,
+    /// Lease renewal period while executing, seconds (fractional allowed).
+    #[arg(
+        long,
+        env = "RAKUTEN_LEASE_RENEW_INTERVAL_SECONDS",
+        default_value_t = 60.0
+    )]
+    pub renew_interval_seconds: f64,
+    /// Post-payment monitor period, seconds (fractional allowed).
+    #[arg(
+        long,
+        env = "RAKUTEN_MONITOR_INTERVAL_SECONDS",
+        default_value_t = 300.0
+    )]
+    pub monitor_interval_seconds: f64,
+    /// Largest backoff between gateway retries, seconds.
+    #[arg(
+        long,
+        env = "RAKUTEN_GATEWAY_RETRY_MAX_SECONDS",
+        default_value_t = 10.0
+    )]
+    pub retry_max_seconds: f64,
+    /// Timeout of one site or gateway request (not the long-poll), seconds.
+    #[arg(long, env = "RAKUTEN_HTTP_TIMEOUT_SECONDS", default_value_t = 30.0)]
+    pub http_timeout_seconds: f64,
+    /// How many order-list pages the recovery check reads at most.
+    #[arg(long, env = "RAKUTEN_VERIFY_MAX_PAGES", default_value_t = 5)]
+    pub verify_max_pages: u32,
+    /// TEST ONLY: abort the process at a step boundary:
+    /// `before_submit | after_submit | before_report[:state] | after_report[:state]` (state
+    /// defaults to `ordered`).
+    #[arg(long, env = "RAKUTEN_WORKER_FAILPOINT", default_value = "")]
+    pub failpoint: String,
+}
+
+impl Default for Settings {
+    /// The documented defaults (the same as the command line's), without reading the environment.
+    fn default() -> Self {
+        Settings {
+            gateway_url: String::new(),
+            worker_id: None,
+            db_path: "data/trading.db".into(),
+            evidence_dir: "data/evidence".into(),
+            scraper_base_url: String::new(),
+            max_total_yen: DEFAULT_MAX_TOTAL_YEN,
+            api_token: Secret::default(),
+            site: SiteKind::Rakuten,
+            site_base_url: String::new(),
+            site_session: Secret::new("sim-session"),
+            lease_wait_seconds: 30,
+            renew_interval_seconds: 60.0,
+            monitor_interval_seconds: 300.0,
+            retry_max_seconds: 10.0,
+            http_timeout_seconds: 30.0,
+            verify_max_pages: 5,
+            failpoint: String::new(),
+        }
+    }
+}
+
+/// A setting that cannot work.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {name}: {reason}")]
+pub struct SettingsError {
+    /// The environment variable.
+    pub name: &'static str,
+    /// Why.
+    pub reason: String,
+}
+
+fn bad(name: &'static str, reason: impl Into<String>) -> SettingsError {
+    SettingsError {
+        name,
+        reason: reason.into(),
+    }
+}
+
+fn positive(name: &'static str, v: f64) -> Result<Duration, SettingsError> {
+    if v.is_finite() && v > 0.0 && v < 86_400.0 {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(bad(name, "must be a number of seconds > 0 and < 86400"))
+    }
+}
+
+fn url_or_empty(name: &'static str, s: &str) -> Result<Option<String>, SettingsError> {
+    let s = s.trim().trim_end_matches('/');
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let u = reqwest::Url::parse(s).map_err(|e| bad(name, e.to_string()))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(bad(name, "must be an http(s) URL"));
+    }
+    Ok(Some(s.to_owned()))
+}
+
+/// Settings after validation, in the units the code uses.
+#[derive(Debug, Clone)]
+pub struct Valid {
+    /// `None`: the order loop does not start.
+    pub gateway_url: Option<String>,
+    /// Worker id.
+    pub worker_id: WorkerId,
+    /// Journal path.
+    pub db_path: PathBuf,
+    /// Evidence root.
+    pub evidence_dir: PathBuf,
+    /// Scraper base URL (`None` with the rakuten site: item details are not available).
+    pub scraper_base_url: Option<String>,
+    /// Default amount limit, yen.
+    pub max_total_yen: i64,
+    /// Gateway token.
+    pub api_token: Secret,
+    /// Site implementation.
+    pub site: SiteKind,
+    /// Simulated shop URL.
+    pub site_base_url: Option<String>,
+    /// Simulated shop session.
+    pub site_session: Secret,
+    /// Long-poll wait, seconds.
+    pub lease_wait_seconds: u64,
+    /// Renewal period.
+    pub renew_interval: Duration,
+    /// Monitor period.
+    pub monitor_interval: Duration,
+    /// Largest retry backoff.
+    pub retry_max: Duration,
+    /// Per-request timeout.
+    pub http_timeout: Duration,
+    /// Recovery listing page limit.
+    pub verify_max_pages: u32,
+    /// Raw failpoint spec (parsed by [`crate::failpoint::Failpoint::parse`]).
+    pub failpoint: String,
+}
+
+impl Settings {
+    /// Checks every setting once.
+    ///
+    /// # Errors
+    /// [`SettingsError`] naming the first bad variable.
+    pub fn validate(&self) -> Result<Valid, SettingsError> {
+        let worker_id = match &self.worker_id {
+            Some(w) if !w.trim().is_empty() => w.clone(),
+            _ => hostname::get()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "local-worker".into()),
+        };
+        let worker_id =
+            WorkerId::parse(&worker_id).map_err(|e| bad("RAKUTEN_WORKER_ID", e.to_string()))?;
+        let site_base_url = url_or_empty("RAKUTEN_SITE_BASE_URL", &self.site_base_url)?;
+        if self.site == SiteKind::Sim && site_base_url.is_none() {
+            return Err(bad(
+                "RAKUTEN_SITE_BASE_URL",
+                "required when RAKUTEN_SITE=sim",
+            ));
+        }
+        let mut scraper_base_url =
+            url_or_empty("RAKUTEN_SCRAPER_BASE_URL", &self.scraper_base_url)?;
+        if scraper_base_url.is_none() && self.site == SiteKind::Sim {
+            // The simulated shop also answers the scraper's item_detail.
+            scraper_base_url = site_base_url.clone();
+        }
+        if self.max_total_yen <= 0 {
+            return Err(bad("RAKUTEN_ORDER_MAX_TOTAL_YEN", "must be > 0 yen"));
+        }
+        if self.lease_wait_seconds > 600 {
+            return Err(bad("RAKUTEN_LEASE_WAIT_SECONDS", "must be at most 600"));
+        }
+        if !(1..=100).contains(&self.verify_max_pages) {
+            return Err(bad("RAKUTEN_VERIFY_MAX_PAGES", "must be 1..=100"));
+        }
+        crate::failpoint::Failpoint::parse(&self.failpoint)
+            .map_err(|e| bad("RAKUTEN_WORKER_FAILPOINT", e))?;
+        Ok(Valid {
+            gateway_url: url_or_empty("RAKUTEN_ORDER_GATEWAY_URL", &self.gateway_url)?,
+            worker_id,
+            db_path: self.db_path.clone(),
+            evidence_dir: self.evidence_dir.clone(),
+            scraper_base_url,
+            max_total_yen: self.max_total_yen,
+            api_token: self.api_token.clone(),
+            site: self.site,
+            site_base_url,
+            site_session: self.site_session.clone(),
+            lease_wait_seconds: self.lease_wait_seconds,
+            renew_interval: positive(
+                "RAKUTEN_LEASE_RENEW_INTERVAL_SECONDS",
+                self.renew_interval_seconds,
+            )?,
+            monitor_interval: positive(
+                "RAKUTEN_MONITOR_INTERVAL_SECONDS",
+                self.monitor_interval_seconds,
+            )?,
+            retry_max: positive("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", self.retry_max_seconds)?,
+            http_timeout: positive("RAKUTEN_HTTP_TIMEOUT_SECONDS", self.http_timeout_seconds)?,
+            verify_max_pages: self.verify_max_pages,
+            failpoint: self.failpoint.clone(),
+        })
+    }
+}

@@ -1,0 +1,232 @@
+//! The site seam (spec §10): the steps of an order and the account's order reads, behind one
+//! trait. [`rakuten::RakutenSite`] answers "not implemented" (5003) for every step the spec calls
+//! unverified; [`sim::SimSite`] drives the simulated shop over HTTP.
+//!
+//! Every call returns the page it read ([`PageSnapshot`]) with its value, so the caller can store
+//! evidence before it records or reports anything. The reads (`list_orders`, `order_detail`) serve
+//! the recovery check (§5), post-payment monitoring and the account-query channel (§11, issue #4).
+
+pub mod rakuten;
+pub mod sim;
+
+use async_trait::async_trait;
+use rakuten_types::query::{OrderDetailResult, OrderSummary};
+use rakuten_types::{ErrorCode, OrderState, Timestamp};
+use serde_json::Value;
+
+/// A page as the site served it: what evidence is made of (§6.1).
+#[derive(Debug, Clone)]
+pub struct PageSnapshot {
+    /// Request URL.
+    pub url: String,
+    /// HTTP method.
+    pub method: String,
+    /// HTTP status (0 when no response arrived).
+    pub http_status: u16,
+    /// The HTML, when a page arrived.
+    pub html: Option<String>,
+    /// A screenshot (PNG), when the interactor can take one (never for the sim).
+    pub png: Option<Vec<u8>>,
+}
+
+/// A site call's value and the page it came from.
+#[derive(Debug, Clone)]
+pub struct Step<T> {
+    /// What the page said.
+    pub value: T,
+    /// The page.
+    pub page: PageSnapshot,
+}
+
+/// Kinds of site failure, each with a stable code (D-types-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SiteErrorKind {
+    /// 5001: the session is logged out.
+    LoginLost,
+    /// 5002: the page did not have the expected structure, or the site refused the action.
+    UnexpectedPage,
+    /// 5003: the step is not implemented for this site (unverified, §10).
+    NotImplemented,
+    /// 5005: a human challenge (3-D Secure, SMS).
+    Challenge,
+    /// 5006: no answer, a broken connection or a server error.
+    Unavailable,
+    /// 5007: the request timed out.
+    Timeout,
+}
+
+impl SiteErrorKind {
+    /// The error code reported.
+    pub const fn code(self) -> ErrorCode {
+        match self {
+            SiteErrorKind::LoginLost => ErrorCode::SiteLoginLost,
+            SiteErrorKind::UnexpectedPage => ErrorCode::SiteUnexpectedPage,
+            SiteErrorKind::NotImplemented => ErrorCode::SiteNotImplemented,
+            SiteErrorKind::Challenge => ErrorCode::SiteChallenge,
+            SiteErrorKind::Unavailable => ErrorCode::SiteUnavailable,
+            SiteErrorKind::Timeout => ErrorCode::SiteTimeout,
+        }
+    }
+
+    /// Whether the action may have happened although the call failed (no or broken answer).
+    /// After an irreversible action this forces the verification branch.
+    pub const fn is_ambiguous(self) -> bool {
+        matches!(self, SiteErrorKind::Unavailable | SiteErrorKind::Timeout)
+    }
+}
+
+/// A failed site call.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{kind:?} ({}): {message}", kind.code().as_i32())]
+pub struct SiteError {
+    /// What kind.
+    pub kind: SiteErrorKind,
+    /// Human-readable reason.
+    pub message: String,
+    /// The page that showed the failure, when one arrived (kept as evidence).
+    pub page: Option<PageSnapshot>,
+}
+
+impl SiteError {
+    /// A failure without a page.
+    pub fn new(kind: SiteErrorKind, message: impl Into<String>) -> Self {
+        SiteError {
+            kind,
+            message: message.into(),
+            page: None,
+        }
+    }
+
+    /// "Not implemented" for an unverified step (§10).
+    pub fn not_implemented(step: &str) -> Self {
+        SiteError::new(
+            SiteErrorKind::NotImplemented,
+            format!(
+                "rakuten: step {step} is not implemented: the real site interaction has not been verified (spec §10); nothing was sent to the site"
+            ),
+        )
+    }
+}
+
+/// The item's purchase block from the scraper's `POST /api/item_detail`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Purchase {
+    /// Item id.
+    pub item_id: i64,
+    /// Shop id.
+    #[serde(default)]
+    pub shop_id: i64,
+    /// Shop name.
+    #[serde(default)]
+    pub shop_name: String,
+    /// Unit price, yen.
+    #[serde(default)]
+    pub price_yen: i64,
+    /// Variant ids (empty: the item has none).
+    #[serde(default)]
+    pub variant_ids: Vec<String>,
+}
+
+/// What to put in the cart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CartLine {
+    /// Item id.
+    pub item_id: i64,
+    /// Variant.
+    pub variant_id: Option<String>,
+    /// Units.
+    pub quantity: u32,
+}
+
+/// The cart as the cart page shows it.
+#[derive(Debug, Clone)]
+pub struct CartView {
+    /// Lines: (item id, variant, quantity, unit price yen).
+    pub lines: Vec<(i64, Option<String>, u32, i64)>,
+    /// Subtotal, yen.
+    pub subtotal_yen: i64,
+}
+
+/// The order confirm page (§10 item 2: payable, payment method, deadline).
+#[derive(Debug, Clone)]
+pub struct ConfirmView {
+    /// Items subtotal, yen.
+    pub subtotal_yen: i64,
+    /// Shipping, yen.
+    pub shipping_yen: i64,
+    /// What will be charged, yen: the amount guard's input.
+    pub payable_yen: i64,
+    /// Payment method as the site names it.
+    pub payment_method: String,
+    /// Payment deadline, for deferred methods.
+    pub pay_deadline: Option<Timestamp>,
+}
+
+/// What paying did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayOutcome {
+    /// Paid.
+    Paid,
+    /// A human challenge (3-D Secure / SMS) stands in the way; nothing is bypassed.
+    ChallengeRequired(String),
+    /// Deferred payment (convenience store): pay before the deadline.
+    AwaitingPayment {
+        /// Deadline.
+        pay_deadline: Option<Timestamp>,
+        /// What the site said (slip number etc.).
+        detail: String,
+    },
+}
+
+/// One page of the account's order list.
+#[derive(Debug, Clone)]
+pub struct OrderListPage {
+    /// Orders on this page, newest first, normalized (§11.3).
+    pub orders: Vec<OrderSummary>,
+    /// Whether a further page exists.
+    pub has_next: bool,
+    /// The page's raw state (kept for the query channel).
+    pub raw: Value,
+}
+
+/// The site steps and reads. Implementations do not lock: callers hold the account lock
+/// ([`crate::account_lock`]) around every call.
+#[async_trait]
+pub trait Site: Send + Sync + std::fmt::Debug {
+    /// `rakuten` or `sim`.
+    fn name(&self) -> &'static str;
+    /// The account this site instance acts for (the account lock's key).
+    fn account(&self) -> &str;
+    /// Puts `line` in the cart (step 01).
+    async fn cart_add(&self, line: &CartLine) -> Result<Step<()>, SiteError>;
+    /// Reads the cart back (step 02).
+    async fn cart_check(&self) -> Result<Step<CartView>, SiteError>;
+    /// Opens the confirm page (step 03).
+    async fn order_confirm(&self) -> Result<Step<ConfirmView>, SiteError>;
+    /// Submits the order (step 04, irreversible) → the site order id. `note` goes to the order's
+    /// remarks field.
+    async fn order_submit(
+        &self,
+        confirm: &ConfirmView,
+        note: &str,
+    ) -> Result<Step<String>, SiteError>;
+    /// Pays the order (step 05, irreversible).
+    async fn pay(&self, site_order_id: &str) -> Result<Step<PayOutcome>, SiteError>;
+    /// One page (1-based) of the account's order list, newest first.
+    async fn list_orders(&self, page: u32) -> Result<Step<OrderListPage>, SiteError>;
+    /// One order's detail with its delivery stage.
+    async fn order_detail(&self, order_number: &str) -> Result<Step<OrderDetailResult>, SiteError>;
+}
+
+/// Maps a delivery-stage label (the progress bar's text) to an order state.
+pub fn stage_to_state(label: &str) -> Option<OrderState> {
+    Some(match label.trim() {
+        "注文確認" | "注文受付" => OrderState::Ordered,
+        "お支払い待ち" | "入金待ち" => OrderState::AwaitingPayment,
+        "発送準備中" | "入金確認" => OrderState::Paid,
+        "出荷" | "発送済み" => OrderState::Shipped,
+        "配達完了" | "お届け済み" => OrderState::Delivered,
+        "キャンセル" => OrderState::Cancelled,
+        _ => return None,
+    })
+}

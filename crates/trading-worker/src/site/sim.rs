@@ -1,0 +1,321 @@
+//! The simulated shop (`crates/shop-sim`) over HTTP. Pages are HTML with the state embedded in
+//! `<script id="__INITIAL_STATE__" type="application/json">`; the HTML is kept as evidence and the
+//! state is read from the script element.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rakuten_types::Timestamp;
+use rakuten_types::query::{OrderDetailResult, OrderItem, OrderSummary, QueryKind};
+use serde_json::{Value, json};
+
+use super::{
+    CartLine, CartView, ConfirmView, OrderListPage, PageSnapshot, PayOutcome, Site, SiteError,
+    SiteErrorKind, Step, stage_to_state,
+};
+use crate::settings::Secret;
+
+const STATE_MARKER: &str = "<script id=\"__INITIAL_STATE__\" type=\"application/json\">";
+
+/// Reads the embedded state of a page.
+pub fn extract_state(html: &str) -> Option<Value> {
+    let start = html.find(STATE_MARKER)? + STATE_MARKER.len();
+    let end = start + html[start..].find("</script>")?;
+    serde_json::from_str(&html[start..end]).ok()
+}
+
+/// The simulated shop seam.
+#[derive(Debug, Clone)]
+pub struct SimSite {
+    base: String,
+    session: Secret,
+    http: reqwest::Client,
+}
+
+impl SimSite {
+    /// A seam for the shop at `base` (no trailing slash), logged in with `session`.
+    ///
+    /// # Errors
+    /// The HTTP client cannot be built.
+    pub fn new(base: &str, session: Secret, timeout: Duration) -> Result<Self, reqwest::Error> {
+        Ok(SimSite {
+            base: base.trim_end_matches('/').to_owned(),
+            session,
+            http: reqwest::Client::builder().timeout(timeout).build()?,
+        })
+    }
+
+    async fn fetch(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(PageSnapshot, Value), SiteError> {
+        let url = format!("{}{path}", self.base);
+        let mut req = match method {
+            "GET" => self.http.get(&url),
+            _ => self.http.post(&url),
+        };
+        req = req.header("cookie", format!("session={}", self.session.expose()));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let mut snap = PageSnapshot {
+            url: url.clone(),
+            method: method.to_owned(),
+            http_status: 0,
+            html: None,
+            png: None,
+        };
+        let transport = |e: reqwest::Error| {
+            let kind = if e.is_timeout() {
+                SiteErrorKind::Timeout
+            } else {
+                SiteErrorKind::Unavailable
+            };
+            SiteError::new(kind, format!("{method} {path}: {e}"))
+        };
+        let resp = req.send().await.map_err(transport)?;
+        snap.http_status = resp.status().as_u16();
+        let html = resp.text().await.map_err(|e| {
+            let mut err = transport(e);
+            err.message = format!(
+                "{} (status {} arrived, body broken)",
+                err.message, snap.http_status
+            );
+            err
+        })?;
+        snap.html = Some(html.clone());
+        let fail = |kind, msg: String, snap: &PageSnapshot| SiteError {
+            kind,
+            message: msg,
+            page: Some(snap.clone()),
+        };
+        if snap.http_status >= 500 {
+            return Err(fail(
+                SiteErrorKind::Unavailable,
+                format!("{method} {path}: HTTP {}", snap.http_status),
+                &snap,
+            ));
+        }
+        let Some(state) = extract_state(&html) else {
+            return Err(fail(
+                SiteErrorKind::UnexpectedPage,
+                format!("{method} {path}: no page state"),
+                &snap,
+            ));
+        };
+        if state.get("logged_in") == Some(&Value::Bool(false)) {
+            return Err(fail(
+                SiteErrorKind::LoginLost,
+                "the site session is logged out".into(),
+                &snap,
+            ));
+        }
+        if state.get("page").and_then(Value::as_str) == Some("error") {
+            let m = state["error"]["message"]
+                .as_str()
+                .unwrap_or("error page")
+                .to_owned();
+            return Err(fail(
+                SiteErrorKind::UnexpectedPage,
+                format!("{method} {path}: HTTP {}: {m}", snap.http_status),
+                &snap,
+            ));
+        }
+        Ok((snap, state))
+    }
+}
+
+fn unexpected(snap: &PageSnapshot, what: &str) -> SiteError {
+    SiteError {
+        kind: SiteErrorKind::UnexpectedPage,
+        message: format!("{}: page lacks {what}", snap.url),
+        page: Some(snap.clone()),
+    }
+}
+
+fn ts(v: &Value) -> Option<Timestamp> {
+    v.as_str().and_then(|s| Timestamp::parse(s).ok())
+}
+
+#[async_trait]
+impl Site for SimSite {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn account(&self) -> &str {
+        &self.base
+    }
+
+    async fn cart_add(&self, line: &CartLine) -> Result<Step<()>, SiteError> {
+        // The account is dedicated to the worker: start from an empty cart so that leftovers of
+        // an earlier, interrupted task are never ordered along.
+        self.fetch("POST", "/cart/clear", None).await?;
+        let body = json!({"item_id": line.item_id, "variant_id": line.variant_id, "quantity": line.quantity});
+        let (page, _) = self.fetch("POST", "/cart/add", Some(body)).await?;
+        Ok(Step { value: (), page })
+    }
+
+    async fn cart_check(&self) -> Result<Step<CartView>, SiteError> {
+        let (page, st) = self.fetch("GET", "/cart", None).await?;
+        let cart = &st["cart"];
+        let lines = cart["lines"]
+            .as_array()
+            .ok_or_else(|| unexpected(&page, "cart.lines"))?;
+        let lines = lines
+            .iter()
+            .map(|l| {
+                (
+                    l["item_id"].as_i64().unwrap_or(0),
+                    l["variant_id"].as_str().map(str::to_owned),
+                    l["quantity"].as_u64().unwrap_or(0) as u32,
+                    l["unit_price_yen"].as_i64().unwrap_or(0),
+                )
+            })
+            .collect();
+        let subtotal_yen = cart["subtotal_yen"]
+            .as_i64()
+            .ok_or_else(|| unexpected(&page, "cart.subtotal_yen"))?;
+        Ok(Step {
+            value: CartView {
+                lines,
+                subtotal_yen,
+            },
+            page,
+        })
+    }
+
+    async fn order_confirm(&self) -> Result<Step<ConfirmView>, SiteError> {
+        let (page, st) = self.fetch("GET", "/order/confirm", None).await?;
+        let c = &st["confirm"];
+        let payable_yen = c["payable_yen"]
+            .as_i64()
+            .ok_or_else(|| unexpected(&page, "confirm.payable_yen"))?;
+        let value = ConfirmView {
+            subtotal_yen: c["subtotal_yen"].as_i64().unwrap_or(payable_yen),
+            shipping_yen: c["shipping_yen"].as_i64().unwrap_or(0),
+            payable_yen,
+            payment_method: c["payment_method"].as_str().unwrap_or("unknown").to_owned(),
+            pay_deadline: ts(&c["pay_deadline"]),
+        };
+        Ok(Step { value, page })
+    }
+
+    async fn order_submit(
+        &self,
+        confirm: &ConfirmView,
+        note: &str,
+    ) -> Result<Step<String>, SiteError> {
+        let body = json!({"expected_payable_yen": confirm.payable_yen, "note": note});
+        let (page, st) = self.fetch("POST", "/order/submit", Some(body)).await?;
+        let n = st["order"]["order_number"]
+            .as_str()
+            .ok_or_else(|| unexpected(&page, "order.order_number"))?;
+        Ok(Step {
+            value: n.to_owned(),
+            page,
+        })
+    }
+
+    async fn pay(&self, site_order_id: &str) -> Result<Step<PayOutcome>, SiteError> {
+        let path = format!("/orders/{}/pay", urlencode(site_order_id));
+        let (page, st) = self.fetch("POST", &path, None).await?;
+        let p = &st["payment"];
+        let value = match p["status"].as_str() {
+            Some("paid") => PayOutcome::Paid,
+            Some("challenge_required") => PayOutcome::ChallengeRequired(
+                p["challenge"].as_str().unwrap_or("challenge").to_owned(),
+            ),
+            Some("awaiting_payment") => PayOutcome::AwaitingPayment {
+                pay_deadline: ts(&p["pay_deadline"]),
+                detail: format!(
+                    "コンビニ払い: 払込票番号 {}",
+                    p["slip_number"].as_str().unwrap_or("?")
+                ),
+            },
+            _ => return Err(unexpected(&page, "payment.status")),
+        };
+        Ok(Step { value, page })
+    }
+
+    async fn list_orders(&self, page_no: u32) -> Result<Step<OrderListPage>, SiteError> {
+        let (page, st) = self
+            .fetch("GET", &format!("/orders?page={page_no}"), None)
+            .await?;
+        let data = st
+            .get("orderListData")
+            .ok_or_else(|| unexpected(&page, "orderListData (page changed?)"))?;
+        let list = data["orders"]
+            .as_array()
+            .ok_or_else(|| unexpected(&page, "orderListData.orders"))?;
+        let mut orders = Vec::with_capacity(list.len());
+        for o in list {
+            let (Some(n), Some(d)) = (o["order_number"].as_str(), o["order_date"].as_str()) else {
+                return Err(unexpected(&page, "order_number/order_date"));
+            };
+            orders.push(OrderSummary {
+                order_number: n.to_owned(),
+                order_date: d.to_owned(),
+                shop_id: o["shop_id"].as_i64().unwrap_or(0),
+                shop_name: o["shop_name"].as_str().unwrap_or("").to_owned(),
+                items: o["items"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|i| OrderItem {
+                                item_id: i["item_id"].as_i64().unwrap_or(0),
+                                item_name: i["item_name"].as_str().unwrap_or("").to_owned(),
+                                item_url: i["item_url"].as_str().unwrap_or("").to_owned(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            });
+        }
+        let has_next =
+            data["page"].as_u64().unwrap_or(1) < data["total_pages"].as_u64().unwrap_or(1);
+        Ok(Step {
+            value: OrderListPage {
+                orders,
+                has_next,
+                raw: data.clone(),
+            },
+            page,
+        })
+    }
+
+    async fn order_detail(&self, order_number: &str) -> Result<Step<OrderDetailResult>, SiteError> {
+        let (page, st) = self
+            .fetch("GET", &format!("/orders/{}", urlencode(order_number)), None)
+            .await?;
+        let d = st
+            .get("orderDetail")
+            .ok_or_else(|| unexpected(&page, "orderDetail"))?;
+        let found = d["found"]
+            .as_bool()
+            .ok_or_else(|| unexpected(&page, "orderDetail.found"))?;
+        let stage_label = d["order"]["stage_label"].as_str().map(str::to_owned);
+        let value = OrderDetailResult {
+            kind: QueryKind::OrderDetail,
+            order_number: order_number.to_owned(),
+            found,
+            order_state: stage_label.as_deref().and_then(stage_to_state),
+            stage_label,
+            raw: Some(d.clone()),
+            raw_available: true,
+        };
+        Ok(Step { value, page })
+    }
+}
+
+/// Percent-encodes a path segment (order numbers are `[0-9-]`, but never trust a page).
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

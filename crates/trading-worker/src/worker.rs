@@ -1,0 +1,199 @@
+//! The worker's shared context ([`WorkerCtx`]) and its assembly from settings ([`Worker`]).
+//! Also the outbox flush: every report leaves from the journal's outbox, so a report is never
+//! sent before its step is journaled, and an unacknowledged one is sent again later.
+
+use std::sync::Arc;
+
+use rakuten_types::{Clock, TaskId};
+use tokio_util::sync::CancellationToken;
+
+use crate::account_lock::AccountLocks;
+use crate::evidence::EvidenceStore;
+use crate::failpoint::{Failpoint, Point};
+use crate::gateway_client::{GatewayClient, GatewayError};
+use crate::journal::Journal;
+use crate::monitor::Monitor;
+use crate::order_loop::OrderLoop;
+use crate::scraper::ScraperClient;
+use crate::settings::{SiteKind, Valid};
+use crate::site::Site;
+use crate::site::rakuten::RakutenSite;
+use crate::site::sim::SimSite;
+
+/// Everything the loops share.
+#[derive(Debug)]
+pub struct WorkerCtx {
+    /// Validated settings.
+    pub settings: Valid,
+    /// Gateway client.
+    pub gateway: GatewayClient,
+    /// Local journal.
+    pub journal: Journal,
+    /// Evidence files.
+    pub evidence: EvidenceStore,
+    /// The site seam.
+    pub site: Arc<dyn Site>,
+    /// Item details.
+    pub scraper: ScraperClient,
+    /// Account locks (§11.1), shared with the account-query loop (issue #4).
+    pub locks: AccountLocks,
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+    /// Test-only crash points.
+    pub failpoint: Failpoint,
+    /// Cancelled on shutdown.
+    pub shutdown: CancellationToken,
+}
+
+impl WorkerCtx {
+    /// Sends a task's pending reports, oldest first, with the task's current lease token.
+    /// Stops at the first 6002 (rows stay pending: a later grant delivers them) or on shutdown;
+    /// a row refused with another 4xx is rejected for good and the next one is tried.
+    ///
+    /// # Errors
+    /// [`GatewayError::LeaseLost`] or [`GatewayError::ShuttingDown`]; journal errors are logged
+    /// and returned as `Transient`.
+    pub async fn flush(&self, task_id: &TaskId) -> Result<(), GatewayError> {
+        let jerr =
+            |e: crate::journal::JournalError| GatewayError::Transient(format!("journal: {e}"));
+        let rows = self.journal.outbox_pending(task_id).await.map_err(jerr)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let token = self
+            .journal
+            .order_get(task_id)
+            .await
+            .map_err(jerr)?
+            .and_then(|r| r.lease_token);
+        for row in rows {
+            let mut body = row.body.clone();
+            body.lease_token = token.clone();
+            self.failpoint.hit(Point::BeforeReport(body.state));
+            match self.gateway.report(task_id, &body).await {
+                Ok(ack) => {
+                    tracing::info!(task_id = %task_id, state = %body.state, terminal = body.terminal, status = %ack.status, "reported");
+                    self.journal
+                        .outbox_ack(row.id, self.clock.now())
+                        .await
+                        .map_err(jerr)?;
+                    self.failpoint.hit(Point::AfterReport(body.state));
+                }
+                Err(GatewayError::Rejected { status, code, msg }) => {
+                    tracing::error!(task_id = %task_id, state = %body.state, status, code, msg = %msg, "report refused; dropped from the outbox");
+                    self.journal
+                        .outbox_fail(
+                            row.id,
+                            &format!("HTTP {status} code {code}: {msg}"),
+                            true,
+                            self.clock.now(),
+                        )
+                        .await
+                        .map_err(jerr)?;
+                }
+                Err(e) => {
+                    let _ = self
+                        .journal
+                        .outbox_fail(row.id, &e.to_string(), false, self.clock.now())
+                        .await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A built worker: its context, the order loop and the monitor.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    ctx: Arc<WorkerCtx>,
+}
+
+impl Worker {
+    /// Opens the journal and builds the clients. `settings.gateway_url` must be set.
+    ///
+    /// # Errors
+    /// No gateway URL, the journal cannot be opened, or an HTTP client cannot be built.
+    pub async fn build(
+        settings: Valid,
+        clock: Arc<dyn Clock>,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Self> {
+        let Some(gw) = settings.gateway_url.clone() else {
+            anyhow::bail!("RAKUTEN_ORDER_GATEWAY_URL is empty: the order loop cannot start");
+        };
+        let journal = Journal::open(&settings.db_path).await?;
+        let gateway = GatewayClient::new(
+            &gw,
+            settings.api_token.clone(),
+            settings.worker_id.clone(),
+            settings.http_timeout,
+            settings.retry_max,
+            shutdown.clone(),
+        )?;
+        let site: Arc<dyn Site> = match settings.site {
+            SiteKind::Rakuten => Arc::new(RakutenSite::new("rakuten-default")),
+            SiteKind::Sim => Arc::new(SimSite::new(
+                settings.site_base_url.as_deref().unwrap_or_default(),
+                settings.site_session.clone(),
+                settings.http_timeout,
+            )?),
+        };
+        let scraper = ScraperClient::new(
+            settings.scraper_base_url.clone(),
+            settings.api_token.clone(),
+            settings.http_timeout,
+        )?;
+        let failpoint = Failpoint::parse(&settings.failpoint).map_err(anyhow::Error::msg)?;
+        Ok(Worker {
+            ctx: Arc::new(WorkerCtx {
+                evidence: EvidenceStore::new(settings.evidence_dir.clone()),
+                settings,
+                gateway,
+                journal,
+                site,
+                scraper,
+                locks: AccountLocks::default(),
+                clock,
+                failpoint,
+                shutdown,
+            }),
+        })
+    }
+
+    /// The shared context.
+    pub fn ctx(&self) -> &Arc<WorkerCtx> {
+        &self.ctx
+    }
+
+    /// The order loop (§6).
+    pub fn order_loop(&self) -> OrderLoop {
+        OrderLoop::new(self.ctx.clone())
+    }
+
+    /// The post-payment monitor.
+    pub fn monitor(&self) -> Monitor {
+        Monitor::new(self.ctx.clone())
+    }
+
+    /// Runs the order loop and the monitor until the shutdown token is cancelled. Pending reports
+    /// of finished tasks are flushed first.
+    pub async fn run(self) {
+        let ids = self
+            .ctx
+            .journal
+            .outbox_finished_tasks()
+            .await
+            .unwrap_or_default();
+        for id in ids {
+            if let Err(e) = self.ctx.flush(&id).await {
+                tracing::warn!(task_id = %id, error = %e, "start-up flush incomplete");
+            }
+        }
+        let shutdown = self.ctx.shutdown.clone();
+        let orders = tokio::spawn(self.order_loop().run(shutdown.clone()));
+        let monitor = tokio::spawn(self.monitor().run(shutdown));
+        let _ = tokio::join!(orders, monitor);
+    }
+}

@@ -1,0 +1,1 @@
+//! trading-worker against the real gateway and shop-sim over HTTP.
