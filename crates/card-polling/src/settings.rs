@@ -13,7 +13,11 @@ use crate::upstream::SimConfig;
 
 /// Command line.
 #[derive(Debug, Parser)]
-#[command(name = "card-polling", version, about = "Priority polling queue for IoT cards")]
+#[command(
+    name = "card-polling",
+    version,
+    about = "Priority polling queue for IoT cards"
+)]
 pub struct Cli {
     /// What to run.
     #[command(subcommand)]
@@ -76,7 +80,11 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_POLL_LISTEN", default_value = "127.0.0.1:8090")]
     pub listen: SocketAddr,
     /// SQLite database file.
-    #[arg(long, env = "RAKUTEN_POLL_DB_PATH", default_value = "data/card-polling.db")]
+    #[arg(
+        long,
+        env = "RAKUTEN_POLL_DB_PATH",
+        default_value = "data/card-polling.db"
+    )]
     pub db_path: PathBuf,
     /// Bootstrap super_admin Bearer token (16-256 characters); account id `admin`.
     #[arg(long, env = "RAKUTEN_POLL_ADMIN_TOKEN", hide_env_values = true, value_parser = parse_secret)]

@@ -31,9 +31,14 @@ impl Role {
 
     /// Parses a stored or wire name.
     pub fn parse(s: &str) -> Option<Self> {
-        [Role::SuperAdmin, Role::Platform, Role::Agent, Role::Enterprise]
-            .into_iter()
-            .find(|r| r.as_str() == s)
+        [
+            Role::SuperAdmin,
+            Role::Platform,
+            Role::Agent,
+            Role::Enterprise,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
     }
 }
 

@@ -46,7 +46,8 @@ impl ApiError {
     /// From a generic code.
     pub fn generic(code: ErrorCode, msg: impl Into<String>) -> Self {
         ApiError {
-            status: StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            status: StatusCode::from_u16(code.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             code: code.as_i32(),
             msg: msg.into(),
         }

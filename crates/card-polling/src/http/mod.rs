@@ -62,8 +62,14 @@ pub fn router(state: AppState) -> Router {
         .route("/api/cards/{iccid}/polling", put(assets::card_polling))
         .route("/api/cards/{iccid}/stop-lock", put(assets::card_stop_lock))
         .route("/api/cards/{iccid}", delete(assets::card_delete))
-        .route("/api/devices/{device_no}/polling", put(assets::device_polling))
-        .route("/api/devices/{device_no}/reported-slot", put(assets::device_reported_slot))
+        .route(
+            "/api/devices/{device_no}/polling",
+            put(assets::device_polling),
+        )
+        .route(
+            "/api/devices/{device_no}/reported-slot",
+            put(assets::device_reported_slot),
+        )
         .route("/api/bindings", put(assets::binding))
         .route("/api/priority-items", get(items::list).post(items::enqueue))
         .route("/api/priority-items/{id}", get(items::detail))

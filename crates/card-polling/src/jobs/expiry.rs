@@ -25,14 +25,20 @@ pub struct ExpiryJob {
 
 impl std::fmt::Debug for ExpiryJob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExpiryJob").field("every", &self.every).finish()
+        f.debug_struct("ExpiryJob")
+            .field("every", &self.every)
+            .finish()
     }
 }
 
 impl ExpiryJob {
     /// A job that runs every `every`.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, every: Duration) -> Self {
-        ExpiryJob { store, clock, every }
+        ExpiryJob {
+            store,
+            clock,
+            every,
+        }
     }
 
     /// Expires every item whose validity passed at `now`; returns how many.

@@ -145,13 +145,20 @@ impl Executor {
         }
     }
 
-    async fn fail(&self, claim: &ClaimedItem, reason: &str, result: &str) -> StoreResult<ExecOutcome> {
+    async fn fail(
+        &self,
+        claim: &ClaimedItem,
+        reason: &str,
+        result: &str,
+    ) -> StoreResult<ExecOutcome> {
         let f = Finish::Failed {
             reason: reason.into(),
             result: result.into(),
             after_call: false,
         };
-        self.store.item_finish(claim, &f, &[], self.clock.now()).await?;
+        self.store
+            .item_finish(claim, &f, &[], self.clock.now())
+            .await?;
         Ok(ExecOutcome::Failed)
     }
 
@@ -168,26 +175,43 @@ impl Executor {
         }
         let stop_locked = match self.store.card_polling_scope(&claim.iccid).await? {
             CardScope::Missing => {
-                return self.fail(&claim, "card no longer exists", "card_missing").await;
+                return self
+                    .fail(&claim, "card no longer exists", "card_missing")
+                    .await;
             }
             CardScope::CardPollingOff => {
                 return self
-                    .fail(&claim, "card polling is switched off", "out_of_polling_scope")
+                    .fail(
+                        &claim,
+                        "card polling is switched off",
+                        "out_of_polling_scope",
+                    )
                     .await;
             }
             CardScope::DevicePollingOff => {
                 return self
-                    .fail(&claim, "bound device polling is switched off", "out_of_polling_scope")
+                    .fail(
+                        &claim,
+                        "bound device polling is switched off",
+                        "out_of_polling_scope",
+                    )
                     .await;
             }
             CardScope::InScope { stop_locked } => stop_locked,
         };
         let Some(task_type) = self.task_types.get(&claim.task_type).cloned() else {
             return self
-                .fail(&claim, "task type is not configured any more", "task_type_unknown")
+                .fail(
+                    &claim,
+                    "task type is not configured any more",
+                    "task_type_unknown",
+                )
                 .await;
         };
-        let claim = self.store.item_begin_attempt(&claim, self.clock.now()).await?;
+        let claim = self
+            .store
+            .item_begin_attempt(&claim, self.clock.now())
+            .await?;
         let req = PollRequest {
             iccid: claim.iccid.clone(),
             task_type: claim.task_type.clone(),
@@ -218,12 +242,16 @@ impl Executor {
                 if resp.suspended && claim.task_type == CARD_STATUS {
                     if stop_locked {
                         // The existing lock-refusal semantics: never resume a locked card.
-                        result = "ok; resume refused: carrier channel threshold stop lock held".into();
+                        result =
+                            "ok; resume refused: carrier channel threshold stop lock held".into();
                     } else {
                         let t0 = Instant::now();
-                        let r = tokio::time::timeout(UPSTREAM_TIMEOUT, self.upstream.resume(&claim.iccid))
-                            .await
-                            .unwrap_or(Err(UpstreamError::Timeout));
+                        let r = tokio::time::timeout(
+                            UPSTREAM_TIMEOUT,
+                            self.upstream.resume(&claim.iccid),
+                        )
+                        .await
+                        .unwrap_or(Err(UpstreamError::Timeout));
                         logs.push(NewLog {
                             operation: "resume".into(),
                             request_summary: format!("resume iccid={}", claim.iccid),
@@ -232,7 +260,9 @@ impl Executor {
                                 Err(e) => e.to_string(),
                             },
                             latency_ms: t0.elapsed().as_millis() as i64,
-                            outcome: r.as_ref().map_or_else(|e| e.label().into(), |_| "ok".into()),
+                            outcome: r
+                                .as_ref()
+                                .map_or_else(|e| e.label().into(), |_| "ok".into()),
                         });
                         result = match r {
                             Ok(()) => "ok; card resumed".into(),

@@ -32,16 +32,32 @@ pub fn parse_reason(reason: Option<&str>) -> Result<String, ManualError> {
         return Err(ManualError::Invalid("reason is required".into()));
     }
     if r.chars().count() > MAX_REASON_CHARS {
-        return Err(ManualError::Invalid("reason is longer than 500 characters".into()));
+        return Err(ManualError::Invalid(
+            "reason is longer than 500 characters".into(),
+        ));
     }
     if r.chars().any(char::is_control) {
-        return Err(ManualError::Invalid("reason contains control characters".into()));
+        return Err(ManualError::Invalid(
+            "reason contains control characters".into(),
+        ));
     }
     Ok(r.to_owned())
 }
 
-/// Manual enqueue for an asset. `task_types` empty means every configured task type;
-/// `event_id` (optional) makes a repeated submission a replay.
+/// A manual enqueue request.
+#[derive(Debug, Clone, Copy)]
+pub struct ManualRequest<'a> {
+    /// The asset.
+    pub asset: &'a AssetRef,
+    /// Task types; empty means every configured task type.
+    pub task_types: &'a [String],
+    /// Required reason.
+    pub reason: Option<&'a str>,
+    /// Optional idempotency key: the same key again from the same account is a replay.
+    pub event_id: Option<&'a str>,
+}
+
+/// Manual enqueue for an asset: merges into active items, never refused for quota or dedupe.
 ///
 /// # Errors
 /// Forbidden role, bad reason or task type, asset not found or out of scope (identical).
@@ -49,12 +65,15 @@ pub async fn enqueue(
     store: &dyn Store,
     configured: &TaskTypes,
     who: &Account,
-    asset: &AssetRef,
-    task_types: &[String],
-    reason: Option<&str>,
-    event_id: Option<&str>,
+    req: ManualRequest<'_>,
     now: Timestamp,
 ) -> Result<Vec<EnqueuedItem>, ManualError> {
+    let ManualRequest {
+        asset,
+        task_types,
+        reason,
+        event_id,
+    } = req;
     let scope = who.scope().ok_or(ManualError::Forbidden)?;
     if !who.may_enqueue() {
         return Err(ManualError::Forbidden);
@@ -84,7 +103,9 @@ pub async fn enqueue(
         reason: Some(reason),
         task_types,
     };
-    Ok(store.item_enqueue_manual(&scope, asset, &demand, now).await?)
+    Ok(store
+        .item_enqueue_manual(&scope, asset, &demand, now)
+        .await?)
 }
 
 /// Manual close of an active item.

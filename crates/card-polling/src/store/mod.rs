@@ -535,8 +535,11 @@ pub trait Store: Send + Sync + 'static {
     /// The pre-execution scope check of a card.
     async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope>;
     /// Counts an attempt just before the upstream call (guarded by the claim token).
-    async fn item_begin_attempt(&self, claim: &ClaimedItem, now: Timestamp)
-    -> StoreResult<ClaimedItem>;
+    async fn item_begin_attempt(
+        &self,
+        claim: &ClaimedItem,
+        now: Timestamp,
+    ) -> StoreResult<ClaimedItem>;
     /// Ends an execution: writes the interaction logs, the item transition and its audit facts in
     /// one transaction. [`StoreError::ClaimLost`] when the claim no longer holds.
     async fn item_finish(

@@ -27,7 +27,9 @@ fn check(batch: &ImportBatch) -> Result<(), ApiError> {
     ];
     for (k, n) in kinds {
         if n > MAX_IMPORT_ROWS {
-            return Err(ApiError::invalid(format!("at most {MAX_IMPORT_ROWS} {k} per import")));
+            return Err(ApiError::invalid(format!(
+                "at most {MAX_IMPORT_ROWS} {k} per import"
+            )));
         }
     }
     for s in &batch.shops {
@@ -55,7 +57,10 @@ fn check(batch: &ImportBatch) -> Result<(), ApiError> {
             key("account shop id", s)?;
         }
         if a.role == Role::Agent && a.shop_id.is_none() {
-            return Err(ApiError::invalid(format!("agent account {} needs a shop_id", a.id)));
+            return Err(ApiError::invalid(format!(
+                "agent account {} needs a shop_id",
+                a.id
+            )));
         }
     }
     for c in &batch.cards {

@@ -76,7 +76,11 @@ pub async fn card_stop_lock(
 }
 
 /// `DELETE /api/cards/{iccid}`: removes the card and its bindings; its items stay.
-pub async fn card_delete(State(st): State<AppState>, auth: Auth, Path(iccid): Path<String>) -> Answer {
+pub async fn card_delete(
+    State(st): State<AppState>,
+    auth: Auth,
+    Path(iccid): Path<String>,
+) -> Answer {
     auth.require_admin()?;
     let iccid = key("iccid", &iccid)?;
     done(st.store.card_delete(&iccid).await, "card")
@@ -104,7 +108,10 @@ pub async fn device_reported_slot(
     auth.require_admin()?;
     let d = key("device_no", &device_no)?;
     let slot = b.iccid.as_deref().map(|s| key("iccid", s)).transpose()?;
-    done(st.store.device_report_slot(&d, slot.as_deref()).await, "device")
+    done(
+        st.store.device_report_slot(&d, slot.as_deref()).await,
+        "device",
+    )
 }
 
 /// `PUT /api/bindings`: creates or changes a binding.

@@ -58,7 +58,10 @@ pub struct Page {
 
 fn parse_time(what: &str, s: &Option<String>) -> Result<Option<Timestamp>, ApiError> {
     s.as_deref()
-        .map(|s| Timestamp::parse(s).map_err(|_| ApiError::invalid(format!("{what}: not an RFC 3339 time"))))
+        .map(|s| {
+            Timestamp::parse(s)
+                .map_err(|_| ApiError::invalid(format!("{what}: not an RFC 3339 time")))
+        })
         .transpose()
 }
 
@@ -77,7 +80,11 @@ fn filter(q: &ListQuery) -> Result<ItemFilter, ApiError> {
         .as_deref()
         .map(|s| TriggerType::parse(s).ok_or_else(|| ApiError::invalid("unknown trigger_type")))
         .transpose()?;
-    let task_type = q.task_type.as_deref().map(|s| key("task_type", s)).transpose()?;
+    let task_type = q
+        .task_type
+        .as_deref()
+        .map(|s| key("task_type", s))
+        .transpose()?;
     let iccid = q.iccid.as_deref().map(|s| key("iccid", s)).transpose()?;
     let mut exceptions = Vec::new();
     if let Some(ex) = &q.exception {
@@ -194,15 +201,21 @@ pub async fn enqueue(
     if b.task_types.len() > 32 {
         return Err(ApiError::invalid("at most 32 task types"));
     }
-    let event_id = b.event_id.as_deref().map(|e| key("event_id", e)).transpose()?;
+    let event_id = b
+        .event_id
+        .as_deref()
+        .map(|e| key("event_id", e))
+        .transpose()?;
     let items = manual::enqueue(
         st.store.as_ref(),
         &st.task_types,
         &who,
-        &b.asset,
-        &b.task_types,
-        b.reason.as_deref(),
-        event_id.as_deref(),
+        manual::ManualRequest {
+            asset: &b.asset,
+            task_types: &b.task_types,
+            reason: b.reason.as_deref(),
+            event_id: event_id.as_deref(),
+        },
         st.clock.now(),
     )
     .await
@@ -243,7 +256,14 @@ pub async fn close(
         return Err(ApiError::forbidden());
     }
     let id = item_id(&id)?;
-    manual::close(st.store.as_ref(), &who, id, b.reason.as_deref(), st.clock.now()).await?;
+    manual::close(
+        st.store.as_ref(),
+        &who,
+        id,
+        b.reason.as_deref(),
+        st.clock.now(),
+    )
+    .await?;
     Ok(ok(Closed {
         id,
         status: ItemStatus::Closed,

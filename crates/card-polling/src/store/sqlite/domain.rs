@@ -61,11 +61,13 @@ pub(crate) async fn account_find_by_token(
 }
 
 async fn shop_exists(conn: &mut SqliteConnection, id: &str) -> StoreResult<bool> {
-    Ok(sqlx::query_scalar::<_, i64>("SELECT 1 FROM shops WHERE id = ?")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .is_some())
+    Ok(
+        sqlx::query_scalar::<_, i64>("SELECT 1 FROM shops WHERE id = ?")
+            .bind(id)
+            .fetch_optional(conn)
+            .await?
+            .is_some(),
+    )
 }
 
 pub(crate) async fn import(
@@ -474,7 +476,11 @@ pub(crate) async fn package_poll_asset(
         let targets = snapshot_asset(tx, asset).await?;
         let demand = Demand {
             trigger_type: TriggerType::NoValidPackage,
-            source: format!("package_poll:{}:{}", asset.asset_type.as_str(), asset.asset_id),
+            source: format!(
+                "package_poll:{}:{}",
+                asset.asset_type.as_str(),
+                asset.asset_id
+            ),
             // Keyed by the waiting usage record: polling the same state again is a replay.
             event_id: format!("no-valid-package:{pending}"),
             operator: None,

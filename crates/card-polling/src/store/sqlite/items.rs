@@ -177,7 +177,11 @@ pub(crate) async fn finish(
         Finish::Retry {
             reason,
             next_run_at,
-        } => ("retry_scheduled".to_owned(), Some(reason.clone()), Some(t(*next_run_at))),
+        } => (
+            "retry_scheduled".to_owned(),
+            Some(reason.clone()),
+            Some(t(*next_run_at)),
+        ),
         Finish::Failed { reason, result, .. } => (result.clone(), Some(reason.clone()), None),
     };
     let dequeued = (!next.is_active()).then(|| t(now));
@@ -208,16 +212,48 @@ pub(crate) async fn finish(
     }
     match finish {
         Finish::Completed { result } => {
-            audit(tx, claim.id, "complete", None, None, None, None, Some(result), now).await?;
+            audit(
+                tx,
+                claim.id,
+                "complete",
+                None,
+                None,
+                None,
+                None,
+                Some(result),
+                now,
+            )
+            .await?;
         }
         Finish::Retry {
             reason,
             next_run_at,
         } => {
-            audit(tx, claim.id, "failure", None, None, None, Some(reason), Some("recoverable"), now)
-                .await?;
+            audit(
+                tx,
+                claim.id,
+                "failure",
+                None,
+                None,
+                None,
+                Some(reason),
+                Some("recoverable"),
+                now,
+            )
+            .await?;
             let at = format!("next_run_at={}", t(*next_run_at));
-            audit(tx, claim.id, "retry", None, None, None, None, Some(&at), now).await?;
+            audit(
+                tx,
+                claim.id,
+                "retry",
+                None,
+                None,
+                None,
+                None,
+                Some(&at),
+                now,
+            )
+            .await?;
         }
         Finish::Failed {
             reason,
@@ -225,11 +261,31 @@ pub(crate) async fn finish(
             after_call,
         } => {
             if *after_call {
-                audit(tx, claim.id, "failure", None, None, None, Some(reason), Some(result), now)
-                    .await?;
-            }
-            audit(tx, claim.id, "fail_dequeue", None, None, None, Some(reason), Some(result), now)
+                audit(
+                    tx,
+                    claim.id,
+                    "failure",
+                    None,
+                    None,
+                    None,
+                    Some(reason),
+                    Some(result),
+                    now,
+                )
                 .await?;
+            }
+            audit(
+                tx,
+                claim.id,
+                "fail_dequeue",
+                None,
+                None,
+                None,
+                Some(reason),
+                Some(result),
+                now,
+            )
+            .await?;
         }
     }
     Ok(next)
@@ -254,8 +310,9 @@ pub(crate) async fn close(
     }
     let status: String = row.try_get("status")?;
     let from = ItemStatus::parse(&status).unwrap_or(ItemStatus::Completed);
-    from.transition(ItemEvent::Close)
-        .map_err(|_| StoreError::Conflict(format!("item is {status}, only active items can be closed")))?;
+    from.transition(ItemEvent::Close).map_err(|_| {
+        StoreError::Conflict(format!("item is {status}, only active items can be closed"))
+    })?;
     let hit = sqlx::query(
         "UPDATE priority_items SET status = 'closed', claim_token = NULL, claim_expires_at = NULL, \
            dequeued_at = ?1, closed_by = ?2, close_reason = ?3 \
@@ -270,7 +327,18 @@ pub(crate) async fn close(
     if hit.rows_affected() != 1 {
         return Err(StoreError::Conflict("item is no longer active".into()));
     }
-    audit(tx, id, "close", None, None, Some(operator), Some(reason), Some("closed"), now).await
+    audit(
+        tx,
+        id,
+        "close",
+        None,
+        None,
+        Some(operator),
+        Some(reason),
+        Some("closed"),
+        now,
+    )
+    .await
 }
 
 pub(crate) async fn mark_expired(
@@ -292,7 +360,18 @@ pub(crate) async fn mark_expired(
     .fetch_all(&mut **tx)
     .await?;
     for id in &ids {
-        audit(tx, *id, "expire", None, None, None, None, Some("validity period passed"), now).await?;
+        audit(
+            tx,
+            *id,
+            "expire",
+            None,
+            None,
+            None,
+            None,
+            Some("validity period passed"),
+            now,
+        )
+        .await?;
     }
     Ok(ids.len() as u64)
 }

@@ -89,8 +89,10 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[(
 impl sqlx::migrate::MigrationSource<'static> for Embedded {
     fn resolve(
         self,
-    ) -> futures::future::BoxFuture<'static, Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>>
-    {
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>,
+    > {
         Box::pin(async move {
             Ok(MIGRATIONS
                 .iter()

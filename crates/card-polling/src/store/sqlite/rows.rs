@@ -29,9 +29,7 @@ pub(crate) fn ts_opt(row: &SqliteRow, col: &str) -> StoreResult<Option<Timestamp
 }
 
 /// The stored go-live instant of the priority feature.
-pub(crate) async fn feature_enabled_at<'e>(
-    ex: impl SqliteExecutor<'e>,
-) -> StoreResult<Timestamp> {
+pub(crate) async fn feature_enabled_at<'e>(ex: impl SqliteExecutor<'e>) -> StoreResult<Timestamp> {
     let v: Option<String> =
         sqlx::query_scalar("SELECT value FROM meta WHERE key = 'feature_enabled_at'")
             .fetch_optional(ex)

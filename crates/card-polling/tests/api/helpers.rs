@@ -1,0 +1,282 @@
+//! `spawn_app()` and typed request helpers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use card_polling::Application;
+use card_polling::jobs::expiry::ExpiryJob;
+use card_polling::priority::executor::{Executor, RunReport};
+use card_polling::settings::Settings;
+use card_polling::store::Store;
+use card_polling::store::sqlite::SqliteStore;
+use card_polling::upstream::{SimCarrier, SimConfig};
+use rakuten_types::{Clock, ManualClock};
+
+pub const ADMIN: &str = "admin-token-0123456789";
+pub const PLATFORM: &str = "tok-platform-0000000001";
+pub const PLATFORM_NO_DATA: &str = "tok-platform-nodata-001";
+pub const AGENT_A: &str = "tok-agent-a-00000000001";
+pub const AGENT_A1: &str = "tok-agent-a1-0000000001";
+pub const AGENT_B: &str = "tok-agent-b-00000000001";
+pub const ENTERPRISE: &str = "tok-enterprise-00000001";
+
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub clock: ManualClock,
+    pub sim: Arc<SimCarrier>,
+    pub store: Arc<dyn Store>,
+    pub sqlite: SqliteStore,
+    pub executor: Executor,
+    pub expiry: ExpiryJob,
+    shutdown: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+pub async fn spawn_app() -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db_path = dir.path().join("card-polling.db");
+    let settings = Settings::for_tests(db_path, ADMIN);
+    let clock = ManualClock::at_fixed_date();
+    let sim = Arc::new(SimCarrier::new(SimConfig::default()));
+    let app = Application::build(settings, Arc::new(clock.clone()), sim.clone())
+        .await
+        .expect("build app");
+    let base = format!("http://127.0.0.1:{}", app.port());
+    let store = app.state().store.clone();
+    let sqlite = app.sqlite().clone();
+    let executor = app.executor().clone();
+    let expiry = app.expiry().clone();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(app.serve_http(shutdown.clone()));
+    TestApp {
+        base,
+        client: reqwest::Client::new(),
+        clock,
+        sim,
+        store,
+        sqlite,
+        executor,
+        expiry,
+
+        shutdown,
+        _dir: dir,
+    }
+}
+
+/// A test app loaded with the standard world (see [`TestApp::seed`]).
+pub async fn spawn_seeded() -> TestApp {
+    let app = spawn_app().await;
+    app.seed().await;
+    app
+}
+
+impl TestApp {
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+        (status, v)
+    }
+
+    pub async fn raw(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: Option<&str>,
+    ) -> (u16, String) {
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("request");
+        (resp.status().as_u16(), resp.text().await.expect("body"))
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, Some(token), Some(body))
+            .await
+    }
+
+    pub async fn put(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::PUT, path, Some(token), Some(body))
+            .await
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        self.send(reqwest::Method::GET, path, Some(token), None)
+            .await
+    }
+
+    /// POST expecting success; returns `data`.
+    pub async fn post_ok(&self, path: &str, token: &str, body: Value) -> Value {
+        let (s, v) = self.post(path, token, body).await;
+        assert_eq!(s, 200, "{path}: {v}");
+        assert_eq!(v["success"], true, "{v}");
+        v["data"].clone()
+    }
+
+    /// The standard world:
+    /// shops `A` ⊃ `A1` ⊃ `A11`, `B`; accounts platform, platform without card data permission,
+    /// agent of A, agent of A1, agent of B, enterprise; standalone cards `CA1` (A), `CA11` (A11),
+    /// `CB1` (B); device `DEV1` (A1) with active cards `D1C1`, `D1C2`, `D1C3` and an inactive
+    /// binding to `D1C4`.
+    pub async fn seed(&self) {
+        let body = json!({
+            "shops": [
+                {"id": "A11", "parent_id": "A1", "name": "A11"},
+                {"id": "A", "name": "Agent A"},
+                {"id": "A1", "parent_id": "A", "name": "A1"},
+                {"id": "B", "name": "Agent B"}
+            ],
+            "accounts": [
+                {"id": "plat", "role": "platform", "token": PLATFORM},
+                {"id": "plat-nodata", "role": "platform", "token": PLATFORM_NO_DATA, "perm_card_data": false},
+                {"id": "agent-a", "role": "agent", "shop_id": "A", "token": AGENT_A},
+                {"id": "agent-a1", "role": "agent", "shop_id": "A1", "token": AGENT_A1},
+                {"id": "agent-b", "role": "agent", "shop_id": "B", "token": AGENT_B},
+                {"id": "ent", "role": "enterprise", "shop_id": "A", "token": ENTERPRISE}
+            ],
+            "cards": [
+                {"iccid": "CA1", "shop_id": "A"},
+                {"iccid": "CA11", "shop_id": "A11"},
+                {"iccid": "CB1", "shop_id": "B"},
+                {"iccid": "D1C1", "shop_id": "A1"},
+                {"iccid": "D1C2", "shop_id": "A1"},
+                {"iccid": "D1C3", "shop_id": "A1"},
+                {"iccid": "D1C4", "shop_id": "A1"}
+            ],
+            "devices": [{"device_no": "DEV1", "shop_id": "A1"}],
+            "bindings": [
+                {"device_no": "DEV1", "iccid": "D1C1"},
+                {"device_no": "DEV1", "iccid": "D1C2"},
+                {"device_no": "DEV1", "iccid": "D1C3"},
+                {"device_no": "DEV1", "iccid": "D1C4", "active": false}
+            ]
+        });
+        self.post_ok("/api/admin/import", ADMIN, body).await;
+    }
+
+    /// Creates an order and returns its id.
+    pub async fn order(&self, asset_type: &str, asset_id: &str, kind: &str) -> String {
+        let d = self
+            .post_ok(
+                "/api/orders",
+                PLATFORM,
+                json!({"asset_type": asset_type, "asset_id": asset_id, "kind": kind}),
+            )
+            .await;
+        d["id"].as_str().expect("order id").to_owned()
+    }
+
+    /// Sends a payment callback; returns `data`.
+    pub async fn pay(&self, order_id: &str, payment_id: &str, status: &str) -> Value {
+        self.post_ok(
+            "/api/payments/callback",
+            PLATFORM,
+            json!({"payment_id": payment_id, "order_id": order_id, "status": status}),
+        )
+        .await
+    }
+
+    /// Creates and pays an order; returns the callback's `data`.
+    pub async fn buy(&self, asset_type: &str, asset_id: &str, kind: &str) -> Value {
+        let o = self.order(asset_type, asset_id, kind).await;
+        self.pay(&o, &format!("pay-{o}"), "paid").await
+    }
+
+    /// Manual enqueue; returns the HTTP status and envelope.
+    pub async fn enqueue(&self, token: &str, body: Value) -> (u16, Value) {
+        self.post("/api/priority-items", token, body).await
+    }
+
+    /// Lists items with a query string (as platform unless told).
+    pub async fn list_as(&self, token: &str, query: &str) -> Vec<Value> {
+        let (s, v) = self
+            .get(&format!("/api/priority-items?{query}"), token)
+            .await;
+        assert_eq!(s, 200, "{v}");
+        v["data"]["items"].as_array().expect("items").clone()
+    }
+
+    /// Lists items as platform.
+    pub async fn list(&self, query: &str) -> Vec<Value> {
+        self.list_as(PLATFORM, query).await
+    }
+
+    /// Item detail as platform.
+    pub async fn detail(&self, id: i64) -> Value {
+        let (s, v) = self
+            .get(&format!("/api/priority-items/{id}"), PLATFORM)
+            .await;
+        assert_eq!(s, 200, "{v}");
+        v["data"].clone()
+    }
+
+    /// The one item of a card and task type (newest).
+    pub async fn item_of(&self, iccid: &str, task_type: &str) -> Value {
+        let items = self
+            .list(&format!("iccid={iccid}&task_type={task_type}&limit=1"))
+            .await;
+        items.into_iter().next().expect("an item")
+    }
+
+    /// Count of active items.
+    pub async fn active_count(&self) -> usize {
+        self.list("status=pending&limit=200").await.len()
+            + self.list("status=running&limit=200").await.len()
+    }
+
+    /// One executor round at the clock's now.
+    pub async fn run_executor(&self) -> RunReport {
+        self.executor
+            .run_once(self.clock.now())
+            .await
+            .expect("executor round")
+    }
+
+    /// Moves the clock.
+    pub fn advance(&self, secs: u64) {
+        self.clock.advance(Duration::from_secs(secs));
+    }
+
+    /// Audit kinds of an item, in order.
+    pub async fn audit_kinds(&self, id: i64) -> Vec<String> {
+        self.detail(id).await["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+pub fn id_of(v: &Value) -> i64 {
+    v["id"]
+        .as_i64()
+        .or_else(|| v["item_id"].as_i64())
+        .expect("id")
+}

@@ -1,0 +1,137 @@
+//! Bad input gets a clear 4xx in the envelope, never a 500 or a plain-text answer.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+fn assert_envelope(v: &Value, code: i64) {
+    assert_eq!(v["success"], false, "{v}");
+    assert_eq!(v["code"], code, "{v}");
+    assert!(v["data"].is_null());
+    assert!(v["msg"].is_string());
+}
+
+#[tokio::test]
+async fn missing_or_wrong_tokens_get_401_in_the_envelope() {
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .send(reqwest::Method::GET, "/api/priority-items", None, None)
+        .await;
+    assert_eq!(s, 401);
+    assert_envelope(&v, 1001);
+    let (s, v) = app
+        .get("/api/priority-items", "not-a-real-token-at-all")
+        .await;
+    assert_eq!(s, 401);
+    assert_envelope(&v, 1001);
+    let (s, v) = app.get("/health", "whatever").await;
+    assert_eq!((s, v["success"].as_bool()), (200, Some(true)));
+}
+
+#[tokio::test]
+async fn malformed_requests_get_422_413_or_404_envelopes() {
+    let app = spawn_seeded().await;
+    // Broken JSON.
+    let resp = app
+        .client
+        .post(format!("{}/api/priority-items", app.base))
+        .bearer_auth(PLATFORM)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 422);
+    assert_envelope(&resp.json().await.unwrap(), 1003);
+    // Oversized body.
+    let big = "x".repeat(100 * 1024);
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "reason": big}),
+        )
+        .await;
+    assert_eq!(s, 413);
+    assert_envelope(&v, 1004);
+    // Bad query values and unknown parameters.
+    for q in [
+        "limit=500",
+        "limit=0",
+        "status=bogus",
+        "trigger_type=x",
+        "exception=odd",
+        "colour=red",
+        "limit=abc",
+        "enqueued_from=yesterday",
+    ] {
+        let (s, v) = app.get(&format!("/api/priority-items?{q}"), PLATFORM).await;
+        assert_eq!(s, 422, "{q}: {v}");
+        assert_envelope(&v, 1003);
+    }
+    // Overlong ids and reasons.
+    let long = "9".repeat(200);
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": long, "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 422);
+    assert_envelope(&v, 1003);
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "reason": "r".repeat(501)}),
+        )
+        .await;
+    assert_eq!(s, 422);
+    assert_envelope(&v, 1003);
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "sim", "asset_id": "CA1", "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 422);
+    assert_envelope(&v, 1003);
+    // A non-numeric item id answers like a missing item.
+    let (s1, a) = app
+        .raw(
+            reqwest::Method::GET,
+            "/api/priority-items/abc",
+            Some(PLATFORM),
+        )
+        .await;
+    let (s2, b) = app
+        .raw(
+            reqwest::Method::GET,
+            "/api/priority-items/424242",
+            Some(PLATFORM),
+        )
+        .await;
+    assert_eq!((s1, s2), (404, 404));
+    assert_eq!(a, b);
+    // Unknown route.
+    let (s, v) = app.get("/api/nothing-here", PLATFORM).await;
+    assert_eq!(s, 404);
+    assert_envelope(&v, 1005);
+    // Import is super_admin only; a duplicate import is a conflict, not a 500.
+    let (s, _) = app.post("/api/admin/import", PLATFORM, json!({})).await;
+    assert_eq!(s, 403);
+    let (s, v) = app
+        .post(
+            "/api/admin/import",
+            ADMIN,
+            json!({"cards": [{"iccid": "CA1", "shop_id": "A"}]}),
+        )
+        .await;
+    assert_eq!(s, 409, "{v}");
+    let (s, v) = app
+        .post(
+            "/api/admin/import",
+            ADMIN,
+            json!({"cards": [{"iccid": "NEW", "shop_id": "NOSHOP"}]}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+}

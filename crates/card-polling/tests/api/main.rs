@@ -1,0 +1,15 @@
+//! The one integration-test binary of card-polling: real HTTP on port 0, a fresh temporary
+//! SQLite database per test, a `ManualClock` and the simulated carrier. One test per scenario of
+//! spec priority-polling-queue.md (scheduling scenarios belong to issue #6).
+
+mod helpers;
+
+mod claims;
+mod concurrency;
+mod http_input;
+mod lifecycle;
+mod manual;
+mod merge;
+mod queries;
+mod snapshot;
+mod triggers;
