@@ -1,2 +1,283 @@
-//! demo
-fn main() {}
+//! The main job, end to end in one process (`cargo run -p demo`): the simulated shop, the order
+//! gateway (SQLite in a fresh `data/demo-<timestamp>/` directory) and the trading worker (sim site)
+//! start on 127.0.0.1 random ports; a sample intent is submitted to the gateway; every state the
+//! worker reports is printed as the gateway shows it; after the task ends, the shop ships the
+//! order and the worker's post-payment monitor reports that too; then the run prints the final
+//! status and the evidence files, shuts everything down and exits 0 — or 1 when the order did not
+//! reach a correct terminal state. No `.env` and no set-up needed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rakuten_types::{SystemClock, Timestamp};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trading_worker::settings::{Secret, SiteKind};
+
+/// The demo's gateway token (the gateway listens on 127.0.0.1 only, for this run only).
+const TOKEN: &str = "demo-token-not-a-secret-0123456789";
+/// How long the order may take before the demo gives up.
+const ORDER_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    match run().await {
+        Ok(true) => std::process::exit(0),
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("demo failed: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run_dir() -> anyhow::Result<PathBuf> {
+    let stamp: String = Timestamp::now_utc()
+        .to_rfc3339()
+        .chars()
+        .filter(|c| c.is_ascii_digit())
+        .take(17)
+        .collect();
+    let dir = PathBuf::from("data").join(format!("demo-{stamp}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+async fn run() -> anyhow::Result<bool> {
+    let started = Instant::now();
+    let dir = run_dir()?;
+    println!("== demo run directory: {}", dir.display());
+
+    // 1. The simulated shop.
+    let shop = shop_sim::spawn(shop_sim::ShopConfig {
+        submission_log: Some(dir.join("shop-submissions.jsonl")),
+        ..shop_sim::ShopConfig::default()
+    })
+    .await
+    .context("starting shop-sim")?;
+    println!("== shop-sim        {}", shop.base_url);
+
+    // 2. The gateway.
+    let mut gs = order_gateway::Settings::for_tests(dir.join("gateway.db"), TOKEN);
+    gs.lease_max_wait_seconds = 5.0;
+    let gw = order_gateway::Application::build(gs, Arc::new(SystemClock))
+        .await
+        .context("starting the gateway")?;
+    let gw_url = format!("http://127.0.0.1:{}", gw.port());
+    let gw_stop = CancellationToken::new();
+    let t = gw_stop.clone();
+    let gw_task = tokio::spawn(gw.run_until_stopped(async move { t.cancelled().await }));
+    println!(
+        "== order-gateway   {gw_url}  (SQLite {})",
+        dir.join("gateway.db").display()
+    );
+
+    // 3. The worker (outbound only).
+    let evidence_dir = dir.join("evidence");
+    let settings = trading_worker::Settings {
+        gateway_url: gw_url.clone(),
+        worker_id: Some("demo-worker".into()),
+        db_path: dir.join("trading.db"),
+        evidence_dir: evidence_dir.clone(),
+        api_token: Secret::new(TOKEN),
+        site: SiteKind::Sim,
+        site_base_url: shop.base_url.clone(),
+        lease_wait_seconds: 2,
+        renew_interval_seconds: 5.0,
+        monitor_interval_seconds: 0.5,
+        retry_max_seconds: 1.0,
+        http_timeout_seconds: 10.0,
+        ..trading_worker::Settings::default()
+    };
+    let worker_stop = CancellationToken::new();
+    let worker = trading_worker::Worker::build(
+        settings.validate()?,
+        Arc::new(SystemClock),
+        worker_stop.clone(),
+    )
+    .await
+    .context("starting the worker")?;
+    let worker_task = tokio::spawn(worker.run());
+    println!(
+        "== trading-worker  demo-worker (site: sim, journal {})",
+        dir.join("trading.db").display()
+    );
+
+    // 4. Submit a sample intent, as the upstream would.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let task_id = format!(
+        "demo-{}",
+        dir.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("run")
+            .trim_start_matches("demo-")
+    );
+    let intent = json!({
+        "item_url": "https://item.rakuten.co.jp/simshop/sample-shirt/",
+        "quantity": 1,
+        "variant_id": "blue-m",
+        "max_total_yen": 10000
+    });
+    let ack: Value = http
+        .post(format!("{gw_url}/api/orders"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"task_id": task_id, "site": "rakuten", "intent": intent}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    println!("\n>> POST /api/orders {intent}\n<< {}", ack["data"]);
+
+    // 5. Follow the task on the gateway.
+    let mut seen = 0usize;
+    let mut last_status = String::new();
+    let deadline = Instant::now() + ORDER_TIMEOUT;
+    let detail = loop {
+        let d = task(&http, &gw_url, &task_id).await?;
+        seen = print_new(&d, seen, started);
+        let status = d["status"].as_str().unwrap_or("").to_owned();
+        if status != last_status {
+            println!(
+                "   [{:>5.2}s] task status: {status}",
+                started.elapsed().as_secs_f64()
+            );
+            last_status = status.clone();
+        }
+        if matches!(status.as_str(), "succeeded" | "failed" | "needs_human") {
+            break d;
+        }
+        if Instant::now() > deadline {
+            println!("!! the order did not finish within {ORDER_TIMEOUT:?}");
+            break d;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    // 6. Post-payment monitoring: the shop ships the order; the worker reports it after terminal.
+    let mut shipped = false;
+    if detail["status"] == "succeeded" {
+        if let Some(n) = shop.submissions().first().map(|s| s.order_number.clone()) {
+            println!("\n>> the shop ships order {n}; the worker's monitor should report it");
+            http.post(format!("{}/admin/orders/{n}/status", shop.base_url))
+                .json(&json!({"status": "shipped"}))
+                .send()
+                .await?;
+            let until = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < until {
+                let d = task(&http, &gw_url, &task_id).await?;
+                seen = print_new(&d, seen, started);
+                if d["latest_state"] == "shipped" {
+                    shipped = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+
+    // 7. Summary.
+    let final_task = task(&http, &gw_url, &task_id).await?;
+    let submissions = shop.submissions().len();
+    println!(
+        "\n== final task: status={} latest_state={} lease_count={} outcome={}",
+        final_task["status"],
+        final_task["latest_state"],
+        final_task["lease_count"],
+        final_task["outcome"]
+    );
+    println!("== shop order submissions: {submissions}");
+    println!("== evidence: {}", evidence_dir.join(&task_id).display());
+    for f in list_files(&evidence_dir.join(&task_id)) {
+        println!("   {f}");
+    }
+
+    // 8. Shut down: worker, then gateway, then shop.
+    worker_stop.cancel();
+    let _ = worker_task.await;
+    gw_stop.cancel();
+    let _ = gw_task.await;
+    shop.stop().await;
+    println!(
+        "== stopped cleanly after {:.1}s; everything of this run is in {}",
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    );
+
+    let ok = final_task["status"] == "succeeded"
+        && matches!(
+            final_task["latest_state"].as_str(),
+            Some("paid" | "shipped")
+        )
+        && submissions == 1;
+    if !ok {
+        println!("!! the order did not reach a correct terminal state");
+    } else if !shipped {
+        println!("(note: the shipping report did not arrive within 5 s)");
+    }
+    Ok(ok)
+}
+
+async fn task(http: &reqwest::Client, gw: &str, task_id: &str) -> anyhow::Result<Value> {
+    let v: Value = http
+        .get(format!("{gw}/api/orders/{task_id}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await?
+        .json()
+        .await?;
+    if v["code"] != 0 {
+        bail!("GET /api/orders/{task_id}: {v}");
+    }
+    Ok(v["data"].clone())
+}
+
+/// Prints history rows from `seen` on; returns the new count.
+fn print_new(d: &Value, seen: usize, started: Instant) -> usize {
+    let hist = d["history"].as_array().cloned().unwrap_or_default();
+    for r in hist.iter().skip(seen) {
+        let mut line = format!(
+            "   [{:>5.2}s] state: {:<16} evidence: {}",
+            started.elapsed().as_secs_f64(),
+            r["state"].as_str().unwrap_or("?"),
+            r["evidence_ref"].as_str().unwrap_or("-"),
+        );
+        if let Some(y) = r["payable_yen"].as_i64() {
+            line.push_str(&format!("  payable: {y} yen"));
+        }
+        if let Some(n) = r["site_order_id"].as_str() {
+            line.push_str(&format!("  order: {n}"));
+        }
+        if let Some(c) = r["error_code"].as_i64() {
+            line.push_str(&format!("  code: {c}"));
+        }
+        println!("{line}");
+        if let Some(t) = r["detail"].as_str() {
+            println!("             {t}");
+        }
+    }
+    hist.len().max(seen)
+}
+
+fn list_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| {
+                    let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                    format!("{:<40} {len:>7} bytes", e.file_name().to_string_lossy())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
