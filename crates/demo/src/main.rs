@@ -159,28 +159,28 @@ async fn run() -> anyhow::Result<bool> {
             println!("!! the order did not finish within {ORDER_TIMEOUT:?}");
             break d;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(25)).await;
     };
 
     // 6. Post-payment monitoring: the shop ships the order; the worker reports it after terminal.
     let mut shipped = false;
-    if detail["status"] == "succeeded" {
-        if let Some(n) = shop.submissions().first().map(|s| s.order_number.clone()) {
-            println!("\n>> the shop ships order {n}; the worker's monitor should report it");
-            http.post(format!("{}/admin/orders/{n}/status", shop.base_url))
-                .json(&json!({"status": "shipped"}))
-                .send()
-                .await?;
-            let until = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < until {
-                let d = task(&http, &gw_url, &task_id).await?;
-                seen = print_new(&d, seen, started);
-                if d["latest_state"] == "shipped" {
-                    shipped = true;
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    if detail["status"] == "succeeded"
+        && let Some(n) = shop.submissions().first().map(|s| s.order_number.clone())
+    {
+        println!("\n>> the shop ships order {n}; the worker's monitor should report it");
+        http.post(format!("{}/admin/orders/{n}/status", shop.base_url))
+            .json(&json!({"status": "shipped"}))
+            .send()
+            .await?;
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            let d = task(&http, &gw_url, &task_id).await?;
+            seen = print_new(&d, seen, started);
+            if d["latest_state"] == "shipped" {
+                shipped = true;
+                break;
             }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

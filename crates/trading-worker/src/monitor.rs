@@ -92,29 +92,28 @@ impl Monitor {
             let waiting =
                 step.value.order_state.unwrap_or(row.state) == OrderState::AwaitingPayment;
             if let (true, false, Some(deadline)) = (waiting, row.deadline_alerted, row.pay_deadline)
+                && deadline.minus(DEADLINE_WARNING) <= now
             {
-                if deadline.minus(DEADLINE_WARNING) <= now {
-                    let what = if deadline <= now {
-                        "has passed"
-                    } else {
-                        "is less than 24 h away"
-                    };
-                    let msg = format!(
-                        "monitor: pay deadline {deadline} of order {order_number} {what}; payment still outstanding"
-                    );
-                    tracing::warn!(task_id = %row.task_id, "{msg}");
-                    let mut rec = StepRecord::new(
-                        &row.task_id,
-                        "monitor-pay-deadline",
-                        OrderState::AwaitingPayment,
-                        now,
-                    );
-                    rec.mode = RecordMode::Monitoring;
-                    rec.detail = Some(msg);
-                    result = self.record(&rec, Some(&step.page)).await;
-                    if result.is_ok() {
-                        let _ = ctx.journal.order_mark_deadline_alerted(&row.task_id).await;
-                    }
+                let what = if deadline <= now {
+                    "has passed"
+                } else {
+                    "is less than 24 h away"
+                };
+                let msg = format!(
+                    "monitor: pay deadline {deadline} of order {order_number} {what}; payment still outstanding"
+                );
+                tracing::warn!(task_id = %row.task_id, "{msg}");
+                let mut rec = StepRecord::new(
+                    &row.task_id,
+                    "monitor-pay-deadline",
+                    OrderState::AwaitingPayment,
+                    now,
+                );
+                rec.mode = RecordMode::Monitoring;
+                rec.detail = Some(msg);
+                result = self.record(&rec, Some(&step.page)).await;
+                if result.is_ok() {
+                    let _ = ctx.journal.order_mark_deadline_alerted(&row.task_id).await;
                 }
             }
             if let Err(e) = result {
