@@ -104,7 +104,7 @@ async fn run() -> anyhow::Result<bool> {
     )
     .await
     .context("starting the worker")?;
-    let worker_task = tokio::spawn(worker.run());
+    let worker_task = tokio::spawn(worker.clone().run());
     println!(
         "== trading-worker  demo-worker (site: sim, journal {})",
         dir.join("trading.db").display()
@@ -198,6 +198,24 @@ async fn run() -> anyhow::Result<bool> {
     println!("== evidence: {}", evidence_dir.join(&task_id).display());
     for f in list_files(&evidence_dir.join(&task_id)) {
         println!("   {f}");
+    }
+
+    if let Ok(id) = rakuten_types::TaskId::parse(&task_id)
+        && let Ok(events) = worker.ctx().journal.events(&id).await
+    {
+        println!(
+            "== the worker's local journal (the authority, §6.1): {} state transitions",
+            events.len()
+        );
+        for e in events {
+            println!(
+                "   {:<20} {:>16} -> {:<16} {}",
+                e.step,
+                e.from_state.unwrap_or_default(),
+                e.to_state,
+                e.evidence_ref.unwrap_or_default()
+            );
+        }
     }
 
     // 8. Shut down: worker, then gateway, then shop.

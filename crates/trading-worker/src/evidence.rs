@@ -154,3 +154,58 @@ impl EvidenceStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_html_and_meta_and_refuses_bad_step_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EvidenceStore::new(dir.path());
+        let id = TaskId::parse("po-1").unwrap();
+        let page = PageSnapshot {
+            url: "http://shop/cart".into(),
+            method: "GET".into(),
+            http_status: 200,
+            html: Some("<html></html>".into()),
+            png: None,
+        };
+        let e = store
+            .write(
+                &id,
+                1,
+                "cart-add",
+                Some(&page),
+                OrderState::InCart,
+                None,
+                Timestamp::EPOCH,
+            )
+            .unwrap();
+        assert_eq!(e.evidence_ref, "po-1/01-cart-add");
+        assert!(dir.path().join("po-1/01-cart-add.html").exists());
+        assert!(!dir.path().join("po-1/01-cart-add.png").exists());
+        let meta: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("po-1/01-cart-add.meta.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(meta["http_status"], 200);
+        assert_eq!(meta["local_order_state"], "in_cart");
+        for bad in ["../x", "a/b", "", "UPPER"] {
+            assert!(
+                store
+                    .write(
+                        &id,
+                        2,
+                        bad,
+                        None,
+                        OrderState::InCart,
+                        None,
+                        Timestamp::EPOCH
+                    )
+                    .is_err(),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -66,3 +66,27 @@ impl Failpoint {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_point_and_refuses_unknown_names() {
+        assert_eq!(Failpoint::parse("").unwrap().0, None);
+        assert_eq!(
+            Failpoint::parse("before_submit").unwrap().0,
+            Some(Point::BeforeSubmit)
+        );
+        assert_eq!(
+            Failpoint::parse("before_report").unwrap().0,
+            Some(Point::BeforeReport(OrderState::Ordered))
+        );
+        assert_eq!(
+            Failpoint::parse("after_report:paid").unwrap().0,
+            Some(Point::AfterReport(OrderState::Paid))
+        );
+        assert!(Failpoint::parse("during_lunch").is_err());
+        assert!(Failpoint::parse("after_report:eaten").is_err());
+    }
+}

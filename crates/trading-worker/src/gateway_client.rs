@@ -284,3 +284,21 @@ fn seg(s: &str) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_and_stays_under_the_cap() {
+        let max = Duration::from_secs(2);
+        for attempt in 0..40 {
+            let d = backoff(attempt, max);
+            assert!(d <= max, "{attempt}: {d:?}");
+            let nominal = BACKOFF_BASE
+                .saturating_mul(1u32 << attempt.min(16))
+                .min(max);
+            assert!(d >= nominal / 2, "{attempt}: {d:?}");
+        }
+    }
+}

@@ -783,3 +783,91 @@ async fn resolve_in(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    async fn journal_with_task() -> (tempfile::TempDir, Journal, TaskId) {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(&dir.path().join("t.db")).await.unwrap();
+        let id = TaskId::parse("po-1").unwrap();
+        let grant = LeaseGrant {
+            task_id: id.clone(),
+            site: "rakuten".into(),
+            intent: json!({"item_url": "u"}),
+            lease_expires_at: Timestamp::EPOCH,
+            lease_count: 1,
+            known_state: None,
+            lease_token: "tok".into(),
+        };
+        let (_, inserted) = j.order_accept(&grant, Timestamp::EPOCH).await.unwrap();
+        assert!(inserted);
+        (dir, j, id)
+    }
+
+    #[tokio::test]
+    async fn an_intent_cannot_be_begun_twice_or_after_it_was_done() {
+        let (_d, j, id) = journal_with_task().await;
+        j.intent_begin(&id, Action::Submit, Timestamp::EPOCH)
+            .await
+            .unwrap();
+        assert!(matches!(
+            j.intent_begin(&id, Action::Submit, Timestamp::EPOCH).await,
+            Err(JournalError::Conflict(_))
+        ));
+        let done = IntentResolution {
+            action: Action::Submit,
+            done: true,
+            reason: None,
+        };
+        j.intent_resolve(&id, &done, Some("n-1"), Timestamp::EPOCH)
+            .await
+            .unwrap();
+        assert!(matches!(
+            j.intent_resolve(&id, &done, None, Timestamp::EPOCH).await,
+            Err(JournalError::Conflict(_))
+        ));
+        assert!(matches!(
+            j.intent_begin(&id, Action::Submit, Timestamp::EPOCH).await,
+            Err(JournalError::Conflict(_))
+        ));
+        let rows = j.intents(&id).await.unwrap();
+        assert_eq!(
+            (
+                rows.len(),
+                rows[0].status.as_str(),
+                rows[0].site_order_id.as_deref()
+            ),
+            (1, "done", Some("n-1"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_finished_task_refuses_execution_steps_and_keeps_its_outbox_row() {
+        let (_d, j, id) = journal_with_task().await;
+        let w = WorkerId::parse("w").unwrap();
+        let mut fin = StepRecord::new(&id, "payment", OrderState::Paid, Timestamp::EPOCH);
+        fin.finish = Some((Outcome::Succeeded, None));
+        let outbox = j.step_record(&fin, &w).await.unwrap();
+        assert!(outbox.is_some());
+        let row = j.order_get(&id).await.unwrap().unwrap();
+        assert_eq!(
+            (row.status, row.outcome),
+            (LocalStatus::Finished, Some(Outcome::Succeeded))
+        );
+        let late = StepRecord::new(&id, "cart-add", OrderState::InCart, Timestamp::EPOCH);
+        assert!(matches!(
+            j.step_record(&late, &w).await,
+            Err(JournalError::Conflict(_))
+        ));
+        let pending = j.outbox_pending(&id).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert!(pending[0].body.terminal);
+        assert_eq!(pending[0].body.outcome, Some(Outcome::Succeeded));
+        assert_eq!(j.outbox_finished_tasks().await.unwrap(), vec![id.clone()]);
+        j.outbox_ack(pending[0].id, Timestamp::EPOCH).await.unwrap();
+        assert!(j.outbox_pending(&id).await.unwrap().is_empty());
+    }
+}

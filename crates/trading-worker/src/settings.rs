@@ -331,3 +331,57 @@ impl Settings {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_leave_the_order_loop_off() {
+        let v = Settings::default().validate().unwrap();
+        assert!(v.gateway_url.is_none());
+        assert_eq!(v.max_total_yen, DEFAULT_MAX_TOTAL_YEN);
+        assert_eq!(v.renew_interval, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        let sim = Settings {
+            site: SiteKind::Sim,
+            ..Settings::default()
+        };
+        assert_eq!(sim.validate().unwrap_err().name, "RAKUTEN_SITE_BASE_URL");
+        let id = Settings {
+            worker_id: Some("a/b".into()),
+            ..Settings::default()
+        };
+        assert_eq!(id.validate().unwrap_err().name, "RAKUTEN_WORKER_ID");
+        let renew = Settings {
+            renew_interval_seconds: 0.0,
+            ..Settings::default()
+        };
+        assert_eq!(
+            renew.validate().unwrap_err().name,
+            "RAKUTEN_LEASE_RENEW_INTERVAL_SECONDS"
+        );
+        let url = Settings {
+            gateway_url: "ftp://x".into(),
+            ..Settings::default()
+        };
+        assert_eq!(
+            url.validate().unwrap_err().name,
+            "RAKUTEN_ORDER_GATEWAY_URL"
+        );
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let s = Secret::new("hunter2");
+        assert_eq!(format!("{s:?} {s}"), "*** ***");
+        let settings = Settings {
+            api_token: s,
+            ..Settings::default()
+        };
+        assert!(!format!("{settings:?}").contains("hunter2"));
+    }
+}

@@ -230,3 +230,25 @@ pub fn stage_to_state(label: &str) -> Option<OrderState> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_labels_map_to_order_states() {
+        assert_eq!(stage_to_state("注文確認"), Some(OrderState::Ordered));
+        assert_eq!(stage_to_state(" 出荷 "), Some(OrderState::Shipped));
+        assert_eq!(stage_to_state("配達完了"), Some(OrderState::Delivered));
+        assert_eq!(stage_to_state("キャンセル"), Some(OrderState::Cancelled));
+        assert_eq!(stage_to_state("謎"), None);
+    }
+
+    #[test]
+    fn only_transport_failures_are_ambiguous() {
+        assert!(SiteErrorKind::Unavailable.is_ambiguous());
+        assert!(SiteErrorKind::Timeout.is_ambiguous());
+        assert!(!SiteErrorKind::UnexpectedPage.is_ambiguous());
+        assert_eq!(SiteError::not_implemented("x").kind.code().as_i32(), 5003);
+    }
+}

@@ -344,3 +344,22 @@ async fn dropped_connection_after_order_creation_is_verified_not_resubmitted() {
         Some(h.shop.submissions()[0].order_number.as_str())
     );
 }
+
+#[tokio::test]
+async fn the_lease_is_renewed_periodically_while_a_slow_site_is_worked_on() {
+    let h = Harness::with_shop(ShopConfig {
+        faults: Faults {
+            slow_ms: 150,
+            ..Faults::default()
+        },
+        ..ShopConfig::default()
+    })
+    .await;
+    h.submit_tea("t-slow").await;
+    let w = h.worker_with(|s| s.renew_interval_seconds = 0.1).await;
+    run_until_handled(&w).await;
+    assert_eq!(h.task("t-slow").await["status"], "succeeded");
+    // Two renewals come from the checks before submit and pay; the rest from the period.
+    let renews = h.proxy.renews.load(Ordering::SeqCst);
+    assert!(renews >= 5, "only {renews} renewals");
+}
