@@ -78,6 +78,43 @@ impl EvidenceStore {
         EvidenceStore { root: root.into() }
     }
 
+    /// [`EvidenceStore::write`] on the blocking pool (it fsyncs), for async callers.
+    ///
+    /// # Errors
+    /// As [`EvidenceStore::write`].
+    #[allow(clippy::too_many_arguments)]
+    pub async fn write_async(
+        &self,
+        task_id: &TaskId,
+        seq: i64,
+        step: &str,
+        page: Option<&PageSnapshot>,
+        local_state: OrderState,
+        note: Option<&str>,
+        at: Timestamp,
+    ) -> std::io::Result<EvidenceEntry> {
+        let (store, id, step, page, note) = (
+            self.clone(),
+            task_id.clone(),
+            step.to_owned(),
+            page.cloned(),
+            note.map(str::to_owned),
+        );
+        tokio::task::spawn_blocking(move || {
+            store.write(
+                &id,
+                seq,
+                &step,
+                page.as_ref(),
+                local_state,
+                note.as_deref(),
+                at,
+            )
+        })
+        .await
+        .map_err(std::io::Error::other)?
+    }
+
     /// The root directory.
     pub fn root(&self) -> &Path {
         &self.root

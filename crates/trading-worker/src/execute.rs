@@ -113,15 +113,19 @@ impl<'a> TaskRun<'a> {
             .journal
             .evidence_seq(self.task_id(), seq, &rec.step)
             .await?;
-        let entry = self.ctx.evidence.write(
-            self.task_id(),
-            seq,
-            &rec.step,
-            page,
-            rec.state,
-            rec.detail.as_deref(),
-            rec.at,
-        )?;
+        let entry = self
+            .ctx
+            .evidence
+            .write_async(
+                self.task_id(),
+                seq,
+                &rec.step,
+                page,
+                rec.state,
+                rec.detail.as_deref(),
+                rec.at,
+            )
+            .await?;
         rec.evidence = Some(entry);
         self.ctx
             .journal

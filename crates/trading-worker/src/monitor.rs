@@ -133,15 +133,18 @@ impl Monitor {
             .journal
             .evidence_seq(&rec.task_id, None, &rec.step)
             .await?;
-        let entry = ctx.evidence.write(
-            &rec.task_id,
-            seq,
-            &rec.step,
-            page,
-            rec.state,
-            rec.detail.as_deref(),
-            rec.at,
-        )?;
+        let entry = ctx
+            .evidence
+            .write_async(
+                &rec.task_id,
+                seq,
+                &rec.step,
+                page,
+                rec.state,
+                rec.detail.as_deref(),
+                rec.at,
+            )
+            .await?;
         let mut rec = rec.clone();
         rec.evidence = Some(entry);
         ctx.journal

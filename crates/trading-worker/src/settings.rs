@@ -302,10 +302,17 @@ impl Settings {
         if !(1..=100).contains(&self.verify_max_pages) {
             return Err(bad("RAKUTEN_VERIFY_MAX_PAGES", "must be 1..=100"));
         }
+        let gateway_url = url_or_empty("RAKUTEN_ORDER_GATEWAY_URL", &self.gateway_url)?;
+        if gateway_url.is_some() && self.api_token.expose().is_empty() {
+            return Err(bad(
+                "RAKUTEN_API_TOKEN",
+                "required when RAKUTEN_ORDER_GATEWAY_URL is set",
+            ));
+        }
         crate::failpoint::Failpoint::parse(&self.failpoint)
             .map_err(|e| bad("RAKUTEN_WORKER_FAILPOINT", e))?;
         Ok(Valid {
-            gateway_url: url_or_empty("RAKUTEN_ORDER_GATEWAY_URL", &self.gateway_url)?,
+            gateway_url,
             worker_id,
             db_path: self.db_path.clone(),
             evidence_dir: self.evidence_dir.clone(),
