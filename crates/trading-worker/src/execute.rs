@@ -574,16 +574,16 @@ impl<'a> TaskRun<'a> {
                 // The payment may have gone through: read the order instead of paying again.
                 let check = {
                     let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
-                    self.ctx.site.order_detail(order_number).await
+                    self.ctx.site.order_status(order_number).await
                 };
                 match check {
                     Ok(d)
                         if matches!(
-                            d.value.order_state,
+                            d.value.state,
                             Some(OrderState::Paid | OrderState::Shipped | OrderState::Delivered)
                         ) =>
                     {
-                        let st = d.value.order_state.unwrap_or(OrderState::Paid);
+                        let st = d.value.state.unwrap_or(OrderState::Paid);
                         self.finish(
                             Some(SEQ_PAYMENT),
                             "payment",

@@ -57,7 +57,7 @@ impl Monitor {
             };
             let r = {
                 let _g = ctx.locks.lock(ctx.site.account()).await;
-                ctx.site.order_detail(&order_number).await
+                ctx.site.order_status(&order_number).await
             };
             let step = match r {
                 Ok(s) => s,
@@ -68,7 +68,7 @@ impl Monitor {
             };
             let now = ctx.clock.now();
             let mut result = Ok(());
-            if let Some(state) = step.value.order_state.filter(|s| *s != row.state) {
+            if let Some(state) = step.value.state.filter(|s| *s != row.state) {
                 let mut rec = StepRecord::new(
                     &row.task_id,
                     &format!("monitor-{}", state.as_str().replace('_', "-")),
@@ -89,8 +89,7 @@ impl Monitor {
                     changes += 1;
                 }
             }
-            let waiting =
-                step.value.order_state.unwrap_or(row.state) == OrderState::AwaitingPayment;
+            let waiting = step.value.state.unwrap_or(row.state) == OrderState::AwaitingPayment;
             if let (true, false, Some(deadline)) = (waiting, row.deadline_alerted, row.pay_deadline)
                 && deadline.minus(DEADLINE_WARNING) <= now
             {

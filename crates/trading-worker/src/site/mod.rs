@@ -216,6 +216,31 @@ pub trait Site: Send + Sync + std::fmt::Debug {
     async fn list_orders(&self, page: u32) -> Result<Step<OrderListPage>, SiteError>;
     /// One order's detail with its delivery stage.
     async fn order_detail(&self, order_number: &str) -> Result<Step<OrderDetailResult>, SiteError>;
+
+    /// Where an order stands (post-payment monitoring, payment checks): its detail page read as
+    /// an [`OrderState`]. `None` when the order is not (yet) shown or its stage is unknown.
+    async fn order_status(&self, site_order_id: &str) -> Result<Step<OrderStatus>, SiteError> {
+        let d = self.order_detail(site_order_id).await?;
+        Ok(Step {
+            value: OrderStatus {
+                found: d.value.found,
+                state: d.value.order_state,
+                stage_label: d.value.stage_label,
+            },
+            page: d.page,
+        })
+    }
+}
+
+/// An order's status as its detail page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderStatus {
+    /// Whether the site shows the order.
+    pub found: bool,
+    /// Mapped state (`None`: not found or an unknown stage label).
+    pub state: Option<OrderState>,
+    /// The site's stage label.
+    pub stage_label: Option<String>,
 }
 
 /// Maps a delivery-stage label (the progress bar's text) to an order state.

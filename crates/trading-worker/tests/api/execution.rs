@@ -363,3 +363,42 @@ async fn the_lease_is_renewed_periodically_while_a_slow_site_is_worked_on() {
     let renews = h.proxy.renews.load(Ordering::SeqCst);
     assert!(renews >= 5, "only {renews} renewals");
 }
+
+#[tokio::test]
+async fn monitoring_warns_once_when_a_convenience_store_deadline_comes_near() {
+    let h = Harness::with_shop(ShopConfig {
+        payment_method: PaymentMethod::Konbini,
+        ..ShopConfig::default()
+    })
+    .await;
+    h.submit_tea("t-deadline").await;
+    let clock =
+        rakuten_types::ManualClock::new(rakuten_types::Clock::now(&rakuten_types::SystemClock));
+    let w = h
+        .worker_clocked(std::sync::Arc::new(clock.clone()), |_| {})
+        .await;
+    run_until_handled(&w).await;
+    assert_eq!(
+        h.task("t-deadline").await["latest_state"],
+        "awaiting_payment"
+    );
+    assert_eq!(w.monitor().run_once().await, 0);
+    let before = h.reports().len();
+    w.monitor().run_once().await;
+    assert_eq!(h.reports().len(), before, "no warning three days ahead");
+    clock.advance(Duration::from_secs(60 * 3600));
+    w.monitor().run_once().await;
+    let last = h.task("t-deadline").await["history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["detail"].as_str().unwrap().contains("pay deadline"),
+        "{last}"
+    );
+    let n = h.reports().len();
+    w.monitor().run_once().await;
+    assert_eq!(h.reports().len(), n, "the warning is given once");
+}

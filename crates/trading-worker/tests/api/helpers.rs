@@ -248,11 +248,19 @@ impl Harness {
     }
 
     pub async fn worker_with(&self, adjust: impl FnOnce(&mut Settings)) -> Worker {
+        self.worker_clocked(Arc::new(SystemClock), adjust).await
+    }
+
+    pub async fn worker_clocked(
+        &self,
+        clock: Arc<dyn Clock>,
+        adjust: impl FnOnce(&mut Settings),
+    ) -> Worker {
         let mut s = self.settings();
         adjust(&mut s);
         Worker::build(
             s.validate().expect("settings"),
-            Arc::new(SystemClock),
+            clock,
             CancellationToken::new(),
         )
         .await
