@@ -137,3 +137,99 @@ async fn lost_login_answers_the_login_page_and_konbini_waits_for_payment() {
     assert_eq!(login["logged_in"], false);
     shop.stop().await;
 }
+
+async fn place(c: &reqwest::Client, shop: &SpawnedShop, item_id: i64) -> (u16, Value) {
+    page(
+        c,
+        shop,
+        "POST",
+        "/cart/add",
+        Some(json!({"item_id": item_id})),
+    )
+    .await;
+    let (_, confirm) = page(c, shop, "GET", "/order/confirm", None).await;
+    let payable = confirm["confirm"]["payable_yen"].as_i64().unwrap();
+    page(
+        c,
+        shop,
+        "POST",
+        "/order/submit",
+        Some(json!({"expected_payable_yen": payable})),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn order_list_pages_newest_first_and_can_change_shape() {
+    let (shop, c) = shop_with(ShopConfig {
+        page_size: 2,
+        ..ShopConfig::default()
+    })
+    .await;
+    for _ in 0..3 {
+        place(&c, &shop, 1001).await;
+    }
+    let (_, p1) = page(&c, &shop, "GET", "/orders?page=1", None).await;
+    let (_, p2) = page(&c, &shop, "GET", "/orders?page=2", None).await;
+    assert_eq!(p1["orderListData"]["total_pages"], 2);
+    assert_eq!(p1["orderListData"]["orders"].as_array().unwrap().len(), 2);
+    assert_eq!(p2["orderListData"]["orders"].as_array().unwrap().len(), 1);
+    let first = p1["orderListData"]["orders"][0]["order_number"]
+        .as_str()
+        .unwrap();
+    let last = p2["orderListData"]["orders"][0]["order_number"]
+        .as_str()
+        .unwrap();
+    assert!(first > last, "newest first: {first} then {last}");
+    c.post(format!("{}/admin/faults", shop.base_url))
+        .json(&json!({"order_list_changed": true}))
+        .send()
+        .await
+        .unwrap();
+    let (_, changed) = page(&c, &shop, "GET", "/orders?page=1", None).await;
+    assert!(changed.get("orderListData").is_none());
+    shop.stop().await;
+}
+
+#[tokio::test]
+async fn price_change_refuses_a_stale_submit_and_3ds_leaves_the_order_unpaid() {
+    let cfg = ShopConfig {
+        faults: Faults {
+            three_d_secure: true,
+            ..Faults::default()
+        },
+        ..ShopConfig::default()
+    };
+    let (shop, c) = shop_with(cfg).await;
+    page(
+        &c,
+        &shop,
+        "POST",
+        "/cart/add",
+        Some(json!({"item_id": 1001})),
+    )
+    .await;
+    let (_, confirm) = page(&c, &shop, "GET", "/order/confirm", None).await;
+    let payable = confirm["confirm"]["payable_yen"].as_i64().unwrap();
+    c.post(format!("{}/admin/faults", shop.base_url))
+        .json(&json!({"price_change_yen": 100}))
+        .send()
+        .await
+        .unwrap();
+    let (s, err) = page(
+        &c,
+        &shop,
+        "POST",
+        "/order/submit",
+        Some(json!({"expected_payable_yen": payable})),
+    )
+    .await;
+    assert_eq!((s, err["page"].as_str()), (409, Some("error")));
+    assert!(shop.submissions().is_empty());
+    let (_, done) = place(&c, &shop, 1001).await;
+    let n = done["order"]["order_number"].as_str().unwrap().to_owned();
+    let (_, paid) = page(&c, &shop, "POST", &format!("/orders/{n}/pay"), None).await;
+    assert_eq!(paid["payment"]["status"], "challenge_required");
+    assert_eq!(paid["order"]["status"], "ordered");
+    shop.stop().await;
+}
