@@ -1,0 +1,366 @@
+//! order-gateway benchmark (issue #2 "Performance"): a plain binary (`harness = false`).
+//!
+//! `cargo bench -p order-gateway --bench gateway` (optionally `BENCH_SECONDS=5`).
+//!
+//! Reports, over real HTTP on loopback:
+//! - the disk's fdatasync rate, measured before and after in the database's directory;
+//! - submit throughput with 1, 16 and 64 concurrent clients (requests/s), and the writer's operations
+//!   per commit (= per fsync, `synchronous=FULL`);
+//! - lease hand-off latency p50/p99: a long-poll is waiting, a task is submitted, time until the
+//!   long-poll returns it (measured from the submit's acknowledgement, and from its sending);
+//! - full cycles per second: submit → lease → terminal report, one client;
+//! - server RSS idle and with 1,000 open long-polls (the real binary as a child process).
+//!
+//! Throughput phases run the server in this process (to read the writer's counters); clients
+//! share the same 2 cores, so figures are a lower bound for a dedicated server.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use order_gateway::{Application, Settings};
+use rakuten_types::SystemClock;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "bench-token";
+
+fn bench_seconds() -> f64 {
+    std::env::var("BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5.0)
+}
+
+/// fsync rate for `secs`, in the pattern SQLite's WAL uses: a 4,120-byte frame (24-byte header +
+/// 4 KiB page) appended, then fsync. Disks here vary a lot over minutes, so every phase measures
+/// its own rate right before it runs.
+fn fsync_rate(dir: &std::path::Path, secs: f64) -> f64 {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("fsync-probe");
+    let f = std::fs::File::create(&path).expect("probe file");
+    let buf = vec![7u8; 4120];
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        f.write_all_at(&buf, 32 + n * 4120).unwrap();
+        f.sync_all().unwrap();
+        n += 1;
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    drop(f);
+    let _ = std::fs::remove_file(path);
+    rate
+}
+
+fn fsync_line(dir: &std::path::Path, when: &str) -> f64 {
+    let r = fsync_rate(dir, 1.0);
+    println!("  [disk {when}: {r:.0} fsync/s]");
+    r
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+struct Bench {
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Bench {
+    async fn submit(&self, id: &str) -> Value {
+        self.client
+            .post(format!("{}/api/orders", self.base))
+            .bearer_auth(TOKEN)
+            .json(&json!({"task_id": id, "site": "rakuten", "intent": {"item_url": "https://item.rakuten.co.jp/shop/a/", "quantity": 1}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn lease(&self, worker: &str, wait: f64) -> Value {
+        self.client
+            .get(format!(
+                "{}/api/orders/lease?worker_id={worker}&wait={wait}",
+                self.base
+            ))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn finish(&self, id: &str, worker: &str) {
+        let v: Value = self
+            .client
+            .post(format!("{}/api/orders/{id}/report", self.base))
+            .bearer_auth(TOKEN)
+            .json(&json!({"worker_id": worker, "state": "paid", "terminal": true}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["code"], 0, "{v}");
+    }
+}
+
+async fn submit_throughput(b: &Arc<Bench>, clients: usize, secs: f64, tag: &str) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for c in 0..clients {
+        let (b, done) = (b.clone(), done.clone());
+        let tag = tag.to_owned();
+        handles.push(tokio::spawn(async move {
+            let mut i = 0u64;
+            while Instant::now() < deadline {
+                let v = b.submit(&format!("{tag}-{c}-{i}")).await;
+                assert_eq!(v["code"], 0, "{v}");
+                i += 1;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(run());
+}
+
+async fn run() {
+    let secs = bench_seconds();
+    let dir = tempfile::Builder::new()
+        .prefix("gw-bench")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    println!("# order-gateway bench ({secs} s phases)");
+    println!(
+        "machine: {} cores, {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/cpuinfo")
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+            .unwrap_or_default()
+    );
+    fsync_line(dir.path(), "at start");
+
+    // In-process server: throughput, hand-off, cycles.
+    let mut settings = Settings::for_tests(dir.path().join("bench.db"), TOKEN);
+    settings.lease_max_wait_seconds = 60.0;
+    let app = Application::build(settings, Arc::new(SystemClock))
+        .await
+        .unwrap();
+    let store = app.sqlite_store();
+    let base = format!("http://127.0.0.1:{}", app.port());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn({
+        let stop = stop.clone();
+        app.run_until_stopped(async move { stop.cancelled().await })
+    });
+    let b = Arc::new(Bench {
+        base,
+        client: reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .unwrap(),
+    });
+
+    fsync_line(dir.path(), "before submit x1");
+    let (c0, o0) = store.write_stats();
+    let one = submit_throughput(&b, 1, secs, "s1").await;
+    let (c1, o1) = store.write_stats();
+    fsync_line(dir.path(), "before submit x16");
+    let sixteen = submit_throughput(&b, 16, secs, "s16").await;
+    let (c2, o2) = store.write_stats();
+    fsync_line(dir.path(), "before submit x64");
+    let sixty_four = submit_throughput(&b, 64, secs, "s64").await;
+    let (c3, o3) = store.write_stats();
+    println!(
+        "submit, 1 client:   {one:.0} req/s  ({:.2} ops per commit/fsync, {:.0} commits/s)",
+        (o1 - o0) as f64 / (c1 - c0).max(1) as f64,
+        (c1 - c0) as f64 / secs
+    );
+    println!(
+        "submit, 16 clients: {sixteen:.0} req/s  ({:.2} ops per commit/fsync, {:.0} commits/s)",
+        (o2 - o1) as f64 / (c2 - c1).max(1) as f64,
+        (c2 - c1) as f64 / secs
+    );
+    println!(
+        "submit, 64 clients: {sixty_four:.0} req/s  ({:.2} ops per commit/fsync, {:.0} commits/s)",
+        (o3 - o2) as f64 / (c3 - c2).max(1) as f64,
+        (c3 - c2) as f64 / secs
+    );
+
+    // The hand-off needs an empty queue; finishing thousands of queued tasks one by one through
+    // the gate would take long, so it uses a fresh database.
+    stop.cancel();
+    server.await.unwrap().unwrap();
+
+    let mut settings = Settings::for_tests(dir.path().join("bench2.db"), TOKEN);
+    settings.lease_max_wait_seconds = 60.0;
+    let app = Application::build(settings, Arc::new(SystemClock))
+        .await
+        .unwrap();
+    let store = app.sqlite_store();
+    let base = format!("http://127.0.0.1:{}", app.port());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn({
+        let stop = stop.clone();
+        app.run_until_stopped(async move { stop.cancelled().await })
+    });
+    let b = Arc::new(Bench {
+        base,
+        client: reqwest::Client::new(),
+    });
+
+    // Hand-off latency.
+    fsync_line(dir.path(), "before hand-off");
+    let rounds = 300;
+    let mut from_ack = Vec::with_capacity(rounds);
+    let mut from_send = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let poll = tokio::spawn({
+            let b = b.clone();
+            async move {
+                let v = b.lease("hw", 10.0).await;
+                (v, Instant::now())
+            }
+        });
+        // Let the poll reach its wait.
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        let id = format!("h-{i}");
+        let sent = Instant::now();
+        let ack = b.submit(&id).await;
+        let acked = Instant::now();
+        assert_eq!(ack["code"], 0);
+        let (v, returned) = poll.await.unwrap();
+        assert_eq!(v["data"]["task_id"], id.as_str(), "{v}");
+        from_ack.push(returned.saturating_duration_since(acked));
+        from_send.push(returned.saturating_duration_since(sent));
+        b.finish(&id, "hw").await;
+    }
+    from_ack.sort();
+    from_send.sort();
+    println!(
+        "hand-off (waiting long-poll gets a new task), {rounds} rounds: from submit ack p50 {} p99 {}; from submit sent p50 {} p99 {}",
+        ms(percentile(&from_ack, 0.5)),
+        ms(percentile(&from_ack, 0.99)),
+        ms(percentile(&from_send, 0.5)),
+        ms(percentile(&from_send, 0.99)),
+    );
+
+    // Full cycles.
+    fsync_line(dir.path(), "before full cycles");
+    let (c0, o0) = store.write_stats();
+    let start = Instant::now();
+    let mut cycles = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        let id = format!("c-{cycles}");
+        b.submit(&id).await;
+        let g = b.lease("cw", 0.0).await;
+        assert_eq!(g["data"]["task_id"], id.as_str(), "{g}");
+        b.finish(&id, "cw").await;
+        cycles += 1;
+    }
+    let rate = cycles as f64 / start.elapsed().as_secs_f64();
+    let (c1, o1) = store.write_stats();
+    println!(
+        "full cycle submit → lease → terminal report, 1 client: {rate:.0} cycles/s ({:.2} ops per commit)",
+        (o1 - o0) as f64 / (c1 - c0).max(1) as f64
+    );
+    stop.cancel();
+    server.await.unwrap().unwrap();
+
+    // RSS of the real binary.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_order-gateway"))
+        .arg("serve")
+        .env("RAKUTEN_API_TOKEN", TOKEN)
+        .env("RAKUTEN_GATEWAY_PORT", port.to_string())
+        .env("RAKUTEN_GATEWAY_DB_PATH", dir.path().join("rss.db"))
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let probe = reqwest::Client::new();
+    for _ in 0..200 {
+        if probe.get(format!("{base}/health")).send().await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = rss_kib(child.id());
+    let polls = 1000;
+    let mut handles = Vec::with_capacity(polls);
+    let many = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    for i in 0..polls {
+        let (c, base) = (many.clone(), base.clone());
+        handles.push(tokio::spawn(async move {
+            let _ = c
+                .get(format!("{base}/api/orders/lease?worker_id=p{i}&wait=30"))
+                .bearer_auth(TOKEN)
+                .send()
+                .await;
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let loaded = rss_kib(child.id());
+    println!(
+        "server RSS: idle {:.1} MiB; with {polls} open long-polls {:.1} MiB",
+        idle as f64 / 1024.0,
+        loaded as f64 / 1024.0
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    for h in handles {
+        h.abort();
+    }
+    fsync_line(dir.path(), "at end");
+}
