@@ -10,4 +10,5 @@ mod invariants;
 mod lease;
 mod report;
 mod soak;
+mod store;
 mod submit;
