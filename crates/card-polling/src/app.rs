@@ -13,6 +13,7 @@ use crate::domain::TokenHash;
 use crate::http::{AppState, router};
 use crate::jobs::expiry::ExpiryJob;
 use crate::priority::executor::Executor;
+use crate::priority::hints::NoHints;
 use crate::settings::Settings;
 use crate::store::Store;
 use crate::store::sqlite::SqliteStore;
@@ -69,6 +70,7 @@ impl Application {
             clock,
             task_types: settings.task_types.clone(),
             admin_token_hash: Arc::new(TokenHash::of(settings.admin_token.expose())),
+            hints: Arc::new(NoHints),
         };
         Ok(Application {
             listener,

@@ -4,6 +4,21 @@
 //! - [`auth`]: the Bearer token extractor.
 //! - [`extract`]: JSON/query/path extractors whose rejections become envelope errors.
 //! - [`routes`]: one file per resource.
+//!
+//! | method and path | who | what |
+//! |---|---|---|
+//! | `GET /health`, `GET /api/task-types` | anyone | liveness; configured task types |
+//! | `POST /api/admin/import` | super_admin | shops, accounts, cards, devices, bindings (32 MiB) |
+//! | `POST /api/orders` | super_admin, platform | unpaid package order |
+//! | `POST /api/payments/callback` | super_admin, platform | settle an order (idempotent by payment id) |
+//! | `POST /api/usages/{id}/activate` | super_admin, platform | queued main package → active |
+//! | `POST /api/package-poll` | super_admin, platform | the package poll's verdict for an asset |
+//! | `PUT /api/cards/{iccid}/polling`, `…/stop-lock`, `DELETE /api/cards/{iccid}` | super_admin, platform | card switches |
+//! | `PUT /api/devices/{no}/polling`, `…/reported-slot`, `PUT /api/bindings` | super_admin, platform | device switches, bindings |
+//! | `GET /api/priority-items`, `GET /api/priority-items/{id}` | super_admin, platform, agent (scoped) | list, detail |
+//! | `POST /api/priority-items` | manual trigger permission (scoped) | manual enqueue |
+//! | `POST /api/priority-items/{id}/close` | super_admin, platform with card data | close |
+//! | `POST /api/priority-items/{id}/retrigger` | manual trigger permission (scoped) | retrigger failed/expired |
 
 pub mod auth;
 pub mod error;
@@ -20,6 +35,7 @@ use serde::Serialize;
 use rakuten_types::{Clock, Envelope};
 
 use crate::domain::{TaskTypes, TokenHash};
+use crate::priority::hints::HintSink;
 use crate::store::Store;
 
 /// Default request body bound, bytes.
@@ -38,6 +54,8 @@ pub struct AppState {
     pub task_types: TaskTypes,
     /// Hash of the bootstrap admin token.
     pub admin_token_hash: Arc<TokenHash>,
+    /// Where committed enqueues announce their items (issue #6's hint channels).
+    pub hints: Arc<dyn HintSink>,
 }
 
 /// A success envelope as JSON.

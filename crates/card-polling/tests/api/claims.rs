@@ -6,7 +6,7 @@ use serde_json::json;
 
 use card_polling::priority::CLAIM_LEASE;
 use card_polling::priority::executor::ExecOutcome;
-use card_polling::store::{Finish, StoreError};
+use card_polling::store::{Finish, NewLog, StoreError};
 use rakuten_types::Clock;
 
 use crate::helpers::*;
@@ -92,12 +92,25 @@ async fn late_finisher_after_takeover_gets_a_claim_conflict() {
             &Finish::Completed {
                 result: "ok".into(),
             },
-            &[],
+            &[NewLog {
+                operation: "poll".into(),
+                request_summary: "poll data_usage iccid=CA1".into(),
+                response_summary: "data_usage ok (late)".into(),
+                latency_ms: 95_000,
+                outcome: "ok".into(),
+            }],
             app.clock.now(),
         )
         .await;
     assert!(matches!(late, Err(StoreError::ClaimLost)), "{late:?}");
-    let item = app.detail(id).await["item"].clone();
+    let d = app.detail(id).await;
+    let logs = d["logs"].as_array().unwrap();
+    assert_eq!(logs.len(), 2, "the late call is still logged: {logs:?}");
+    assert_eq!(
+        d["item"]["last_log_id"], logs[0]["id"],
+        "the late finisher changes nothing else"
+    );
+    let item = d["item"].clone();
     assert_eq!(item["status"], "completed");
     assert_eq!(
         item["attempts"], 2,

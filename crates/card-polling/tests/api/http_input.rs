@@ -134,4 +134,13 @@ async fn malformed_requests_get_422_413_or_404_envelopes() {
         )
         .await;
     assert_eq!(s, 422, "{v}");
+    // The import route takes bodies far above the 64 KiB default bound.
+    let cards: Vec<_> = (0..1500)
+        .map(|i| json!({"iccid": format!("8981{i:016}"), "shop_id": "B", "polling_enabled": true}))
+        .collect();
+    let (s, v) = app
+        .post("/api/admin/import", ADMIN, json!({"cards": cards}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["cards"], 1500);
 }

@@ -194,6 +194,26 @@ async fn manual_close_with_reason_dequeues_and_audits() {
         .clone();
     assert_eq!(close["operator"], "plat");
     assert_eq!(close["reason"], "duplicate demand");
+    // Closing keeps earlier results and failure reasons.
+    let retrying = one_item(&app, "CB1", "package").await;
+    app.sim.script("CB1", &[SimBehavior::Fail]);
+    app.run_executor().await;
+    let (s, _) = app
+        .post(
+            &path(retrying),
+            PLATFORM,
+            json!({"reason": "carrier outage"}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let item = app.detail(retrying).await["item"].clone();
+    assert_eq!(item["status"], "closed");
+    assert_eq!(item["attempts"], 1);
+    assert_eq!(
+        item["failure_reason"],
+        "carrier call failed: carrier error 503"
+    );
+    assert!(item["last_log_id"].is_i64());
 }
 
 #[tokio::test]

@@ -225,6 +225,7 @@ pub async fn enqueue(
         }
         other => other.into(),
     })?;
+    st.hints.push(&items);
     Ok(ok(Enqueued { items }))
 }
 
@@ -290,5 +291,6 @@ pub async fn retrigger(
         st.clock.now(),
     )
     .await?;
+    st.hints.push(std::slice::from_ref(&item));
     Ok(ok(item))
 }

@@ -56,11 +56,13 @@ pub async fn payment_callback(
     auth.require_admin()?;
     key("payment_id", &cb.payment_id)?;
     key("order_id", &cb.order_id)?;
-    st.store
+    let out = st
+        .store
         .payment_apply(&cb, &st.task_types.names(), st.clock.now())
         .await
-        .map(ok)
-        .map_err(|e| ApiError::from_store(e, Some("order")))
+        .map_err(|e| ApiError::from_store(e, Some("order")))?;
+    st.hints.push(&out.items);
+    Ok(ok(out))
 }
 
 /// Answer of a queued package activation.
@@ -78,11 +80,13 @@ pub async fn activate_queued(
 ) -> Result<Json<Envelope<Activated>>, ApiError> {
     auth.require_admin()?;
     let id = key("usage id", &id)?;
-    st.store
+    let items = st
+        .store
         .usage_activate_queued(&id, &st.task_types.names(), st.clock.now())
         .await
-        .map(|items| ok(Activated { items }))
-        .map_err(|e| ApiError::from_store(e, Some("usage record")))
+        .map_err(|e| ApiError::from_store(e, Some("usage record")))?;
+    st.hints.push(&items);
+    Ok(ok(Activated { items }))
 }
 
 /// `POST /api/package-poll` body.
@@ -101,9 +105,11 @@ pub async fn package_poll(
 ) -> Result<Json<Envelope<PackagePollOutcome>>, ApiError> {
     auth.require_admin()?;
     key("asset_id", &b.asset.asset_id)?;
-    st.store
+    let out = st
+        .store
         .package_poll_asset(&b.asset, &st.task_types.names(), st.clock.now())
         .await
-        .map(ok)
-        .map_err(|e| ApiError::from_store(e, Some("asset")))
+        .map_err(|e| ApiError::from_store(e, Some("asset")))?;
+    st.hints.push(&out.items);
+    Ok(ok(out))
 }

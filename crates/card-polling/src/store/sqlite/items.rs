@@ -144,7 +144,7 @@ pub(crate) async fn finish(
     finish: &Finish,
     logs: &[NewLog],
     now: Timestamp,
-) -> StoreResult<ItemStatus> {
+) -> StoreResult<Option<ItemStatus>> {
     let mut last_log: Option<i64> = None;
     for log in logs {
         let id: i64 = sqlx::query_scalar(
@@ -208,7 +208,8 @@ pub(crate) async fn finish(
     .execute(&mut **tx)
     .await?;
     if hit.rows_affected() != 1 {
-        return Err(StoreError::ClaimLost);
+        // The claim no longer holds; the log rows of the calls made are still kept.
+        return Ok(None);
     }
     match finish {
         Finish::Completed { result } => {
@@ -288,7 +289,7 @@ pub(crate) async fn finish(
             .await?;
         }
     }
-    Ok(next)
+    Ok(Some(next))
 }
 
 pub(crate) async fn close(

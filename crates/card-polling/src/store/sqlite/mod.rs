@@ -32,6 +32,8 @@ use crate::priority::item_status::ItemStatus;
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    // `meta.feature_enabled_at` never changes once written: read it once.
+    feature: std::sync::Arc<std::sync::OnceLock<Timestamp>>,
 }
 
 impl SqliteStore {
@@ -61,12 +63,23 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore {
+            pool,
+            feature: Default::default(),
+        })
     }
 
     /// The pool (benchmarks and test fixtures insert rows in any state through it).
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    async fn feature(&self) -> StoreResult<Timestamp> {
+        if let Some(t) = self.feature.get() {
+            return Ok(*t);
+        }
+        let t = rows::feature_enabled_at(&self.pool).await?;
+        Ok(*self.feature.get_or_init(|| t))
     }
 
     async fn begin(&self) -> StoreResult<Transaction<'static, Sqlite>> {
@@ -334,7 +347,7 @@ impl Store for SqliteStore {
         let mut tx = self.begin().await?;
         let out = items::finish(&mut tx, claim, finish, logs, now).await?;
         tx.commit().await?;
-        Ok(out)
+        out.ok_or(StoreError::ClaimLost)
     }
 
     async fn item_close(
@@ -357,7 +370,7 @@ impl Store for SqliteStore {
         validity: Duration,
         batch: i64,
     ) -> StoreResult<u64> {
-        let feature = rows::feature_enabled_at(&self.pool).await?;
+        let feature = self.feature().await?;
         let cutoff = now.minus(validity);
         // max(enqueued_at, feature_enabled_at) <= cutoff  ⇔  both are; the second is a constant.
         if feature > cutoff {
@@ -370,10 +383,10 @@ impl Store for SqliteStore {
     }
 
     async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>> {
-        query::list(&self.pool, scope, filter).await
+        query::list(&self.pool, self.feature().await?, scope, filter).await
     }
 
     async fn item_get(&self, scope: &Scope, id: i64) -> StoreResult<Option<ItemDetail>> {
-        query::get(&self.pool, scope, id).await
+        query::get(&self.pool, self.feature().await?, scope, id).await
     }
 }

@@ -3,7 +3,9 @@
 
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
-use super::rows::{ITEM_COLUMNS, feature_enabled_at, item_view, ts};
+use rakuten_types::Timestamp;
+
+use super::rows::{ITEM_COLUMNS, item_view, ts};
 use super::t;
 use crate::domain::Scope;
 use crate::priority::VALIDITY;
@@ -21,10 +23,10 @@ fn push_scope(qb: &mut QueryBuilder<Sqlite>, scope: &Scope) {
 
 pub(crate) async fn list(
     pool: &SqlitePool,
+    feature: Timestamp,
     scope: &Scope,
     f: &ItemFilter,
 ) -> StoreResult<Vec<ItemView>> {
-    let feature = feature_enabled_at(pool).await?;
     let mut qb = QueryBuilder::<Sqlite>::new(format!(
         "SELECT {ITEM_COLUMNS} FROM priority_items i WHERE 1 = 1"
     ));
@@ -71,10 +73,10 @@ pub(crate) async fn list(
 
 pub(crate) async fn get(
     pool: &SqlitePool,
+    feature: Timestamp,
     scope: &Scope,
     id: i64,
 ) -> StoreResult<Option<ItemDetail>> {
-    let feature = feature_enabled_at(pool).await?;
     let mut qb = QueryBuilder::<Sqlite>::new(format!(
         "SELECT {ITEM_COLUMNS} FROM priority_items i WHERE i.id = "
     ));
