@@ -156,3 +156,35 @@ async fn card_or_device_polling_switched_off_fails_without_upstream_call() {
         "bound device polling is switched off"
     );
 }
+
+#[tokio::test]
+async fn takeover_after_a_crash_during_the_last_attempt_fails_without_a_fourth_call() {
+    let app = spawn_seeded().await;
+    let id = one_item(&app, "CA1", "package").await;
+    app.sim
+        .set_behavior("CA1", card_polling::upstream::SimBehavior::Fail);
+    app.run_executor().await;
+    app.advance(1800);
+    app.run_executor().await;
+    assert_eq!(app.detail(id).await["item"]["attempts"], 2);
+    app.advance(1800);
+    // A claimer counts the third attempt, then dies before finishing.
+    let dying = app
+        .store
+        .item_claim(id, "dying", app.clock.now(), CLAIM_LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    app.store
+        .item_begin_attempt(&dying, app.clock.now())
+        .await
+        .unwrap();
+    app.advance(90);
+    let report = app.run_executor().await;
+    assert_eq!(report.failed, 1, "{report:?}");
+    let item = app.detail(id).await["item"].clone();
+    assert_eq!(item["status"], "failed");
+    assert_eq!(item["attempts"], 3);
+    assert_eq!(item["failure_reason"], "maximum attempts reached");
+    assert_eq!(app.sim.poll_calls("CA1", "package"), 2, "no fourth call");
+}
