@@ -2,8 +2,9 @@
 //! transactions. SQL stays close to portable (partial indexes, `ON CONFLICT … WHERE`,
 //! `RETURNING`) so the PostgreSQL driver of a later issue can mirror it.
 //!
-//! Files: [`domain`] (host domain), [`enqueue`] (snapshot and enqueue-or-merge inside a business
-//! transaction), [`items`] (claim, attempts, finish, close, expire), [`query`] (scoped reads).
+//! Files: `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
+//! transaction), `items.rs` (claim, attempts, finish, close, expire), `query.rs` (scoped reads),
+//! `rows.rs` (row decoding).
 
 mod domain;
 mod enqueue;
