@@ -1,6 +1,6 @@
-//! Building and running the application: open the store, bind the listener, start the sweeper,
-//! serve until a shutdown signal, then drain (stop accepting, let long-polls return, let the
-//! writer commit its last batch).
+//! Building and running the application: open the store, bind the listener, start the sweepers
+//! (order leases, account queries), serve until a shutdown signal, then drain (stop accepting,
+//! let long-polls return, let the writer commit its last batch).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,11 +12,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::http::{AppState, router};
 use crate::jobs::alerts::AlertThresholds;
+use crate::jobs::query_sweeper::{QuerySweepSettings, QuerySweeper};
 use crate::jobs::sweeper::Sweeper;
 use crate::lease::notify::LeaseNotifier;
 use crate::settings::Settings;
-use crate::store::OrderStore;
 use crate::store::sqlite::SqliteStore;
+use crate::store::{OrderStore, QueryStore};
 
 /// A built, bound, not yet running gateway.
 #[derive(Debug)]
@@ -26,6 +27,7 @@ pub struct Application {
     state: AppState,
     store: Arc<SqliteStore>,
     sweeper: Sweeper,
+    query_sweeper: QuerySweeper,
     shutdown: CancellationToken,
 }
 
@@ -59,11 +61,25 @@ impl Application {
                 queued: settings.queued_alert(),
             },
         );
+        let query_store: Arc<dyn QueryStore> = store.clone();
+        let query_notifier = LeaseNotifier::new();
+        let query_sweeper = QuerySweeper::new(
+            query_store.clone(),
+            clock.clone(),
+            query_notifier.clone(),
+            QuerySweepSettings {
+                interval: settings.sweep_interval(),
+                query_ttl: settings.query_ttl(),
+                retention: settings.query_retention(),
+            },
+        );
         let state = AppState {
             store: dyn_store,
             clock,
             settings: Arc::new(settings),
             lease_notifier: notifier,
+            queries: query_store,
+            query_notifier,
             shutdown: shutdown.clone(),
         };
         Ok(Application {
@@ -72,6 +88,7 @@ impl Application {
             state,
             store,
             sweeper,
+            query_sweeper,
             shutdown,
         })
     }
@@ -96,6 +113,11 @@ impl Application {
         self.sweeper.clone()
     }
 
+    /// The account-query sweeper, so tests can call `run_once(now)` directly.
+    pub fn query_sweeper(&self) -> QuerySweeper {
+        self.query_sweeper.clone()
+    }
+
     /// Serves until `shutdown` completes, then drains: waiting long-polls return at once, the
     /// sweeper stops, in-flight requests finish, the writer commits what it accepted.
     ///
@@ -107,6 +129,7 @@ impl Application {
     ) -> anyhow::Result<()> {
         let token = self.shutdown.clone();
         let sweeper = tokio::spawn(self.sweeper.run(token.clone()));
+        let query_sweeper = tokio::spawn(self.query_sweeper.run(token.clone()));
         let app = router(self.state);
         tracing::info!(port = self.port, "order-gateway listening");
         let served = axum::serve(self.listener, app)
@@ -118,6 +141,7 @@ impl Application {
             .await;
         self.shutdown.cancel();
         let _ = sweeper.await;
+        let _ = query_sweeper.await;
         self.store.close().await;
         tracing::info!("order-gateway stopped");
         served.context("serving HTTP")

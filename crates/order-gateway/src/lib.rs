@@ -1,5 +1,5 @@
 //! order-gateway: the durable, leased, at-most-once order task queue and order-state mirror
-//! (spec order-gateway.md §3–§5, §7–§9).
+//! (spec order-gateway.md §3–§5, §7–§9), and the account read-only query channel (§11).
 //!
 //! Layout, one file per concept:
 //! - `main.rs`: thin binary, `order-gateway serve`.
@@ -12,7 +12,12 @@
 //!   driver (group-commit writer, read pool); schema in `migrations/sqlite`.
 //! - [`lease`]: in-process wake-up of long-polls ([`lease::notify`]) and the long-poll
 //!   ([`lease::long_poll`]).
-//! - [`jobs`]: the lease-expiry sweeper ([`jobs::sweeper`]) and alerts ([`jobs::alerts`]).
+//! - [`jobs`]: the lease-expiry sweeper ([`jobs::sweeper`]), alerts ([`jobs::alerts`]) and the
+//!   account-query sweeper ([`jobs::query_sweeper`]).
+//! - [`query_queue`]: the account read-only query channel (§11): the side-by-side comparison of
+//!   the two channels' semantics, submit validation, result size limit, query long-poll. Its
+//!   storage is [`store::QueryStore`] (table `account_queries`), its routes
+//!   [`http::routes::queries`].
 //!
 //! The task state machine itself is `rakuten_types::TaskStatus::transition`; the one-active
 //! invariant is the partial unique index `one_active_task`.
@@ -21,6 +26,7 @@ pub mod app;
 pub mod http;
 pub mod jobs;
 pub mod lease;
+pub mod query_queue;
 pub mod settings;
 pub mod store;
 

@@ -114,6 +114,34 @@ pub struct Settings {
     /// `global`: one active task overall; `site`: one active task per site.
     #[arg(long, env = "RAKUTEN_LEASE_SCOPE", value_enum, default_value_t = LeaseScope::Global)]
     pub lease_scope: LeaseScope,
+
+    /// Account-query lease TTL, seconds (§11.5); a lapsed lease is redelivered automatically.
+    #[arg(long, env = "RAKUTEN_QUERY_LEASE_TTL_SECONDS", default_value_t = 180.0)]
+    pub query_lease_ttl_seconds: f64,
+
+    /// Longest life of an account query since submit, seconds (§11.5); older → `expired`.
+    #[arg(long, env = "RAKUTEN_QUERY_TTL_SECONDS", default_value_t = 900.0)]
+    pub query_ttl_seconds: f64,
+
+    /// Most leases of one account query (§11.5); exhausted → `failed`.
+    #[arg(long, env = "RAKUTEN_QUERY_MAX_ATTEMPTS", default_value_t = 3)]
+    pub query_max_attempts: u32,
+
+    /// How long finished account queries are kept, seconds (§11.5); older ones are deleted.
+    #[arg(
+        long,
+        env = "RAKUTEN_QUERY_RETENTION_SECONDS",
+        default_value_t = 604_800.0
+    )]
+    pub query_retention_seconds: f64,
+
+    /// Largest stored result JSON, bytes (§11.5): over → raw pages dropped; still over → failed.
+    #[arg(
+        long,
+        env = "RAKUTEN_QUERY_RESULT_MAX_BYTES",
+        default_value_t = 1_048_576
+    )]
+    pub query_result_max_bytes: usize,
 }
 
 /// A setting out of range.
@@ -141,6 +169,11 @@ impl Settings {
             queued_alert_seconds: 600.0,
             sweep_interval_seconds: 1.0,
             lease_scope: LeaseScope::Global,
+            query_lease_ttl_seconds: 180.0,
+            query_ttl_seconds: 900.0,
+            query_max_attempts: 3,
+            query_retention_seconds: 604_800.0,
+            query_result_max_bytes: 1_048_576,
         }
     }
 
@@ -166,6 +199,15 @@ impl Settings {
                 "RAKUTEN_SWEEP_INTERVAL_SECONDS",
                 self.sweep_interval_seconds,
             ),
+            (
+                "RAKUTEN_QUERY_LEASE_TTL_SECONDS",
+                self.query_lease_ttl_seconds,
+            ),
+            ("RAKUTEN_QUERY_TTL_SECONDS", self.query_ttl_seconds),
+            (
+                "RAKUTEN_QUERY_RETENTION_SECONDS",
+                self.query_retention_seconds,
+            ),
         ];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0 && v < 1.0e9) {
@@ -174,6 +216,21 @@ impl Settings {
                     reason: format!("must be a positive number of seconds, got {v}"),
                 });
             }
+        }
+        if !(1..=100).contains(&self.query_max_attempts) {
+            return Err(SettingsError {
+                name: "RAKUTEN_QUERY_MAX_ATTEMPTS",
+                reason: format!("must be 1..=100, got {}", self.query_max_attempts),
+            });
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.query_result_max_bytes) {
+            return Err(SettingsError {
+                name: "RAKUTEN_QUERY_RESULT_MAX_BYTES",
+                reason: format!(
+                    "must be 1 KiB..=64 MiB, got {} bytes",
+                    self.query_result_max_bytes
+                ),
+            });
         }
         let w = self.lease_max_wait_seconds;
         if !(w.is_finite() && (0.0..=3600.0).contains(&w)) {
@@ -226,6 +283,30 @@ impl Settings {
     /// Sweeper period.
     pub fn sweep_interval(&self) -> Duration {
         Duration::from_secs_f64(self.sweep_interval_seconds)
+    }
+
+    /// Account-query lease TTL.
+    pub fn query_lease_ttl(&self) -> Duration {
+        Duration::from_secs_f64(self.query_lease_ttl_seconds)
+    }
+
+    /// Account-query life since submit.
+    pub fn query_ttl(&self) -> Duration {
+        Duration::from_secs_f64(self.query_ttl_seconds)
+    }
+
+    /// Retention of finished account queries.
+    pub fn query_retention(&self) -> Duration {
+        Duration::from_secs_f64(self.query_retention_seconds)
+    }
+
+    /// Body limit of `POST /api/account/queries/{id}/result`, bytes: twice the result limit
+    /// plus 64 KiB, so a result somewhat over the limit still arrives and gets its raw pages
+    /// dropped (rather than a bare 413).
+    pub fn query_result_body_limit(&self) -> usize {
+        self.query_result_max_bytes
+            .saturating_mul(2)
+            .saturating_add(64 * 1024)
     }
 }
 

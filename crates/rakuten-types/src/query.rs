@@ -346,6 +346,16 @@ pub struct OrderListResult {
     /// The site's raw page states, in page order.
     #[schema(value_type = Vec<Object>)]
     pub raw_pages: Vec<Value>,
+    /// Why paging stopped before covering the window, as a site error code (5001 login lost on a
+    /// later page, 5002 page changed); `None` when it was not stopped by a site error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_code: Option<i32>,
+    /// Text for `stop_code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// `true` when `raw_pages` were dropped to fit the result size limit.
+    #[serde(default)]
+    pub raw_omitted: bool,
 }
 
 /// `kind=order_detail` result (§11.3).
@@ -366,4 +376,62 @@ pub struct OrderDetailResult {
     pub raw: Option<Value>,
     /// Whether `raw` could be read.
     pub raw_available: bool,
+    /// `true` when `raw` was dropped to fit the result size limit.
+    #[serde(default)]
+    pub raw_omitted: bool,
+}
+
+/// `POST /api/account/queries/{id}/result` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct QueryResultAck {
+    /// The query.
+    pub query_id: QueryId,
+    /// Its status now: `succeeded`, or `failed` (a failure result, or a success whose result
+    /// stayed over `RAKUTEN_QUERY_RESULT_MAX_BYTES` even without its raw pages).
+    pub status: QueryStatus,
+    /// `true` when the raw pages were dropped to fit the size limit.
+    pub raw_omitted: bool,
+    /// `true` when this was an identical repeat of the result already recorded for the same
+    /// lease (a retry after a lost answer); nothing changed.
+    pub duplicate: bool,
+    /// Error code stored, when the query failed.
+    pub error_code: Option<i32>,
+    /// Error text stored, when the query failed.
+    pub error_message: Option<String>,
+}
+
+/// One query in `GET /api/account/queries` (no result body: fetch one query for that).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct QuerySummary {
+    /// Id.
+    pub query_id: QueryId,
+    /// Site.
+    pub site: String,
+    /// Kind.
+    pub kind: QueryKind,
+    /// Params.
+    #[schema(value_type = Object)]
+    pub params: Value,
+    /// Status.
+    pub status: QueryStatus,
+    /// Leases so far.
+    pub attempt: i64,
+    /// Most leases allowed.
+    pub max_attempts: i64,
+    /// Current or last holder.
+    pub lease_owner: Option<String>,
+    /// Current lease expiry.
+    pub lease_expires_at: Option<Timestamp>,
+    /// `true` when raw pages were dropped.
+    pub raw_omitted: bool,
+    /// Error code on failure.
+    pub error_code: Option<i32>,
+    /// Error text on failure.
+    pub error_message: Option<String>,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// When it became terminal.
+    pub finished_at: Option<Timestamp>,
 }

@@ -35,6 +35,15 @@ pub enum ApiError {
     Internal(#[source] anyhow::Error),
 }
 
+impl From<crate::query_queue::InputError> for ApiError {
+    fn from(e: crate::query_queue::InputError) -> Self {
+        match e {
+            crate::query_queue::InputError::Invalid(m) => ApiError::Validation(m),
+            crate::query_queue::InputError::TooLarge(m) => ApiError::PayloadTooLarge(m),
+        }
+    }
+}
+
 impl ApiError {
     /// The error code (and through it the HTTP status) of this error.
     pub fn code(&self) -> ErrorCode {
@@ -51,6 +60,9 @@ impl ApiError {
                 }
                 StoreError::GateBusy(_) => ErrorCode::Conflict,
                 StoreError::Closed => ErrorCode::Unavailable,
+                StoreError::QueryNotFound(_) => ErrorCode::QueryNotFound,
+                StoreError::QueryLeaseInvalid(_) => ErrorCode::QueryLeaseInvalid,
+                StoreError::QueryTransition(_) => ErrorCode::QueryLeaseInvalid,
                 StoreError::Corrupt(_) | StoreError::Database(_) => ErrorCode::Internal,
             },
             ApiError::Internal(_) => ErrorCode::Internal,

@@ -27,7 +27,8 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
     Bytes::from_request(req, state).await.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge(format!(
-                "request body exceeds {} bytes",
+                "request body exceeds this route's limit ({} bytes for order routes; \
+                 RAKUTEN_QUERY_RESULT_MAX_BYTES * 2 + 64 KiB for query results)",
                 super::MAX_BODY_BYTES
             ))
         } else {

@@ -4,8 +4,8 @@
 //! - [`auth`]: Bearer token middleware for `/api/*`.
 //! - [`extract`]: extractors whose rejections are envelopes.
 //! - [`openapi`]: the generated OpenAPI document at `/openapi.json`.
-//! - [`routes`]: one module per route group (`orders`, `health`; the account-query channel adds
-//!   `queries` next to them).
+//! - [`routes`]: one module per route group (`orders`, `queries` — the account-query channel —,
+//!   `health`).
 //!
 //! `/health` and `/openapi.json` are unauthenticated (probes and tooling); everything under
 //! `/api` needs the token.
@@ -30,10 +30,11 @@ use tower_http::trace::TraceLayer;
 use self::error::ApiError;
 use crate::lease::notify::LeaseNotifier;
 use crate::settings::Settings;
-use crate::store::OrderStore;
+use crate::store::{OrderStore, QueryStore};
 
 /// Largest request body, bytes: the 64 KiB intent plus room for the envelope around it. An intent
-/// over 64 KiB inside a smaller body is refused by the submit handler (413 as well).
+/// over 64 KiB inside a smaller body is refused by the submit handler (413 as well). The query
+/// result route has its own, larger limit (`Settings::query_result_body_limit`).
 pub const MAX_BODY_BYTES: usize = MAX_INTENT_BYTES + 16 * 1024;
 
 /// What every handler shares. Cheap to clone. New channels (e.g. the account-query channel) add
@@ -48,6 +49,10 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Wakes waiting lease long-polls.
     pub lease_notifier: LeaseNotifier,
+    /// Account-query storage (§11); the same SQLite store and writer as `store`.
+    pub queries: Arc<dyn QueryStore>,
+    /// Wakes waiting query long-polls (its own signal: orders and queries never wake each other).
+    pub query_notifier: LeaseNotifier,
     /// Cancelled at shutdown: waiting long-polls return at once.
     pub shutdown: CancellationToken,
 }
@@ -56,6 +61,7 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(routes::orders::router())
+        .merge(routes::queries::router(&state.settings))
         .route_layer(from_fn_with_state(state.clone(), auth::require_bearer));
     Router::new()
         .merge(routes::health::router())

@@ -7,12 +7,12 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::AppState;
-use super::routes::{health, orders};
+use super::routes::{health, orders, queries};
 
 /// The gateway's API description.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "order-gateway", description = "Leased, at-most-once order task queue (spec order-gateway.md)"),
+    info(title = "order-gateway", description = "Leased, at-most-once order task queue and account read-only query channel (spec order-gateway.md)"),
     paths(
         orders::submit,
         orders::lease,
@@ -21,10 +21,19 @@ use super::routes::{health, orders};
         orders::reclaim,
         orders::get_task,
         orders::list,
+        queries::submit,
+        queries::lease,
+        queries::result,
+        queries::get_query,
+        queries::list,
         health::health,
     ),
     modifiers(&BearerAuth),
-    tags((name = "orders", description = "order tasks (§4.2–§4.6, §5)"), (name = "health", description = "§4.6, §4.7"))
+    tags(
+        (name = "orders", description = "order tasks (§4.2–§4.6, §5)"),
+        (name = "account queries", description = "account read-only query channel (§11)"),
+        (name = "health", description = "§4.6, §4.7")
+    )
 )]
 pub struct ApiDoc;
 

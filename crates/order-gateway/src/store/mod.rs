@@ -9,8 +9,15 @@
 //! - nothing ever returns to `queued`; `stale` is reached only through lease expiry;
 //! - a write is acknowledged (the method returns) only after it is durably committed;
 //! - `now` is always the caller's (the injected clock), never the database's.
+//!
+//! The account-query channel (§11) has its own narrow trait, [`queries::QueryStore`], with its own
+//! contract (redelivery instead of `stale`); the SQLite driver implements both and runs both
+//! through the same group-commit writer.
 
+pub mod queries;
 pub mod sqlite;
+
+pub use queries::QueryStore;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -188,6 +195,16 @@ pub enum StoreError {
     /// The state machine refused a transition (a bug or a race the SQL guard also caught).
     #[error(transparent)]
     Transition(#[from] InvalidTransition),
+    /// No such account query, or it was purged after its retention (6005).
+    #[error("query {0} not found")]
+    QueryNotFound(rakuten_types::QueryId),
+    /// The caller does not hold the query's current lease (6006): not the holder, redelivered to
+    /// someone else, superseded token, lease lapsed, or the query is finished.
+    #[error("query lease invalid: {0}")]
+    QueryLeaseInvalid(String),
+    /// The query state machine refused a transition.
+    #[error(transparent)]
+    QueryTransition(#[from] rakuten_types::query::InvalidQueryTransition),
     /// The store is shutting down (503).
     #[error("store is closed")]
     Closed,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use order_gateway::Application;
 use order_gateway::Settings;
+use order_gateway::jobs::query_sweeper::{QuerySweep, QuerySweeper};
 use order_gateway::jobs::sweeper::Sweeper;
 use order_gateway::store::StaleTask;
 use rakuten_types::{Clock, ManualClock};
@@ -19,6 +20,7 @@ pub struct TestApp {
     pub clock: ManualClock,
     pub token: String,
     pub sweeper: Sweeper,
+    pub query_sweeper: QuerySweeper,
     pub settings: Settings,
     pub _tempdir: tempfile::TempDir,
 }
@@ -77,6 +79,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
         .expect("build");
     let address = format!("http://127.0.0.1:{}", app.port());
     let sweeper = app.sweeper();
+    let query_sweeper = app.query_sweeper();
     tokio::spawn(app.run_until_stopped(std::future::pending()));
     TestApp {
         address,
@@ -87,6 +90,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
         clock,
         token: TOKEN.into(),
         sweeper,
+        query_sweeper,
         settings,
         _tempdir: tempdir,
     }
@@ -212,5 +216,75 @@ impl TestApp {
         let data = g.assert_ok().clone();
         assert_eq!(data["task_id"], task_id);
         data
+    }
+}
+
+/// Account-query helpers (§11).
+impl TestApp {
+    pub async fn submit_query(&self, body: Value) -> Answer {
+        answer(
+            self.post("/api/account/queries")
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// Submits an `order_list` query with this id.
+    pub async fn submit_list_query(&self, query_id: &str) -> Answer {
+        self.submit_query(json!({"query_id": query_id, "site": "rakuten", "kind": "order_list", "params": {"max_pages": 2}}))
+            .await
+    }
+
+    pub async fn lease_query(&self, worker: &str, wait: f64) -> Answer {
+        answer(
+            self.get(&format!(
+                "/api/account/queries/lease?worker_id={worker}&wait={wait}"
+            ))
+            .send()
+            .await
+            .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn query_result(&self, query_id: &str, body: Value) -> Answer {
+        answer(
+            self.post(&format!("/api/account/queries/{query_id}/result"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn query(&self, query_id: &str) -> Answer {
+        answer(
+            self.get(&format!("/api/account/queries/{query_id}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn query_status(&self, query_id: &str) -> String {
+        let a = self.query(query_id).await;
+        a.assert_ok()["status"].as_str().unwrap().to_owned()
+    }
+
+    /// One account-query sweep at the clock's now.
+    pub async fn sweep_queries(&self) -> QuerySweep {
+        self.query_sweeper.run_once(self.clock.now()).await.unwrap()
+    }
+
+    /// Moves the clock past the query lease TTL.
+    pub fn expire_query_leases(&self) {
+        self.clock.advance(Duration::from_secs_f64(
+            self.settings.query_lease_ttl_seconds + 1.0,
+        ));
     }
 }

@@ -8,6 +8,7 @@ mod health;
 mod helpers;
 mod invariants;
 mod lease;
+mod queries;
 mod report;
 mod soak;
 mod store;

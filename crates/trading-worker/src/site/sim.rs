@@ -305,6 +305,7 @@ impl Site for SimSite {
             stage_label,
             raw: Some(d.clone()),
             raw_available: true,
+            raw_omitted: false,
         };
         Ok(Step { value, page })
     }

@@ -2,3 +2,4 @@
 
 pub mod health;
 pub mod orders;
+pub mod queries;

@@ -46,7 +46,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/orders/{task_id}/reclaim", post(reclaim))
 }
 
-fn check_site(site: &str) -> Result<(), ApiError> {
+pub(crate) fn check_site(site: &str) -> Result<(), ApiError> {
     if site == SITE_RAKUTEN {
         Ok(())
     } else {

@@ -5,8 +5,11 @@
 //! - [`ops`]: the write transitions (run by the writer, one SAVEPOINT each).
 //! - [`reads`]: read queries.
 //! - [`rows`]: row decoding.
+//! - `queries`: the account-query channel's transitions and reads (`account_queries`, §11);
+//!   [`SqliteStore`] implements [`QueryStore`] with them, through the same writer.
 
 mod ops;
+mod queries;
 mod reads;
 mod rows;
 pub mod writer;
@@ -29,26 +32,43 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use self::writer::{WriteOp, WriteStats};
+use super::queries::{
+    LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord, QueryStore,
+};
 use super::{
     HealthSnapshot, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
     RenewRequest, StaleTask, StoreError, TaskFilter,
 };
 use crate::settings::LeaseScope;
+use rakuten_types::QueryId;
+use rakuten_types::query::{QueryGrant, QueryResultAck, QuerySummary, QueryView, SubmitQueryAck};
 
 /// The migrations of `migrations/sqlite`, embedded at compile time. (Built by hand rather than
 /// with `sqlx::migrate!`, which needs sqlx's `macros` feature and with it a second build of
 /// sqlx and the bundled SQLite for the proc-macro; see DECISIONS D-gw-2.)
 pub fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        "order tasks".into(),
-        MigrationType::Simple,
-        sqlx::AssertSqlSafe(include_str!(
-            "../../../migrations/sqlite/0001_order_tasks.sql"
-        ))
-        .into_sql_str(),
-        false,
-    )])
+    Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            "order tasks".into(),
+            MigrationType::Simple,
+            sqlx::AssertSqlSafe(include_str!(
+                "../../../migrations/sqlite/0001_order_tasks.sql"
+            ))
+            .into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            2,
+            "account queries".into(),
+            MigrationType::Simple,
+            sqlx::AssertSqlSafe(include_str!(
+                "../../../migrations/sqlite/0002_account_queries.sql"
+            ))
+            .into_sql_str(),
+            false,
+        ),
+    ])
 }
 
 /// Queue depth in front of the writer; senders wait (backpressure) when it is full.
@@ -210,5 +230,72 @@ impl OrderStore for SqliteStore {
             tracing::error!(error = %e, "the writer task failed");
         }
         self.read.close().await;
+    }
+}
+
+#[async_trait]
+impl QueryStore for SqliteStore {
+    async fn query_insert(
+        &self,
+        query: NewQuery,
+        now: Timestamp,
+    ) -> Result<SubmitQueryAck, StoreError> {
+        self.write(|r| WriteOp::QueryInsert(query, now, r)).await
+    }
+
+    async fn query_lease_next(
+        &self,
+        req: QueryLeaseRequest,
+        now: Timestamp,
+    ) -> Result<Option<QueryGrant>, StoreError> {
+        self.write(|r| WriteOp::QueryLease(req, now, r)).await
+    }
+
+    async fn query_leasable_exists(
+        &self,
+        site: Option<&str>,
+        created_after: Timestamp,
+    ) -> Result<bool, StoreError> {
+        queries::query_leasable_exists(&self.read, site, created_after).await
+    }
+
+    async fn query_record_result(
+        &self,
+        rec: QueryResultRecord,
+        now: Timestamp,
+    ) -> Result<QueryResultAck, StoreError> {
+        self.write(|r| WriteOp::QueryResult(rec, now, r)).await
+    }
+
+    async fn query_requeue_expired_leases(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<LapsedQuery>, StoreError> {
+        self.write(|r| WriteOp::QueryRequeue(now, r)).await
+    }
+
+    async fn query_mark_expired(
+        &self,
+        created_before: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<QueryId>, StoreError> {
+        self.write(|r| WriteOp::QueryExpire(created_before, now, r))
+            .await
+    }
+
+    async fn query_delete_terminal_before(
+        &self,
+        finished_before: Timestamp,
+    ) -> Result<u64, StoreError> {
+        self.write(|r| WriteOp::QueryPurge(finished_before, r))
+            .await
+    }
+
+    async fn query_get(&self, query_id: &QueryId) -> Result<Option<QueryView>, StoreError> {
+        queries::query_get(&self.read, query_id).await
+    }
+
+    async fn query_list(&self, filter: QueryFilter) -> Result<Page<QuerySummary>, StoreError> {
+        queries::query_list(&self.read, filter).await
     }
 }

@@ -7,7 +7,7 @@
 //! per second. Batching makes durable throughput a multiple of the fsync rate, and a single writer
 //! connection means no "database is locked" between our own writers.
 //!
-//! A lease attempt whose caller has gone away (its reply channel is closed: the HTTP request was
+//! A lease attempt (order or query) whose caller has gone away (its reply channel is closed: the HTTP request was
 //! dropped) is skipped before it runs, so a disconnected long-poll never takes a lease.
 
 use std::sync::Arc;
@@ -18,11 +18,14 @@ use rakuten_types::order::{LeaseGrant, RenewAck, ReportAck, SubmitOrderAck};
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
-use super::ops;
+use super::{ops, queries};
+use crate::store::queries::{LapsedQuery, NewQuery, QueryLeaseRequest, QueryResultRecord};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, StaleTask,
     StoreError,
 };
+use rakuten_types::QueryId;
+use rakuten_types::query::{QueryGrant, QueryResultAck, SubmitQueryAck};
 
 /// Most operations committed together.
 pub const MAX_BATCH: usize = 256;
@@ -38,6 +41,13 @@ pub(crate) enum WriteOp {
     Report(NewReport, Timestamp, Reply<ReportAck>),
     Reclaim(ReclaimRequest, Timestamp, Reply<LeaseGrant>),
     Sweep(Timestamp, Reply<Vec<StaleTask>>),
+    // The account-query channel (§11) shares the writer, so its commits share the fsyncs.
+    QueryInsert(NewQuery, Timestamp, Reply<SubmitQueryAck>),
+    QueryLease(QueryLeaseRequest, Timestamp, Reply<Option<QueryGrant>>),
+    QueryResult(QueryResultRecord, Timestamp, Reply<QueryResultAck>),
+    QueryRequeue(Timestamp, Reply<Vec<LapsedQuery>>),
+    QueryExpire(Timestamp, Timestamp, Reply<Vec<QueryId>>),
+    QueryPurge(Timestamp, Reply<u64>),
 }
 
 /// Counters of the writer, for the benchmark (operations per commit = operations per fsync).
@@ -76,7 +86,11 @@ fn deferred<T: Send + 'static>(reply: Reply<T>, r: Result<T, StoreError>) -> (bo
 impl WriteOp {
     /// A lease attempt nobody waits for any more.
     fn abandoned(&self) -> bool {
-        matches!(self, WriteOp::Lease(_, _, reply) if reply.is_closed())
+        match self {
+            WriteOp::Lease(_, _, reply) => reply.is_closed(),
+            WriteOp::QueryLease(_, _, reply) => reply.is_closed(),
+            _ => false,
+        }
     }
 
     fn fail(self, e: StoreError) {
@@ -87,6 +101,12 @@ impl WriteOp {
             WriteOp::Report(_, _, r) => drop(r.send(Err(e))),
             WriteOp::Reclaim(_, _, r) => drop(r.send(Err(e))),
             WriteOp::Sweep(_, r) => drop(r.send(Err(e))),
+            WriteOp::QueryInsert(_, _, r) => drop(r.send(Err(e))),
+            WriteOp::QueryLease(_, _, r) => drop(r.send(Err(e))),
+            WriteOp::QueryResult(_, _, r) => drop(r.send(Err(e))),
+            WriteOp::QueryRequeue(_, r) => drop(r.send(Err(e))),
+            WriteOp::QueryExpire(_, _, r) => drop(r.send(Err(e))),
+            WriteOp::QueryPurge(_, r) => drop(r.send(Err(e))),
         }
     }
 
@@ -98,6 +118,24 @@ impl WriteOp {
             WriteOp::Report(q, now, r) => deferred(r, ops::task_report(conn, q, now).await),
             WriteOp::Reclaim(q, now, r) => deferred(r, ops::task_reclaim(conn, q, now).await),
             WriteOp::Sweep(now, r) => deferred(r, ops::task_mark_stale_expired(conn, now).await),
+            WriteOp::QueryInsert(q, now, r) => {
+                deferred(r, queries::query_insert(conn, q, now).await)
+            }
+            WriteOp::QueryLease(q, now, r) => {
+                deferred(r, queries::query_lease_next(conn, q, now).await)
+            }
+            WriteOp::QueryResult(q, now, r) => {
+                deferred(r, queries::query_record_result(conn, q, now).await)
+            }
+            WriteOp::QueryRequeue(now, r) => {
+                deferred(r, queries::query_requeue_expired_leases(conn, now).await)
+            }
+            WriteOp::QueryExpire(before, now, r) => {
+                deferred(r, queries::query_mark_expired(conn, before, now).await)
+            }
+            WriteOp::QueryPurge(before, r) => {
+                deferred(r, queries::query_delete_terminal_before(conn, before).await)
+            }
         }
     }
 }
