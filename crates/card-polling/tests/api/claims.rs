@@ -66,6 +66,7 @@ async fn crashed_claimer_is_taken_over_after_the_claim_lease() {
         .map(|e| e["result"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(claims, ["claimed", "taken_over_after_lease"]);
+    app.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -116,6 +117,7 @@ async fn late_finisher_after_takeover_gets_a_claim_conflict() {
         item["attempts"], 2,
         "the slow attempt and the takeover's attempt both count"
     );
+    app.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -155,6 +157,7 @@ async fn card_or_device_polling_switched_off_fails_without_upstream_call() {
         dev["failure_reason"],
         "bound device polling is switched off"
     );
+    app.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -187,4 +190,5 @@ async fn takeover_after_a_crash_during_the_last_attempt_fails_without_a_fourth_c
     assert_eq!(item["attempts"], 3);
     assert_eq!(item["failure_reason"], "maximum attempts reached");
     assert_eq!(app.sim.poll_calls("CA1", "package"), 2, "no fourth call");
+    app.assert_invariants().await;
 }

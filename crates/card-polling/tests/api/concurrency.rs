@@ -67,4 +67,5 @@ async fn many_concurrent_claimers_never_call_upstream_twice_for_one_item_and_rou
     }
     assert_eq!(done, 1);
     assert_eq!(app.sim.poll_calls("CA1", "package"), 2);
+    app.assert_invariants().await;
 }

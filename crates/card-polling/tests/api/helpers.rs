@@ -280,3 +280,48 @@ pub fn id_of(v: &Value) -> i64 {
         .or_else(|| v["item_id"].as_i64())
         .expect("id")
 }
+
+impl TestApp {
+    /// Checks the queue's invariants over every row: attempts within the limit, every item's
+    /// first audit fact is its creation, every terminal item has its terminal fact, and no
+    /// terminal item holds a claim.
+    pub async fn assert_invariants(&self) {
+        let pool = self.sqlite.pool();
+        let bad_attempts: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM priority_items WHERE attempts > max_attempts OR max_attempts <> 3",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        assert_eq!(bad_attempts, 0, "attempts beyond the limit");
+        let bad_first: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM priority_items i WHERE (SELECT e.kind FROM priority_item_events e \
+             WHERE e.item_id = i.id ORDER BY e.id LIMIT 1) NOT IN ('enqueue', 'retrigger')",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        assert_eq!(bad_first, 0, "an item whose first fact is not its creation");
+        let unaudited_terminal: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM priority_items i WHERE i.status NOT IN ('pending', 'running') AND NOT EXISTS \
+             (SELECT 1 FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = CASE i.status \
+                WHEN 'completed' THEN 'complete' WHEN 'failed' THEN 'fail_dequeue' \
+                WHEN 'closed' THEN 'close' WHEN 'expired' THEN 'expire' END)",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            unaudited_terminal, 0,
+            "a terminal item without its terminal fact"
+        );
+        let dup_active: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT iccid, task_type FROM priority_items \
+             WHERE status IN ('pending', 'running') GROUP BY iccid, task_type HAVING count(*) > 1)",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        assert_eq!(dup_active, 0, "two active items for one card and task type");
+    }
+}

@@ -93,6 +93,7 @@ async fn reaching_max_attempts_fails_with_a_safe_reason() {
     assert_eq!(kinds.iter().filter(|k| **k == "failure").count(), 3);
     assert_eq!(kinds.iter().filter(|k| **k == "retry").count(), 2);
     assert_eq!(kinds.last(), Some(&"fail_dequeue"));
+    app.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -214,6 +215,7 @@ async fn manual_close_with_reason_dequeues_and_audits() {
         "carrier call failed: carrier error 503"
     );
     assert!(item["last_log_id"].is_i64());
+    app.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -251,6 +253,7 @@ async fn item_past_validity_is_expired_by_the_job_not_by_reads() {
         app.audit_kinds(id).await.last().map(String::as_str),
         Some("expire")
     );
+    app.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -334,6 +337,7 @@ async fn failed_or_expired_item_retrigger_creates_a_new_active_item_with_zero_at
     // Out of scope for agent B is "not found".
     let (s, v) = app.post(&path, AGENT_B, json!({"reason": "x"})).await;
     assert_eq!((s, v["code"].as_i64()), (404, Some(7001)));
+    app.assert_invariants().await;
 }
 
 #[tokio::test]

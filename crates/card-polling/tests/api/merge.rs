@@ -36,6 +36,7 @@ async fn manual_enqueue_after_an_automatic_trigger_merges_into_the_active_item()
     );
     let kinds = app.audit_kinds(after["id"].as_i64().unwrap()).await;
     assert_eq!(kinds[..2], ["enqueue", "merge"]);
+    app.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -59,6 +60,7 @@ async fn replayed_trigger_event_merges_and_adds_nothing() {
         ["enqueue", "merge"],
         "the replay is audited, nothing else changes"
     );
+    app.assert_invariants().await;
 }
 
 #[tokio::test]

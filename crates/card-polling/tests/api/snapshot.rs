@@ -43,6 +43,7 @@ async fn device_with_three_active_cards_gets_one_item_per_card() {
     let failed = app.item_of("D1C2", "card_status").await;
     assert_eq!(failed["status"], "failed");
     assert_eq!(failed["failure_reason"], "carrier does not know the card");
+    app.assert_invariants().await;
 }
 
 #[tokio::test]

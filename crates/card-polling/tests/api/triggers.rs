@@ -121,6 +121,7 @@ async fn no_valid_package_with_a_pending_usage_enqueues_no_valid_package() {
             .all(|i| i["action"] == "replayed")
     );
     assert_eq!(app.active_count().await, 3);
+    app.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -191,4 +192,5 @@ async fn repeated_payment_callback_enqueues_nothing_new() {
     let items = app.list("iccid=CB1").await;
     assert_eq!(items.len(), 3);
     assert!(items.iter().all(|i| i["trigger_count"] == 1));
+    app.assert_invariants().await;
 }
