@@ -1,0 +1,452 @@
+//! The real binaries as child processes: each with its own directory under the run directory,
+//! its log file (appended across restarts), fixed 127.0.0.1 ports (a restart comes back on the
+//! same port, with the same database, journal and evidence directory, as a real restart would),
+//! `kill -9` and restart.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::process::{Child, Command};
+
+/// The bearer token the harness gives every gateway and worker.
+pub const API_TOKEN: &str = "chaos-token";
+
+/// The worker id (the same across restarts).
+pub const WORKER_ID: &str = "chaos-w1";
+
+/// A free 127.0.0.1 port (bound, read, released).
+///
+/// # Errors
+/// No port could be bound.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// One child process that can be killed and started again with the same command.
+#[derive(Debug)]
+pub struct Proc {
+    name: String,
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    /// Times started.
+    pub starts: u32,
+    /// Times killed with SIGKILL by the harness.
+    pub kills: u32,
+}
+
+impl Proc {
+    /// A process description; nothing is started.
+    pub fn new(
+        name: &str,
+        program: PathBuf,
+        args: &[&str],
+        env: Vec<(String, String)>,
+        cwd: PathBuf,
+    ) -> Self {
+        let log = cwd.join(format!("{name}.log"));
+        Proc {
+            name: name.into(),
+            program,
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            env,
+            cwd,
+            log,
+            child: None,
+            starts: 0,
+            kills: 0,
+        }
+    }
+
+    /// Starts the process with `extra_env` on top of its own environment.
+    ///
+    /// # Errors
+    /// The program cannot be spawned.
+    pub fn spawn(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .with_context(|| format!("open {}", self.log.display()))?;
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            // The run directory has no `.env`: nothing but what the harness sets applies.
+            .current_dir(&self.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("spawn {} ({})", self.name, self.program.display()))?;
+        self.child = Some(child);
+        self.starts += 1;
+        Ok(())
+    }
+
+    /// `kill -9` and reap; nothing when not running.
+    pub async fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            if matches!(c.try_wait(), Ok(None)) {
+                self.kills += 1;
+            }
+            let _ = c.start_kill();
+            let _ = c.wait().await;
+        }
+    }
+
+    /// Whether the process was started and has exited (crashed, aborted) since.
+    pub fn exited(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => !matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Whether the process is running.
+    pub fn running(&mut self) -> bool {
+        self.child.is_some() && !self.exited()
+    }
+
+    /// The log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+}
+
+async fn wait_http_ok(url: &str, proc_: &mut Proc, within: Duration) -> anyhow::Result<bool> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let until = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < until {
+        if proc_.exited() {
+            return Ok(false);
+        }
+        if let Ok(r) = http.get(url).send().await
+            && r.status().is_success()
+        {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(false)
+}
+
+/// A gateway instance.
+#[derive(Debug)]
+pub struct Gateway {
+    /// The process.
+    pub proc_: Proc,
+    /// Its address.
+    pub addr: SocketAddr,
+}
+
+impl Gateway {
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Starts it and waits until `/health` answers (retries a failed bind a few times).
+    ///
+    /// # Errors
+    /// It does not come up within 20 s.
+    pub async fn start(&mut self) -> anyhow::Result<()> {
+        for _ in 0..5 {
+            self.proc_.spawn(&[])?;
+            if wait_http_ok(
+                &format!("{}/health", self.url()),
+                &mut self.proc_,
+                Duration::from_secs(20),
+            )
+            .await?
+            {
+                return Ok(());
+            }
+            self.proc_.kill9().await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        bail!(
+            "gateway on {} did not come up; see {}",
+            self.addr,
+            self.proc_.log_path().display()
+        )
+    }
+
+    /// `kill -9`.
+    pub async fn kill9(&mut self) {
+        self.proc_.kill9().await;
+    }
+}
+
+/// The worker.
+#[derive(Debug)]
+pub struct Worker {
+    /// The process.
+    pub proc_: Proc,
+    /// Its journal file.
+    pub db_path: PathBuf,
+    failpoint: Option<String>,
+}
+
+impl Worker {
+    /// Starts it, optionally armed with a `RAKUTEN_WORKER_FAILPOINT`.
+    ///
+    /// # Errors
+    /// It cannot be spawned.
+    pub async fn start(&mut self, failpoint: Option<&str>) -> anyhow::Result<()> {
+        self.failpoint = failpoint.map(str::to_owned);
+        match failpoint {
+            Some(fp) => self.proc_.spawn(&[("RAKUTEN_WORKER_FAILPOINT", fp)]),
+            None => self.proc_.spawn(&[]),
+        }
+    }
+
+    /// `kill -9`.
+    pub async fn kill9(&mut self) {
+        self.proc_.kill9().await;
+    }
+
+    /// Whether it has exited (a failpoint fired, or it crashed).
+    pub fn exited(&mut self) -> bool {
+        self.proc_.exited()
+    }
+}
+
+/// The simulated shop (never killed: its state is in memory).
+#[derive(Debug)]
+pub struct Shop {
+    /// The process.
+    pub proc_: Proc,
+    /// Its address.
+    pub addr: SocketAddr,
+    /// The JSONL submission log.
+    pub submission_log: PathBuf,
+}
+
+impl Shop {
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Where the binaries are and how the processes are wired.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Directory with `order-gateway`, `trading-worker`, `shop-sim`.
+    pub bin_dir: PathBuf,
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Gateway instances.
+    pub gateways: u32,
+    /// `RAKUTEN_GATEWAY_DB_URL` (empty = SQLite file per run).
+    pub gateway_db_url: String,
+    /// `RAKUTEN_LEASE_TTL_SECONDS`.
+    pub lease_ttl_seconds: f64,
+}
+
+/// Every process of a run.
+#[derive(Debug)]
+pub struct Cluster {
+    /// Gateway instances.
+    pub gateways: Vec<Gateway>,
+    /// The worker.
+    pub worker: Worker,
+    /// The shop.
+    pub shop: Shop,
+}
+
+fn bin(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let p = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if !p.is_file() {
+        bail!(
+            "{} not found: build it first (cargo build -p order-gateway -p trading-worker -p shop-sim) or pass --build / --bin-dir",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+fn env(pairs: &[(&str, String)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+impl Cluster {
+    /// Starts the shop and the gateways (waiting until they answer); the worker is described but
+    /// started by [`Cluster::start_worker`] once the proxy listens at `proxy_addr`.
+    ///
+    /// # Errors
+    /// A binary is missing or a process does not come up.
+    pub async fn start(spec: &ClusterSpec, proxy_port: u16) -> anyhow::Result<Cluster> {
+        let gw_bin = bin(&spec.bin_dir, "order-gateway")?;
+        let worker_bin = bin(&spec.bin_dir, "trading-worker")?;
+        let shop_bin = bin(&spec.bin_dir, "shop-sim")?;
+
+        let shop_dir = spec.dir.join("shop");
+        std::fs::create_dir_all(&shop_dir)?;
+        let shop_port = free_port()?;
+        let submission_log = shop_dir.join("submissions.jsonl");
+        let port_s = shop_port.to_string();
+        let log_s = submission_log.display().to_string();
+        let mut shop_proc = Proc::new(
+            "shop-sim",
+            shop_bin,
+            &["serve", "--port", &port_s, "--submission-log", &log_s],
+            env(&[("RUST_LOG", "warn".into())]),
+            shop_dir,
+        );
+        shop_proc.spawn(&[])?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], shop_port));
+        if !wait_http_ok(
+            &format!("http://{addr}/health"),
+            &mut shop_proc,
+            Duration::from_secs(20),
+        )
+        .await?
+        {
+            bail!(
+                "shop-sim did not come up; see {}",
+                shop_proc.log_path().display()
+            );
+        }
+        let shop = Shop {
+            proc_: shop_proc,
+            addr,
+            submission_log,
+        };
+
+        let mut gateways = Vec::new();
+        for i in 0..spec.gateways {
+            let dir = spec.dir.join(format!("gateway-{i}"));
+            std::fs::create_dir_all(&dir)?;
+            let port = free_port()?;
+            let mut e = env(&[
+                ("RAKUTEN_API_TOKEN", API_TOKEN.into()),
+                ("RAKUTEN_GATEWAY_HOST", "127.0.0.1".into()),
+                ("RAKUTEN_GATEWAY_PORT", port.to_string()),
+                (
+                    "RAKUTEN_GATEWAY_DB_PATH",
+                    dir.join("gateway.db").display().to_string(),
+                ),
+                (
+                    "RAKUTEN_LEASE_TTL_SECONDS",
+                    spec.lease_ttl_seconds.to_string(),
+                ),
+                ("RAKUTEN_LEASE_MAX_WAIT_SECONDS", "10".into()),
+                ("RAKUTEN_SWEEP_INTERVAL_SECONDS", "0.25".into()),
+                ("RUST_LOG", "warn".into()),
+            ]);
+            if !spec.gateway_db_url.is_empty() {
+                e.push(("RAKUTEN_GATEWAY_DB_URL".into(), spec.gateway_db_url.clone()));
+            }
+            let mut g = Gateway {
+                proc_: Proc::new("order-gateway", gw_bin.clone(), &["serve"], e, dir),
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            };
+            g.start().await?;
+            gateways.push(g);
+        }
+
+        let wdir = spec.dir.join("worker");
+        std::fs::create_dir_all(&wdir)?;
+        let db_path = wdir.join("trading.db");
+        let renew = (spec.lease_ttl_seconds / 4.0).max(0.25);
+        let worker = Worker {
+            proc_: Proc::new(
+                "trading-worker",
+                worker_bin,
+                &["run"],
+                env(&[
+                    (
+                        "RAKUTEN_ORDER_GATEWAY_URL",
+                        format!("http://127.0.0.1:{proxy_port}"),
+                    ),
+                    ("RAKUTEN_API_TOKEN", API_TOKEN.into()),
+                    ("RAKUTEN_WORKER_ID", WORKER_ID.into()),
+                    ("RAKUTEN_TRADING_DB_PATH", db_path.display().to_string()),
+                    (
+                        "RAKUTEN_EVIDENCE_DIR",
+                        wdir.join("evidence").display().to_string(),
+                    ),
+                    ("RAKUTEN_SITE", "sim".into()),
+                    ("RAKUTEN_SITE_BASE_URL", shop.url()),
+                    ("RAKUTEN_LEASE_WAIT_SECONDS", "5".into()),
+                    ("RAKUTEN_LEASE_RENEW_INTERVAL_SECONDS", renew.to_string()),
+                    ("RAKUTEN_MONITOR_INTERVAL_SECONDS", "30".into()),
+                    ("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", "1".into()),
+                    (
+                        "RAKUTEN_HTTP_TIMEOUT_SECONDS",
+                        (spec.lease_ttl_seconds * 2.0).max(5.0).to_string(),
+                    ),
+                    ("RUST_LOG", "info".into()),
+                ]),
+                wdir,
+            ),
+            db_path,
+            failpoint: None,
+        };
+        Ok(Cluster {
+            gateways,
+            worker,
+            shop,
+        })
+    }
+
+    /// Starts the worker (first start).
+    ///
+    /// # Errors
+    /// It cannot be spawned.
+    pub async fn start_worker(&mut self) -> anyhow::Result<()> {
+        self.worker.start(None).await
+    }
+
+    /// Restarts whatever is down (and a worker still armed with a failpoint), so that the run
+    /// can settle fault-free.
+    ///
+    /// # Errors
+    /// A process does not come back.
+    pub async fn ensure_running(&mut self) -> anyhow::Result<()> {
+        for g in &mut self.gateways {
+            if !g.proc_.running() {
+                g.kill9().await;
+                g.start().await?;
+            }
+        }
+        if !self.worker.proc_.running() || self.worker.failpoint.is_some() {
+            self.worker.kill9().await;
+            self.worker.start(None).await?;
+        }
+        Ok(())
+    }
+
+    /// The gateways' base URLs.
+    pub fn gateway_urls(&self) -> Vec<String> {
+        self.gateways.iter().map(Gateway::url).collect()
+    }
+
+    /// Kills everything.
+    pub async fn shutdown(&mut self) {
+        self.worker.kill9().await;
+        for g in &mut self.gateways {
+            g.kill9().await;
+        }
+        self.shop.proc_.kill9().await;
+    }
+}
