@@ -440,9 +440,9 @@ pub struct LogView {
 pub struct ItemDetail {
     /// The item.
     pub item: ItemView,
-    /// Audit facts, oldest first.
+    /// The latest 1,000 audit facts, oldest first.
     pub events: Vec<ItemEventView>,
-    /// Interaction log rows, oldest first.
+    /// The latest 100 interaction log rows, oldest first.
     pub logs: Vec<LogView>,
 }
 

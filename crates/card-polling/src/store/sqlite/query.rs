@@ -88,7 +88,7 @@ pub(crate) async fn get(
     let item = item_view(&row, feature, VALIDITY)?;
     let events = sqlx::query(
         "SELECT id, kind, trigger_type, source, operator, reason, result, at \
-         FROM priority_item_events WHERE item_id = ? ORDER BY id LIMIT 1000",
+         FROM (SELECT * FROM priority_item_events WHERE item_id = ? ORDER BY id DESC LIMIT 1000) ORDER BY id",
     )
     .bind(id)
     .fetch_all(pool)
@@ -109,7 +109,7 @@ pub(crate) async fn get(
     .collect::<StoreResult<Vec<_>>>()?;
     let logs = sqlx::query(
         "SELECT id, operation, request_summary, response_summary, latency_ms, outcome, at \
-         FROM integration_logs WHERE item_id = ? ORDER BY id LIMIT 100",
+         FROM (SELECT * FROM integration_logs WHERE item_id = ? ORDER BY id DESC LIMIT 100) ORDER BY id",
     )
     .bind(id)
     .fetch_all(pool)
