@@ -49,6 +49,13 @@ pub struct Faults {
     /// The order list page changes shape (`orderListDataV2`), so a parser for the known shape
     /// cannot read it.
     pub order_list_changed: bool,
+    /// Order-list pages from this page number on answer the login page (the session is lost
+    /// while paging); 0 = off.
+    #[serde(default)]
+    pub logged_out_from_page: u32,
+    /// Order-list pages from this page number on change shape (like `order_list_changed`); 0 = off.
+    #[serde(default)]
+    pub order_list_changed_from_page: u32,
 }
 
 /// A partial update of [`Faults`] (`POST /admin/faults`): absent fields keep their value.
@@ -67,6 +74,10 @@ pub struct FaultsPatch {
     pub logged_out: Option<bool>,
     /// See [`Faults::order_list_changed`].
     pub order_list_changed: Option<bool>,
+    /// See [`Faults::logged_out_from_page`].
+    pub logged_out_from_page: Option<u32>,
+    /// See [`Faults::order_list_changed_from_page`].
+    pub order_list_changed_from_page: Option<u32>,
 }
 
 impl Faults {
@@ -89,6 +100,12 @@ impl Faults {
         }
         if let Some(v) = p.order_list_changed {
             self.order_list_changed = v;
+        }
+        if let Some(v) = p.logged_out_from_page {
+            self.logged_out_from_page = v;
+        }
+        if let Some(v) = p.order_list_changed_from_page {
+            self.order_list_changed_from_page = v;
         }
     }
 }
@@ -206,6 +223,8 @@ impl ServeArgs {
                 drop_after_order: self.drop_after_order,
                 logged_out: self.logged_out,
                 order_list_changed: self.order_list_changed,
+                logged_out_from_page: 0,
+                order_list_changed_from_page: 0,
             },
             clock: Arc::new(SystemClock),
         }

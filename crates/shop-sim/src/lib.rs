@@ -26,6 +26,7 @@
 //! | `GET /admin/submissions` | every submission (JSON) |
 //! | `GET`/`POST /admin/faults` | read / change faults |
 //! | `GET /admin/orders`, `POST /admin/orders/{n}/status` `{status}` | inspect / move orders |
+//! | `POST /admin/orders/seed` `{orders: [{order_date, item_code?, status?}]}` | add past orders (paging tests) |
 
 pub mod app;
 pub mod catalog;
@@ -36,4 +37,4 @@ pub mod store;
 
 pub use app::{Application, SpawnedShop, spawn};
 pub use config::{Faults, PaymentMethod, ShopConfig};
-pub use store::{SimOrderStatus, Submission};
+pub use store::{SeedOrder, SimOrderStatus, Submission};

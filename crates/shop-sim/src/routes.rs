@@ -45,6 +45,7 @@ pub fn router(shop: Arc<Shop>) -> Router {
             get(admin_faults_get).post(admin_faults_set),
         )
         .route("/admin/orders", get(admin_orders))
+        .route("/admin/orders/seed", post(admin_orders_seed))
         .route(
             "/admin/orders/{order_number}/status",
             post(admin_order_status),
@@ -309,7 +310,15 @@ async fn order_list(
             "page must be a positive number",
         );
     };
-    let page = q.page.unwrap_or(1).max(1) as usize;
+    let page_no = q.page.unwrap_or(1).max(1);
+    let faults = shop.faults();
+    if faults.logged_out_from_page > 0 && page_no >= faults.logged_out_from_page {
+        return Page::login();
+    }
+    let changed = faults.order_list_changed
+        || (faults.order_list_changed_from_page > 0
+            && page_no >= faults.order_list_changed_from_page);
+    let page = page_no as usize;
     let size = shop.config.page_size.max(1);
     let g = shop.lock();
     let total = g.orders.len();
@@ -338,7 +347,7 @@ async fn order_list(
         "page": page, "total_pages": total_pages, "total_count": total, "page_size": size,
         "orders": orders,
     });
-    let state = if g.faults.order_list_changed {
+    let state = if changed {
         json!({"page": "order_list", "logged_in": true, "orderListDataV2": {"result": {"pageInfo": page, "list": data["orders"]}}})
     } else {
         json!({"page": "order_list", "logged_in": true, "orderListData": data})
@@ -388,6 +397,36 @@ async fn admin_faults_set(
             Json(json!(g.faults)).into_response()
         }
         Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, e.body_text()).into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedReq {
+    orders: Vec<crate::store::SeedOrder>,
+}
+
+async fn admin_orders_seed(
+    State(shop): State<AppState>,
+    body: Result<Json<SeedReq>, JsonRejection>,
+) -> Response {
+    let Ok(Json(req)) = body else {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "body must be {\"orders\": [{order_date, item_code?, status?}]}",
+        )
+            .into_response();
+    };
+    if req.orders.len() > 10_000 {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "at most 10000 orders per call",
+        )
+            .into_response();
+    }
+    match shop.seed_orders(req.orders) {
+        Ok(numbers) => Json(json!({"order_numbers": numbers})).into_response(),
+        Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).into_response(),
     }
 }
 

@@ -176,6 +176,20 @@ pub enum ShopError {
     NotPayable(SimOrderStatus),
 }
 
+/// A past order to seed (`POST /admin/orders/seed`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedOrder {
+    /// When it was ordered.
+    pub order_date: Timestamp,
+    /// Item code, default `sample-tea`.
+    #[serde(default)]
+    pub item_code: Option<String>,
+    /// Status, default `delivered`.
+    #[serde(default)]
+    pub status: Option<SimOrderStatus>,
+}
+
 /// The confirm page's numbers.
 #[derive(Debug, Clone, Serialize)]
 pub struct Confirm {
@@ -488,6 +502,65 @@ impl Shop {
             .ok_or(ShopError::OrderNotFound)?;
         o.status = status;
         Ok(o.clone())
+    }
+
+    /// Adds past orders (admin seeding, for paging tests): each gets the next order number,
+    /// `order_date` as given, one line of `item_code` (default `sample-tea`) and `status`
+    /// (default `delivered`). Not counted as submissions. The list is kept in date order.
+    ///
+    /// # Errors
+    /// An unknown item code.
+    pub fn seed_orders(&self, seeds: Vec<SeedOrder>) -> Result<Vec<String>, ShopError> {
+        let mut g = self.lock();
+        let mut numbers = Vec::with_capacity(seeds.len());
+        for s in seeds {
+            let code = s.item_code.as_deref().unwrap_or("sample-tea");
+            let item = g
+                .items
+                .iter()
+                .find(|i| i.item_code == code)
+                .cloned()
+                .ok_or(ShopError::ItemNotFound)?;
+            let seq = g.next_order_seq;
+            g.next_order_seq += 1;
+            let jst = s
+                .order_date
+                .plus(Duration::from_secs(9 * 3600))
+                .to_rfc3339();
+            let ymd: String = jst[..10].chars().filter(|c| *c != '-').collect();
+            let line = CartLine {
+                item_id: item.item_id,
+                item_name: item.name.clone(),
+                item_url: item.url.clone(),
+                variant_id: item.variants.first().cloned(),
+                quantity: 1,
+                unit_price_yen: item.price_yen,
+                line_total_yen: item.price_yen,
+            };
+            let shipping = if item.price_yen >= FREE_SHIPPING_FROM_YEN {
+                0
+            } else {
+                SHIPPING_YEN
+            };
+            let order = Order {
+                order_number: format!("{}-{ymd}-{seq:010}", catalog::SHOP_ID),
+                order_date: s.order_date,
+                shop_id: catalog::SHOP_ID,
+                shop_name: catalog::SHOP_NAME.into(),
+                lines: vec![line],
+                subtotal_yen: item.price_yen,
+                shipping_yen: shipping,
+                payable_yen: item.price_yen + shipping,
+                payment_method: self.config.payment_method,
+                pay_deadline: None,
+                status: s.status.unwrap_or(SimOrderStatus::Delivered),
+                note: None,
+            };
+            numbers.push(order.order_number.clone());
+            g.orders.push(order);
+        }
+        g.orders.sort_by_key(|o| o.order_date);
+        Ok(numbers)
     }
 
     /// Every submission so far.

@@ -9,7 +9,8 @@ use rakuten_types::order::{
     LeaseGrant, RenewAck, RenewLease, ReportAck, ReportState, SubmitOrder, SubmitOrderAck,
     TaskDetail,
 };
-use rakuten_types::{ErrorCode, TaskId, WorkerId};
+use rakuten_types::query::{QueryGrant, QueryResultAck, QueryResultBody};
+use rakuten_types::{ErrorCode, QueryId, TaskId, WorkerId};
 use rand::Rng;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -235,6 +236,68 @@ impl GatewayClient {
                 }
                 Err(GatewayError::Transient(e)) => {
                     tracing::warn!(task_id = %task_id, state = %body.state, attempt, error = %e, "report not delivered, retrying");
+                }
+                Err(e) => return Err(e),
+            }
+            self.pause(attempt).await?;
+            attempt = attempt.saturating_add(1);
+        }
+    }
+
+    /// `GET /api/account/queries/lease` once (long-poll up to `wait_seconds`, §11.2). `None`:
+    /// nothing queued. Does not count as an order heartbeat on the gateway.
+    ///
+    /// # Errors
+    /// [`GatewayError`].
+    pub async fn query_lease(
+        &self,
+        wait_seconds: u64,
+        site: Option<&str>,
+    ) -> Result<Option<QueryGrant>, GatewayError> {
+        let mut q = vec![
+            ("worker_id", self.worker_id.as_str().to_owned()),
+            ("wait", wait_seconds.to_string()),
+        ];
+        if let Some(s) = site {
+            q.push(("site", s.to_owned()));
+        }
+        let req = self
+            .http
+            .get(format!("{}/api/account/queries/lease", self.base))
+            .query(&q);
+        self.once(req, Duration::from_secs(wait_seconds) + self.timeout)
+            .await
+    }
+
+    /// `POST /api/account/queries/{id}/result`, retried on network faults and 5xx until
+    /// acknowledged, a final answer, or shutdown. A retry after a lost answer is safe: the
+    /// gateway acknowledges an identical repeat from the same lease as `duplicate: true`.
+    ///
+    /// # Errors
+    /// [`GatewayError::Rejected`] (6006 = the lease is gone: drop the result, never resend;
+    /// 413 = body too large), [`GatewayError::ShuttingDown`].
+    pub async fn query_result(
+        &self,
+        query_id: &QueryId,
+        body: &QueryResultBody,
+    ) -> Result<QueryResultAck, GatewayError> {
+        let mut attempt = 0;
+        loop {
+            let req = self
+                .http
+                .post(format!(
+                    "{}/api/account/queries/{}/result",
+                    self.base,
+                    seg(query_id.as_str())
+                ))
+                .json(body);
+            match self.once::<QueryResultAck>(req, self.timeout).await {
+                Ok(Some(a)) => return Ok(a),
+                Ok(None) => {
+                    tracing::warn!(query_id = %query_id, "result answered without data; retrying");
+                }
+                Err(GatewayError::Transient(e)) => {
+                    tracing::warn!(query_id = %query_id, attempt, error = %e, "query result not delivered, retrying");
                 }
                 Err(e) => return Err(e),
             }

@@ -15,13 +15,14 @@
 //! - [`execute`]: the steps of one task and the recovery branch's actions.
 //! - [`verify`]: the recovery check on the site's order list (§5).
 //! - [`order_loop`]: the serial loop of §6 (`run_once`, `run`).
+//! - [`query_loop`]: the account-query loop of §11 (`run_once`, `run`): its own lease polling,
+//!   reads under the account lock within the query timeout, exactly one result per lease.
 //! - [`monitor`]: post-payment monitoring (`run_once`, `run`).
 //! - [`failpoint`]: TEST-ONLY crash injection (`RAKUTEN_WORKER_FAILPOINT`).
 //! - [`worker`]: the shared context, the outbox flush, and assembly from settings.
 //!
-//! The account-query loop of §11 (issue #4) plugs in next to [`order_loop`]: it shares
-//! [`worker::WorkerCtx`] (site seam, account locks) and uses `Site::list_orders` /
-//! `Site::order_detail`.
+//! The account-query loop shares [`worker::WorkerCtx`] (site seam, account locks) with the order
+//! loop and uses `Site::list_orders` / `Site::order_detail`.
 
 pub mod account_lock;
 pub mod evidence;
@@ -32,6 +33,7 @@ pub mod intent;
 pub mod journal;
 pub mod monitor;
 pub mod order_loop;
+pub mod query_loop;
 pub mod scraper;
 pub mod settings;
 pub mod site;

@@ -156,6 +156,21 @@ pub struct Settings {
     /// How many order-list pages the recovery check reads at most.
     #[arg(long, env = "RAKUTEN_VERIFY_MAX_PAGES", default_value_t = 5)]
     pub verify_max_pages: u32,
+    /// Upper bound of one account query's site read, account-lock wait included, seconds
+    /// (§11.5); over it the query is reported failed with 5007.
+    #[arg(
+        long,
+        env = "RAKUTEN_ACCOUNT_QUERY_TIMEOUT_SECONDS",
+        default_value_t = 120.0
+    )]
+    pub account_query_timeout_seconds: f64,
+    /// Order-list pages an `order_list` query reads when it does not say `max_pages` (§11.5).
+    #[arg(
+        long,
+        env = "RAKUTEN_ACCOUNT_QUERY_DEFAULT_MAX_PAGES",
+        default_value_t = 3
+    )]
+    pub account_query_default_max_pages: u32,
     /// TEST ONLY: abort the process at a step boundary:
     /// `before_submit | after_submit | before_report[:state] | after_report[:state]` (state
     /// defaults to `ordered`).
@@ -183,6 +198,8 @@ impl Default for Settings {
             retry_max_seconds: 10.0,
             http_timeout_seconds: 30.0,
             verify_max_pages: 5,
+            account_query_timeout_seconds: 120.0,
+            account_query_default_max_pages: 3,
             failpoint: String::new(),
         }
     }
@@ -260,6 +277,10 @@ pub struct Valid {
     pub http_timeout: Duration,
     /// Recovery listing page limit.
     pub verify_max_pages: u32,
+    /// One account query's bound, lock wait included.
+    pub account_query_timeout: Duration,
+    /// Default `max_pages` of an `order_list` query.
+    pub account_query_default_max_pages: u32,
     /// Raw failpoint spec (parsed by [`crate::failpoint::Failpoint::parse`]).
     pub failpoint: String,
 }
@@ -299,6 +320,14 @@ impl Settings {
         if self.lease_wait_seconds > 600 {
             return Err(bad("RAKUTEN_LEASE_WAIT_SECONDS", "must be at most 600"));
         }
+        if !(1..=rakuten_types::query::MAX_PAGES_LIMIT)
+            .contains(&self.account_query_default_max_pages)
+        {
+            return Err(bad(
+                "RAKUTEN_ACCOUNT_QUERY_DEFAULT_MAX_PAGES",
+                format!("must be 1..={}", rakuten_types::query::MAX_PAGES_LIMIT),
+            ));
+        }
         if !(1..=100).contains(&self.verify_max_pages) {
             return Err(bad("RAKUTEN_VERIFY_MAX_PAGES", "must be 1..=100"));
         }
@@ -334,6 +363,11 @@ impl Settings {
             retry_max: positive("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", self.retry_max_seconds)?,
             http_timeout: positive("RAKUTEN_HTTP_TIMEOUT_SECONDS", self.http_timeout_seconds)?,
             verify_max_pages: self.verify_max_pages,
+            account_query_timeout: positive(
+                "RAKUTEN_ACCOUNT_QUERY_TIMEOUT_SECONDS",
+                self.account_query_timeout_seconds,
+            )?,
+            account_query_default_max_pages: self.account_query_default_max_pages,
             failpoint: self.failpoint.clone(),
         })
     }
@@ -349,6 +383,8 @@ mod tests {
         assert!(v.gateway_url.is_none());
         assert_eq!(v.max_total_yen, DEFAULT_MAX_TOTAL_YEN);
         assert_eq!(v.renew_interval, Duration::from_secs(60));
+        assert_eq!(v.account_query_timeout, Duration::from_secs(120));
+        assert_eq!(v.account_query_default_max_pages, 3);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::gateway_client::{GatewayClient, GatewayError};
 use crate::journal::Journal;
 use crate::monitor::Monitor;
 use crate::order_loop::OrderLoop;
+use crate::query_loop::QueryLoop;
 use crate::scraper::ScraperClient;
 use crate::settings::{SiteKind, Valid};
 use crate::site::Site;
@@ -104,7 +105,7 @@ impl WorkerCtx {
     }
 }
 
-/// A built worker: its context, the order loop and the monitor.
+/// A built worker: its context, the order loop, the account-query loop and the monitor.
 #[derive(Debug, Clone)]
 pub struct Worker {
     ctx: Arc<WorkerCtx>,
@@ -120,6 +121,28 @@ impl Worker {
         clock: Arc<dyn Clock>,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Self> {
+        let site: Arc<dyn Site> = match settings.site {
+            SiteKind::Rakuten => Arc::new(RakutenSite::new("rakuten-default")),
+            SiteKind::Sim => Arc::new(SimSite::new(
+                settings.site_base_url.as_deref().unwrap_or_default(),
+                settings.site_session.clone(),
+                settings.http_timeout,
+            )?),
+        };
+        Self::build_with_site(settings, clock, shutdown, site).await
+    }
+
+    /// Like [`build`](Self::build) with a given site seam instead of the one the settings name
+    /// (tests wrap the simulated shop to inject failures).
+    ///
+    /// # Errors
+    /// As [`build`](Self::build).
+    pub async fn build_with_site(
+        settings: Valid,
+        clock: Arc<dyn Clock>,
+        shutdown: CancellationToken,
+        site: Arc<dyn Site>,
+    ) -> anyhow::Result<Self> {
         let Some(gw) = settings.gateway_url.clone() else {
             anyhow::bail!("RAKUTEN_ORDER_GATEWAY_URL is empty: the order loop cannot start");
         };
@@ -132,14 +155,6 @@ impl Worker {
             settings.retry_max,
             shutdown.clone(),
         )?;
-        let site: Arc<dyn Site> = match settings.site {
-            SiteKind::Rakuten => Arc::new(RakutenSite::new("rakuten-default")),
-            SiteKind::Sim => Arc::new(SimSite::new(
-                settings.site_base_url.as_deref().unwrap_or_default(),
-                settings.site_session.clone(),
-                settings.http_timeout,
-            )?),
-        };
         let scraper = ScraperClient::new(
             settings.scraper_base_url.clone(),
             settings.api_token.clone(),
@@ -172,13 +187,18 @@ impl Worker {
         OrderLoop::new(self.ctx.clone())
     }
 
+    /// The account-query loop (§11).
+    pub fn query_loop(&self) -> QueryLoop {
+        QueryLoop::new(self.ctx.clone())
+    }
+
     /// The post-payment monitor.
     pub fn monitor(&self) -> Monitor {
         Monitor::new(self.ctx.clone())
     }
 
-    /// Runs the order loop and the monitor until the shutdown token is cancelled. Pending reports
-    /// of finished tasks are flushed first.
+    /// Runs the order loop, the account-query loop and the monitor until the shutdown token is
+    /// cancelled. Pending reports of finished tasks are flushed first.
     pub async fn run(self) {
         let ids = self
             .ctx
@@ -193,7 +213,8 @@ impl Worker {
         }
         let shutdown = self.ctx.shutdown.clone();
         let orders = tokio::spawn(self.order_loop().run(shutdown.clone()));
+        let queries = tokio::spawn(self.query_loop().run(shutdown.clone()));
         let monitor = tokio::spawn(self.monitor().run(shutdown));
-        let _ = tokio::join!(orders, monitor);
+        let _ = tokio::join!(orders, queries, monitor);
     }
 }

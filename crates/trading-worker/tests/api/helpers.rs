@@ -10,6 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use order_gateway::jobs::query_sweeper::QuerySweeper;
 use order_gateway::jobs::sweeper::Sweeper;
 use rakuten_types::{Clock, ManualClock, SystemClock};
 use serde_json::{Value, json};
@@ -50,6 +51,16 @@ pub struct ProxyState {
     pub down_on_report: Mutex<Option<(String, Duration)>>,
     /// When a report of this state arrives: expire the lease on the gateway first.
     pub expire_before_report: Mutex<Option<String>>,
+    /// Account-query results as they arrived (`{query_id, body}`).
+    pub query_results: Mutex<Vec<Value>>,
+    /// The gateway's account-query sweeper.
+    pub query_sweeper: QuerySweeper,
+    /// The gateway's query lease TTL.
+    pub query_lease_ttl: Duration,
+    /// When a query result arrives: expire the query lease on the gateway (and sweep) first.
+    pub expire_before_result: AtomicBool,
+    /// Forward this many query results, then answer 503 anyway (the acknowledgement is lost).
+    pub lose_result_answers: AtomicUsize,
 }
 
 async fn proxy_handler(State(st): State<Arc<ProxyState>>, req: Request) -> Response {
@@ -60,7 +71,7 @@ async fn proxy_handler(State(st): State<Arc<ProxyState>>, req: Request) -> Respo
     let method = req.method().clone();
     let uri = req.uri().clone();
     let headers: HeaderMap = req.headers().clone();
-    let body: Bytes = axum::body::to_bytes(req.into_body(), 1 << 20)
+    let body: Bytes = axum::body::to_bytes(req.into_body(), 8 << 20)
         .await
         .unwrap_or_default();
     let path = uri.path().to_owned();
@@ -70,6 +81,33 @@ async fn proxy_handler(State(st): State<Arc<ProxyState>>, req: Request) -> Respo
             st.clock.advance(st.ttl + Duration::from_secs(1));
             st.sweeper.run_once(st.clock.now()).await.expect("sweep");
         }
+    }
+    let mut lose_answer = false;
+    if method == Method::POST
+        && path.starts_with("/api/account/queries/")
+        && path.ends_with("/result")
+    {
+        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let id = path
+            .trim_start_matches("/api/account/queries/")
+            .trim_end_matches("/result")
+            .to_owned();
+        st.query_results
+            .lock()
+            .unwrap()
+            .push(json!({"query_id": id, "body": v}));
+        if st.expire_before_result.swap(false, Ordering::SeqCst) {
+            st.clock
+                .advance(st.query_lease_ttl + Duration::from_secs(1));
+            st.query_sweeper
+                .run_once(st.clock.now())
+                .await
+                .expect("query sweep");
+        }
+        lose_answer = st
+            .lose_result_answers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
     }
     if method == Method::POST && path.ends_with("/report") {
         let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -129,6 +167,9 @@ async fn proxy_handler(State(st): State<Arc<ProxyState>>, req: Request) -> Respo
         }
     }
     match r.send().await {
+        Ok(_) if lose_answer => {
+            (StatusCode::SERVICE_UNAVAILABLE, "answer lost (test)").into_response()
+        }
         Ok(resp) => {
             let status = StatusCode::from_u16(resp.status().as_u16()).unwrap();
             let bytes = resp.bytes().await.unwrap_or_default();
@@ -176,12 +217,14 @@ impl Harness {
         gs.sweep_interval_seconds = 3600.0;
         gs.lease_max_wait_seconds = 5.0;
         let ttl = Duration::from_secs_f64(gs.lease_ttl_seconds);
+        let query_lease_ttl = Duration::from_secs_f64(gs.query_lease_ttl_seconds);
         let clock = ManualClock::new(SystemClock.now());
         let app = order_gateway::Application::build(gs, Arc::new(clock.clone()))
             .await
             .expect("gateway");
         let gw_address = format!("http://127.0.0.1:{}", app.port());
         let sweeper = app.sweeper();
+        let query_sweeper = app.query_sweeper();
         tokio::spawn(app.run_until_stopped(std::future::pending()));
 
         let submission_log = dir.path().join("submissions.jsonl");
@@ -203,6 +246,11 @@ impl Harness {
             renews: AtomicUsize::new(0),
             down_on_report: Mutex::new(None),
             expire_before_report: Mutex::new(None),
+            query_results: Mutex::new(Vec::new()),
+            query_sweeper,
+            query_lease_ttl,
+            expire_before_result: AtomicBool::new(false),
+            lose_result_answers: AtomicUsize::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy_address = format!("http://{}", listener.local_addr().unwrap());
@@ -363,4 +411,75 @@ pub async fn run_until_handled(w: &Worker) {
         }
     }
     panic!("no task handed out");
+}
+
+/// Account-query helpers (§11).
+impl Harness {
+    /// Submits an account query directly to the gateway; asserts it was created.
+    pub async fn submit_query(&self, query_id: &str, kind: &str, params: Value) {
+        let v: Value = self
+            .client
+            .post(format!("{}/api/account/queries", self.gw_address))
+            .bearer_auth(TOKEN)
+            .json(&json!({"query_id": query_id, "site": "rakuten", "kind": kind, "params": params}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["data"]["created"], true, "{v}");
+    }
+
+    /// `GET /api/account/queries/{id}` data.
+    pub async fn query(&self, query_id: &str) -> Value {
+        let v: Value = self
+            .client
+            .get(format!(
+                "{}/api/account/queries/{query_id}",
+                self.gw_address
+            ))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["code"], 0, "{v}");
+        v["data"].clone()
+    }
+
+    /// Seeds past orders in the shop: one per date, newest last.
+    pub async fn seed_orders(&self, dates: &[String]) -> Vec<String> {
+        let orders: Vec<Value> = dates.iter().map(|d| json!({"order_date": d})).collect();
+        let v: Value = self
+            .client
+            .post(format!("{}/admin/orders/seed", self.shop.base_url))
+            .json(&json!({"orders": orders}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["order_numbers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Result calls the proxy saw for `query_id`.
+    pub fn result_calls(&self, query_id: &str) -> Vec<Value> {
+        self.proxy
+            .query_results
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r["query_id"] == query_id)
+            .map(|r| r["body"].clone())
+            .collect()
+    }
 }

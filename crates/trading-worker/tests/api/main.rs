@@ -4,4 +4,5 @@
 mod crash;
 mod execution;
 mod helpers;
+mod queries;
 mod recovery;
