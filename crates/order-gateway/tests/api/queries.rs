@@ -70,6 +70,7 @@ async fn unknown_kind_is_refused_at_submit_with_422() {
         json!({"site": "amazon", "kind": "order_list", "params": {}}),
         json!({"site": "rakuten", "params": {}}),
         json!({"query_id": "a/b", "site": "rakuten", "kind": "order_list"}),
+        json!({"query_id": "lease", "site": "rakuten", "kind": "order_list"}),
     ];
     for body in cases {
         let a = app.submit_query(body.clone()).await;

@@ -59,6 +59,13 @@ pub async fn submit(
     check_site(&body.site)?;
     let (kind, params_json) = validate_submit(&body.kind, &body.params)?;
     let query_id = match body.query_id {
+        // `GET /api/account/queries/lease` is the long-poll: a query with that id could never be
+        // read back.
+        Some(id) if id.as_str() == "lease" => {
+            return Err(ApiError::Validation(
+                "query_id \"lease\" is reserved (it is a route)".into(),
+            ));
+        }
         Some(id) => id,
         None => QueryId::parse(&uuid::Uuid::now_v7().to_string())
             .map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?,
