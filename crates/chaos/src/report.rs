@@ -48,6 +48,8 @@ pub struct RunReport {
     pub findings: Findings,
     /// The run directory (kept when the run failed or `--data-dir` was given).
     pub dir: PathBuf,
+    /// The command that repeats this run.
+    pub command: String,
 }
 
 impl RunReport {
@@ -185,9 +187,10 @@ impl RunReport {
         for l in &self.faults.lines {
             let _ = writeln!(s, "  {l}");
         }
+        let _ = writeln!(s, "\nrepeat: {}", self.command);
         let _ = writeln!(
             s,
-            "\nresult: {} (run dir {})",
+            "result: {} (run dir {})",
             if self.ok() { "OK" } else { "FAILED" },
             self.dir.display()
         );

@@ -322,6 +322,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
         gateway_kills,
         findings,
         dir: dir.clone(),
+        command: settings.command_line(),
     };
     // Keep the run directory when something is wrong (or when asked to).
     if let Some(t) = tmp {

@@ -159,6 +159,36 @@ impl Settings {
         }
     }
 
+    /// The `chaos …` command line that repeats this run's choices (the seed fixes every random
+    /// choice; moments relative to the work still depend on scheduling).
+    pub fn command_line(&self) -> String {
+        let mut c = format!(
+            "cargo run -p chaos -- --orders {} --seed {} --deadline-seconds {} --submit-rate {} --fault-interval-seconds {} --lease-ttl-seconds {} --max-reclaims {}",
+            self.orders,
+            self.seed,
+            self.deadline_seconds,
+            self.submit_rate,
+            self.fault_interval_seconds,
+            self.lease_ttl_seconds,
+            self.max_reclaims
+        );
+        if !self.faults.is_empty() {
+            let names: Vec<String> = self
+                .faults
+                .iter()
+                .map(|k| k.name().replace('_', "-"))
+                .collect();
+            c.push_str(&format!(" --faults {}", names.join(",")));
+        }
+        if self.gateways > 1 {
+            c.push_str(&format!(" --gateways {}", self.gateways));
+        }
+        if !self.gateway_db_url.is_empty() {
+            c.push_str(" --gateway-db-url <url>");
+        }
+        c
+    }
+
     /// The lease TTL.
     pub fn lease_ttl(&self) -> Duration {
         Duration::from_secs_f64(self.lease_ttl_seconds)
