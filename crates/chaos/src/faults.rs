@@ -28,6 +28,13 @@ pub enum FaultKind {
     WorkerFailpoint,
     /// `kill -9` of a gateway, restarted on the same port and database after up to 2 s.
     GatewayKill,
+    /// `kill -9` of a gateway the instant after the proxy delivered a report acknowledgement to
+    /// the worker (that report must survive), restarted after up to 1 s.
+    GatewayKillAfterAck,
+    /// The worker process is paused (`SIGSTOP`) for 0.5–2 lease TTLs and resumed (`SIGCONT`),
+    /// like a long GC pause or a suspended laptop: its lease lapses, the operator reclaims the
+    /// task, and the resumed old execution must be fenced.
+    WorkerPause,
     /// The proxy drops worker↔gateway requests for a few seconds: half before forwarding, half
     /// after the gateway answered (the answer never reaches the worker).
     ProxyDrop,
@@ -46,10 +53,12 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::WorkerKill,
         FaultKind::WorkerFailpoint,
+        FaultKind::WorkerPause,
         FaultKind::GatewayKill,
+        FaultKind::GatewayKillAfterAck,
         FaultKind::ProxyDrop,
         FaultKind::ProxyDelay,
         FaultKind::ProxyBlackhole,
@@ -63,6 +72,8 @@ impl FaultKind {
             FaultKind::WorkerKill => "worker_kill",
             FaultKind::WorkerFailpoint => "worker_failpoint",
             FaultKind::GatewayKill => "gateway_kill",
+            FaultKind::GatewayKillAfterAck => "gateway_kill_after_ack",
+            FaultKind::WorkerPause => "worker_pause",
             FaultKind::ProxyDrop => "proxy_drop",
             FaultKind::ProxyDelay => "proxy_delay",
             FaultKind::ProxyBlackhole => "proxy_blackhole",
@@ -293,6 +304,44 @@ impl Injector {
                 drop(c);
                 tokio::time::sleep(Duration::from_secs_f64(pause)).await;
                 self.cluster.lock().await.gateways[i].start().await?;
+            }
+            FaultKind::GatewayKillAfterAck => {
+                let pause = self.rng.random_range(0.0..1.0);
+                let i = self
+                    .rng
+                    .random_range(0..self.cluster.lock().await.gateways.len());
+                let acked = self.proxy.next_ack(self.ttl.mul_f64(3.0)).await;
+                let mut c = self.cluster.lock().await;
+                c.gateways[i].kill9().await;
+                drop(c);
+                self.note(
+                    kind,
+                    format!(
+                        "kill -9 gateway #{i} {}, restart after {pause:.1}s",
+                        if acked {
+                            "right after an ack"
+                        } else {
+                            "(no ack came)"
+                        }
+                    ),
+                );
+                tokio::time::sleep(Duration::from_secs_f64(pause)).await;
+                self.cluster.lock().await.gateways[i].start().await?;
+            }
+            FaultKind::WorkerPause => {
+                let secs = self.rng.random_range(0.5 * ttl..2.0 * ttl);
+                self.note(kind, format!("SIGSTOP worker for {secs:.1}s, then SIGCONT"));
+                let paused = self.cluster.lock().await.worker.proc_.signal("STOP").await;
+                if paused.is_ok() {
+                    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+                    self.cluster
+                        .lock()
+                        .await
+                        .worker
+                        .proc_
+                        .signal("CONT")
+                        .await?;
+                }
             }
             FaultKind::ProxyDrop => {
                 let rate = self.rng.random_range(0.1..0.5);

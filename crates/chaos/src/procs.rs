@@ -107,6 +107,27 @@ impl Proc {
         }
     }
 
+    /// Sends `signal` (a `kill -s` name such as `STOP` or `CONT`) to the running process.
+    ///
+    /// # Errors
+    /// Not running, or `kill` failed.
+    pub async fn signal(&mut self, signal: &str) -> anyhow::Result<()> {
+        let pid = self
+            .child
+            .as_ref()
+            .and_then(Child::id)
+            .with_context(|| format!("{} is not running", self.name))?;
+        let st = Command::new("kill")
+            .args(["-s", signal, &pid.to_string()])
+            .status()
+            .await
+            .context("run kill")?;
+        if !st.success() {
+            bail!("kill -s {signal} {pid} failed: {st}");
+        }
+        Ok(())
+    }
+
     /// Whether the process was started and has exited (crashed, aborted) since.
     pub fn exited(&mut self) -> bool {
         match &mut self.child {

@@ -92,6 +92,7 @@ struct Shared {
     ctl: Mutex<Ctl>,
     rng: Mutex<StdRng>,
     acks: Mutex<Vec<ObservedAck>>,
+    ack_delivered: tokio::sync::Notify,
     stats: ProxyStats,
 }
 
@@ -132,6 +133,14 @@ impl ProxyHandle {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// Waits until the next report acknowledgement has been delivered to the worker; `false`
+    /// when none came within `within`.
+    pub async fn next_ack(&self, within: Duration) -> bool {
+        tokio::time::timeout(within, self.0.ack_delivered.notified())
+            .await
+            .is_ok()
     }
 
     /// The counters.
@@ -176,6 +185,7 @@ pub async fn start(
         ctl: Mutex::new(Ctl::default()),
         rng: Mutex::new(StdRng::seed_from_u64(seed)),
         acks: Mutex::new(Vec::new()),
+        ack_delivered: tokio::sync::Notify::new(),
         stats: ProxyStats::default(),
     });
     let sh = shared.clone();
@@ -504,6 +514,7 @@ async fn serve_connection(sh: Arc<Shared>, client: TcpStream) {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push(ack);
+            sh.ack_delivered.notify_waiters();
         }
     }
 }
