@@ -107,6 +107,26 @@ pub struct FaultLog {
     pub shop_drops_hit: u32,
 }
 
+impl FaultLog {
+    /// Adds another injector's log (timelines interleaved by time).
+    pub fn merge(&mut self, other: FaultLog) {
+        for (k, n) in other.by_kind {
+            *self.by_kind.entry(k).or_default() += n;
+        }
+        self.lines.extend(other.lines);
+        let t = |l: &String| -> f64 {
+            l.trim_start_matches('+')
+                .split('s')
+                .next()
+                .and_then(|x| x.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        self.lines.sort_by(|a, b| t(a).total_cmp(&t(b)));
+        self.failpoints_hit += other.failpoints_hit;
+        self.shop_drops_hit += other.shop_drops_hit;
+    }
+}
+
 /// The fault injector.
 pub struct Injector {
     rng: StdRng,
@@ -334,13 +354,8 @@ impl Injector {
                 let paused = self.cluster.lock().await.worker.proc_.signal("STOP").await;
                 if paused.is_ok() {
                     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-                    self.cluster
-                        .lock()
-                        .await
-                        .worker
-                        .proc_
-                        .signal("CONT")
-                        .await?;
+                    // Another injector may have killed and restarted it meanwhile.
+                    let _ = self.cluster.lock().await.worker.proc_.signal("CONT").await;
                 }
             }
             FaultKind::ProxyDrop => {

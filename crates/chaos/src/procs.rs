@@ -181,11 +181,16 @@ impl Gateway {
         format!("http://{}", self.addr)
     }
 
-    /// Starts it and waits until `/health` answers (retries a failed bind a few times).
+    /// Starts it unless it runs, and waits until `/health` answers (retries a failed bind a few
+    /// times).
     ///
     /// # Errors
     /// It does not come up within 20 s.
     pub async fn start(&mut self) -> anyhow::Result<()> {
+        // Overlapping injectors: another one may have restarted it already.
+        if self.proc_.running() {
+            return Ok(());
+        }
         for _ in 0..5 {
             self.proc_.spawn(&[])?;
             if wait_http_ok(
@@ -224,11 +229,14 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts it, optionally armed with a `RAKUTEN_WORKER_FAILPOINT`.
+    /// (Re)starts it, optionally armed with a `RAKUTEN_WORKER_FAILPOINT`; a running worker is
+    /// killed first.
     ///
     /// # Errors
     /// It cannot be spawned.
     pub async fn start(&mut self, failpoint: Option<&str>) -> anyhow::Result<()> {
+        // Never two worker processes at once (overlapping injectors): a start is a restart.
+        self.proc_.kill9().await;
         self.failpoint = failpoint.map(str::to_owned);
         match failpoint {
             Some(fp) => self.proc_.spawn(&[("RAKUTEN_WORKER_FAILPOINT", fp)]),

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::checks::{self, Evidence};
-use crate::faults::{Injector, InjectorParts};
+use crate::faults::{FaultLog, Injector, InjectorParts};
 use crate::gateway_api::GatewayApi;
 use crate::operator::{self, OperatorLog};
 use crate::procs::{Cluster, ClusterSpec, free_port};
@@ -202,21 +202,24 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
     // Injector.
     let soft_stop = CancellationToken::new();
     let hard_stop = CancellationToken::new();
-    let mut injector = Injector::new(InjectorParts {
-        seed: settings.seed,
-        kinds: settings.fault_kinds(),
-        cluster: cluster.clone(),
-        proxy: proxy.clone(),
-        shop_url,
-        ttl: settings.lease_ttl(),
-        interval: settings.fault_interval_seconds,
-        verbose: settings.verbose,
-    });
-    let (soft, hard) = (soft_stop.clone(), hard_stop.clone());
-    let injector_task = tokio::spawn(async move {
-        let r = injector.run(soft, hard).await;
-        (injector, r)
-    });
+    let mut injector_tasks = Vec::new();
+    for i in 0..settings.injectors {
+        let mut injector = Injector::new(InjectorParts {
+            seed: settings.seed.wrapping_add(u64::from(i) * 1_000_003),
+            kinds: settings.fault_kinds(),
+            cluster: cluster.clone(),
+            proxy: proxy.clone(),
+            shop_url: shop_url.clone(),
+            ttl: settings.lease_ttl(),
+            interval: settings.fault_interval_seconds,
+            verbose: settings.verbose,
+        });
+        let (soft, hard) = (soft_stop.clone(), hard_stop.clone());
+        injector_tasks.push(tokio::spawn(async move {
+            let r = injector.run(soft, hard).await;
+            (injector, r)
+        }));
+    }
     // Faults stop at 60 % of the deadline at the latest, so that the rest can settle.
     let fault_limit = started + settings.deadline().mul_f64(0.6);
 
@@ -253,7 +256,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
                     proxy.counts().requests
                 );
             }
-            if p.settled && injector_task.is_finished() {
+            if p.settled && injector_tasks.iter().all(|t| t.is_finished()) {
                 break;
             }
         }
@@ -263,8 +266,12 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
         }
     }
     hard_stop.cancel();
-    let (injector, inj_result) = injector_task.await.context("injector panicked")?;
-    inj_result.context("fault injector")?;
+    let mut fault_log = FaultLog::default();
+    for t in injector_tasks {
+        let (injector, r) = t.await.context("injector panicked")?;
+        r.context("fault injector")?;
+        fault_log.merge(injector.log);
+    }
     op_stop.cancel();
     let _ = operator.await;
     upstream.abort();
@@ -312,7 +319,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
         deadline_hit,
         shop_orders: ev.shop.len(),
         shop_dropped: ev.shop.iter().filter(|s| s.dropped).count(),
-        faults: injector.log,
+        faults: fault_log,
         proxy: proxy.counts(),
         reclaims: ops.total(),
         reclaim_refused: ops.refused,

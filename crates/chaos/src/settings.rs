@@ -41,6 +41,10 @@ pub struct Settings {
     #[arg(long, env = "CHAOS_FAULTS", value_delimiter = ',', value_enum)]
     pub faults: Vec<FaultKind>,
 
+    /// Injectors running at once (their faults overlap); each has its own seeded RNG.
+    #[arg(long, env = "CHAOS_INJECTORS", default_value_t = 1)]
+    pub injectors: u32,
+
     /// The gateway's `RAKUTEN_LEASE_TTL_SECONDS` (short, so that lease expiry happens).
     #[arg(long, env = "CHAOS_LEASE_TTL_SECONDS", default_value_t = 4.0)]
     pub lease_ttl_seconds: f64,
@@ -104,6 +108,7 @@ impl Settings {
             submit_rate: 10.0,
             fault_interval_seconds: 1.5,
             faults: Vec::new(),
+            injectors: 1,
             lease_ttl_seconds: 3.0,
             max_reclaims: 8,
             bin_dir: None,
@@ -132,6 +137,9 @@ impl Settings {
         if !(self.lease_ttl_seconds.is_finite() && (1.0..=600.0).contains(&self.lease_ttl_seconds))
         {
             return Err(bad("--lease-ttl-seconds", "must be 1..=600 seconds"));
+        }
+        if !(1..=4).contains(&self.injectors) {
+            return Err(bad("--injectors", "must be 1..=4"));
         }
         if self.deadline_seconds < 10 {
             return Err(bad("--deadline-seconds", "must be at least 10"));
@@ -179,6 +187,9 @@ impl Settings {
                 .map(|k| k.name().replace('_', "-"))
                 .collect();
             c.push_str(&format!(" --faults {}", names.join(",")));
+        }
+        if self.injectors > 1 {
+            c.push_str(&format!(" --injectors {}", self.injectors));
         }
         if self.gateways > 1 {
             c.push_str(&format!(" --gateways {}", self.gateways));
