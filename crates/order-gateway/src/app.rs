@@ -1,6 +1,8 @@
 //! Building and running the application: open the store, bind the listener, start the sweepers
 //! (order leases, account queries), serve until a shutdown signal, then drain (stop accepting,
-//! let long-polls return, let the writer commit its last batch).
+//! let long-polls return, let the writer commit its last batch). The storage driver is SQLite, or
+//! PostgreSQL when `RAKUTEN_GATEWAY_DB_URL` is set ([`Backend`]); on PostgreSQL a `LISTEN` task
+//! also feeds other instances' wake-ups to this one's long-polls.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,8 +18,53 @@ use crate::jobs::query_sweeper::{QuerySweepSettings, QuerySweeper};
 use crate::jobs::sweeper::Sweeper;
 use crate::lease::notify::LeaseNotifier;
 use crate::settings::Settings;
+use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{OrderStore, QueryStore};
+
+/// The storage driver the settings chose.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// The embedded default: one instance, one SQLite file.
+    Sqlite(Arc<SqliteStore>),
+    /// `RAKUTEN_GATEWAY_DB_URL`: any number of instances on one PostgreSQL database.
+    Postgres(Arc<PgStore>),
+}
+
+impl Backend {
+    /// Opens the driver the settings name (PostgreSQL when `db_url` is set, else SQLite).
+    ///
+    /// # Errors
+    /// The database cannot be opened or migrated.
+    pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
+        Ok(match &settings.db_url {
+            Some(url) => Backend::Postgres(Arc::new(
+                PgStore::open(url.expose())
+                    .await
+                    .context("opening the PostgreSQL database (RAKUTEN_GATEWAY_DB_URL)")?,
+            )),
+            None => Backend::Sqlite(Arc::new(
+                SqliteStore::open(&settings.db_path)
+                    .await
+                    .with_context(|| format!("opening database {}", settings.db_path.display()))?,
+            )),
+        })
+    }
+
+    fn order_store(&self) -> Arc<dyn OrderStore> {
+        match self {
+            Backend::Sqlite(s) => s.clone(),
+            Backend::Postgres(s) => s.clone(),
+        }
+    }
+
+    fn query_store(&self) -> Arc<dyn QueryStore> {
+        match self {
+            Backend::Sqlite(s) => s.clone(),
+            Backend::Postgres(s) => s.clone(),
+        }
+    }
+}
 
 /// A built, bound, not yet running gateway.
 #[derive(Debug)]
@@ -25,7 +72,7 @@ pub struct Application {
     listener: TcpListener,
     port: u16,
     state: AppState,
-    store: Arc<SqliteStore>,
+    backend: Backend,
     sweeper: Sweeper,
     query_sweeper: QuerySweeper,
     shutdown: CancellationToken,
@@ -39,18 +86,14 @@ impl Application {
     pub async fn build(settings: Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         settings.validate()?;
         let addr = settings.listen_addr()?;
-        let store = Arc::new(
-            SqliteStore::open(&settings.db_path)
-                .await
-                .with_context(|| format!("opening database {}", settings.db_path.display()))?,
-        );
+        let backend = Backend::open(&settings).await?;
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
         let port = listener.local_addr()?.port();
         let notifier = LeaseNotifier::new();
         let shutdown = CancellationToken::new();
-        let dyn_store: Arc<dyn OrderStore> = store.clone();
+        let dyn_store = backend.order_store();
         let sweeper = Sweeper::new(
             dyn_store.clone(),
             clock.clone(),
@@ -61,7 +104,7 @@ impl Application {
                 queued: settings.queued_alert(),
             },
         );
-        let query_store: Arc<dyn QueryStore> = store.clone();
+        let query_store = backend.query_store();
         let query_notifier = LeaseNotifier::new();
         let query_sweeper = QuerySweeper::new(
             query_store.clone(),
@@ -86,7 +129,7 @@ impl Application {
             listener,
             port,
             state,
-            store,
+            backend,
             sweeper,
             query_sweeper,
             shutdown,
@@ -104,8 +147,20 @@ impl Application {
     }
 
     /// The SQLite store (write statistics for benchmarks).
+    ///
+    /// # Panics
+    /// When the gateway runs on PostgreSQL (`RAKUTEN_GATEWAY_DB_URL`); use
+    /// [`backend`](Self::backend) where either driver may be in use.
     pub fn sqlite_store(&self) -> Arc<SqliteStore> {
-        self.store.clone()
+        match &self.backend {
+            Backend::Sqlite(s) => s.clone(),
+            Backend::Postgres(_) => panic!("sqlite_store() called on a PostgreSQL gateway"),
+        }
+    }
+
+    /// The storage driver in use.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     /// The sweeper, so tests can call `run_once(now)` directly.
@@ -130,6 +185,15 @@ impl Application {
         let token = self.shutdown.clone();
         let sweeper = tokio::spawn(self.sweeper.run(token.clone()));
         let query_sweeper = tokio::spawn(self.query_sweeper.run(token.clone()));
+        // Other instances' commits wake this instance's long-polls.
+        let listener = match &self.backend {
+            Backend::Postgres(pg) => Some(pg.spawn_listener(
+                self.state.lease_notifier.clone(),
+                self.state.query_notifier.clone(),
+                token.clone(),
+            )),
+            Backend::Sqlite(_) => None,
+        };
         let app = router(self.state);
         tracing::info!(port = self.port, "order-gateway listening");
         let served = axum::serve(self.listener, app)
@@ -142,7 +206,10 @@ impl Application {
         self.shutdown.cancel();
         let _ = sweeper.await;
         let _ = query_sweeper.await;
-        self.store.close().await;
+        if let Some(l) = listener {
+            let _ = l.await;
+        }
+        self.backend.order_store().close().await;
         tracing::info!("order-gateway stopped");
         served.context("serving HTTP")
     }

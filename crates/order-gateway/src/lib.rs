@@ -9,7 +9,10 @@
 //!   (Bearer), [`http::extract`] (envelope rejections), [`http::openapi`] (`/openapi.json`),
 //!   [`http::routes`] (`orders`, `health`).
 //! - [`store`]: the [`store::OrderStore`] trait and its error; [`store::sqlite`] is the SQLite
-//!   driver (group-commit writer, read pool); schema in `migrations/sqlite`.
+//!   driver (group-commit writer, read pool; schema in `migrations/sqlite`), the default;
+//!   [`store::postgres`] the PostgreSQL driver for several instances on one queue
+//!   (`RAKUTEN_GATEWAY_DB_URL`; schema in `migrations/postgres`, `LISTEN/NOTIFY` wake-ups);
+//!   [`app::Backend`] picks one.
 //! - [`lease`]: in-process wake-up of long-polls ([`lease::notify`]) and the long-poll
 //!   ([`lease::long_poll`]).
 //! - [`jobs`]: the lease-expiry sweeper ([`jobs::sweeper`]), alerts ([`jobs::alerts`]) and the

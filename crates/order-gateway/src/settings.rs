@@ -87,6 +87,12 @@ pub struct Settings {
     )]
     pub db_path: PathBuf,
 
+    /// PostgreSQL URL (`postgres://user:pass@host:5432/db`). When set, the gateway stores its
+    /// queue in PostgreSQL instead of the SQLite file, and any number of instances may share it
+    /// (issue #7); unset = SQLite at `RAKUTEN_GATEWAY_DB_PATH`.
+    #[arg(long, env = "RAKUTEN_GATEWAY_DB_URL", hide_env_values = true)]
+    pub db_url: Option<Secret>,
+
     /// Lease time-to-live, seconds (§4.3); a worker renews before it lapses.
     #[arg(long, env = "RAKUTEN_LEASE_TTL_SECONDS", default_value_t = 300.0)]
     pub lease_ttl_seconds: f64,
@@ -163,6 +169,7 @@ impl Settings {
             host: "127.0.0.1".into(),
             port: 0,
             db_path: db_path.into(),
+            db_url: None,
             lease_ttl_seconds: 300.0,
             lease_max_wait_seconds: 60.0,
             worker_offline_alert_seconds: 300.0,
@@ -238,6 +245,15 @@ impl Settings {
                 name: "RAKUTEN_LEASE_MAX_WAIT_SECONDS",
                 reason: format!("must be between 0 and 3600 seconds, got {w}"),
             });
+        }
+        if let Some(url) = &self.db_url {
+            let u = url.expose();
+            if !(u.starts_with("postgres://") || u.starts_with("postgresql://")) {
+                return Err(SettingsError {
+                    name: "RAKUTEN_GATEWAY_DB_URL",
+                    reason: "must start with postgres:// or postgresql://".into(),
+                });
+            }
         }
         if self.db_path.as_os_str().is_empty() {
             return Err(SettingsError {
@@ -319,6 +335,16 @@ mod tests {
         let s = Settings::for_tests("x.db", "hunter2");
         assert!(!format!("{s:?}").contains("hunter2"));
         assert_eq!(format!("{}", s.api_token), "***");
+    }
+
+    #[test]
+    fn a_database_url_must_be_postgres_and_never_prints() {
+        let mut s = Settings::for_tests("x.db", "t");
+        s.db_url = Some(Secret::new("mysql://u:pw@h/db"));
+        assert_eq!(s.validate().unwrap_err().name, "RAKUTEN_GATEWAY_DB_URL");
+        s.db_url = Some(Secret::new("postgres://u:pw@127.0.0.1/db"));
+        assert!(s.validate().is_ok());
+        assert!(!format!("{s:?}").contains("pw@"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Storage behind one narrow trait, [`OrderStore`], with verb-noun methods. One driver per
-//! database: [`sqlite`] today, PostgreSQL later (same method contract, `migrations/postgres` with
-//! the same numbering).
+//! database: [`sqlite`] (the embedded default) and [`postgres`] (several instances sharing one
+//! queue; `migrations/postgres` with the same numbering).
 //!
 //! Contract every driver keeps (spec §3–§5):
 //! - every transition is a conditional update that repeats [`TaskStatus::transition`]'s guard in
@@ -14,6 +14,7 @@
 //! contract (redelivery instead of `stale`); the SQLite driver implements both and runs both
 //! through the same group-commit writer.
 
+pub mod postgres;
 pub mod queries;
 pub mod sqlite;
 

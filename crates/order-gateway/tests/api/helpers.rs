@@ -8,9 +8,12 @@ use order_gateway::Application;
 use order_gateway::Settings;
 use order_gateway::jobs::query_sweeper::{QuerySweep, QuerySweeper};
 use order_gateway::jobs::sweeper::Sweeper;
+use order_gateway::settings::Secret;
 use order_gateway::store::StaleTask;
 use rakuten_types::{Clock, ManualClock};
 use serde_json::{Value, json};
+
+use crate::pg::TestDb;
 
 pub const TOKEN: &str = "test-token-0123456789";
 
@@ -23,6 +26,8 @@ pub struct TestApp {
     pub query_sweeper: QuerySweeper,
     pub settings: Settings,
     pub _tempdir: tempfile::TempDir,
+    /// The PostgreSQL schema, when the app runs on PostgreSQL (kept alive as long as the app).
+    pub _db: Option<Arc<TestDb>>,
 }
 
 /// A plain answer: HTTP status and the parsed envelope.
@@ -69,11 +74,29 @@ pub async fn spawn_app() -> TestApp {
 /// Spawns with adjusted settings. The background sweeper runs hourly here (its first tick is at
 /// start): tests drive expiry with the clock and `sweep()` so nothing races them by surprise.
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_on(None, ManualClock::at_fixed_date(), adjust).await
+}
+
+/// The application on PostgreSQL (`db`'s schema); several apps on one `db` and one `clock` are
+/// several instances sharing one queue.
+pub async fn spawn_pg_app(
+    db: Arc<TestDb>,
+    clock: ManualClock,
+    adjust: impl FnOnce(&mut Settings),
+) -> TestApp {
+    spawn_on(Some(db), clock, adjust).await
+}
+
+async fn spawn_on(
+    db: Option<Arc<TestDb>>,
+    clock: ManualClock,
+    adjust: impl FnOnce(&mut Settings),
+) -> TestApp {
     let tempdir = tempfile::tempdir().expect("tempdir");
     let mut settings = Settings::for_tests(tempdir.path().join("gw.db"), TOKEN);
     settings.sweep_interval_seconds = 3600.0;
+    settings.db_url = db.as_ref().map(|d| Secret::new(d.url.clone()));
     adjust(&mut settings);
-    let clock = ManualClock::at_fixed_date();
     let app = Application::build(settings.clone(), Arc::new(clock.clone()))
         .await
         .expect("build");
@@ -93,6 +116,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
         query_sweeper,
         settings,
         _tempdir: tempdir,
+        _db: db,
     }
 }
 

@@ -1,13 +1,19 @@
 //! The gateway's one integration-test binary: real HTTP on 127.0.0.1:0, fresh temp databases,
-//! `ManualClock` for expiry and alerts. Modules follow the spec's §9 checklist and issue #2.
+//! `ManualClock` for expiry and alerts. Modules follow the spec's §9 checklist and issue #2;
+//! `conformance` runs one storage suite against both drivers and `multi_instance` runs several
+//! gateways on one PostgreSQL schema (issue #7). PostgreSQL: `DATABASE_URL_TEST` (default
+//! `postgres://postgres@127.0.0.1:5432/test`), a fresh schema per test; it must be running.
 
 mod bad_input;
+mod conformance;
 mod crash;
 mod expiry;
 mod health;
 mod helpers;
 mod invariants;
 mod lease;
+mod multi_instance;
+mod pg;
 mod queries;
 mod report;
 mod soak;

@@ -1,6 +1,6 @@
 //! Store-level checks: the schema enforces the invariants even when code is bypassed, and the
-//! group-commit writer batches concurrent writes while isolating a failing one. (The PostgreSQL
-//! driver, when it comes, should pass the same checks.)
+//! group-commit writer batches concurrent writes while isolating a failing one. (The
+//! driver-neutral checks, run against SQLite and PostgreSQL alike, are in `conformance`.)
 
 use std::sync::Arc;
 use std::time::Duration;

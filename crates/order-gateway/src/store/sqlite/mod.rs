@@ -11,7 +11,7 @@
 mod ops;
 mod queries;
 mod reads;
-mod rows;
+pub(crate) mod rows;
 pub mod writer;
 
 use std::path::Path;

@@ -38,7 +38,7 @@ pub(crate) fn ts(s: &str) -> Result<Timestamp, StoreError> {
     Timestamp::parse(s).map_err(|e| corrupt("timestamp", e))
 }
 
-fn opt_ts(s: Option<String>) -> Result<Option<Timestamp>, StoreError> {
+pub(crate) fn decode_ts(s: Option<String>) -> Result<Option<Timestamp>, StoreError> {
     s.as_deref().map(ts).transpose()
 }
 
@@ -59,7 +59,7 @@ impl TaskRow {
             intent_json: row.try_get("intent_json")?,
             status: status.parse().map_err(|e| corrupt("status", e))?,
             lease_owner: row.try_get("lease_owner")?,
-            lease_expires_at: opt_ts(row.try_get("lease_expires_at")?)?,
+            lease_expires_at: decode_ts(row.try_get("lease_expires_at")?)?,
             lease_count: row.try_get("lease_count")?,
             created_at: ts(&row.try_get::<String, _>("created_at")?)?,
             updated_at: ts(&row.try_get::<String, _>("updated_at")?)?,
@@ -100,7 +100,7 @@ pub(crate) fn decode_report(row: &SqliteRow) -> Result<ReportView, StoreError> {
     Ok(ReportView {
         state: order_state(&row.try_get::<String, _>("state")?)?,
         payable_yen: row.try_get("payable_yen")?,
-        pay_deadline: opt_ts(row.try_get("pay_deadline")?)?,
+        pay_deadline: decode_ts(row.try_get("pay_deadline")?)?,
         site_order_id: row.try_get("site_order_id")?,
         evidence_ref: row.try_get("evidence_ref")?,
         detail: row.try_get("detail")?,

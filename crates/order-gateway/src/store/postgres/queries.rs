@@ -1,0 +1,522 @@
+//! The account-query channel on PostgreSQL (`account_queries`, migration 0002): the write
+//! transitions (each in its own transaction, see [`super::PgStore`]) and the reads. Every
+//! transition asks `QueryStatus::transition` first and repeats its guard in SQL. Rows are picked
+//! `FOR UPDATE SKIP LOCKED` (lease, sweeps), so instances sharing the table never lease one query
+//! twice nor sweep one row twice; a result locks its row (`FOR UPDATE`) before it checks the
+//! lease. A new or redelivered query `NOTIFY`s [`super::QUERIES_CHANNEL`] on commit.
+
+use rakuten_types::order::Page;
+use rakuten_types::query::{
+    QueryEvent, QueryGrant, QueryKind, QueryResultAck, QueryStatus, QuerySummary, QueryView,
+    SubmitQueryAck,
+};
+use rakuten_types::{QueryId, Timestamp};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, PgPool, Row};
+use uuid::Uuid;
+
+use super::{QUERIES_CHANNEL, notify};
+use crate::store::StoreError;
+use crate::store::queries::{
+    LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryOutcome, QueryResultRecord,
+};
+use crate::store::sqlite::rows::{decode_ts, ts};
+
+/// Columns every full query read selects.
+const COLUMNS: &str = "query_id, site, kind, params_json, status, attempt, max_attempts, \
+    lease_owner, lease_token, lease_expires_at, result_json, raw_omitted, error_code, \
+    error_message, result_token, result_success, created_at, updated_at, finished_at";
+
+/// Columns of a listing (no result body).
+const SUMMARY_COLUMNS: &str = "query_id, site, kind, params_json, status, attempt, max_attempts, \
+    lease_owner, lease_token, lease_expires_at, NULL::text AS result_json, raw_omitted, error_code, \
+    error_message, result_token, result_success, created_at, updated_at, finished_at";
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {e}"))
+}
+
+/// One `account_queries` row.
+#[derive(Debug, Clone)]
+struct QueryRow {
+    query_id: QueryId,
+    site: String,
+    kind: QueryKind,
+    params_json: String,
+    status: QueryStatus,
+    attempt: i64,
+    max_attempts: i64,
+    lease_owner: Option<String>,
+    lease_token: Option<String>,
+    lease_expires_at: Option<Timestamp>,
+    result_json: Option<String>,
+    raw_omitted: bool,
+    error_code: Option<i32>,
+    error_message: Option<String>,
+    result_token: Option<String>,
+    result_success: Option<bool>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    finished_at: Option<Timestamp>,
+}
+
+impl QueryRow {
+    fn decode(row: &PgRow) -> Result<Self, StoreError> {
+        let id: String = row.try_get("query_id")?;
+        let kind: String = row.try_get("kind")?;
+        let status: String = row.try_get("status")?;
+        Ok(QueryRow {
+            query_id: QueryId::parse(&id).map_err(|e| corrupt("query_id", e))?,
+            site: row.try_get("site")?,
+            kind: kind.parse().map_err(|e| corrupt("kind", e))?,
+            params_json: row.try_get("params_json")?,
+            status: status.parse().map_err(|e| corrupt("status", e))?,
+            attempt: row.try_get("attempt")?,
+            max_attempts: row.try_get("max_attempts")?,
+            lease_owner: row.try_get("lease_owner")?,
+            lease_token: row.try_get("lease_token")?,
+            lease_expires_at: decode_ts(row.try_get("lease_expires_at")?)?,
+            result_json: row.try_get("result_json")?,
+            raw_omitted: row.try_get("raw_omitted")?,
+            error_code: row.try_get("error_code")?,
+            error_message: row.try_get("error_message")?,
+            result_token: row.try_get("result_token")?,
+            result_success: row.try_get("result_success")?,
+            created_at: ts(&row.try_get::<String, _>("created_at")?)?,
+            updated_at: ts(&row.try_get::<String, _>("updated_at")?)?,
+            finished_at: decode_ts(row.try_get("finished_at")?)?,
+        })
+    }
+
+    fn params(&self) -> Result<serde_json::Value, StoreError> {
+        serde_json::from_str(&self.params_json).map_err(|e| corrupt("params_json", e))
+    }
+
+    fn into_view(self) -> Result<QueryView, StoreError> {
+        let params = self.params()?;
+        let result = self
+            .result_json
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| corrupt("result_json", e))?;
+        Ok(QueryView {
+            query_id: self.query_id,
+            site: self.site,
+            kind: self.kind,
+            params,
+            status: self.status,
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            lease_owner: self.lease_owner,
+            lease_expires_at: self.lease_expires_at,
+            result,
+            raw_omitted: self.raw_omitted,
+            error_code: self.error_code,
+            error_message: self.error_message,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            finished_at: self.finished_at,
+        })
+    }
+
+    fn into_summary(self) -> Result<QuerySummary, StoreError> {
+        let params = self.params()?;
+        Ok(QuerySummary {
+            query_id: self.query_id,
+            site: self.site,
+            kind: self.kind,
+            params,
+            status: self.status,
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            lease_owner: self.lease_owner,
+            lease_expires_at: self.lease_expires_at,
+            raw_omitted: self.raw_omitted,
+            error_code: self.error_code,
+            error_message: self.error_message,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            finished_at: self.finished_at,
+        })
+    }
+}
+
+async fn load(
+    conn: &mut PgConnection,
+    id: &QueryId,
+    lock: bool,
+) -> Result<Option<QueryRow>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM account_queries WHERE query_id = $1{}",
+        if lock { " FOR UPDATE" } else { "" }
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(id.as_str())
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(QueryRow::decode).transpose()
+}
+
+/// `POST /api/account/queries`: insert or find.
+pub(crate) async fn query_insert(
+    conn: &mut PgConnection,
+    q: NewQuery,
+    now: Timestamp,
+) -> Result<SubmitQueryAck, StoreError> {
+    let now_s = now.to_rfc3339();
+    let inserted = sqlx::query(
+        "INSERT INTO account_queries (query_id, site, kind, params_json, status, attempt, \
+         max_attempts, created_at, updated_at) VALUES ($1, $2, $3, $4, 'queued', 0, $5, $6, $6) \
+         ON CONFLICT (query_id) DO NOTHING",
+    )
+    .bind(q.query_id.as_str())
+    .bind(&q.site)
+    .bind(q.kind.as_str())
+    .bind(&q.params_json)
+    .bind(q.max_attempts)
+    .bind(&now_s)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if inserted == 1 {
+        notify(conn, QUERIES_CHANNEL).await?;
+        return Ok(SubmitQueryAck {
+            query_id: q.query_id,
+            status: QueryStatus::Queued,
+            created: true,
+        });
+    }
+    let existing = load(conn, &q.query_id, false)
+        .await?
+        .ok_or_else(|| StoreError::QueryNotFound(q.query_id.clone()))?;
+    Ok(SubmitQueryAck {
+        query_id: existing.query_id,
+        status: existing.status,
+        created: false,
+    })
+}
+
+/// `GET /api/account/queries/lease`: one attempt, one statement. The TTL guard
+/// (`created_at > created_after`) is part of the claim itself.
+pub(crate) async fn query_lease_next(
+    conn: &mut PgConnection,
+    req: QueryLeaseRequest,
+    now: Timestamp,
+) -> Result<Option<QueryGrant>, StoreError> {
+    QueryStatus::Queued.transition(QueryEvent::Lease)?;
+    let token = Uuid::now_v7().to_string();
+    let expires = now.plus(req.ttl);
+    let sql = format!(
+        "UPDATE account_queries SET status = 'leased', attempt = attempt + 1, lease_owner = $1, \
+         lease_token = $2, lease_expires_at = $3, updated_at = $4 \
+         WHERE query_id = (SELECT query_id FROM account_queries WHERE status = 'queued' \
+           AND created_at > $5 AND ($6::text IS NULL OR site = $6) ORDER BY created_at, seq \
+           LIMIT 1 FOR UPDATE SKIP LOCKED) \
+         AND status = 'queued' AND created_at > $5 RETURNING {COLUMNS}"
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(req.worker_id.as_str())
+        .bind(&token)
+        .bind(expires.to_rfc3339())
+        .bind(now.to_rfc3339())
+        .bind(req.created_after.to_rfc3339())
+        .bind(req.site.clone())
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let row = QueryRow::decode(&row)?;
+    Ok(Some(QueryGrant {
+        params: row.params()?,
+        query_id: row.query_id,
+        site: row.site,
+        kind: row.kind,
+        attempt: row.attempt,
+        lease_expires_at: expires,
+        lease_token: token,
+    }))
+}
+
+/// `POST /api/account/queries/{id}/result`.
+pub(crate) async fn query_record_result(
+    conn: &mut PgConnection,
+    rec: QueryResultRecord,
+    now: Timestamp,
+) -> Result<QueryResultAck, StoreError> {
+    let row = load(conn, &rec.query_id, true)
+        .await?
+        .ok_or_else(|| StoreError::QueryNotFound(rec.query_id.clone()))?;
+    let token = rec.lease_token.as_deref();
+    // An identical repeat of the result that finished the query: acknowledged, nothing changes.
+    if row.status.is_terminal()
+        && token.is_some()
+        && row.result_token.as_deref() == token
+        && row.lease_owner.as_deref() == Some(rec.worker_id.as_str())
+        && row.result_success == Some(rec.reported_success)
+    {
+        return Ok(QueryResultAck {
+            query_id: row.query_id,
+            status: row.status,
+            raw_omitted: row.raw_omitted,
+            duplicate: true,
+            error_code: row.error_code,
+            error_message: row.error_message,
+        });
+    }
+    let refuse = |why: String| Err(StoreError::QueryLeaseInvalid(why));
+    if row.status != QueryStatus::Leased {
+        return refuse(format!(
+            "query {} is {}; results are accepted only from the current lease holder",
+            row.query_id, row.status
+        ));
+    }
+    if row.lease_owner.as_deref() != Some(rec.worker_id.as_str()) {
+        return refuse(format!(
+            "worker {} does not hold the lease of query {} (it was redelivered)",
+            rec.worker_id, row.query_id
+        ));
+    }
+    if token.is_some() && row.lease_token.as_deref() != token {
+        return refuse("lease_token belongs to an earlier lease of this query".into());
+    }
+    if row.lease_expires_at.is_none_or(|e| e <= now) {
+        return refuse(format!("the lease of query {} has expired", row.query_id));
+    }
+    let (event, result_json, raw_omitted, error_code, error_message) = match rec.outcome {
+        QueryOutcome::Success {
+            result_json,
+            raw_omitted,
+        } => (
+            QueryEvent::Succeed,
+            Some(result_json),
+            raw_omitted,
+            None,
+            None,
+        ),
+        QueryOutcome::Failure {
+            error_code,
+            error_message,
+        } => (
+            QueryEvent::Fail,
+            None,
+            false,
+            error_code,
+            Some(error_message),
+        ),
+    };
+    let next = row.status.transition(event)?;
+    let now_s = now.to_rfc3339();
+    let done = sqlx::query(
+        "UPDATE account_queries SET status = $1, result_json = $2, raw_omitted = $3, \
+         error_code = $4, error_message = $5, result_token = lease_token, result_success = $6, \
+         updated_at = $7, finished_at = $7 \
+         WHERE query_id = $8 AND status = 'leased' AND lease_owner = $9 AND lease_token = $10 \
+         AND lease_expires_at > $7",
+    )
+    .bind(next.as_str())
+    .bind(result_json)
+    .bind(raw_omitted)
+    .bind(error_code)
+    .bind(error_message.clone())
+    .bind(rec.reported_success)
+    .bind(&now_s)
+    .bind(row.query_id.as_str())
+    .bind(rec.worker_id.as_str())
+    .bind(row.lease_token.clone())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if done != 1 {
+        return refuse("the lease changed concurrently".into());
+    }
+    Ok(QueryResultAck {
+        query_id: row.query_id,
+        status: next,
+        raw_omitted,
+        duplicate: false,
+        error_code,
+        error_message,
+    })
+}
+
+/// The sweeper's redelivery: lapsed leases → `queued` (attempts left) or `failed`.
+pub(crate) async fn query_requeue_expired_leases(
+    conn: &mut PgConnection,
+    now: Timestamp,
+) -> Result<Vec<LapsedQuery>, StoreError> {
+    let now_s = now.to_rfc3339();
+    let sql = format!(
+        "SELECT {COLUMNS} FROM account_queries WHERE status = 'leased' AND lease_expires_at <= $1 \
+         ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(&now_s)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let row = QueryRow::decode(&r)?;
+        let attempts_left = row.attempt < row.max_attempts;
+        let next = row
+            .status
+            .transition(QueryEvent::LeaseLapsed { attempts_left })?;
+        let done = if next == QueryStatus::Queued {
+            sqlx::query(
+                "UPDATE account_queries SET status = 'queued', lease_token = NULL, \
+                 lease_expires_at = NULL, updated_at = $1 WHERE query_id = $2 \
+                 AND status = 'leased' AND lease_token = $3 AND lease_expires_at <= $1 \
+                 AND attempt < max_attempts",
+            )
+            .bind(&now_s)
+            .bind(row.query_id.as_str())
+            .bind(row.lease_token.clone())
+            .execute(&mut *conn)
+            .await?
+            .rows_affected()
+        } else {
+            sqlx::query(
+                "UPDATE account_queries SET status = 'failed', error_code = NULL, \
+                 error_message = $1, updated_at = $2, finished_at = $2 WHERE query_id = $3 \
+                 AND status = 'leased' AND lease_token = $4 AND lease_expires_at <= $2",
+            )
+            .bind(format!(
+                "attempts exhausted: the lease lapsed on each of {} attempts without a result",
+                row.attempt
+            ))
+            .bind(&now_s)
+            .bind(row.query_id.as_str())
+            .bind(row.lease_token.clone())
+            .execute(&mut *conn)
+            .await?
+            .rows_affected()
+        };
+        if done == 1 {
+            out.push(LapsedQuery {
+                query_id: row.query_id,
+                status: next,
+                attempt: row.attempt,
+                lease_owner: row.lease_owner,
+            });
+        }
+    }
+    if out.iter().any(|q| q.status == QueryStatus::Queued) {
+        notify(conn, QUERIES_CHANNEL).await?;
+    }
+    Ok(out)
+}
+
+/// The sweeper's TTL: queued or leased queries created at or before `created_before` → `expired`.
+pub(crate) async fn query_mark_expired(
+    conn: &mut PgConnection,
+    created_before: Timestamp,
+    now: Timestamp,
+) -> Result<Vec<QueryId>, StoreError> {
+    for s in [QueryStatus::Queued, QueryStatus::Leased] {
+        s.transition(QueryEvent::TtlExpire)?;
+    }
+    let ids: Vec<String> = sqlx::query_scalar(
+        "UPDATE account_queries SET status = 'expired', lease_token = NULL, \
+         lease_expires_at = NULL, error_code = NULL, \
+         error_message = 'older than RAKUTEN_QUERY_TTL_SECONDS; never leased again', \
+         updated_at = $1, finished_at = $1 \
+         WHERE query_id IN (SELECT query_id FROM account_queries \
+           WHERE status IN ('queued','leased') AND created_at <= $2 LIMIT 1000 \
+           FOR UPDATE SKIP LOCKED) \
+         AND status IN ('queued','leased') RETURNING query_id",
+    )
+    .bind(now.to_rfc3339())
+    .bind(created_before.to_rfc3339())
+    .fetch_all(&mut *conn)
+    .await?;
+    ids.iter()
+        .map(|s| QueryId::parse(s).map_err(|e| corrupt("query_id", e)))
+        .collect()
+}
+
+/// The sweeper's retention: terminal queries finished before the cutoff are deleted.
+pub(crate) async fn query_delete_terminal_before(
+    conn: &mut PgConnection,
+    finished_before: Timestamp,
+) -> Result<u64, StoreError> {
+    Ok(sqlx::query(
+        "DELETE FROM account_queries WHERE query_id IN (SELECT query_id FROM account_queries \
+         WHERE status IN ('succeeded','failed','expired') AND finished_at < $1 LIMIT 1000 \
+         FOR UPDATE SKIP LOCKED) AND status IN ('succeeded','failed','expired')",
+    )
+    .bind(finished_before.to_rfc3339())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected())
+}
+
+/// Whether a queued, unexpired query exists (the long-poll's fallback check).
+pub(crate) async fn query_leasable_exists(
+    pool: &PgPool,
+    site: Option<&str>,
+    created_after: Timestamp,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM account_queries WHERE status = 'queued' \
+         AND created_at > $1 AND ($2::text IS NULL OR site = $2))",
+    )
+    .bind(created_after.to_rfc3339())
+    .bind(site)
+    .fetch_one(pool)
+    .await?)
+}
+
+pub(crate) async fn query_get(
+    pool: &PgPool,
+    id: &QueryId,
+) -> Result<Option<QueryView>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM account_queries WHERE query_id = $1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await?;
+    row.as_ref()
+        .map(|r| QueryRow::decode(r).and_then(QueryRow::into_view))
+        .transpose()
+}
+
+pub(crate) async fn query_list(
+    pool: &PgPool,
+    f: QueryFilter,
+) -> Result<Page<QuerySummary>, StoreError> {
+    let status = f.status.map(QueryStatus::as_str);
+    let kind = f.kind.map(QueryKind::as_str);
+    let mut tx = pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await?;
+    let total: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM account_queries WHERE ($1::text IS NULL OR status = $1) \
+         AND ($2::text IS NULL OR kind = $2)",
+    )
+    .bind(status)
+    .bind(kind)
+    .fetch_one(&mut *tx)
+    .await?;
+    let sql = format!(
+        "SELECT {SUMMARY_COLUMNS} FROM account_queries WHERE ($1::text IS NULL OR status = $1) \
+         AND ($2::text IS NULL OR kind = $2) ORDER BY created_at, seq LIMIT $3 OFFSET $4"
+    );
+    let items = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(status)
+        .bind(kind)
+        .bind(f.limit)
+        .bind(f.offset)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| QueryRow::decode(r).and_then(QueryRow::into_summary))
+        .collect::<Result<Vec<_>, _>>()?;
+    tx.commit().await?;
+    Ok(Page {
+        items,
+        total,
+        limit: f.limit,
+        offset: f.offset,
+    })
+}

@@ -1,0 +1,983 @@
+//! The storage conformance suite: ONE set of checks of the [`OrderStore`] / [`QueryStore`]
+//! contract, run unchanged against both drivers (`conformance::sqlite::*` on a temp file,
+//! `conformance::postgres::*` on a fresh schema of `DATABASE_URL_TEST`). Every trait method and
+//! the invariants: one active task per gate, nothing returns to `queued`, fencing, idempotent
+//! reports, reclaim rules, the schema refusing bypasses, concurrent claims; queries: lease,
+//! redelivery, attempts, TTL, retention, duplicates. Time is a `ManualClock`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use order_gateway::LeaseScope;
+use order_gateway::store::postgres::PgStore;
+use order_gateway::store::queries::{
+    NewQuery, QueryFilter, QueryLeaseRequest, QueryOutcome, QueryResultRecord,
+};
+use order_gateway::store::sqlite::SqliteStore;
+use order_gateway::store::{
+    LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, QueryStore, ReclaimRequest,
+    RenewRequest, StoreError, TaskFilter,
+};
+use rakuten_types::order::LeaseGrant;
+use rakuten_types::query::{QueryKind, QueryStatus};
+use rakuten_types::{
+    Clock, ManualClock, OrderState, Outcome, QueryId, TaskId, TaskStatus, Timestamp, WorkerId,
+};
+use sqlx::Connection;
+
+use crate::pg::TestDb;
+
+/// Both traits, as one object.
+pub trait Store: OrderStore + QueryStore {}
+impl<T: OrderStore + QueryStore> Store for T {}
+
+/// Raw access to the database, to check that the schema itself refuses bypasses.
+enum Raw {
+    Sqlite(std::path::PathBuf),
+    Postgres(sqlx::PgPool),
+}
+
+/// A store under test, its clock and raw access.
+pub struct Harness {
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+    raw: Raw,
+    _keep: Option<tempfile::TempDir>,
+    _db: Option<TestDb>,
+}
+
+impl Harness {
+    pub async fn sqlite() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        Harness {
+            store: Arc::new(store),
+            clock: ManualClock::at_fixed_date(),
+            raw: Raw::Sqlite(path),
+            _keep: Some(dir),
+            _db: None,
+        }
+    }
+
+    pub async fn postgres() -> Harness {
+        let db = TestDb::new().await;
+        let store = PgStore::open(&db.url).await.unwrap();
+        let pool = store.pool().clone();
+        Harness {
+            store: Arc::new(store),
+            clock: ManualClock::at_fixed_date(),
+            raw: Raw::Postgres(pool),
+            _keep: None,
+            _db: Some(db),
+        }
+    }
+
+    pub async fn finish(self) {
+        self.store.close().await;
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// One parameterless statement, bypassing the store; rows affected or the error text.
+    async fn raw(&self, sql: &'static str) -> Result<u64, String> {
+        match &self.raw {
+            Raw::Sqlite(path) => {
+                let mut c =
+                    sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+                        .await
+                        .unwrap();
+                let r = sqlx::query(sql).execute(&mut c).await;
+                let _ = c.close().await;
+                r.map(|d| d.rows_affected()).map_err(|e| e.to_string())
+            }
+            Raw::Postgres(pool) => sqlx::query(sql)
+                .execute(pool)
+                .await
+                .map(|d| d.rows_affected())
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    async fn insert(&self, id: &str) {
+        self.insert_site(id, "rakuten").await;
+    }
+
+    async fn insert_site(&self, id: &str, site: &str) {
+        let ack = self
+            .store
+            .task_insert(
+                NewTask {
+                    task_id: tid(id),
+                    site: site.into(),
+                    intent_json: format!(r#"{{"id":"{id}"}}"#),
+                },
+                self.now(),
+            )
+            .await
+            .unwrap();
+        assert!(ack.created, "{id} inserted");
+    }
+
+    async fn lease_scoped(&self, worker: &str, scope: LeaseScope) -> LeaseAttempt {
+        self.store
+            .task_lease(
+                LeaseRequest {
+                    worker_id: wid(worker),
+                    site: None,
+                    ttl: TTL,
+                    scope,
+                },
+                self.now(),
+            )
+            .await
+            .unwrap()
+    }
+
+    async fn lease(&self, worker: &str) -> LeaseAttempt {
+        self.lease_scoped(worker, LeaseScope::Global).await
+    }
+
+    async fn granted(&self, worker: &str) -> LeaseGrant {
+        match self.lease(worker).await {
+            LeaseAttempt::Granted(g) => g,
+            other => panic!("expected a grant for {worker}, got {other:?}"),
+        }
+    }
+
+    async fn report(
+        &self,
+        id: &str,
+        worker: &str,
+        token: Option<&str>,
+        state: OrderState,
+        outcome: Option<Outcome>,
+    ) -> Result<rakuten_types::order::ReportAck, StoreError> {
+        self.store
+            .task_report(
+                NewReport {
+                    task_id: tid(id),
+                    worker_id: wid(worker),
+                    lease_token: token.map(str::to_owned),
+                    state,
+                    payable_yen: Some(1200),
+                    pay_deadline: None,
+                    site_order_id: Some("ord-1".into()),
+                    evidence_ref: None,
+                    detail: None,
+                    error_code: None,
+                    outcome,
+                },
+                self.now(),
+            )
+            .await
+    }
+
+    async fn status(&self, id: &str) -> TaskStatus {
+        self.store
+            .task_get(&tid(id))
+            .await
+            .unwrap()
+            .expect("task exists")
+            .task
+            .status
+    }
+
+    async fn reclaim(&self, id: &str, worker: &str) -> Result<LeaseGrant, StoreError> {
+        self.store
+            .task_reclaim(
+                ReclaimRequest {
+                    task_id: tid(id),
+                    worker_id: wid(worker),
+                    ttl: TTL,
+                    scope: LeaseScope::Global,
+                },
+                self.now(),
+            )
+            .await
+    }
+
+    async fn insert_query(&self, id: &str, max_attempts: i64) {
+        let ack = self
+            .store
+            .query_insert(
+                NewQuery {
+                    query_id: qid(id),
+                    site: "rakuten".into(),
+                    kind: QueryKind::OrderList,
+                    params_json: r#"{"max_pages":1}"#.into(),
+                    max_attempts,
+                },
+                self.now(),
+            )
+            .await
+            .unwrap();
+        assert!(ack.created);
+    }
+
+    async fn lease_query(&self, worker: &str) -> Option<rakuten_types::query::QueryGrant> {
+        self.store
+            .query_lease_next(
+                QueryLeaseRequest {
+                    worker_id: wid(worker),
+                    site: None,
+                    ttl: QUERY_TTL,
+                    created_after: self.now().minus(Duration::from_secs(900)),
+                },
+                self.now(),
+            )
+            .await
+            .unwrap()
+    }
+
+    async fn query_result(
+        &self,
+        id: &str,
+        worker: &str,
+        token: &str,
+        success: bool,
+    ) -> Result<rakuten_types::query::QueryResultAck, StoreError> {
+        let outcome = if success {
+            QueryOutcome::Success {
+                result_json: r#"{"orders":[]}"#.into(),
+                raw_omitted: false,
+            }
+        } else {
+            QueryOutcome::Failure {
+                error_code: Some(5003),
+                error_message: "login required".into(),
+            }
+        };
+        self.store
+            .query_record_result(
+                QueryResultRecord {
+                    query_id: qid(id),
+                    worker_id: wid(worker),
+                    lease_token: Some(token.into()),
+                    reported_success: success,
+                    outcome,
+                },
+                self.now(),
+            )
+            .await
+    }
+
+    async fn query_status(&self, id: &str) -> QueryStatus {
+        self.store
+            .query_get(&qid(id))
+            .await
+            .unwrap()
+            .expect("query exists")
+            .status
+    }
+}
+
+const TTL: Duration = Duration::from_secs(300);
+const QUERY_TTL: Duration = Duration::from_secs(180);
+
+fn tid(s: &str) -> TaskId {
+    TaskId::parse(s).unwrap()
+}
+fn wid(s: &str) -> WorkerId {
+    WorkerId::parse(s).unwrap()
+}
+fn qid(s: &str) -> QueryId {
+    QueryId::parse(s).unwrap()
+}
+
+/// Instantiates every check for both drivers.
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let h = super::Harness::sqlite().await;
+                    super::$name(&h).await;
+                    h.finish().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let h = super::Harness::postgres().await;
+                    super::$name(&h).await;
+                    h.finish().await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    insert_is_idempotent_on_task_id,
+    lease_claims_the_oldest_queued_task_and_answers_empty_when_none,
+    one_active_task_per_gate_globally_and_per_site,
+    a_second_lease_by_the_holder_is_a_regrant_with_a_new_token,
+    renew_extends_only_the_current_holders_unexpired_lease,
+    reports_run_the_task_to_its_end_and_repeat_idempotently,
+    an_expired_lease_makes_the_task_stale_never_queued,
+    reclaim_needs_a_stale_task_and_a_free_gate,
+    leasable_exists_agrees_with_lease,
+    list_and_health_snapshot_see_committed_tasks,
+    the_schema_refuses_a_second_active_task_and_a_return_to_queued,
+    concurrent_leases_grant_exactly_one_task,
+    concurrent_sweeps_stale_each_lease_once,
+    a_query_is_leased_answered_once_and_repeats_are_duplicates,
+    a_lapsed_query_lease_is_redelivered_then_fails_when_attempts_run_out,
+    query_ttl_expiry_retention_and_listing,
+    concurrent_query_leases_never_share_a_query,
+);
+
+async fn insert_is_idempotent_on_task_id(h: &Harness) {
+    h.insert("po-1").await;
+    let again = h
+        .store
+        .task_insert(
+            NewTask {
+                task_id: tid("po-1"),
+                site: "rakuten".into(),
+                intent_json: "{}".into(),
+            },
+            h.now(),
+        )
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(again.status, TaskStatus::Queued);
+    let d = h.store.task_get(&tid("po-1")).await.unwrap().unwrap();
+    assert_eq!(d.task.intent["id"], "po-1", "the first intent is kept");
+    assert!(h.store.task_get(&tid("nope")).await.unwrap().is_none());
+}
+
+async fn lease_claims_the_oldest_queued_task_and_answers_empty_when_none(h: &Harness) {
+    assert_eq!(h.lease("w1").await, LeaseAttempt::Empty);
+    // Same timestamp for all three: insertion order decides.
+    for id in ["c-1", "a-2", "b-3"] {
+        h.insert(id).await;
+    }
+    let g = h.granted("w1").await;
+    assert_eq!(g.task_id.as_str(), "c-1");
+    assert_eq!(g.lease_count, 1);
+    assert_eq!(g.known_state, None);
+    assert_eq!(g.lease_expires_at, h.now().plus(TTL));
+    h.report(
+        "c-1",
+        "w1",
+        Some(&g.lease_token),
+        OrderState::Paid,
+        Some(Outcome::Succeeded),
+    )
+    .await
+    .unwrap();
+    assert_eq!(h.granted("w2").await.task_id.as_str(), "a-2");
+}
+
+async fn one_active_task_per_gate_globally_and_per_site(h: &Harness) {
+    h.insert_site("r-1", "rakuten").await;
+    h.insert_site("r-2", "rakuten").await;
+    h.insert_site("y-1", "yahoo").await;
+    let g = h.granted("w1").await;
+    assert_eq!(g.task_id.as_str(), "r-1");
+    assert_eq!(
+        h.lease("w2").await,
+        LeaseAttempt::GateBusy,
+        "global: one in total"
+    );
+    h.report(
+        "r-1",
+        "w1",
+        Some(&g.lease_token),
+        OrderState::Paid,
+        Some(Outcome::Succeeded),
+    )
+    .await
+    .unwrap();
+    // Site scope: one per site.
+    let site = |w: &'static str| h.lease_scoped(w, LeaseScope::Site);
+    match site("w2").await {
+        LeaseAttempt::Granted(g) => assert_eq!(g.task_id.as_str(), "r-2"),
+        o => panic!("expected r-2, got {o:?}"),
+    }
+    match site("w3").await {
+        LeaseAttempt::Granted(g) => assert_eq!(g.task_id.as_str(), "y-1"),
+        o => panic!("expected y-1, got {o:?}"),
+    }
+    h.insert_site("r-3", "rakuten").await;
+    assert_eq!(site("w4").await, LeaseAttempt::GateBusy);
+    assert_eq!(h.status("r-3").await, TaskStatus::Queued);
+}
+
+async fn a_second_lease_by_the_holder_is_a_regrant_with_a_new_token(h: &Harness) {
+    h.insert("po-1").await;
+    let g1 = h.granted("w1").await;
+    h.report(
+        "po-1",
+        "w1",
+        Some(&g1.lease_token),
+        OrderState::Ordered,
+        None,
+    )
+    .await
+    .unwrap();
+    h.clock.advance(Duration::from_secs(10));
+    let g2 = h.granted("w1").await;
+    assert_eq!(g2.task_id, g1.task_id);
+    assert_eq!(g2.lease_count, 2);
+    assert_ne!(g2.lease_token, g1.lease_token);
+    assert_eq!(g2.known_state, Some(OrderState::Ordered));
+    assert_eq!(
+        h.status("po-1").await,
+        TaskStatus::Leased,
+        "a re-grant is a new lease"
+    );
+    // The first grant's token is fenced off.
+    let old = h
+        .report(
+            "po-1",
+            "w1",
+            Some(&g1.lease_token),
+            OrderState::AwaitingPayment,
+            None,
+        )
+        .await;
+    assert!(matches!(old, Err(StoreError::LeaseInvalid(_))), "{old:?}");
+}
+
+async fn renew_extends_only_the_current_holders_unexpired_lease(h: &Harness) {
+    h.insert("po-1").await;
+    let g = h.granted("w1").await;
+    let renew = |worker: &str, token: Option<&str>| RenewRequest {
+        task_id: tid("po-1"),
+        worker_id: wid(worker),
+        lease_token: token.map(str::to_owned),
+        ttl: TTL,
+    };
+    h.clock.advance(Duration::from_secs(200));
+    let ack = h
+        .store
+        .task_renew(renew("w1", Some(&g.lease_token)), h.now())
+        .await
+        .unwrap();
+    assert_eq!(ack.lease_expires_at, h.now().plus(TTL));
+    let intruder = h.store.task_renew(renew("w2", None), h.now()).await;
+    assert!(matches!(intruder, Err(StoreError::LeaseInvalid(_))));
+    let wrong = h
+        .store
+        .task_renew(renew("w1", Some("forged")), h.now())
+        .await;
+    assert!(matches!(wrong, Err(StoreError::LeaseInvalid(_))));
+    let missing = h
+        .store
+        .task_renew(
+            RenewRequest {
+                task_id: tid("nope"),
+                ..renew("w1", None)
+            },
+            h.now(),
+        )
+        .await;
+    assert!(matches!(missing, Err(StoreError::TaskNotFound(_))));
+    h.clock.advance(TTL + Duration::from_secs(1));
+    let late = h.store.task_renew(renew("w1", None), h.now()).await;
+    assert!(matches!(late, Err(StoreError::LeaseInvalid(_))), "{late:?}");
+}
+
+async fn reports_run_the_task_to_its_end_and_repeat_idempotently(h: &Harness) {
+    h.insert("po-1").await;
+    let g = h.granted("w1").await;
+    let t = Some(g.lease_token.as_str());
+    let a = h
+        .report("po-1", "w1", t, OrderState::Ordered, None)
+        .await
+        .unwrap();
+    assert_eq!((a.status, a.duplicate), (TaskStatus::Running, false));
+    let again = h
+        .report("po-1", "w1", t, OrderState::Ordered, None)
+        .await
+        .unwrap();
+    assert!(again.duplicate, "a repeated state overwrites its row");
+    let stranger = h.report("po-1", "w2", None, OrderState::Paid, None).await;
+    assert!(matches!(stranger, Err(StoreError::LeaseInvalid(_))));
+    let end = h
+        .report(
+            "po-1",
+            "w1",
+            t,
+            OrderState::AwaitingPayment,
+            Some(Outcome::Succeeded),
+        )
+        .await
+        .unwrap();
+    assert_eq!(end.status, TaskStatus::Succeeded);
+    // Post-terminal monitoring by the last holder is appended; the status stays.
+    let later = h
+        .report("po-1", "w1", t, OrderState::Paid, None)
+        .await
+        .unwrap();
+    assert_eq!(later.status, TaskStatus::Succeeded);
+    let d = h.store.task_get(&tid("po-1")).await.unwrap().unwrap();
+    let states: Vec<_> = d.history.iter().map(|r| r.state).collect();
+    assert_eq!(
+        states,
+        [
+            OrderState::Ordered,
+            OrderState::AwaitingPayment,
+            OrderState::Paid
+        ]
+    );
+    assert_eq!(d.task.latest_state, Some(OrderState::Paid));
+    assert_eq!(d.task.outcome, Some(Outcome::Succeeded));
+    assert_eq!(d.history[0].payable_yen, Some(1200));
+    // The gate is free: the next task can be leased; a finished task cannot be renewed.
+    h.insert("po-2").await;
+    assert_eq!(h.granted("w2").await.task_id.as_str(), "po-2");
+    let renew = h
+        .store
+        .task_renew(
+            RenewRequest {
+                task_id: tid("po-1"),
+                worker_id: wid("w1"),
+                lease_token: None,
+                ttl: TTL,
+            },
+            h.now(),
+        )
+        .await;
+    assert!(matches!(renew, Err(StoreError::LeaseInvalid(_))));
+    let missing = h.report("nope", "w1", None, OrderState::Paid, None).await;
+    assert!(matches!(missing, Err(StoreError::TaskNotFound(_))));
+}
+
+async fn an_expired_lease_makes_the_task_stale_never_queued(h: &Harness) {
+    h.insert("po-1").await;
+    let g = h.granted("w1").await;
+    h.clock.advance(TTL - Duration::from_secs(1));
+    assert!(
+        h.store
+            .task_mark_stale_expired(h.now())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    h.clock.advance(Duration::from_secs(1));
+    let staled = h.store.task_mark_stale_expired(h.now()).await.unwrap();
+    assert_eq!(staled.len(), 1);
+    assert_eq!(staled[0].task_id.as_str(), "po-1");
+    assert_eq!(staled[0].lease_owner.as_deref(), Some("w1"));
+    assert_eq!(staled[0].lease_expires_at, Some(g.lease_expires_at));
+    assert_eq!(staled[0].lease_count, 1);
+    assert_eq!(h.status("po-1").await, TaskStatus::Stale);
+    assert!(
+        h.store
+            .task_mark_stale_expired(h.now())
+            .await
+            .unwrap()
+            .is_empty(),
+        "once"
+    );
+    // Not handed out again, not even to its holder; its report is refused.
+    assert_eq!(h.lease("w1").await, LeaseAttempt::Empty);
+    let late = h
+        .report("po-1", "w1", None, OrderState::Ordered, None)
+        .await;
+    assert!(matches!(late, Err(StoreError::LeaseInvalid(_))), "{late:?}");
+}
+
+async fn reclaim_needs_a_stale_task_and_a_free_gate(h: &Harness) {
+    h.insert("po-1").await;
+    h.granted("w1").await;
+    let not_stale = h.reclaim("po-1", "w2").await;
+    assert!(
+        matches!(not_stale, Err(StoreError::StateConflict { .. })),
+        "{not_stale:?}"
+    );
+    h.clock.advance(TTL);
+    h.store.task_mark_stale_expired(h.now()).await.unwrap();
+    h.insert("po-2").await;
+    h.granted("w3").await;
+    let busy = h.reclaim("po-1", "w2").await;
+    assert!(matches!(busy, Err(StoreError::GateBusy(_))), "{busy:?}");
+    h.clock.advance(TTL);
+    h.store.task_mark_stale_expired(h.now()).await.unwrap();
+    let g = h.reclaim("po-1", "w2").await.unwrap();
+    assert_eq!(g.lease_count, 2);
+    assert_eq!(h.status("po-1").await, TaskStatus::Leased);
+    // The named worker gets it on its next poll (a re-grant), nobody else.
+    assert_eq!(h.lease("w9").await, LeaseAttempt::Empty);
+    let again = h.granted("w2").await;
+    assert_eq!((again.task_id.as_str(), again.lease_count), ("po-1", 3));
+    let missing = h.reclaim("nope", "w2").await;
+    assert!(matches!(missing, Err(StoreError::TaskNotFound(_))));
+}
+
+async fn leasable_exists_agrees_with_lease(h: &Harness) {
+    let exists = |w: &'static str| {
+        let store = h.store.clone();
+        let now = h.now();
+        async move {
+            store
+                .task_leasable_exists(&wid(w), None, LeaseScope::Global, now)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(!exists("w1").await);
+    h.insert("po-1").await;
+    h.insert("po-2").await;
+    assert!(exists("w1").await);
+    h.granted("w1").await;
+    assert!(exists("w1").await, "the holder can be re-granted");
+    assert!(!exists("w2").await, "the gate is held");
+    let site_only = h
+        .store
+        .task_leasable_exists(&wid("w2"), Some("yahoo"), LeaseScope::Site, h.now())
+        .await
+        .unwrap();
+    assert!(!site_only);
+}
+
+async fn list_and_health_snapshot_see_committed_tasks(h: &Harness) {
+    for i in 0..5 {
+        h.insert(&format!("po-{i}")).await;
+    }
+    h.insert_site("y-0", "yahoo").await;
+    h.granted("w1").await;
+    let page = h
+        .store
+        .task_list(TaskFilter {
+            status: Some(TaskStatus::Queued),
+            site: Some("rakuten".into()),
+            limit: 2,
+            offset: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.total, 4);
+    let ids: Vec<_> = page.items.iter().map(|t| t.task_id.as_str()).collect();
+    assert_eq!(ids, ["po-2", "po-3"]);
+    let all = h
+        .store
+        .task_list(TaskFilter {
+            limit: 200,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.total, 6);
+    h.clock.advance(Duration::from_secs(700));
+    let snap = h
+        .store
+        .health_snapshot(h.now().minus(Duration::from_secs(600)))
+        .await
+        .unwrap();
+    assert_eq!(snap.queued, 5);
+    assert_eq!(snap.active.len(), 1);
+    assert_eq!(snap.active[0].task_id.as_str(), "po-0");
+    assert_eq!(snap.queued_too_long.len(), 5);
+    assert_eq!(snap.stale_count, 0);
+    assert_eq!(snap.workers.len(), 1);
+    assert_eq!(snap.workers[0].worker_id, "w1");
+}
+
+async fn the_schema_refuses_a_second_active_task_and_a_return_to_queued(h: &Harness) {
+    h.insert("a").await;
+    h.insert("b").await;
+    h.granted("w1").await;
+    let second = h
+        .raw(
+            "UPDATE tasks SET status = 'leased', lease_owner = 'w2', \
+             lease_expires_at = '2030-01-01T00:00:00.000Z', lease_count = 1, lease_token = 'x', \
+             gate_key = '*' WHERE task_id = 'b'",
+        )
+        .await;
+    let err = second.expect_err("two active tasks must be refused by the schema");
+    assert!(
+        err.contains("UNIQUE") || err.contains("one_active_task"),
+        "{err}"
+    );
+    assert!(
+        h.raw("UPDATE tasks SET status = 'queued' WHERE task_id = 'a'")
+            .await
+            .is_err()
+    );
+    assert!(
+        h.raw("UPDATE tasks SET status = 'succeeded' WHERE task_id = 'a'")
+            .await
+            .is_err()
+    );
+    assert!(
+        h.raw("UPDATE account_queries SET status = 'leased' WHERE query_id = 'none'")
+            .await
+            .is_ok(),
+        "the table exists (no row matched)"
+    );
+}
+
+async fn concurrent_leases_grant_exactly_one_task(h: &Harness) {
+    for i in 0..8 {
+        h.insert(&format!("po-{i}")).await;
+    }
+    for round in 0..8 {
+        let mut handles = Vec::new();
+        for w in 0..8 {
+            let (store, now) = (h.store.clone(), h.now());
+            handles.push(tokio::spawn(async move {
+                store
+                    .task_lease(
+                        LeaseRequest {
+                            worker_id: wid(&format!("r{round}-w{w}")),
+                            site: None,
+                            ttl: TTL,
+                            scope: LeaseScope::Global,
+                        },
+                        now,
+                    )
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut grants = Vec::new();
+        for hd in handles {
+            if let LeaseAttempt::Granted(g) = hd.await.unwrap() {
+                grants.push(g);
+            }
+        }
+        assert_eq!(grants.len(), 1, "round {round}: {grants:?}");
+        let g = &grants[0];
+        let holder = h
+            .store
+            .task_get(&g.task_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .task
+            .lease_owner
+            .unwrap();
+        h.report(
+            g.task_id.as_str(),
+            &holder,
+            Some(&g.lease_token),
+            OrderState::Paid,
+            Some(Outcome::Succeeded),
+        )
+        .await
+        .unwrap();
+    }
+    let snap = h.store.health_snapshot(h.now()).await.unwrap();
+    assert_eq!((snap.queued, snap.active.len()), (0, 0));
+}
+
+async fn concurrent_sweeps_stale_each_lease_once(h: &Harness) {
+    h.insert_site("a", "s1").await;
+    h.insert_site("b", "s2").await;
+    h.insert_site("c", "s3").await;
+    for w in ["w1", "w2", "w3"] {
+        assert!(matches!(
+            h.lease_scoped(w, LeaseScope::Site).await,
+            LeaseAttempt::Granted(_)
+        ));
+    }
+    h.clock.advance(TTL);
+    let mut handles = Vec::new();
+    for _ in 0..4 {
+        let (store, now) = (h.store.clone(), h.now());
+        handles.push(tokio::spawn(async move {
+            store.task_mark_stale_expired(now).await.unwrap()
+        }));
+    }
+    let mut total = Vec::new();
+    for hd in handles {
+        total.extend(hd.await.unwrap().into_iter().map(|t| t.task_id.to_string()));
+    }
+    total.sort();
+    assert_eq!(
+        total,
+        ["a", "b", "c"],
+        "each lapsed lease reported exactly once"
+    );
+}
+
+async fn a_query_is_leased_answered_once_and_repeats_are_duplicates(h: &Harness) {
+    assert!(h.lease_query("w1").await.is_none());
+    h.insert_query("q-1", 3).await;
+    let created_after = h.now().minus(Duration::from_secs(900));
+    assert!(
+        h.store
+            .query_leasable_exists(None, created_after)
+            .await
+            .unwrap()
+    );
+    let g = h.lease_query("w1").await.expect("granted");
+    assert_eq!((g.query_id.as_str(), g.attempt), ("q-1", 1));
+    assert!(
+        !h.store
+            .query_leasable_exists(None, created_after)
+            .await
+            .unwrap()
+    );
+    assert!(
+        h.lease_query("w2").await.is_none(),
+        "leased to one worker only"
+    );
+    let stranger = h.query_result("q-1", "w2", &g.lease_token, true).await;
+    assert!(matches!(stranger, Err(StoreError::QueryLeaseInvalid(_))));
+    let ack = h
+        .query_result("q-1", "w1", &g.lease_token, true)
+        .await
+        .unwrap();
+    assert_eq!((ack.status, ack.duplicate), (QueryStatus::Succeeded, false));
+    let again = h
+        .query_result("q-1", "w1", &g.lease_token, true)
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    let flipped = h.query_result("q-1", "w1", &g.lease_token, false).await;
+    assert!(matches!(flipped, Err(StoreError::QueryLeaseInvalid(_))));
+    let v = h.store.query_get(&qid("q-1")).await.unwrap().unwrap();
+    assert_eq!(v.result.unwrap()["orders"], serde_json::json!([]));
+    let missing = h.query_result("nope", "w1", "t", true).await;
+    assert!(matches!(missing, Err(StoreError::QueryNotFound(_))));
+    // Failure results are stored with their error.
+    h.insert_query("q-2", 3).await;
+    let g2 = h.lease_query("w1").await.unwrap();
+    let f = h
+        .query_result("q-2", "w1", &g2.lease_token, false)
+        .await
+        .unwrap();
+    assert_eq!((f.status, f.error_code), (QueryStatus::Failed, Some(5003)));
+    assert!(
+        !h.store
+            .query_insert(
+                NewQuery {
+                    query_id: qid("q-2"),
+                    site: "rakuten".into(),
+                    kind: QueryKind::OrderDetail,
+                    params_json: "{}".into(),
+                    max_attempts: 3,
+                },
+                h.now(),
+            )
+            .await
+            .unwrap()
+            .created
+    );
+}
+
+async fn a_lapsed_query_lease_is_redelivered_then_fails_when_attempts_run_out(h: &Harness) {
+    h.insert_query("q-1", 2).await;
+    let g1 = h.lease_query("w1").await.unwrap();
+    h.clock.advance(QUERY_TTL);
+    let lapsed = h.store.query_requeue_expired_leases(h.now()).await.unwrap();
+    assert_eq!(lapsed.len(), 1);
+    assert_eq!(
+        (lapsed[0].status, lapsed[0].attempt),
+        (QueryStatus::Queued, 1)
+    );
+    assert_eq!(lapsed[0].lease_owner.as_deref(), Some("w1"));
+    let late = h.query_result("q-1", "w1", &g1.lease_token, true).await;
+    assert!(
+        matches!(late, Err(StoreError::QueryLeaseInvalid(_))),
+        "fenced after redelivery"
+    );
+    let g2 = h.lease_query("w2").await.unwrap();
+    assert_eq!(g2.attempt, 2);
+    h.clock.advance(QUERY_TTL);
+    let lapsed = h.store.query_requeue_expired_leases(h.now()).await.unwrap();
+    assert_eq!(lapsed[0].status, QueryStatus::Failed);
+    assert_eq!(h.query_status("q-1").await, QueryStatus::Failed);
+    assert!(
+        h.store
+            .query_requeue_expired_leases(h.now())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(h.lease_query("w3").await.is_none());
+}
+
+async fn query_ttl_expiry_retention_and_listing(h: &Harness) {
+    h.insert_query("q-old", 3).await;
+    h.insert_query("q-leased", 3).await;
+    h.lease_query("w1").await.unwrap(); // q-old
+    h.clock.advance(Duration::from_secs(100));
+    h.insert_query("q-new", 3).await;
+    // TTL: created at or before the cutoff → expired (queued or leased alike), never leased.
+    let cutoff = h.now().minus(Duration::from_secs(50));
+    let mut expired: Vec<_> = h
+        .store
+        .query_mark_expired(cutoff, h.now())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|q| q.to_string())
+        .collect();
+    expired.sort();
+    assert_eq!(expired, ["q-leased", "q-old"]);
+    assert_eq!(h.query_status("q-old").await, QueryStatus::Expired);
+    let leasable = h
+        .store
+        .query_leasable_exists(None, h.now().minus(Duration::from_secs(50)))
+        .await
+        .unwrap();
+    assert!(leasable, "q-new");
+    let page = h
+        .store
+        .query_list(QueryFilter {
+            status: Some(QueryStatus::Expired),
+            kind: Some(QueryKind::OrderList),
+            limit: 1,
+            offset: 0,
+        })
+        .await
+        .unwrap();
+    assert_eq!((page.total, page.items.len()), (2, 1));
+    assert_eq!(page.items[0].query_id.as_str(), "q-old");
+    // Retention: terminal ones finished before the cutoff go; open ones stay.
+    h.clock.advance(Duration::from_secs(10));
+    assert_eq!(
+        h.store.query_delete_terminal_before(h.now()).await.unwrap(),
+        2
+    );
+    assert!(h.store.query_get(&qid("q-old")).await.unwrap().is_none());
+    assert_eq!(h.query_status("q-new").await, QueryStatus::Queued);
+}
+
+async fn concurrent_query_leases_never_share_a_query(h: &Harness) {
+    for i in 0..10 {
+        h.insert_query(&format!("q-{i}"), 3).await;
+    }
+    let mut handles = Vec::new();
+    for w in 0..16 {
+        let (store, now) = (h.store.clone(), h.now());
+        handles.push(tokio::spawn(async move {
+            store
+                .query_lease_next(
+                    QueryLeaseRequest {
+                        worker_id: wid(&format!("w{w}")),
+                        site: None,
+                        ttl: QUERY_TTL,
+                        created_after: now.minus(Duration::from_secs(900)),
+                    },
+                    now,
+                )
+                .await
+                .unwrap()
+        }));
+    }
+    let mut got: Vec<String> = Vec::new();
+    for hd in handles {
+        if let Some(g) = hd.await.unwrap() {
+            got.push(g.query_id.to_string());
+        }
+    }
+    got.sort();
+    let n = got.len();
+    got.dedup();
+    assert_eq!(got.len(), n, "a query leased twice");
+    assert_eq!(n, 10);
+}

@@ -1,0 +1,282 @@
+//! Several gateway instances on one PostgreSQL schema (issue #7): concurrent leases across
+//! instances never hand out two order tasks; a submit on one instance wakes a long-poll waiting on
+//! another (through `LISTEN/NOTIFY`, well before the 1 s fallback check); kill -9 of an instance
+//! mid-lease loses nothing (the real binary).
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rakuten_types::ManualClock;
+use serde_json::{Value, json};
+
+use crate::helpers::{TOKEN, TestApp, spawn_pg_app};
+use crate::pg::TestDb;
+
+async fn three_instances() -> (Arc<TestDb>, Vec<TestApp>) {
+    let db = Arc::new(TestDb::new().await);
+    let clock = ManualClock::at_fixed_date();
+    let mut apps = Vec::new();
+    for _ in 0..3 {
+        apps.push(spawn_pg_app(db.clone(), clock.clone(), |_| {}).await);
+    }
+    (db, apps)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_leases_across_three_instances_never_hand_out_two_order_tasks() {
+    let (_db, apps) = three_instances().await;
+    let apps = Arc::new(apps);
+    const TASKS: usize = 15;
+    for i in 0..TASKS {
+        apps[i % 3].submit(&format!("po-{i:02}")).await.assert_ok();
+    }
+    let mut done = Vec::new();
+    for round in 0..TASKS {
+        // Six workers, two per instance, poll at once.
+        let mut polls = Vec::new();
+        for w in 0..6 {
+            let apps = apps.clone();
+            polls.push(tokio::spawn(async move {
+                let worker = format!("w{w}");
+                (worker.clone(), apps[w % 3].lease(&worker, 0.0).await)
+            }));
+        }
+        let mut grants = Vec::new();
+        for p in polls {
+            let (worker, a) = p.await.unwrap();
+            // 0 with a grant or null, or 6004 (gate busy) with null.
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            assert!(matches!(a.code(), 0 | 6004), "{:?}", a.body);
+            let data = a.data().clone();
+            if !data.is_null() {
+                grants.push((worker, data));
+            }
+        }
+        assert_eq!(grants.len(), 1, "round {round}: {grants:?}");
+        let (worker, g) = &grants[0];
+        let id = g["task_id"].as_str().unwrap().to_owned();
+        // The holder finishes through yet another instance.
+        apps[(round + 1) % 3]
+            .report(&id, json!({"worker_id": worker, "lease_token": g["lease_token"], "state": "paid", "terminal": true}))
+            .await
+            .assert_ok();
+        done.push(id);
+    }
+    let mut unique = done.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), TASKS, "every task exactly once: {done:?}");
+    let h = apps[2].health().await;
+    assert_eq!(h.data()["queued"], 0);
+    assert_eq!(h.data()["active"], json!([]));
+}
+
+/// Long-polls on `waiter`, submits on `submitter` once the poll is waiting; returns the time from
+/// the submit's acknowledgement to the poll's answer.
+async fn wake_latency(waiter: &TestApp, submitter: &TestApp, task_id: &str) -> Duration {
+    let url = waiter.url("/api/orders/lease?worker_id=w-wait&wait=10");
+    let client = waiter.client.clone();
+    let poll = tokio::spawn(async move {
+        let r = client.get(url).bearer_auth(TOKEN).send().await.unwrap();
+        let v: Value = r.json().await.unwrap();
+        (Instant::now(), v)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    submitter.submit(task_id).await.assert_ok();
+    let acked = Instant::now();
+    let (answered, v) = poll.await.unwrap();
+    assert_eq!(v["data"]["task_id"], task_id, "{v}");
+    answered.saturating_duration_since(acked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_submitted_on_one_instance_wakes_a_long_poll_waiting_on_another() {
+    let (_db, apps) = three_instances().await;
+    let mut worst = Duration::ZERO;
+    for i in 0..5 {
+        let (waiter, submitter) = (&apps[i % 3], &apps[(i + 1) % 3]);
+        let id = format!("po-wake-{i}");
+        let d = wake_latency(waiter, submitter, &id).await;
+        eprintln!(
+            "cross-instance hand-off {i}: {:.1} ms",
+            d.as_secs_f64() * 1e3
+        );
+        worst = worst.max(d);
+        // Finish it so the gate is free for the next round.
+        let t = waiter.task(&id).await;
+        let owner = t.data()["lease_owner"].as_str().unwrap().to_owned();
+        waiter
+            .report(
+                &id,
+                json!({"worker_id": owner, "state": "paid", "terminal": true}),
+            )
+            .await
+            .assert_ok();
+    }
+    eprintln!(
+        "cross-instance hand-off worst of 5: {:.1} ms (issue bound 100 ms)",
+        worst.as_secs_f64() * 1e3
+    );
+    // The fallback check alone would take up to 1000 ms; NOTIFY must beat it clearly. The margin
+    // over the issue's 100 ms is for loaded CI machines; the figure above is what was measured.
+    assert!(
+        worst < Duration::from_millis(500),
+        "worst hand-off {worst:?}"
+    );
+
+    // The account-query channel wakes across instances the same way.
+    let client = apps[0].client.clone();
+    let url = apps[0].url("/api/account/queries/lease?worker_id=w-q&wait=10");
+    let poll = tokio::spawn(async move {
+        let v: Value = client
+            .get(url)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        (Instant::now(), v)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    apps[2].submit_list_query("q-wake").await.assert_ok();
+    let acked = Instant::now();
+    let (answered, v) = poll.await.unwrap();
+    assert_eq!(v["data"]["query_id"], "q-wake", "{v}");
+    let d = answered.saturating_duration_since(acked);
+    eprintln!(
+        "cross-instance query hand-off: {:.1} ms",
+        d.as_secs_f64() * 1e3
+    );
+    assert!(d < Duration::from_millis(500), "query hand-off {d:?}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_binary(db_url: &str, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_order-gateway"))
+        .arg("serve")
+        .env("RAKUTEN_API_TOKEN", TOKEN)
+        .env("RAKUTEN_GATEWAY_PORT", port.to_string())
+        .env("RAKUTEN_GATEWAY_DB_URL", db_url)
+        .env("RAKUTEN_LEASE_TTL_SECONDS", "3")
+        .env("RAKUTEN_SWEEP_INTERVAL_SECONDS", "0.2")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start order-gateway")
+}
+
+async fn wait_up(client: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if client.get(format!("{base}/health")).send().await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("gateway did not come up at {base}");
+}
+
+async fn call(req: reqwest::RequestBuilder) -> Value {
+    req.bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_expire_it() {
+    let db = TestDb::new().await;
+    let (pa, pb) = (free_port(), free_port());
+    let (a_url, b_url) = (
+        format!("http://127.0.0.1:{pa}"),
+        format!("http://127.0.0.1:{pb}"),
+    );
+    let client = reqwest::Client::new();
+    let mut a = Killed(start_binary(&db.url, pa));
+    let b = Killed(start_binary(&db.url, pb));
+    wait_up(&client, &a_url).await;
+    wait_up(&client, &b_url).await;
+
+    // Two tasks submitted on A; w1 leases the first on A.
+    for id in ["po-k1", "po-k2"] {
+        let s = call(
+            client
+                .post(format!("{a_url}/api/orders"))
+                .json(&json!({"task_id": id, "site": "rakuten", "intent": {"q": 1}})),
+        )
+        .await;
+        assert_eq!(s["data"]["created"], true, "{s}");
+    }
+    let g = call(client.get(format!("{a_url}/api/orders/lease?worker_id=w1&wait=0"))).await;
+    assert_eq!(g["data"]["task_id"], "po-k1", "{g}");
+    let token = g["data"]["lease_token"].as_str().unwrap().to_owned();
+
+    // kill -9 A mid-lease.
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+
+    // B sees the acknowledged lease intact and serves its holder.
+    let t = call(client.get(format!("{b_url}/api/orders/po-k1"))).await;
+    assert_eq!(t["data"]["status"], "leased", "{t}");
+    assert_eq!(t["data"]["lease_owner"], "w1");
+    assert_eq!(t["data"]["lease_count"], 1);
+    let r = call(
+        client
+            .post(format!("{b_url}/api/orders/po-k1/renew?worker_id=w1"))
+            .json(&json!({"worker_id": "w1", "lease_token": token})),
+    )
+    .await;
+    assert_eq!(r["success"], true, "{r}");
+    let rep = call(client.post(format!("{b_url}/api/orders/po-k1/report")).json(
+        &json!({"worker_id": "w1", "lease_token": token, "state": "ordered", "site_order_id": "X1"}),
+    ))
+    .await;
+    assert_eq!(rep["data"]["status"], "running", "{rep}");
+    // Nobody else gets a task while po-k1 holds the gate.
+    let other = call(client.get(format!("{b_url}/api/orders/lease?worker_id=w2&wait=0"))).await;
+    assert!(other["data"].is_null(), "{other}");
+
+    // w1 goes silent too: B's sweeper expires the lease to stale (never queued).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let t = call(client.get(format!("{b_url}/api/orders/po-k1"))).await;
+        match t["data"]["status"].as_str().unwrap() {
+            "stale" => {
+                assert_eq!(t["data"]["history"][0]["state"], "ordered");
+                assert_eq!(t["data"]["history"][0]["site_order_id"], "X1");
+                break;
+            }
+            "running" => {}
+            s => panic!("unexpected status {s}: {t}"),
+        }
+        assert!(Instant::now() < deadline, "never went stale");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The gate is free again: the second task goes to the next worker, through B.
+    let g2 = call(client.get(format!("{b_url}/api/orders/lease?worker_id=w2&wait=5"))).await;
+    assert_eq!(g2["data"]["task_id"], "po-k2", "{g2}");
+    assert_eq!(g2["data"]["lease_count"], 1);
+    drop(b);
+}
