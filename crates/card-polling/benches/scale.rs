@@ -135,10 +135,13 @@ async fn main() {
         }
     }
     store
-        .domain_import(&ImportBatch {
-            shops,
-            ..ImportBatch::default()
-        })
+        .domain_import(
+            &ImportBatch {
+                shops,
+                ..ImportBatch::default()
+            },
+            now,
+        )
         .await
         .expect("shops");
     for chunk in (0..o.cards).collect::<Vec<_>>().chunks(100_000) {
@@ -152,10 +155,13 @@ async fn main() {
             })
             .collect();
         store
-            .domain_import(&ImportBatch {
-                cards,
-                ..ImportBatch::default()
-            })
+            .domain_import(
+                &ImportBatch {
+                    cards,
+                    ..ImportBatch::default()
+                },
+                now,
+            )
             .await
             .expect("cards");
     }

@@ -1,20 +1,26 @@
-//! `Application::build`: opens the store, records the feature's go-live instant, binds the
-//! listener and wires the router, the executor and the expiry job.
+//! `Application::build`: opens the store, records the feature's go-live instant, syncs the
+//! ordinary polling schedule, connects the hint channel, binds the listener and wires the router,
+//! the executor pool, the scheduler and the expiry job.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use rakuten_types::Clock;
 
 use crate::domain::TokenHash;
+use crate::executor::Executor;
+use crate::executor::pool::ExecutorPool;
+use crate::hints::memory::MemoryChannel;
+use crate::hints::redis::RedisChannel;
+use crate::hints::{Hints, QueueChannel};
 use crate::http::{AppState, router};
 use crate::jobs::expiry::ExpiryJob;
-use crate::priority::executor::Executor;
-use crate::priority::hints::NoHints;
-use crate::settings::Settings;
+use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::settings::{HintChannelSetting, Settings};
 use crate::store::Store;
 use crate::store::sqlite::SqliteStore;
 use crate::upstream::Upstream;
@@ -25,8 +31,8 @@ pub struct Application {
     state: AppState,
     sqlite: SqliteStore,
     executor: Executor,
+    scheduler: Scheduler,
     expiry: ExpiryJob,
-    executor_tick: Duration,
 }
 
 impl std::fmt::Debug for Application {
@@ -37,11 +43,28 @@ impl std::fmt::Debug for Application {
     }
 }
 
+/// Connects the configured hint channel.
+///
+/// # Errors
+/// Redis not answering (the service refuses to start rather than run without its channel).
+pub async fn connect_hints(settings: &Settings) -> anyhow::Result<Hints> {
+    let channel: Arc<dyn QueueChannel> = match &settings.hint_channel {
+        HintChannelSetting::Memory => Arc::new(MemoryChannel::default()),
+        HintChannelSetting::Redis(url) => Arc::new(
+            RedisChannel::connect(url.expose())
+                .await
+                .context("connecting the Redis hint channel")?,
+        ),
+    };
+    Ok(Hints::new(channel, settings.hint_prefix.clone()))
+}
+
 impl Application {
     /// Builds everything from validated settings, an injected clock and a carrier.
     ///
     /// # Errors
-    /// Database open/migration failures, or the listen address cannot be bound.
+    /// Database open/migration failures, the hint channel cannot be reached, or the listen
+    /// address cannot be bound.
     pub async fn build(
         settings: Settings,
         clock: Arc<dyn Clock>,
@@ -51,6 +74,13 @@ impl Application {
         let store: Arc<dyn Store> = Arc::new(sqlite.clone());
         let enabled_at = store.meta_feature_enabled_at(clock.now()).await?;
         tracing::info!(%enabled_at, "priority polling feature enabled since");
+        let synced = store
+            .schedule_sync(&settings.task_types, settings.shards, clock.now())
+            .await?;
+        if synced > 0 {
+            tracing::info!(rows = synced, "ordinary polling schedule synced");
+        }
+        let hints = connect_hints(&settings).await?;
         let listener = TcpListener::bind(settings.listen).await?;
         let executor = Executor::new(
             store.clone(),
@@ -59,6 +89,26 @@ impl Application {
             settings.task_types.clone(),
             settings.executor_batch,
             settings.executor_concurrency as usize,
+            hints.clone(),
+        );
+        let pool = Arc::new(ExecutorPool::new(
+            executor.clone(),
+            settings.shards,
+            settings.executor_concurrency as usize,
+        ));
+        let scheduler = Scheduler::new(
+            store.clone(),
+            hints.clone(),
+            pool,
+            clock.clone(),
+            SchedulerConfig {
+                shards: settings.shards,
+                shard_batch: settings.shard_batch,
+                backpressure_depth: settings.backpressure_depth as usize,
+                drain_max: settings.drain_max as usize,
+                recovery_limit: settings.executor_batch,
+                tick: Duration::from_millis(settings.executor_tick_ms),
+            },
         );
         let expiry = ExpiryJob::new(
             store.clone(),
@@ -70,15 +120,17 @@ impl Application {
             clock,
             task_types: settings.task_types.clone(),
             admin_token_hash: Arc::new(TokenHash::of(settings.admin_token.expose())),
-            hints: Arc::new(NoHints),
+            hints,
+            scheduler: scheduler.clone(),
+            manual_daily_quota: settings.manual_daily_quota,
         };
         Ok(Application {
             listener,
             state,
             sqlite,
             executor,
+            scheduler,
             expiry,
-            executor_tick: Duration::from_millis(settings.executor_tick_ms),
         })
     }
 
@@ -87,7 +139,7 @@ impl Application {
         self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
     }
 
-    /// Handler state (store, clock, task types).
+    /// Handler state (store, clock, task types, hints, scheduler).
     pub fn state(&self) -> &AppState {
         &self.state
     }
@@ -102,12 +154,17 @@ impl Application {
         &self.executor
     }
 
+    /// The scheduler (and through it the executor pool and the hint lanes).
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
     /// The expiry job.
     pub fn expiry(&self) -> &ExpiryJob {
         &self.expiry
     }
 
-    /// Serves HTTP only, until `shutdown` (tests drive the executor and jobs themselves).
+    /// Serves HTTP only, until `shutdown` (tests drive the scheduler, pool and jobs themselves).
     ///
     /// # Errors
     /// Server failures.
@@ -118,30 +175,15 @@ impl Application {
         Ok(())
     }
 
-    /// Serves HTTP and runs the executor timer and the expiry job until `shutdown`.
+    /// Serves HTTP and runs the scheduler, the executor pool and the expiry job until `shutdown`.
     ///
     /// # Errors
     /// Server failures.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let tasks = tokio_util::task::TaskTracker::new();
         tasks.spawn(self.expiry.clone().run(shutdown.clone()));
-        let (executor, clock, tick, stop) = (
-            self.executor.clone(),
-            self.state.clock.clone(),
-            self.executor_tick,
-            shutdown.clone(),
-        );
-        tasks.spawn(async move {
-            loop {
-                if let Err(e) = executor.run_once(clock.now()).await {
-                    tracing::warn!(error = %e, "executor round failed");
-                }
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(tick) => {}
-                }
-            }
-        });
+        tasks.spawn(self.scheduler.pool().clone().run(shutdown.clone()));
+        tasks.spawn(self.scheduler.clone().run(shutdown.clone()));
         tasks.close();
         let r = self.serve_http(shutdown).await;
         tasks.wait().await;

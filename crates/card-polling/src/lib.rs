@@ -1,26 +1,39 @@
 //! `card-polling`: the priority polling queue of spec `priority-polling-queue.md` with the small
-//! host domain it needs (issue #5). The scheduler with hint channels follows in issue #6.
+//! host domain it needs (issue #5), and the scheduler that runs ordinary polling, the ordinary
+//! manual trigger and the priority lane through one executor pool (issue #6).
 //!
 //! Layout, one file per concept:
 //! - [`settings`]: clap + `RAKUTEN_POLL_*` settings, the secret type.
 //! - [`app`]: `Application::build(settings, clock, upstream)`, serving and background loops.
+//! - [`scheduler`]: one cycle = priority hints, manual triggers, the recovery read, ordinary
+//!   shard batches ([`scheduler::cycle`]); [`scheduler::shard_queue`] (card → shard),
+//!   [`scheduler::backpressure`] (skip rule).
+//! - [`hints`]: the hint and manual lanes per task type over one channel trait:
+//!   [`hints::memory`] (in-process, default) and [`hints::redis`].
+//! - [`executor`]: the one executor (the normal poll content for priority items and ordinary
+//!   polls) and [`executor::pool`] (per-task-type execution queues with a concurrency cap).
+//! - [`manual_trigger`]: the ordinary manual trigger (daily quota, 24 h dedupe).
 //! - [`domain`]: shops and the agent hierarchy, accounts/roles/token hashes and scope, assets
 //!   (cards, devices, bindings), package orders and usages, configured task types.
 //! - [`priority`]: constants (`MAX_ATTEMPTS`, `CLAIM_LEASE`, `VALIDITY`),
 //!   [`priority::item_status`] (state machine), [`priority::trigger`] (trigger enum and the
 //!   renewal rule), [`priority::manual`] (enqueue, close, retrigger),
-//!   [`priority::executor`] (claim and execute).
+//!   enqueue-side rules; execution is in [`executor`].
 //! - [`upstream`]: the carrier trait and the simulated carrier ([`upstream::sim`]).
-//! - [`store`]: the storage trait and its SQLite driver ([`store::sqlite`]); migrations in
-//!   `migrations/sqlite`.
+//! - [`store`]: the storage trait (the single door to the database) and its SQLite driver
+//!   ([`store::sqlite`]); migrations in `migrations/sqlite`.
 //! - [`http`]: error, auth, extractors and one route file per resource.
 //! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]).
 
 pub mod app;
 pub mod domain;
+pub mod executor;
+pub mod hints;
 pub mod http;
 pub mod jobs;
+pub mod manual_trigger;
 pub mod priority;
+pub mod scheduler;
 pub mod settings;
 pub mod store;
 pub mod upstream;
@@ -33,7 +46,7 @@ pub use app::Application;
 pub use settings::Settings;
 
 /// `card-polling serve`: the system clock, the simulated carrier from the settings, HTTP, the
-/// executor timer and the expiry job, until Ctrl-C or SIGTERM.
+/// scheduler, the executor pool and the expiry job, until Ctrl-C or SIGTERM.
 ///
 /// # Errors
 /// Start-up or server failures.

@@ -27,7 +27,7 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the HTTP API and run the executor and expiry loops.
+    /// Serve the HTTP API and run the scheduler, the executor pool and the expiry job.
     Serve(Settings),
 }
 
@@ -66,6 +66,42 @@ fn parse_secret(s: &str) -> Result<Secret, String> {
     Ok(Secret(s.to_owned()))
 }
 
+/// Where the hint and manual lanes live.
+#[derive(Clone, PartialEq, Eq)]
+pub enum HintChannelSetting {
+    /// In-process (default; lost on restart, which the recovery read covers).
+    Memory,
+    /// A Redis server (`redis://…` or `rediss://…`); the URL may hold a password, never printed.
+    Redis(Secret),
+}
+
+impl std::fmt::Debug for HintChannelSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HintChannelSetting::Memory => f.write_str("Memory"),
+            HintChannelSetting::Redis(_) => f.write_str("Redis(***)"),
+        }
+    }
+}
+
+fn parse_hint_channel(s: &str) -> Result<HintChannelSetting, String> {
+    let s = s.trim();
+    if s.is_empty() || s == "memory" {
+        return Ok(HintChannelSetting::Memory);
+    }
+    if (s.starts_with("redis://") || s.starts_with("rediss://")) && s.len() <= 1024 {
+        return Ok(HintChannelSetting::Redis(Secret::new(s)));
+    }
+    Err("`memory` or a redis:// URL".into())
+}
+
+fn parse_prefix(s: &str) -> Result<String, String> {
+    if s.len() > 64 || s.chars().any(|c| c.is_control() || c == ' ') {
+        return Err("at most 64 characters, no spaces".into());
+    }
+    Ok(s.to_owned())
+}
+
 fn parse_rate(s: &str) -> Result<f64, String> {
     s.parse::<f64>()
         .ok()
@@ -92,15 +128,36 @@ pub struct Settings {
     /// Polling task types with their normal intervals in seconds: `name=secs,…`.
     #[arg(long, env = "RAKUTEN_POLL_TASK_TYPES", default_value = DEFAULT_TASK_TYPES, value_parser = TaskTypes::parse)]
     pub task_types: TaskTypes,
-    /// Milliseconds between executor rounds (until issue #6's scheduler replaces the timer).
-    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_TICK_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    /// Milliseconds between scheduling cycles (a quarter of it after a cycle that hit a bound).
+    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_TICK_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub executor_tick_ms: u64,
-    /// Due items taken per executor round.
-    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_BATCH", default_value_t = 200, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+    /// Due priority items the scheduler's recovery read takes per cycle.
+    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_BATCH", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=100_000))]
     pub executor_batch: i64,
-    /// Concurrent executions per round.
+    /// Concurrent executions per task type (the executor pool's cap; all lanes share it).
     #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub executor_concurrency: u64,
+    /// Hint channel: `memory` (in-process) or a Redis URL (`redis://127.0.0.1:6379/`).
+    #[arg(long, env = "RAKUTEN_POLL_HINT_CHANNEL", default_value = "memory", hide_env_values = true, value_parser = parse_hint_channel)]
+    pub hint_channel: HintChannelSetting,
+    /// Prefix of the hint and manual lane keys (`{prefix}poll:hint:{type}`).
+    #[arg(long, env = "RAKUTEN_POLL_HINT_PREFIX", default_value = "card-polling:", value_parser = parse_prefix)]
+    pub hint_prefix: String,
+    /// Shards per task type for ordinary polling (cards by a stable ICCID hash).
+    #[arg(long, env = "RAKUTEN_POLL_SHARDS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: u32,
+    /// Ordinary cards taken per shard per cycle.
+    #[arg(long, env = "RAKUTEN_POLL_SHARD_BATCH", default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    pub shard_batch: i64,
+    /// A shard queue holding more queued ordinary polls than this skips its batch that cycle.
+    #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_DEPTH", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    pub backpressure_depth: u64,
+    /// Hints (and manual triggers) drained per task type per cycle.
+    #[arg(long, env = "RAKUTEN_POLL_DRAIN_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub drain_max: u64,
+    /// Accepted ordinary manual triggers per operator per UTC day (one per card and task type).
+    #[arg(long, env = "RAKUTEN_POLL_MANUAL_DAILY_QUOTA", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub manual_daily_quota: u32,
     /// Seconds between expiry job runs.
     #[arg(long, env = "RAKUTEN_POLL_EXPIRY_EVERY_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub expiry_every_secs: u64,
@@ -126,9 +183,16 @@ impl Settings {
             db_path,
             admin_token: Secret::new(admin_token),
             task_types: TaskTypes::default(),
-            executor_tick_ms: 1000,
-            executor_batch: 200,
+            executor_tick_ms: 250,
+            executor_batch: 1000,
             executor_concurrency: 16,
+            hint_channel: HintChannelSetting::Memory,
+            hint_prefix: String::new(),
+            shards: 4,
+            shard_batch: 500,
+            backpressure_depth: 2000,
+            drain_max: 1000,
+            manual_daily_quota: 100,
             expiry_every_secs: 60,
             sim_latency_ms: 0,
             sim_failure_rate: 0.0,

@@ -18,6 +18,10 @@ pub enum PollCode {
     ItemStateConflict,
     /// 7003: the claim on the item is no longer held (late finisher after a takeover).
     ClaimLost,
+    /// 7004: the operator's daily ordinary manual trigger quota is used up (429).
+    ManualQuotaExceeded,
+    /// 7005: the card was already manually triggered for that task type within 24 h (409).
+    ManualDuplicate,
 }
 
 impl PollCode {
@@ -27,6 +31,8 @@ impl PollCode {
             PollCode::ItemNotFound => 7001,
             PollCode::ItemStateConflict => 7002,
             PollCode::ClaimLost => 7003,
+            PollCode::ManualQuotaExceeded => 7004,
+            PollCode::ManualDuplicate => 7005,
         }
     }
 }
@@ -87,6 +93,15 @@ impl ApiError {
         ApiError {
             status: StatusCode::CONFLICT,
             code: PollCode::ItemStateConflict.as_i32(),
+            msg: msg.into(),
+        }
+    }
+
+    /// A card-polling specific error.
+    pub fn poll(status: StatusCode, code: PollCode, msg: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code: code.as_i32(),
             msg: msg.into(),
         }
     }

@@ -7,7 +7,7 @@
 //!
 //! | method and path | who | what |
 //! |---|---|---|
-//! | `GET /health`, `GET /api/task-types` | anyone | liveness; configured task types |
+//! | `GET /health`, `GET /api/task-types` | anyone | liveness with queue depths per task type and lane; configured task types |
 //! | `POST /api/admin/import` | super_admin | shops, accounts, cards, devices, bindings (32 MiB) |
 //! | `POST /api/orders` | super_admin, platform | unpaid package order |
 //! | `POST /api/payments/callback` | super_admin, platform | settle an order (idempotent by payment id) |
@@ -19,6 +19,8 @@
 //! | `POST /api/priority-items` | manual trigger permission (scoped) | manual enqueue |
 //! | `POST /api/priority-items/{id}/close` | super_admin, platform with card data | close |
 //! | `POST /api/priority-items/{id}/retrigger` | manual trigger permission (scoped) | retrigger failed/expired |
+//! | `POST /api/manual-triggers` | manual trigger permission (scoped) | ordinary manual trigger (quota, 24 h dedupe) |
+//! | `GET /api/scheduler/last-cycle` | super_admin, platform | the last scheduling cycle's decisions and queue depths |
 
 pub mod auth;
 pub mod error;
@@ -35,7 +37,8 @@ use serde::Serialize;
 use rakuten_types::{Clock, Envelope};
 
 use crate::domain::{TaskTypes, TokenHash};
-use crate::priority::hints::HintSink;
+use crate::hints::Hints;
+use crate::scheduler::Scheduler;
 use crate::store::Store;
 
 /// Default request body bound, bytes.
@@ -54,8 +57,12 @@ pub struct AppState {
     pub task_types: TaskTypes,
     /// Hash of the bootstrap admin token.
     pub admin_token_hash: Arc<TokenHash>,
-    /// Where committed enqueues announce their items (issue #6's hint channels).
-    pub hints: Arc<dyn HintSink>,
+    /// Where committed enqueues announce their items, and manual triggers queue.
+    pub hints: Hints,
+    /// The scheduler (last cycle, queue depths).
+    pub scheduler: Scheduler,
+    /// Accepted ordinary manual triggers per operator per UTC day.
+    pub manual_daily_quota: u32,
 }
 
 /// A success envelope as JSON.
@@ -65,7 +72,7 @@ pub fn ok<T: Serialize>(data: T) -> axum::Json<Envelope<T>> {
 
 /// The router.
 pub fn router(state: AppState) -> Router {
-    use routes::{admin, assets, health, items, orders};
+    use routes::{admin, assets, health, items, manual_triggers, orders, scheduler};
     Router::new()
         .route("/health", get(health::health))
         .route("/api/task-types", get(health::task_types))
@@ -93,6 +100,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/priority-items/{id}", get(items::detail))
         .route("/api/priority-items/{id}/close", post(items::close))
         .route("/api/priority-items/{id}/retrigger", post(items::retrigger))
+        .route("/api/manual-triggers", post(manual_triggers::create))
+        .route("/api/scheduler/last-cycle", get(scheduler::last_cycle))
         .fallback(error::not_found_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

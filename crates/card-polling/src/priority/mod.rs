@@ -3,15 +3,12 @@
 //! - [`item_status`]: the item state machine (one `transition()`).
 //! - [`trigger`]: the stable trigger enum and the renewal-vs-purchase rule.
 //! - [`manual`]: manual enqueue, close and retrigger (permission, reason, task-type range).
-//! - [`hints`]: the after-commit hint plug (no-op until issue #6).
-//! - [`executor`]: claim due items and execute them (`run_once(now)`); issue #6's scheduler
-//!   calls [`executor::Executor::execute_one`] from its lanes.
+//!
+//! Execution is [`crate::executor`]; hints after commit are [`crate::hints`].
 //!
 //! Enqueue-and-merge lives in the store (it must share the business fact's transaction); expiry
 //! is the maintenance job [`crate::jobs::expiry`].
 
-pub mod executor;
-pub mod hints;
 pub mod item_status;
 pub mod manual;
 pub mod trigger;

@@ -446,6 +446,90 @@ pub struct ItemDetail {
     pub logs: Vec<LogView>,
 }
 
+/// One claimable priority item and its task type (the scheduler's per-cycle recovery read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DueItem {
+    /// Item id.
+    pub id: i64,
+    /// Task type (selects the execution queue).
+    pub task_type: String,
+}
+
+/// Ordinary cards taken from one shard of one task type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardBatch {
+    /// Shard number (`0..shards`).
+    pub shard: u32,
+    /// Cards whose ordinary poll was due; their `next_poll_at` already moved one interval ahead.
+    pub iccids: Vec<String>,
+}
+
+/// The outcome of one ordinary (or ordinary manual trigger) poll; written in batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollRecord {
+    /// Card.
+    pub iccid: String,
+    /// Task type.
+    pub task_type: String,
+    /// The ordinary manual trigger this poll served, if any.
+    pub manual_trigger_id: Option<i64>,
+    /// Short result (`ok`, an error label, `out_of_polling_scope`, …).
+    pub result: String,
+    /// Upstream calls made (interaction log rows, `item_id` empty).
+    pub logs: Vec<NewLog>,
+    /// When the poll ran.
+    pub at: Timestamp,
+    /// The card's next ordinary poll of this task type.
+    pub next_poll_at: Timestamp,
+}
+
+/// An ordinary manual trigger request ("poll this card now").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManualTriggerRequest {
+    /// Operator (account id).
+    pub operator: String,
+    /// Card.
+    pub iccid: String,
+    /// Task types (one queue entry each).
+    pub task_types: Vec<String>,
+    /// Accepted triggers per operator per UTC day.
+    pub daily_quota: u32,
+}
+
+/// One accepted ordinary manual trigger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedTrigger {
+    /// Trigger id.
+    pub id: i64,
+    /// Card.
+    pub iccid: String,
+    /// Task type.
+    pub task_type: String,
+}
+
+/// What an ordinary manual trigger request did (refusals are recorded too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum ManualTriggerOutcome {
+    /// Accepted: one queued trigger per task type.
+    Queued {
+        /// The triggers.
+        triggers: Vec<QueuedTrigger>,
+    },
+    /// The operator's daily quota does not cover the request.
+    QuotaExceeded {
+        /// Accepted triggers today (UTC).
+        used: u32,
+        /// The quota.
+        quota: u32,
+    },
+    /// The card was already triggered for these task types within 24 h.
+    Duplicate {
+        /// The task types triggered within 24 h.
+        task_types: Vec<String>,
+    },
+}
+
 /// The storage trait.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -456,8 +540,10 @@ pub trait Store: Send + Sync + 'static {
     // ---- host domain
     /// Finds the account whose token hashes to `hash` (constant-time compare of the hash).
     async fn account_find_by_token(&self, hash: &TokenHash) -> StoreResult<Option<Account>>;
-    /// Loads shops, accounts, cards, devices and bindings in one transaction.
-    async fn domain_import(&self, batch: &ImportBatch) -> StoreResult<ImportCounts>;
+    /// Loads shops, accounts, cards, devices and bindings in one transaction; new cards get their
+    /// ordinary polling schedule rows (first poll spread over each task type's interval from `now`).
+    async fn domain_import(&self, batch: &ImportBatch, now: Timestamp)
+    -> StoreResult<ImportCounts>;
     /// Creates an unpaid package order.
     async fn order_create(
         &self,
@@ -570,4 +656,50 @@ pub trait Store: Send + Sync + 'static {
     async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>>;
     /// One item in `scope` with its audit facts and logs.
     async fn item_get(&self, scope: &Scope, id: i64) -> StoreResult<Option<ItemDetail>>;
+    /// Claimable items with their task types (pending and due, or running with a passed lease),
+    /// oldest first, at most `limit`: the scheduler's one recovery read per cycle.
+    async fn item_due_typed(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<DueItem>>;
+
+    // ---- ordinary polling (issue #6)
+    /// Records the configured task types and shard count and gives every card a schedule row per
+    /// task type (missing rows added, shards recomputed when the count changed, rows of task types
+    /// no longer configured removed). Cheap when nothing changed. Returns rows written.
+    async fn schedule_sync(
+        &self,
+        task_types: &crate::domain::TaskTypes,
+        shards: u32,
+        now: Timestamp,
+    ) -> StoreResult<u64>;
+    /// Takes up to `per_shard` due cards from each listed shard of `task_type` and moves their
+    /// `next_poll_at` to `now + interval` in the same transaction.
+    async fn schedule_take_due(
+        &self,
+        task_type: &str,
+        interval: std::time::Duration,
+        shards: &[u32],
+        per_shard: i64,
+        now: Timestamp,
+    ) -> StoreResult<Vec<ShardBatch>>;
+    /// Writes a batch of ordinary poll outcomes in one transaction: interaction logs, the cards'
+    /// `last_polled_at`/`next_poll_at`, and served manual triggers.
+    async fn poll_record(&self, records: &[PollRecord]) -> StoreResult<()>;
+    /// The asset whose packages a card's package poll judges: its actively bound device, else
+    /// the card itself; `None` when the card is gone.
+    async fn card_package_asset(&self, iccid: &str) -> StoreResult<Option<AssetRef>>;
+    /// An ordinary manual trigger in `scope` (card not found when outside): checks the operator's
+    /// daily quota and the 24 h dedupe per (card, task type) and records the request either way.
+    async fn manual_trigger_request(
+        &self,
+        scope: &Scope,
+        req: &ManualTriggerRequest,
+        now: Timestamp,
+    ) -> StoreResult<ManualTriggerOutcome>;
+    /// Queued (not yet executed) manual triggers of a task type requested at or before `before`,
+    /// oldest first: recovers entries lost from the manual queue.
+    async fn manual_trigger_queued(
+        &self,
+        task_type: &str,
+        before: Timestamp,
+        limit: i64,
+    ) -> StoreResult<Vec<QueuedTrigger>>;
 }

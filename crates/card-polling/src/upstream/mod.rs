@@ -18,6 +18,10 @@ pub struct PollRequest {
     pub iccid: String,
     /// Task type name (`card_status`, `data_usage`, `package`, …).
     pub task_type: String,
+    /// The priority item this call executes (`None` for ordinary polls). Context only: a real
+    /// carrier never sees it; the simulated carrier records it so tests can check that no call
+    /// was made for a closed or expired item.
+    pub item_id: Option<i64>,
 }
 
 /// What the carrier answered, already reduced to a safe summary.

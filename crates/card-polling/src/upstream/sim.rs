@@ -51,6 +51,8 @@ pub struct SimCarrier {
     polls: Mutex<HashMap<(String, String), u32>>,
     resumes: Mutex<HashMap<String, u32>>,
     total_polls: AtomicU64,
+    record_calls: std::sync::atomic::AtomicBool,
+    calls: Mutex<Vec<PollRequest>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -66,6 +68,24 @@ impl SimCarrier {
             latency_ms,
             ..SimCarrier::default()
         }
+    }
+
+    /// Starts keeping every poll request in order (tests; off by default to bound memory).
+    pub fn record_calls(&self) {
+        self.record_calls.store(true, Ordering::Relaxed);
+    }
+
+    /// The poll requests recorded since [`SimCarrier::record_calls`], in call order.
+    pub fn calls(&self) -> Vec<PollRequest> {
+        lock(&self.calls).clone()
+    }
+
+    /// Poll calls recorded for one priority item.
+    pub fn calls_for_item(&self, item_id: i64) -> usize {
+        lock(&self.calls)
+            .iter()
+            .filter(|c| c.item_id == Some(item_id))
+            .count()
     }
 
     /// Sets a standing behaviour for a card (until changed).
@@ -152,6 +172,9 @@ impl Upstream for SimCarrier {
             .entry((req.iccid.clone(), req.task_type.clone()))
             .or_default() += 1;
         self.total_polls.fetch_add(1, Ordering::Relaxed);
+        if self.record_calls.load(Ordering::Relaxed) {
+            lock(&self.calls).push(req.clone());
+        }
         self.delay().await;
         match self.behavior(&req.iccid) {
             SimBehavior::Ok => Ok(PollResponse {

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use card_polling::executor::ExecOutcome;
 use card_polling::priority::CLAIM_LEASE;
-use card_polling::priority::executor::ExecOutcome;
 use card_polling::store::{Finish, NewLog, StoreError};
 use rakuten_types::Clock;
 

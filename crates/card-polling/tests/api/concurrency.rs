@@ -61,7 +61,7 @@ async fn many_concurrent_claimers_never_call_upstream_twice_for_one_item_and_rou
     }
     let mut done = 0;
     for h in handles {
-        if h.await.unwrap() == card_polling::priority::executor::ExecOutcome::Completed {
+        if h.await.unwrap() == card_polling::executor::ExecOutcome::Completed {
             done += 1;
         }
     }

@@ -7,9 +7,11 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use card_polling::Application;
+use card_polling::executor::{Executor, RunReport};
+use card_polling::hints::Hints;
 use card_polling::jobs::expiry::ExpiryJob;
-use card_polling::priority::executor::{Executor, RunReport};
-use card_polling::settings::Settings;
+use card_polling::scheduler::{CycleReport, Scheduler};
+use card_polling::settings::{HintChannelSetting, Secret, Settings};
 use card_polling::store::Store;
 use card_polling::store::sqlite::SqliteStore;
 use card_polling::upstream::{SimCarrier, SimConfig};
@@ -32,6 +34,9 @@ pub struct TestApp {
     pub sqlite: SqliteStore,
     pub executor: Executor,
     pub expiry: ExpiryJob,
+    pub scheduler: Scheduler,
+    pub hints: Hints,
+    pub settings: Settings,
     shutdown: CancellationToken,
     _dir: tempfile::TempDir,
 }
@@ -43,19 +48,61 @@ impl Drop for TestApp {
 }
 
 pub async fn spawn_app() -> TestApp {
+    spawn_with(Backend::Memory, |_| {}).await
+}
+
+/// Where the hint and manual lanes live in a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// In-process.
+    Memory,
+    /// The machine's Redis (`REDIS_URL_TEST`, default `redis://127.0.0.1:6379/`).
+    Redis,
+}
+
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL_TEST").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
+}
+
+/// A test app on `backend` with settings changed by `f`. A Redis backend gets a key prefix of
+/// its own; when Redis does not answer the test fails here, loudly.
+pub async fn spawn_with(backend: Backend, f: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_with_sim(backend, SimConfig::default(), f).await
+}
+
+pub async fn spawn_with_sim(
+    backend: Backend,
+    sim_config: SimConfig,
+    f: impl FnOnce(&mut Settings),
+) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let db_path = dir.path().join("card-polling.db");
-    let settings = Settings::for_tests(db_path, ADMIN);
+    let mut settings = Settings::for_tests(db_path, ADMIN);
+    if backend == Backend::Redis {
+        settings.hint_channel = HintChannelSetting::Redis(Secret::new(redis_url()));
+        settings.hint_prefix = format!("card-polling-test:{}:", uuid::Uuid::now_v7());
+    }
+    f(&mut settings);
     let clock = ManualClock::at_fixed_date();
-    let sim = Arc::new(SimCarrier::new(SimConfig::default()));
-    let app = Application::build(settings, Arc::new(clock.clone()), sim.clone())
-        .await
-        .expect("build app");
+    let sim = Arc::new(SimCarrier::new(sim_config));
+    sim.record_calls();
+    let app = match Application::build(settings.clone(), Arc::new(clock.clone()), sim.clone()).await
+    {
+        Ok(app) => app,
+        Err(e) if backend == Backend::Redis => panic!(
+            "REDIS IS NOT ANSWERING at {} ({e:#}): the Redis hint-channel tests need the \
+             machine's Redis server (start it, or point REDIS_URL_TEST at one)",
+            redis_url()
+        ),
+        Err(e) => panic!("build app: {e:#}"),
+    };
     let base = format!("http://127.0.0.1:{}", app.port());
     let store = app.state().store.clone();
     let sqlite = app.sqlite().clone();
     let executor = app.executor().clone();
     let expiry = app.expiry().clone();
+    let scheduler = app.scheduler().clone();
+    let hints = app.state().hints.clone();
     let shutdown = CancellationToken::new();
     tokio::spawn(app.serve_http(shutdown.clone()));
     TestApp {
@@ -67,7 +114,9 @@ pub async fn spawn_app() -> TestApp {
         sqlite,
         executor,
         expiry,
-
+        scheduler,
+        hints,
+        settings,
         shutdown,
         _dir: dir,
     }
@@ -256,6 +305,23 @@ impl TestApp {
             .run_once(self.clock.now())
             .await
             .expect("executor round")
+    }
+
+    /// One scheduling cycle at the clock's now (fills the execution queues; runs nothing).
+    pub async fn cycle(&self) -> CycleReport {
+        self.scheduler.run_once(self.clock.now()).await
+    }
+
+    /// Runs every queued entry of the executor pool and writes the ordinary outcomes.
+    pub async fn drain(&self) {
+        self.scheduler.pool().drain().await.expect("drain");
+    }
+
+    /// A cycle, then everything it queued.
+    pub async fn cycle_and_drain(&self) -> CycleReport {
+        let r = self.cycle().await;
+        self.drain().await;
+        r
     }
 
     /// Moves the clock.

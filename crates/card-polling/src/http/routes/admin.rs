@@ -92,7 +92,7 @@ pub async fn import(
     }
     check(&batch)?;
     st.store
-        .domain_import(&batch)
+        .domain_import(&batch, st.clock.now())
         .await
         .map(ok)
         .map_err(|e| ApiError::from_store(e, Some("row")))

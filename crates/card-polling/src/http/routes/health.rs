@@ -6,18 +6,52 @@ use serde::Serialize;
 
 use rakuten_types::Envelope;
 
+use crate::executor::pool::QueueDepth;
+use crate::hints::ChannelLane;
 use crate::http::{AppState, ok};
 
 /// Health answer.
 #[derive(Debug, Serialize)]
 pub struct Health {
-    /// Always `ok` when the process answers.
+    /// `ok` when the process answers (the hint channel's state is reported separately).
     pub status: &'static str,
+    /// Hint channel backend: `memory` or `redis`.
+    pub hint_backend: &'static str,
+    /// Per task type: execution queue depths per lane, plus the channel lanes' lengths.
+    pub queues: Vec<TypeQueues>,
+    /// When the last scheduling cycle ran (absent before the first).
+    pub last_cycle_at: Option<rakuten_types::Timestamp>,
 }
 
-/// `GET /health` (no auth).
-pub async fn health() -> Json<Envelope<Health>> {
-    ok(Health { status: "ok" })
+/// Queue depths of one task type.
+#[derive(Debug, Serialize)]
+pub struct TypeQueues {
+    /// The execution queue, per lane and shard.
+    #[serde(flatten)]
+    pub execution: QueueDepth,
+    /// Hints waiting in the hint lane (`null` when the channel does not answer).
+    pub hint_lane: Option<u64>,
+    /// Triggers waiting in the manual lane (`null` when the channel does not answer).
+    pub manual_lane: Option<u64>,
+}
+
+/// `GET /health` (no auth): liveness and queue depths per task type and lane.
+pub async fn health(State(st): State<AppState>) -> Json<Envelope<Health>> {
+    let mut queues = Vec::new();
+    for execution in st.scheduler.pool().depths() {
+        let tt = execution.task_type.clone();
+        queues.push(TypeQueues {
+            execution,
+            hint_lane: st.hints.depth(ChannelLane::Hint, &tt).await.ok(),
+            manual_lane: st.hints.depth(ChannelLane::Manual, &tt).await.ok(),
+        });
+    }
+    ok(Health {
+        status: "ok",
+        hint_backend: st.hints.backend(),
+        queues,
+        last_cycle_at: st.scheduler.last_cycle().and_then(|c| c.at),
+    })
 }
 
 /// One configured task type.

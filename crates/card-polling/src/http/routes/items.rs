@@ -225,7 +225,7 @@ pub async fn enqueue(
         }
         other => other.into(),
     })?;
-    st.hints.push(&items);
+    st.hints.push_items(&items).await;
     Ok(ok(Enqueued { items }))
 }
 
@@ -291,6 +291,6 @@ pub async fn retrigger(
         st.clock.now(),
     )
     .await?;
-    st.hints.push(std::slice::from_ref(&item));
+    st.hints.push_items(std::slice::from_ref(&item)).await;
     Ok(ok(item))
 }

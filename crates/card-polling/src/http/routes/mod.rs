@@ -4,7 +4,9 @@ pub mod admin;
 pub mod assets;
 pub mod health;
 pub mod items;
+pub mod manual_triggers;
 pub mod orders;
+pub mod scheduler;
 
 use super::error::ApiError;
 

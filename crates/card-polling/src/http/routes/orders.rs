@@ -61,7 +61,7 @@ pub async fn payment_callback(
         .payment_apply(&cb, &st.task_types.names(), st.clock.now())
         .await
         .map_err(|e| ApiError::from_store(e, Some("order")))?;
-    st.hints.push(&out.items);
+    st.hints.push_items(&out.items).await;
     Ok(ok(out))
 }
 
@@ -85,7 +85,7 @@ pub async fn activate_queued(
         .usage_activate_queued(&id, &st.task_types.names(), st.clock.now())
         .await
         .map_err(|e| ApiError::from_store(e, Some("usage record")))?;
-    st.hints.push(&items);
+    st.hints.push_items(&items).await;
     Ok(ok(Activated { items }))
 }
 
@@ -110,6 +110,6 @@ pub async fn package_poll(
         .package_poll_asset(&b.asset, &st.task_types.names(), st.clock.now())
         .await
         .map_err(|e| ApiError::from_store(e, Some("asset")))?;
-    st.hints.push(&out.items);
+    st.hints.push_items(&out.items).await;
     Ok(ok(out))
 }

@@ -73,6 +73,7 @@ async fn shop_exists(conn: &mut SqliteConnection, id: &str) -> StoreResult<bool>
 pub(crate) async fn import(
     tx: &mut Transaction<'static, Sqlite>,
     batch: &ImportBatch,
+    now: Timestamp,
 ) -> StoreResult<ImportCounts> {
     let mut counts = ImportCounts::default();
     // Shops in any order: insert those whose parent exists until no progress is made.
@@ -137,6 +138,11 @@ pub(crate) async fn import(
         .map_err(|e| map_constraint(e, "account (id or token)"))?;
         counts.accounts += 1;
     }
+    let schedule = if batch.cards.is_empty() {
+        None
+    } else {
+        super::schedule::schedule_config(tx).await?
+    };
     for c in &batch.cards {
         sqlx::query(
             "INSERT INTO cards (iccid, shop_id, polling_enabled, stop_locked) VALUES (?, ?, ?, ?)",
@@ -148,6 +154,9 @@ pub(crate) async fn import(
         .execute(&mut **tx)
         .await
         .map_err(|e| map_constraint(e, "card"))?;
+        if let Some(cfg) = &schedule {
+            super::schedule::schedule_insert_card(tx, cfg, &c.iccid, now).await?;
+        }
         counts.cards += 1;
     }
     for d in &batch.devices {
@@ -490,4 +499,35 @@ pub(crate) async fn package_poll_asset(
         out.items = enqueue::enqueue(tx, &targets, &demand, now, None).await?;
     }
     Ok(out)
+}
+
+/// The package verdict without a write transaction when nothing can change: no pending usage
+/// record and no active one past its end. `None` means the full transaction is needed.
+/// (The ordinary package poll runs for every card; most of them have nothing to do.)
+pub(crate) async fn package_poll_quiet(
+    conn: &mut SqliteConnection,
+    asset: &AssetRef,
+    now: Timestamp,
+) -> StoreResult<Option<PackagePollOutcome>> {
+    if asset_shop(conn, asset).await?.is_none() {
+        return Err(StoreError::NotFound);
+    }
+    let row: (bool, bool) = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM package_usages WHERE asset_type = ?1 AND asset_id = ?2            AND (status = 'pending' OR (status = 'active' AND ends_at <= ?3))),          EXISTS (SELECT 1 FROM package_usages WHERE asset_type = ?1 AND asset_id = ?2            AND kind = 'main' AND status = 'active')",
+    )
+    .bind(asset.asset_type.as_str())
+    .bind(&asset.asset_id)
+    .bind(t(now))
+    .fetch_one(&mut *conn)
+    .await?;
+    let (busy, has_active_main) = row;
+    if busy {
+        return Ok(None);
+    }
+    Ok(Some(PackagePollOutcome {
+        usages_expired: 0,
+        no_valid_package: !has_active_main,
+        pending_usage: false,
+        items: vec![],
+    }))
 }

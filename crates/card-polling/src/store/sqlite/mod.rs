@@ -11,6 +11,7 @@ mod enqueue;
 mod items;
 mod query;
 mod rows;
+mod schedule;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -94,11 +95,18 @@ impl SqliteStore {
 struct Embedded;
 
 /// (version, description, SQL) of every migration, in order.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "initial",
-    include_str!("../../../migrations/sqlite/0001_initial.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "initial",
+        include_str!("../../../migrations/sqlite/0001_initial.sql"),
+    ),
+    (
+        2,
+        "scheduler",
+        include_str!("../../../migrations/sqlite/0002_scheduler.sql"),
+    ),
+];
 
 impl sqlx::migrate::MigrationSource<'static> for Embedded {
     fn resolve(
@@ -161,9 +169,13 @@ impl Store for SqliteStore {
         domain::account_find_by_token(&self.pool, hash).await
     }
 
-    async fn domain_import(&self, batch: &ImportBatch) -> StoreResult<ImportCounts> {
+    async fn domain_import(
+        &self,
+        batch: &ImportBatch,
+        now: Timestamp,
+    ) -> StoreResult<ImportCounts> {
         let mut tx = self.begin().await?;
-        let counts = domain::import(&mut tx, batch).await?;
+        let counts = domain::import(&mut tx, batch, now).await?;
         tx.commit().await?;
         Ok(counts)
     }
@@ -211,6 +223,12 @@ impl Store for SqliteStore {
         task_types: &[String],
         now: Timestamp,
     ) -> StoreResult<PackagePollOutcome> {
+        {
+            let mut conn = self.pool.acquire().await?;
+            if let Some(out) = domain::package_poll_quiet(&mut conn, asset, now).await? {
+                return Ok(out);
+            }
+        }
         let mut tx = self.begin().await?;
         let out = domain::package_poll_asset(&mut tx, asset, task_types, now).await?;
         tx.commit().await?;
@@ -389,5 +407,67 @@ impl Store for SqliteStore {
 
     async fn item_get(&self, scope: &Scope, id: i64) -> StoreResult<Option<ItemDetail>> {
         query::get(&self.pool, self.feature().await?, scope, id).await
+    }
+
+    async fn item_due_typed(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<DueItem>> {
+        schedule::item_due_typed(&self.pool, now, limit).await
+    }
+
+    async fn schedule_sync(
+        &self,
+        task_types: &crate::domain::TaskTypes,
+        shards: u32,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        schedule::sync(&self.pool, task_types, shards, now).await
+    }
+
+    async fn schedule_take_due(
+        &self,
+        task_type: &str,
+        interval: Duration,
+        shards: &[u32],
+        per_shard: i64,
+        now: Timestamp,
+    ) -> StoreResult<Vec<ShardBatch>> {
+        let mut tx = self.begin().await?;
+        let out = schedule::take_due(&mut tx, task_type, interval, shards, per_shard, now).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn poll_record(&self, records: &[PollRecord]) -> StoreResult<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin().await?;
+        schedule::record(&mut tx, records).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn card_package_asset(&self, iccid: &str) -> StoreResult<Option<AssetRef>> {
+        schedule::card_package_asset(&self.pool, iccid).await
+    }
+
+    async fn manual_trigger_request(
+        &self,
+        scope: &Scope,
+        req: &ManualTriggerRequest,
+        now: Timestamp,
+    ) -> StoreResult<ManualTriggerOutcome> {
+        let mut tx = self.begin().await?;
+        let out = schedule::manual_trigger_request(&mut tx, scope, req, now).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn manual_trigger_queued(
+        &self,
+        task_type: &str,
+        before: Timestamp,
+        limit: i64,
+    ) -> StoreResult<Vec<QueuedTrigger>> {
+        schedule::manual_trigger_queued(&self.pool, task_type, before, limit).await
     }
 }

@@ -1,0 +1,100 @@
+//! The Redis channel: one list per key, `LPUSH` at the tail end and `RPOP key count` at the head
+//! end (FIFO), through a reconnecting `ConnectionManager`.
+
+use async_trait::async_trait;
+use redis::aio::ConnectionManager;
+
+use super::{ChannelError, QueueChannel};
+
+/// Redis lists.
+#[derive(Clone)]
+pub struct RedisChannel {
+    conn: ConnectionManager,
+}
+
+impl std::fmt::Debug for RedisChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password: never printed.
+        f.debug_struct("RedisChannel").finish_non_exhaustive()
+    }
+}
+
+fn err(e: redis::RedisError) -> ChannelError {
+    ChannelError(format!("redis: {e}"))
+}
+
+impl RedisChannel {
+    /// Connects (and answers a `PING`) within [`super::CHANNEL_TIMEOUT`].
+    ///
+    /// # Errors
+    /// A bad URL, or Redis not answering.
+    pub async fn connect(url: &str) -> Result<Self, ChannelError> {
+        let client = redis::Client::open(url).map_err(err)?;
+        let connect = async {
+            let mut conn = client.get_connection_manager().await.map_err(err)?;
+            let _: String = redis::cmd("PING")
+                .query_async(&mut conn)
+                .await
+                .map_err(err)?;
+            Ok::<_, ChannelError>(conn)
+        };
+        let conn = tokio::time::timeout(super::CHANNEL_TIMEOUT, connect)
+            .await
+            .map_err(|_| ChannelError("redis: no answer to PING".into()))??;
+        Ok(RedisChannel { conn })
+    }
+}
+
+#[async_trait]
+impl QueueChannel for RedisChannel {
+    async fn push(&self, key: &str, values: &[String]) -> Result<(), ChannelError> {
+        if values.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn.clone();
+        let _: i64 = redis::cmd("LPUSH")
+            .arg(key)
+            .arg(values)
+            .query_async(&mut conn)
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    async fn pop(&self, key: &str, max: usize) -> Result<Vec<String>, ChannelError> {
+        if max == 0 {
+            return Ok(vec![]);
+        }
+        let mut conn = self.conn.clone();
+        let vals: Option<Vec<String>> = redis::cmd("RPOP")
+            .arg(key)
+            .arg(max)
+            .query_async(&mut conn)
+            .await
+            .map_err(err)?;
+        Ok(vals.unwrap_or_default())
+    }
+
+    async fn len(&self, key: &str) -> Result<u64, ChannelError> {
+        let mut conn = self.conn.clone();
+        redis::cmd("LLEN")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .map_err(err)
+    }
+
+    async fn clear(&self, key: &str) -> Result<(), ChannelError> {
+        let mut conn = self.conn.clone();
+        let _: i64 = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+}

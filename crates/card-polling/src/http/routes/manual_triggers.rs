@@ -1,0 +1,76 @@
+//! `POST /api/manual-triggers`: the ordinary manual trigger ("poll this card now"), with its
+//! daily quota per operator (429, code 7004) and 24 h dedupe per card and task type (409, code
+//! 7005). Every request, accepted or refused, is recorded in `manual_triggers`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+
+use rakuten_types::Envelope;
+
+use super::key;
+use crate::http::auth::Auth;
+use crate::http::error::{ApiError, PollCode};
+use crate::http::extract::Json as Body;
+use crate::http::{AppState, ok};
+use crate::manual_trigger;
+use crate::priority::manual::ManualError;
+use crate::store::{ManualTriggerOutcome, StoreError};
+
+/// Request body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerBody {
+    /// Card.
+    pub iccid: String,
+    /// Task types (default: every configured one).
+    #[serde(default)]
+    pub task_types: Vec<String>,
+}
+
+/// Queues an immediate ordinary poll of a card.
+pub async fn create(
+    State(st): State<AppState>,
+    Auth(who): Auth,
+    Body(b): Body<TriggerBody>,
+) -> Result<Json<Envelope<ManualTriggerOutcome>>, ApiError> {
+    if who.scope().is_none() {
+        return Err(ApiError::forbidden());
+    }
+    let iccid = key("iccid", &b.iccid)?;
+    if b.task_types.len() > 32 {
+        return Err(ApiError::invalid("at most 32 task types"));
+    }
+    let out = manual_trigger::request(
+        st.store.as_ref(),
+        &st.hints,
+        &st.task_types,
+        &who,
+        &iccid,
+        &b.task_types,
+        st.manual_daily_quota,
+        st.clock.now(),
+    )
+    .await
+    .map_err(|e| match e {
+        ManualError::Store(StoreError::NotFound) => ApiError::not_found("card"),
+        other => other.into(),
+    })?;
+    match out {
+        ManualTriggerOutcome::QuotaExceeded { used, quota } => Err(ApiError::poll(
+            StatusCode::TOO_MANY_REQUESTS,
+            PollCode::ManualQuotaExceeded,
+            format!("daily manual trigger quota used up ({used} of {quota})"),
+        )),
+        ManualTriggerOutcome::Duplicate { task_types } => Err(ApiError::poll(
+            StatusCode::CONFLICT,
+            PollCode::ManualDuplicate,
+            format!(
+                "already triggered within 24 h for {}",
+                task_types.join(", ")
+            ),
+        )),
+        queued => Ok(ok(queued)),
+    }
+}

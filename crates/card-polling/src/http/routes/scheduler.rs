@@ -1,0 +1,22 @@
+//! `GET /api/scheduler/last-cycle` (super_admin, platform): the last scheduling cycle's
+//! decisions — hints, manual triggers, recovered items and ordinary cards taken per task type,
+//! shards skipped for back-pressure — and the queue depths after it. `null` before the first.
+
+use axum::Json;
+use axum::extract::State;
+
+use rakuten_types::Envelope;
+
+use crate::http::auth::Auth;
+use crate::http::error::ApiError;
+use crate::http::{AppState, ok};
+use crate::scheduler::CycleReport;
+
+/// The last cycle's report.
+pub async fn last_cycle(
+    State(st): State<AppState>,
+    auth: Auth,
+) -> Result<Json<Envelope<Option<CycleReport>>>, ApiError> {
+    auth.require_admin()?;
+    Ok(ok(st.scheduler.last_cycle()))
+}

@@ -1,0 +1,167 @@
+//! One scheduling cycle ([`super::Scheduler::run_once`]) and its report.
+//!
+//! Per cycle, for every task type, in this order:
+//! 1. drain the priority hint lane (up to `drain_max`) to the tail of the execution queue;
+//! 2. drain the ordinary manual trigger lane (up to `drain_max`), plus manual triggers older than
+//!    [`MANUAL_RECOVERY_GRACE`] still queued in the database (a lost manual lane);
+//! 3. the recovery read: one bounded `SELECT` of due active priority items (pending and due, or
+//!    running past their lease) — the persisted rows are authoritative, so a lost hint delays an
+//!    item by at most one cycle;
+//! 4. ordinary shard batches, skipping each shard whose queue is deeper than the back-pressure
+//!    threshold.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use rakuten_types::Timestamp;
+
+use super::Scheduler;
+use super::backpressure::skip_ordinary_batch;
+use crate::executor::pool::QueueDepth;
+
+/// Age after which a still-queued manual trigger is taken from the database (its lane entry
+/// was lost); younger ones are left to the lane.
+pub const MANUAL_RECOVERY_GRACE: Duration = Duration::from_secs(60);
+
+/// What one cycle decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CycleReport {
+    /// The cycle's `now`.
+    pub at: Option<Timestamp>,
+    /// Hints taken from each task type's hint lane.
+    pub hints_taken: BTreeMap<String, usize>,
+    /// Of those, appended to the execution queue (the rest were already queued or running).
+    pub hints_queued: BTreeMap<String, usize>,
+    /// Manual triggers taken per task type (lane plus database recovery).
+    pub manual_taken: BTreeMap<String, usize>,
+    /// Due active priority items found by the recovery read and queued (not already queued).
+    pub due_items_recovered: BTreeMap<String, usize>,
+    /// Ordinary cards taken per task type.
+    pub ordinary_taken: BTreeMap<String, usize>,
+    /// Ordinary shard batches skipped for back-pressure per task type.
+    pub ordinary_skipped_for_backpressure: BTreeMap<String, usize>,
+    /// Shards skipped, as `task_type/shard`.
+    pub skipped_shards: Vec<String>,
+    /// Lane or store failures during the cycle (logged; the next cycle retries).
+    pub errors: Vec<String>,
+    /// Wall time of the cycle, microseconds.
+    pub duration_us: u64,
+    /// Queue depths after the cycle.
+    pub depths: Vec<QueueDepth>,
+}
+
+impl CycleReport {
+    /// True when a lane was cut at its bound: the next cycle should come sooner.
+    pub fn saturated(&self, drain_max: usize, recovery_limit: usize) -> bool {
+        self.hints_taken.values().any(|&n| n >= drain_max)
+            || self.manual_taken.values().any(|&n| n >= drain_max)
+            || self.due_items_recovered.values().sum::<usize>() >= recovery_limit
+    }
+}
+
+impl Scheduler {
+    pub(super) async fn cycle(&self, now: Timestamp) -> CycleReport {
+        let started = Instant::now();
+        let cfg = &self.cfg;
+        let mut r = CycleReport {
+            at: Some(now),
+            ..CycleReport::default()
+        };
+        if let Err(e) = self.pool.flush().await {
+            r.errors.push(format!("flush: {e}"));
+        }
+        let types = self.pool.executor().task_types().clone();
+        // 1. priority hints
+        for tt in types.all() {
+            match self.hints.take_hints(&tt.name, cfg.drain_max).await {
+                Ok(ids) => {
+                    let queued = self.pool.enqueue_priority(&tt.name, &ids);
+                    r.hints_taken.insert(tt.name.clone(), ids.len());
+                    r.hints_queued.insert(tt.name.clone(), queued);
+                }
+                Err(e) => r.errors.push(format!("hint lane {}: {e}", tt.name)),
+            }
+        }
+        // 2. ordinary manual triggers
+        for tt in types.all() {
+            let mut taken = match self.hints.take_manual(&tt.name, cfg.drain_max).await {
+                Ok(v) => v,
+                Err(e) => {
+                    r.errors.push(format!("manual lane {}: {e}", tt.name));
+                    vec![]
+                }
+            };
+            match self
+                .store
+                .manual_trigger_queued(
+                    &tt.name,
+                    now.minus(MANUAL_RECOVERY_GRACE),
+                    cfg.drain_max as i64,
+                )
+                .await
+            {
+                Ok(rows) => taken.extend(rows.into_iter().map(|t| (t.id, t.iccid))),
+                Err(e) => r.errors.push(format!("manual recovery {}: {e}", tt.name)),
+            }
+            let n = self.pool.enqueue_manual(&tt.name, taken);
+            r.manual_taken.insert(tt.name.clone(), n);
+        }
+        // 3. the recovery read
+        match self.store.item_due_typed(now, cfg.recovery_limit).await {
+            Ok(due) => {
+                let mut by_type: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+                for d in due {
+                    by_type.entry(d.task_type).or_default().push(d.id);
+                }
+                for tt in types.all() {
+                    let ids = by_type.remove(&tt.name).unwrap_or_default();
+                    let n = self.pool.enqueue_priority(&tt.name, &ids);
+                    r.due_items_recovered.insert(tt.name.clone(), n);
+                }
+            }
+            Err(e) => r.errors.push(format!("recovery read: {e}")),
+        }
+        // 4. ordinary shard batches
+        for tt in types.all() {
+            let mut take = Vec::new();
+            let mut skipped = 0;
+            for shard in 0..cfg.shards {
+                if skip_ordinary_batch(
+                    self.pool.shard_depth(&tt.name, shard),
+                    cfg.backpressure_depth,
+                ) {
+                    skipped += 1;
+                    r.skipped_shards.push(format!("{}/{shard}", tt.name));
+                } else {
+                    take.push(shard);
+                }
+            }
+            r.ordinary_skipped_for_backpressure
+                .insert(tt.name.clone(), skipped);
+            let mut n = 0;
+            if !take.is_empty() {
+                match self
+                    .store
+                    .schedule_take_due(&tt.name, tt.interval, &take, cfg.shard_batch, now)
+                    .await
+                {
+                    Ok(batches) => {
+                        for b in batches {
+                            n += self.pool.enqueue_ordinary(&tt.name, b.shard, b.iccids);
+                        }
+                    }
+                    Err(e) => r.errors.push(format!("ordinary batch {}: {e}", tt.name)),
+                }
+            }
+            r.ordinary_taken.insert(tt.name.clone(), n);
+        }
+        for e in &r.errors {
+            tracing::warn!(error = %e, "scheduling cycle");
+        }
+        r.depths = self.pool.depths();
+        r.duration_us = started.elapsed().as_micros() as u64;
+        r
+    }
+}

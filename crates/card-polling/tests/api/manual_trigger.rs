@@ -1,0 +1,121 @@
+//! The ordinary manual trigger: its own queue, daily quota per operator, 24 h dedupe per card
+//! and task type, audit rows; manual priority enqueue stays exempt from both.
+
+use serde_json::json;
+
+use card_polling::hints::ChannelLane;
+
+use crate::helpers::*;
+
+async fn trigger(app: &TestApp, token: &str, iccid: &str, tt: &str) -> (u16, serde_json::Value) {
+    app.post(
+        "/api/manual-triggers",
+        token,
+        json!({"iccid": iccid, "task_types": [tt]}),
+    )
+    .await
+}
+
+async fn statuses(app: &TestApp) -> Vec<String> {
+    sqlx::query_scalar("SELECT status FROM manual_triggers ORDER BY id")
+        .fetch_all(app.sqlite.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn manual_trigger_polls_the_card_in_the_next_cycle() {
+    let app = spawn_seeded().await;
+    let (s, v) = trigger(&app, PLATFORM, "CA1", "data_usage").await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        app.hints
+            .depth(ChannelLane::Manual, "data_usage")
+            .await
+            .unwrap(),
+        1
+    );
+    let r = app.cycle_and_drain().await;
+    assert_eq!(r.manual_taken["data_usage"], 1);
+    assert_eq!(app.sim.poll_calls("CA1", "data_usage"), 1);
+    assert_eq!(statuses(&app).await, ["executed"]);
+    assert!(app.list("iccid=CA1").await.is_empty(), "no priority item");
+}
+
+#[tokio::test]
+async fn manual_trigger_refuses_the_same_card_and_task_type_within_24_hours() {
+    let app = spawn_seeded().await;
+    assert_eq!(trigger(&app, PLATFORM, "CA1", "card_status").await.0, 200);
+    let (s, v) = trigger(&app, AGENT_A, "CA1", "card_status").await;
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(v["code"], 7005);
+    assert_eq!(
+        trigger(&app, PLATFORM, "CA1", "package").await.0,
+        200,
+        "other type"
+    );
+    app.advance(24 * 3600 + 1);
+    assert_eq!(trigger(&app, PLATFORM, "CA1", "card_status").await.0, 200);
+    assert_eq!(
+        statuses(&app).await,
+        ["queued", "refused_duplicate", "queued", "queued"],
+        "refusals are recorded too"
+    );
+}
+
+#[tokio::test]
+async fn manual_trigger_refuses_beyond_the_daily_quota_until_the_next_day() {
+    let app = spawn_with(Backend::Memory, |s| s.manual_daily_quota = 2).await;
+    app.seed().await;
+    assert_eq!(trigger(&app, PLATFORM, "CA1", "card_status").await.0, 200);
+    assert_eq!(trigger(&app, PLATFORM, "CA11", "card_status").await.0, 200);
+    let (s, v) = trigger(&app, PLATFORM, "CB1", "card_status").await;
+    assert_eq!(s, 429, "{v}");
+    assert_eq!(v["code"], 7004);
+    // The quota is per operator.
+    assert_eq!(trigger(&app, ADMIN, "CB1", "card_status").await.0, 200);
+    // Manual priority enqueue ignores the quota and the dedupe (it merges instead).
+    for _ in 0..2 {
+        let (s, v) = app
+            .enqueue(
+                PLATFORM,
+                json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "urgent"}),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+    }
+    app.advance(86_400);
+    assert_eq!(trigger(&app, PLATFORM, "CB1", "data_usage").await.0, 200);
+}
+
+#[tokio::test]
+async fn manual_trigger_respects_permission_and_scope() {
+    let app = spawn_seeded().await;
+    assert_eq!(trigger(&app, ENTERPRISE, "CA1", "card_status").await.0, 403);
+    let (s, out) = trigger(&app, AGENT_B, "CA1", "card_status").await;
+    let (s2, missing) = trigger(&app, AGENT_B, "NOPE", "card_status").await;
+    assert_eq!((s, s2), (404, 404));
+    assert_eq!(out, missing, "out of scope answers like a missing card");
+    assert_eq!(trigger(&app, PLATFORM, "CA1", "bogus").await.0, 422);
+}
+
+#[tokio::test]
+async fn lost_manual_lane_is_recovered_from_the_database() {
+    let app = spawn_seeded().await;
+    assert_eq!(trigger(&app, PLATFORM, "CA1", "data_usage").await.0, 200);
+    app.hints
+        .clear(ChannelLane::Manual, "data_usage")
+        .await
+        .unwrap();
+    let r = app.cycle_and_drain().await;
+    assert_eq!(
+        r.manual_taken["data_usage"], 0,
+        "younger than the grace period"
+    );
+    app.advance(61);
+    let r = app.cycle_and_drain().await;
+    assert_eq!(r.manual_taken["data_usage"], 1);
+    assert_eq!(statuses(&app).await, ["executed"]);
+    let r = app.cycle_and_drain().await;
+    assert_eq!(r.manual_taken["data_usage"], 0, "executed once");
+}

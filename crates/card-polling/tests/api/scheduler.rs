@@ -1,0 +1,299 @@
+//! Requirement "优先调度与执行提示通道": the three scheduling scenarios and the queue-order rules,
+//! each run against both hint backends (`…::in_process` and `…::redis`).
+
+use serde_json::json;
+
+use card_polling::executor::pool::Job;
+use card_polling::hints::ChannelLane;
+
+use rakuten_types::Clock;
+
+use crate::helpers::*;
+
+/// Generates one test per backend for a scenario `async fn(Backend)`.
+macro_rules! on_both_backends {
+    ($name:ident) => {
+        mod $name {
+            use crate::helpers::Backend;
+
+            #[tokio::test]
+            async fn in_process() {
+                super::$name(Backend::Memory).await;
+            }
+
+            #[tokio::test]
+            async fn redis() {
+                super::$name(Backend::Redis).await;
+            }
+        }
+    };
+}
+
+on_both_backends!(one_cycle_drains_priority_hints_before_the_manual_queue_before_ordinary_batches);
+on_both_backends!(lost_hint_channel_delays_an_item_by_at_most_one_ordinary_cycle);
+on_both_backends!(backpressure_skips_ordinary_batches_but_not_priority_hints);
+on_both_backends!(priority_never_jumps_an_execution_queue_holding_work_of_the_same_type);
+on_both_backends!(hint_for_a_closed_or_expired_item_makes_no_upstream_call);
+on_both_backends!(hint_and_manual_lanes_use_distinct_keys_per_task_type);
+
+async fn priority_item(app: &TestApp, iccid: &str, task_type: &str) -> i64 {
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": iccid, "task_types": [task_type], "reason": "scheduler test"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    v["data"]["items"][0]["item_id"].as_i64().unwrap()
+}
+
+fn calls_of(app: &TestApp, task_type: &str) -> Vec<(String, Option<i64>)> {
+    app.sim
+        .calls()
+        .into_iter()
+        .filter(|c| c.task_type == task_type)
+        .map(|c| (c.iccid, c.item_id))
+        .collect()
+}
+
+async fn one_cycle_drains_priority_hints_before_the_manual_queue_before_ordinary_batches(
+    backend: Backend,
+) {
+    let app = spawn_with(backend, |s| s.executor_concurrency = 1).await;
+    app.seed().await;
+    // Every card's first ordinary poll is due (spread over at most one interval).
+    app.advance(3600);
+    // The manual trigger arrives first, the priority demand second: the hint still goes first.
+    let d = app
+        .post_ok(
+            "/api/manual-triggers",
+            PLATFORM,
+            json!({"iccid": "CA11", "task_types": ["card_status"]}),
+        )
+        .await;
+    assert_eq!(d["outcome"], "queued", "{d}");
+    let id = priority_item(&app, "CB1", "card_status").await;
+
+    let r = app.cycle().await;
+    assert_eq!(r.hints_taken["card_status"], 1, "{r:?}");
+    assert_eq!(r.manual_taken["card_status"], 1, "{r:?}");
+    assert_eq!(r.ordinary_taken["card_status"], 7, "{r:?}");
+    assert_eq!(
+        r.due_items_recovered["card_status"], 0,
+        "hint already queued it"
+    );
+    let queue = app.scheduler.pool().snapshot("card_status");
+    assert_eq!(queue[0], Job::Priority { item_id: id });
+    assert!(matches!(&queue[1], Job::Manual { iccid, .. } if iccid == "CA11"));
+    assert!(queue[2..].iter().all(|j| matches!(j, Job::Ordinary { .. })));
+
+    app.drain().await;
+    let calls = calls_of(&app, "card_status");
+    assert_eq!(calls.len(), 9, "{calls:?}");
+    assert_eq!(calls[0], ("CB1".to_owned(), Some(id)));
+    assert_eq!(calls[1], ("CA11".to_owned(), None));
+    assert!(calls[2..].iter().all(|(_, item)| item.is_none()));
+    assert_eq!(app.detail(id).await["item"]["status"], "completed");
+    let status: String =
+        sqlx::query_scalar("SELECT status FROM manual_triggers WHERE iccid = 'CA11'")
+            .fetch_one(app.sqlite.pool())
+            .await
+            .unwrap();
+    assert_eq!(status, "executed");
+    // The last cycle's decisions are visible over HTTP.
+    let (s, v) = app.get("/api/scheduler/last-cycle", PLATFORM).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["hints_taken"]["card_status"], 1);
+    assert_eq!(v["data"]["manual_taken"]["card_status"], 1);
+    app.assert_invariants().await;
+}
+
+async fn lost_hint_channel_delays_an_item_by_at_most_one_ordinary_cycle(backend: Backend) {
+    let app = spawn_with(backend, |_| {}).await;
+    app.seed().await;
+    let id = priority_item(&app, "CA1", "data_usage").await;
+    assert_eq!(
+        app.hints
+            .depth(ChannelLane::Hint, "data_usage")
+            .await
+            .unwrap(),
+        1
+    );
+    // The channel loses its content (cache restart).
+    app.hints
+        .clear(ChannelLane::Hint, "data_usage")
+        .await
+        .unwrap();
+    assert_eq!(
+        app.hints
+            .depth(ChannelLane::Hint, "data_usage")
+            .await
+            .unwrap(),
+        0
+    );
+
+    let r = app.cycle_and_drain().await;
+    assert_eq!(r.hints_taken["data_usage"], 0);
+    assert_eq!(r.due_items_recovered["data_usage"], 1, "{r:?}");
+    assert_eq!(app.detail(id).await["item"]["status"], "completed");
+    assert_eq!(
+        app.sim.calls_for_item(id),
+        1,
+        "one call, no second compensation"
+    );
+    app.assert_invariants().await;
+}
+
+async fn backpressure_skips_ordinary_batches_but_not_priority_hints(backend: Backend) {
+    let app = spawn_with(backend, |s| {
+        s.shards = 1;
+        s.shard_batch = 3;
+        s.backpressure_depth = 2;
+    })
+    .await;
+    app.seed().await;
+    app.advance(3600);
+    let r = app.cycle().await;
+    assert_eq!(r.ordinary_taken["card_status"], 3);
+    assert_eq!(r.ordinary_skipped_for_backpressure["card_status"], 0);
+    assert_eq!(app.scheduler.pool().shard_depth("card_status", 0), 3);
+
+    let id = priority_item(&app, "CA1", "card_status").await;
+    let r = app.cycle().await;
+    assert_eq!(
+        r.ordinary_skipped_for_backpressure["card_status"], 1,
+        "{r:?}"
+    );
+    assert_eq!(
+        r.skipped_shards,
+        ["card_status/0", "data_usage/0", "package/0"]
+    );
+    assert_eq!(r.ordinary_taken["card_status"], 0);
+    assert_eq!(r.hints_taken["card_status"], 1);
+    assert_eq!(r.hints_queued["card_status"], 1);
+    let (s, v) = app.raw(reqwest::Method::GET, "/health", None).await;
+    assert_eq!(s, 200);
+    let health: serde_json::Value = serde_json::from_str(&v).unwrap();
+    let cs = health["data"]["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["task_type"] == "card_status")
+        .unwrap()
+        .clone();
+    assert_eq!(cs["priority"], 1, "{health}");
+    assert_eq!(cs["ordinary"], 3, "{health}");
+
+    app.drain().await;
+    assert_eq!(app.detail(id).await["item"]["status"], "completed");
+    // The queues drained: the next cycle takes ordinary batches again.
+    let r = app.cycle().await;
+    assert_eq!(r.ordinary_skipped_for_backpressure["card_status"], 0);
+    assert_eq!(r.ordinary_taken["card_status"], 3);
+    app.drain().await;
+    app.assert_invariants().await;
+}
+
+async fn priority_never_jumps_an_execution_queue_holding_work_of_the_same_type(backend: Backend) {
+    let app = spawn_with(backend, |s| {
+        s.executor_concurrency = 1;
+        s.shards = 1;
+        s.shard_batch = 3;
+        s.backpressure_depth = 100;
+    })
+    .await;
+    app.seed().await;
+    app.advance(3600);
+    app.cycle().await; // three ordinary card_status polls wait in the queue
+    let id = priority_item(&app, "CB1", "card_status").await;
+    let other = priority_item(&app, "CB1", "data_usage").await;
+    let r = app.cycle().await;
+    assert_eq!(r.ordinary_taken["card_status"], 3);
+    let queue = app.scheduler.pool().snapshot("card_status");
+    assert_eq!(queue.len(), 7);
+    assert!(queue[..3].iter().all(|j| matches!(j, Job::Ordinary { .. })));
+    assert_eq!(queue[3], Job::Priority { item_id: id }, "{queue:?}");
+    assert!(queue[4..].iter().all(|j| matches!(j, Job::Ordinary { .. })));
+
+    app.drain().await;
+    let calls = calls_of(&app, "card_status");
+    let at = calls.iter().position(|c| c.1 == Some(id)).unwrap();
+    assert_eq!(
+        at, 3,
+        "after the work already queued, before the later batch: {calls:?}"
+    );
+    // Each task type has its own queue: the same rule there.
+    let du = calls_of(&app, "data_usage");
+    assert_eq!(
+        du.iter().position(|c| c.1 == Some(other)),
+        Some(3),
+        "{du:?}"
+    );
+    app.assert_invariants().await;
+}
+
+async fn hint_for_a_closed_or_expired_item_makes_no_upstream_call(backend: Backend) {
+    let app = spawn_with(backend, |_| {}).await;
+    app.seed().await;
+    let closed = priority_item(&app, "CA1", "package").await;
+    let (s, v) = app
+        .post(
+            &format!("/api/priority-items/{closed}/close"),
+            PLATFORM,
+            json!({"reason": "not needed"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let r = app.cycle_and_drain().await;
+    assert_eq!(r.hints_taken["package"], 1, "the hint is still in the lane");
+    assert_eq!(app.sim.calls_for_item(closed), 0);
+    assert_eq!(app.detail(closed).await["item"]["status"], "closed");
+
+    let expired = priority_item(&app, "CB1", "data_usage").await;
+    app.advance(25 * 3600);
+    assert_eq!(app.expiry.run_once(app.clock.now()).await.unwrap(), 1);
+    let r = app.cycle_and_drain().await;
+    assert_eq!(r.hints_taken["data_usage"], 1);
+    assert_eq!(app.sim.calls_for_item(expired), 0);
+    assert_eq!(app.detail(expired).await["item"]["status"], "expired");
+    app.assert_invariants().await;
+}
+
+async fn hint_and_manual_lanes_use_distinct_keys_per_task_type(backend: Backend) {
+    let app = spawn_with(backend, |_| {}).await;
+    let keys: Vec<String> = ["card_status", "package"]
+        .iter()
+        .flat_map(|tt| {
+            [
+                app.hints.key(ChannelLane::Hint, tt),
+                app.hints.key(ChannelLane::Manual, tt),
+            ]
+        })
+        .collect();
+    let mut unique = keys.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 4, "{keys:?}");
+    assert!(keys[0].ends_with("poll:hint:card_status"), "{keys:?}");
+    assert!(keys[1].ends_with("poll:manual:card_status"), "{keys:?}");
+    app.seed().await;
+    priority_item(&app, "CA1", "package").await;
+    assert_eq!(
+        app.hints.depth(ChannelLane::Hint, "package").await.unwrap(),
+        1
+    );
+    assert_eq!(
+        app.hints
+            .depth(ChannelLane::Manual, "package")
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        app.hints
+            .depth(ChannelLane::Hint, "card_status")
+            .await
+            .unwrap(),
+        0
+    );
+}
