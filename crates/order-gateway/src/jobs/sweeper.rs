@@ -1,6 +1,8 @@
 //! The lease sweeper (§5): every `RAKUTEN_SWEEP_INTERVAL_SECONDS`, turns each active task whose
 //! lease lapsed into `stale` (never `queued`), logs a structured warning per task, wakes waiting
-//! long-polls (the gate is free again), then logs alerts that appeared.
+//! long-polls (the gate is free again), then logs alerts that appeared. With several instances on
+//! one PostgreSQL database every instance sweeps (each lapsed lease turns stale once, and only the
+//! instance that turned it logs its warning); alerts are logged by the elected instance only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +88,15 @@ impl Sweeper {
                     if let Err(e) = self.run_once(now).await {
                         tracing::error!(error = ?e, "lease sweep failed");
                     }
-                    if let Err(e) = self.check_alerts(now).await {
+                    // One instance logs the alerts when several share the database.
+                    let leader = match self.store.alerts_leader().await {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::warn!(error = ?e, "alert leader election failed");
+                            false
+                        }
+                    };
+                    if leader && let Err(e) = self.check_alerts(now).await {
                         tracing::error!(error = ?e, "alert check failed");
                     }
                 }

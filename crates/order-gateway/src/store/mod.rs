@@ -281,6 +281,13 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
     async fn health_snapshot(&self, queued_before: Timestamp)
     -> Result<HealthSnapshot, StoreError>;
 
+    /// Whether this instance logs the alerts this tick. Several instances sharing one database
+    /// elect one (PostgreSQL: a session advisory lock, taken over when its holder dies), so each
+    /// alert is logged once, not once per instance. `/health` answers on every instance anyway.
+    async fn alerts_leader(&self) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
     /// Finishes the writes already accepted and closes the database.
     async fn close(&self);
 }

@@ -981,3 +981,18 @@ async fn concurrent_query_leases_never_share_a_query(h: &Harness) {
     assert_eq!(got.len(), n, "a query leased twice");
     assert_eq!(n, 10);
 }
+
+/// PostgreSQL only: instances sharing a schema elect exactly one alert logger, and a new one
+/// takes over when the leader's session ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_instances_elect_one_alert_leader_and_take_over_when_it_goes() {
+    let db = TestDb::new().await;
+    let a = PgStore::open(&db.url).await.unwrap();
+    let b = PgStore::open(&db.url).await.unwrap();
+    assert!(a.alerts_leader().await.unwrap());
+    assert!(a.alerts_leader().await.unwrap(), "stays leader");
+    assert!(!b.alerts_leader().await.unwrap());
+    a.close().await;
+    assert!(b.alerts_leader().await.unwrap(), "b takes over");
+    b.close().await;
+}

@@ -31,7 +31,7 @@ use rakuten_types::query::{QueryGrant, QueryResultAck, QuerySummary, QueryView, 
 use rakuten_types::{QueryId, TaskId, Timestamp, WorkerId};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sqlx::{PgConnection, SqlSafeStr};
+use sqlx::{ConnectOptions, PgConnection, SqlSafeStr};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -94,7 +94,14 @@ pub(crate) async fn notify(conn: &mut PgConnection, channel: &str) -> Result<(),
 pub struct PgStore {
     pool: PgPool,
     options: PgConnectOptions,
+    /// The session holding (or trying for) the alert-leader advisory lock, and whether it holds it.
+    leader: Arc<tokio::sync::Mutex<Option<(PgConnection, bool)>>>,
 }
+
+/// The alert-leader lock key: per schema, so deployments (and tests) in separate schemas of one
+/// database elect separately.
+const LEADER_LOCK: &str =
+    "SELECT pg_try_advisory_lock(hashtext(current_schema() || '.order_gateway_alerts'))";
 
 impl PgStore {
     /// Connects to `url` (`postgres://user@host:port/db`, optionally
@@ -114,7 +121,11 @@ impl PgStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
-        Ok(PgStore { pool, options })
+        Ok(PgStore {
+            pool,
+            options,
+            leader: Arc::default(),
+        })
     }
 
     /// The pool (tests and benchmarks inspect the schema through it).
@@ -285,7 +296,31 @@ impl OrderStore for PgStore {
         reads::health_snapshot(&self.pool, queued_before).await
     }
 
+    async fn alerts_leader(&self) -> Result<bool, StoreError> {
+        let mut slot = self.leader.lock().await;
+        if let Some((conn, held)) = slot.as_mut() {
+            let alive = sqlx::query("SELECT 1").execute(&mut *conn).await.is_ok();
+            if alive && *held {
+                return Ok(true);
+            }
+            if alive {
+                let got: bool = sqlx::query_scalar(LEADER_LOCK).fetch_one(&mut *conn).await?;
+                *held = got;
+                return Ok(got);
+            }
+            *slot = None;
+        }
+        let mut conn = self.options.connect().await?;
+        let got: bool = sqlx::query_scalar(LEADER_LOCK).fetch_one(&mut conn).await?;
+        *slot = Some((conn, got));
+        Ok(got)
+    }
+
     async fn close(&self) {
+        // Releases the alert-leader lock with its session.
+        if let Some((conn, _)) = self.leader.lock().await.take() {
+            let _ = sqlx::Connection::close(conn).await;
+        }
         // Every acknowledged write is already committed; closing waits for in-flight ones.
         self.pool.close().await;
     }
