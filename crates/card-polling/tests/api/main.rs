@@ -15,4 +15,5 @@ mod ordinary;
 mod queries;
 mod scheduler;
 mod snapshot;
+mod soak;
 mod triggers;
