@@ -181,7 +181,7 @@ impl QueryLoop {
                 success: false,
                 result: None,
                 error_code: Some(f.code),
-                error_message: Some(f.message.chars().take(MAX_MESSAGE_CHARS).collect()),
+                error_message: Some(clean_message(&f.message)),
             },
         };
         let id = &grant.query_id;
@@ -254,6 +254,21 @@ impl QueryLoop {
         }
         tracing::info!("account query loop stopped");
     }
+}
+
+/// Bounded and free of control characters other than line breaks and tabs, so the gateway never
+/// refuses a failure for its text (a refused result would leave the query to its lease expiry).
+fn clean_message(m: &str) -> String {
+    m.chars()
+        .take(MAX_MESSAGE_CHARS)
+        .map(|c| {
+            if c.is_control() && !matches!(c, '\n' | '\r' | '\t') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 fn drop_raw(r: &mut serde_json::Map<String, Value>) {
@@ -366,4 +381,16 @@ pub async fn read_order_list(
         stop_reason: stop.map(|e| e.message),
         raw_omitted: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_messages_are_bounded_and_clean() {
+        let m = clean_message(&format!("a\u{0}b\nc{}", "x".repeat(5000)));
+        assert!(m.starts_with("a b\nc"));
+        assert_eq!(m.chars().count(), MAX_MESSAGE_CHARS);
+    }
 }
