@@ -159,7 +159,248 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(run());
+    // BENCH_PART: `single` (the SQLite figures above), `matrix` (SQLite vs PostgreSQL, 1 and 3
+    // instances, issue #7), or `all` (default).
+    let part = std::env::var("BENCH_PART").unwrap_or_else(|_| "all".into());
+    if part == "all" || part == "single" {
+        rt.block_on(run());
+    }
+    if part == "all" || part == "matrix" {
+        rt.block_on(matrix::run());
+    }
+}
+
+/// SQLite vs PostgreSQL, 1 and 3 gateway instances (issue #7): submit throughput, hand-off latency
+/// (a long-poll waits on one instance, the task is submitted on the next), account-query cycles.
+/// PostgreSQL: `DATABASE_URL_TEST` (default `postgres://postgres@127.0.0.1:5432/test`), a fresh
+/// schema per configuration, dropped afterwards. All instances run in this process.
+mod matrix {
+    use super::*;
+    use sqlx::Connection;
+    use tokio::task::JoinHandle;
+    use tokio_util::sync::CancellationToken;
+
+    struct Cluster {
+        nodes: Vec<Arc<Bench>>,
+        stop: CancellationToken,
+        servers: Vec<JoinHandle<anyhow::Result<()>>>,
+        schema: Option<String>,
+    }
+
+    fn pg_base() -> String {
+        std::env::var("DATABASE_URL_TEST")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    }
+
+    async fn cluster(dir: &std::path::Path, name: &str, pg: bool, n: usize) -> Cluster {
+        let schema = if pg {
+            let schema = format!("bench_{}", uuid::Uuid::now_v7().simple());
+            let mut c = sqlx::PgConnection::connect(&pg_base())
+                .await
+                .expect("PostgreSQL (DATABASE_URL_TEST) must be running for the matrix bench");
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                .execute(&mut c)
+                .await
+                .unwrap();
+            Some(schema)
+        } else {
+            None
+        };
+        let stop = CancellationToken::new();
+        let (mut nodes, mut servers) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let mut settings = Settings::for_tests(dir.join(format!("{name}.db")), TOKEN);
+            settings.lease_max_wait_seconds = 60.0;
+            settings.db_url = schema.as_ref().map(|s| {
+                order_gateway::settings::Secret::new(format!(
+                    "{}?options=-c%20search_path%3D{s}",
+                    pg_base()
+                ))
+            });
+            let app = Application::build(settings, Arc::new(SystemClock))
+                .await
+                .unwrap();
+            nodes.push(Arc::new(Bench {
+                base: format!("http://127.0.0.1:{}", app.port()),
+                client: reqwest::Client::builder()
+                    .pool_max_idle_per_host(64)
+                    .build()
+                    .unwrap(),
+            }));
+            let stop = stop.clone();
+            servers.push(tokio::spawn(
+                app.run_until_stopped(async move { stop.cancelled().await }),
+            ));
+        }
+        Cluster {
+            nodes,
+            stop,
+            servers,
+            schema,
+        }
+    }
+
+    impl Cluster {
+        async fn shutdown(self) {
+            self.stop.cancel();
+            for s in self.servers {
+                s.await.unwrap().unwrap();
+            }
+            if let Some(schema) = self.schema {
+                let mut c = sqlx::PgConnection::connect(&pg_base()).await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP SCHEMA {schema} CASCADE"
+                )))
+                .execute(&mut c)
+                .await
+                .unwrap();
+            }
+        }
+
+        async fn handoff(&self, rounds: usize) -> (Duration, Duration) {
+            let n = self.nodes.len();
+            let mut lat = Vec::with_capacity(rounds);
+            for i in 0..rounds {
+                let (waiter, submitter) = (&self.nodes[i % n], &self.nodes[(i + 1) % n]);
+                let poll = tokio::spawn({
+                    let w = waiter.clone();
+                    async move {
+                        let v = w.lease("hw", 10.0).await;
+                        (v, Instant::now())
+                    }
+                });
+                tokio::time::sleep(Duration::from_millis(15)).await;
+                let id = format!("h-{i}");
+                let ack = submitter.submit(&id).await;
+                let acked = Instant::now();
+                assert_eq!(ack["code"], 0);
+                let (v, returned) = poll.await.unwrap();
+                assert_eq!(v["data"]["task_id"], id.as_str(), "{v}");
+                lat.push(returned.saturating_duration_since(acked));
+                submitter.finish(&id, "hw").await;
+            }
+            lat.sort();
+            (percentile(&lat, 0.5), percentile(&lat, 0.99))
+        }
+
+        async fn submits(&self, clients: usize, secs: f64, tag: &str) -> f64 {
+            let done = Arc::new(AtomicU64::new(0));
+            let deadline = Instant::now() + Duration::from_secs_f64(secs);
+            let start = Instant::now();
+            let mut handles = Vec::new();
+            for c in 0..clients {
+                let (b, done) = (self.nodes[c % self.nodes.len()].clone(), done.clone());
+                let tag = tag.to_owned();
+                handles.push(tokio::spawn(async move {
+                    let mut i = 0u64;
+                    while Instant::now() < deadline {
+                        let v = b.submit(&format!("{tag}-{c}-{i}")).await;
+                        assert_eq!(v["code"], 0, "{v}");
+                        i += 1;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }));
+            }
+            for h in handles {
+                h.await.unwrap();
+            }
+            done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+        }
+
+        /// `workers` loops of submit query → lease (wait 0) → success result; results per second.
+        async fn query_cycles(&self, workers: usize, secs: f64) -> f64 {
+            let done = Arc::new(AtomicU64::new(0));
+            let deadline = Instant::now() + Duration::from_secs_f64(secs);
+            let start = Instant::now();
+            let mut handles = Vec::new();
+            for w in 0..workers {
+                let (b, done) = (self.nodes[w % self.nodes.len()].clone(), done.clone());
+                handles.push(tokio::spawn(async move {
+                    let worker = format!("qw{w}");
+                    let mut i = 0u64;
+                    while Instant::now() < deadline {
+                        let q: Value = b
+                            .client
+                            .post(format!("{}/api/account/queries", b.base))
+                            .bearer_auth(TOKEN)
+                            .json(&json!({"query_id": format!("q-{w}-{i}"), "site": "rakuten", "kind": "order_list", "params": {"max_pages": 1}}))
+                            .send()
+                            .await
+                            .unwrap()
+                            .json()
+                            .await
+                            .unwrap();
+                        assert_eq!(q["code"], 0, "{q}");
+                        i += 1;
+                        let g: Value = b
+                            .client
+                            .get(format!(
+                                "{}/api/account/queries/lease?worker_id={worker}&wait=0",
+                                b.base
+                            ))
+                            .bearer_auth(TOKEN)
+                            .send()
+                            .await
+                            .unwrap()
+                            .json()
+                            .await
+                            .unwrap();
+                        let Some(id) = g["data"]["query_id"].as_str() else {
+                            continue;
+                        };
+                        let r: Value = b
+                            .client
+                            .post(format!("{}/api/account/queries/{id}/result", b.base))
+                            .bearer_auth(TOKEN)
+                            .json(&json!({"worker_id": worker, "lease_token": g["data"]["lease_token"], "success": true,
+                                "result": {"orders": [], "pages_read": 1, "window_fully_covered": true}}))
+                            .send()
+                            .await
+                            .unwrap()
+                            .json()
+                            .await
+                            .unwrap();
+                        assert_eq!(r["code"], 0, "{r}");
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }));
+            }
+            for h in handles {
+                h.await.unwrap();
+            }
+            done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+        }
+    }
+
+    pub async fn run() {
+        let secs = bench_seconds();
+        let dir = tempfile::Builder::new()
+            .prefix("gw-matrix")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        println!("# order-gateway matrix: SQLite vs PostgreSQL, 1 and 3 instances ({secs} s phases)");
+        println!("| backend | instances | fsync/s | submit x16 req/s | submit x64 req/s | hand-off p50 | hand-off p99 | query cycles x8 /s |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for (name, pg, n) in [
+            ("sqlite", false, 1),
+            ("postgres", true, 1),
+            ("postgres", true, 3),
+        ] {
+            let fsync = fsync_rate(dir.path(), 1.0);
+            let c = cluster(dir.path(), &format!("{name}-{n}"), pg, n).await;
+            // Hand-off first: it needs an empty queue.
+            let (p50, p99) = c.handoff(200).await;
+            let q = c.query_cycles(8, secs).await;
+            let s16 = c.submits(16, secs, "s16").await;
+            let s64 = c.submits(64, secs, "s64").await;
+            println!(
+                "| {name} | {n} | {fsync:.0} | {s16:.0} | {s64:.0} | {} | {} | {q:.0} |",
+                ms(p50),
+                ms(p99)
+            );
+            c.shutdown().await;
+        }
+    }
 }
 
 async fn run() {
