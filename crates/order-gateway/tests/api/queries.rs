@@ -582,3 +582,57 @@ async fn openapi_lists_the_query_paths() {
         assert!(doc["paths"].get(p).is_some(), "{p} missing");
     }
 }
+
+#[tokio::test]
+async fn the_schema_ties_query_status_to_lease_result_and_timestamps() {
+    use std::str::FromStr;
+
+    use sqlx::ConnectOptions;
+    let app = spawn_app().await;
+    app.submit_list_query("aq-1").await.assert_ok();
+    leased_query(&app, "w1").await;
+    // Bypass the code: raw SQL against the file.
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::from_str(&format!(
+        "sqlite://{}",
+        app.settings.db_path.display()
+    ))
+    .unwrap()
+    .busy_timeout(Duration::from_secs(5))
+    .connect()
+    .await
+    .unwrap();
+    for (what, sql) in [
+        (
+            "leased without a token",
+            "UPDATE account_queries SET lease_token = NULL WHERE query_id = 'aq-1'",
+        ),
+        (
+            "queued still holding a lease",
+            "UPDATE account_queries SET status = 'queued' WHERE query_id = 'aq-1'",
+        ),
+        (
+            "succeeded without result and finished_at",
+            "UPDATE account_queries SET status = 'succeeded' WHERE query_id = 'aq-1'",
+        ),
+        (
+            "failed without a message",
+            "UPDATE account_queries SET status = 'failed', finished_at = updated_at WHERE query_id = 'aq-1'",
+        ),
+        (
+            "more attempts than allowed",
+            "UPDATE account_queries SET attempt = 4 WHERE query_id = 'aq-1'",
+        ),
+        (
+            "unknown kind",
+            "UPDATE account_queries SET kind = 'order_cancel' WHERE query_id = 'aq-1'",
+        ),
+        (
+            "an error on an open query",
+            "UPDATE account_queries SET error_code = 5001 WHERE query_id = 'aq-1'",
+        ),
+    ] {
+        let r = sqlx::query(sql).execute(&mut conn).await;
+        assert!(r.is_err(), "{what}: the schema accepted it");
+    }
+    assert_eq!(app.query_status("aq-1").await, "leased");
+}
