@@ -12,7 +12,9 @@
 //! - the result call is retried on network faults and 5xx (the gateway acknowledges an
 //!   identical repeat from the same lease); a 6006 answer drops the result without retrying
 //!   (the query was redelivered or finished, §11.4); a 413 is retried once without raw pages;
-//! - the loop never dies: a failed lease request backs off and polls again.
+//! - the loop never dies: a failed lease request backs off and polls again. Only shutdown stops
+//!   it; a query in flight at that moment gets no result and is redelivered after its lease
+//!   lapses (safe: it is a read).
 //!
 //! `order_list` pages the site's list (newest first) up to `max_pages` and back to `since`:
 //! `window_fully_covered` is true only when paging saw an order older than `since` or the last
