@@ -152,6 +152,8 @@ pub struct Findings {
     pub violations: Vec<Violation>,
     /// Tasks by final status.
     pub statuses: BTreeMap<String, u32>,
+    /// `needs_human` tasks by the gist of their reason (digits masked, cut short).
+    pub needs_human_reasons: BTreeMap<String, u32>,
     /// Tasks left stale (allowed: a human decides), with their latest state.
     pub left_stale: Vec<String>,
     /// Tasks submitted to the shop more than once.
@@ -170,6 +172,18 @@ impl Findings {
             detail,
         });
     }
+}
+
+/// A short, countable form of a reason: digits masked, cut before the first list or parenthesis,
+/// at most 60 characters.
+fn reason_gist(detail: &str) -> String {
+    let cut = detail.find(['[', '(']).unwrap_or(detail.len());
+    let masked: String = detail[..cut]
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+        .take(60)
+        .collect();
+    masked.trim().to_owned()
 }
 
 /// Runs every check.
@@ -273,6 +287,13 @@ pub fn check(ev: &Evidence) -> Findings {
                 let reason = d.history.iter().any(|r| {
                     r.error_code.is_some() || r.detail.as_deref().is_some_and(|s| !s.is_empty())
                 });
+                let gist = d
+                    .history
+                    .iter()
+                    .rev()
+                    .find_map(|r| r.detail.as_deref().filter(|s| !s.is_empty()))
+                    .map_or_else(|| "(no detail)".to_owned(), reason_gist);
+                *f.needs_human_reasons.entry(gist).or_default() += 1;
                 if !reason {
                     f.add(
                         ViolationKind::NeedsHumanWithoutReason,

@@ -165,6 +165,14 @@ impl RunReport {
         row(&mut s, "LOST REPORTS", f.lost_reports.to_string());
         row(&mut s, "VIOLATIONS", f.violations.len().to_string());
         row(&mut s, "deadline hit", self.deadline_hit.to_string());
+        if !f.needs_human_reasons.is_empty() {
+            let _ = writeln!(s, "\nneeds_human, by reason:");
+            let mut v: Vec<_> = f.needs_human_reasons.iter().collect();
+            v.sort_by(|a, b| b.1.cmp(a.1));
+            for (why, n) in v {
+                let _ = writeln!(s, "  {n:>5}  {why}");
+            }
+        }
         if !f.left_stale.is_empty() {
             let _ = writeln!(s, "\nleft stale:");
             for t in &f.left_stale {
