@@ -1,10 +1,12 @@
 //! Storage behind a narrow trait with verb-noun methods. One driver per database:
-//! [`sqlite`] now, PostgreSQL in a later issue (same migration numbering under `migrations/`).
+//! [`sqlite`] (the default) and [`postgres`] (`RAKUTEN_POLL_DB_URL`, issue #7; same migration
+//! numbering under `migrations/`).
 //!
 //! Every method that changes state is one transaction (`BEGIN IMMEDIATE` on SQLite), and every
 //! transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is a typed error, never
 //! a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
 
+pub mod postgres;
 pub mod sqlite;
 
 use async_trait::async_trait;

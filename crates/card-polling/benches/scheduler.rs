@@ -1,0 +1,339 @@
+//! Scheduler benchmark (issue #6 "Performance"): with N cards (default 1,000,000) under ordinary
+//! polling at full rate (every card, every task type, at its interval), measures the scheduling
+//! cycle time and the hint-to-execution latency of priority items (`started_at - enqueued_at`
+//! of the item, milliseconds, system clock), once with the in-process hint channel and once with
+//! Redis.
+//!
+//! Run: `cargo bench -p card-polling --bench scheduler -- --cards 1000000 --secs 60`
+//! Options: `--cards N`, `--secs S` (measured seconds per backend, default 60), `--rate R`
+//! (priority enqueues per second, default 20), `--latency-ms L` (simulated carrier latency,
+//! default 20), `--concurrency C` (executions per task type, default 128), `--redis URL`
+//! (default `redis://127.0.0.1:6379/`), `--dir PATH` (database directory, default temp dir).
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+
+use card_polling::Application;
+use card_polling::domain::asset::{AssetRef, AssetType, CardRow};
+use card_polling::domain::{Account, Role, Shop};
+use card_polling::priority::manual::{self, ManualRequest};
+use card_polling::settings::{HintChannelSetting, Secret, Settings};
+use card_polling::store::{EnqueueAction, ImportBatch};
+use card_polling::upstream::SimCarrier;
+use rakuten_types::{Clock, SystemClock, Timestamp};
+
+struct Opts {
+    cards: usize,
+    secs: u64,
+    rate: u64,
+    latency_ms: u64,
+    concurrency: u64,
+    redis: String,
+    dir: std::path::PathBuf,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        cards: 1_000_000,
+        secs: 60,
+        rate: 20,
+        latency_ms: 20,
+        concurrency: 128,
+        redis: "redis://127.0.0.1:6379/".into(),
+        dir: std::env::temp_dir(),
+    };
+    let args: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < args.len() {
+        let val = args.get(i + 1).cloned().unwrap_or_default();
+        match args[i].as_str() {
+            "--cards" => o.cards = val.parse().expect("--cards N"),
+            "--secs" => o.secs = val.parse().expect("--secs S"),
+            "--rate" => o.rate = val.parse().expect("--rate R"),
+            "--latency-ms" => o.latency_ms = val.parse().expect("--latency-ms L"),
+            "--concurrency" => o.concurrency = val.parse().expect("--concurrency C"),
+            "--redis" => o.redis = val,
+            "--dir" => o.dir = val.into(),
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    o
+}
+
+fn iccid(i: usize) -> String {
+    format!("89{i:018}")
+}
+
+fn fsync_rate(dir: &std::path::Path) -> f64 {
+    let path = dir.join("fsync-probe.bin");
+    let mut f = std::fs::File::create(&path).expect("probe file");
+    let n = 200;
+    let t = Instant::now();
+    for _ in 0..n {
+        f.write_all(&[0u8; 4096]).expect("write");
+        f.sync_data().expect("fsync");
+    }
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(path);
+    rate
+}
+
+fn pct<T: Copy + Ord>(v: &mut [T], p: f64) -> Option<T> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    Some(v[((v.len() as f64 - 1.0) * p).round() as usize])
+}
+
+async fn import(app: &Application, cards: usize) {
+    let store = app.state().store.clone();
+    let now = SystemClock.now();
+    let shops = (0..100)
+        .map(|a| Shop {
+            id: format!("ag{a}"),
+            parent_id: None,
+            name: String::new(),
+        })
+        .collect();
+    store
+        .domain_import(
+            &ImportBatch {
+                shops,
+                ..ImportBatch::default()
+            },
+            now,
+        )
+        .await
+        .expect("shops");
+    let t = Instant::now();
+    for chunk in (0..cards).collect::<Vec<_>>().chunks(100_000) {
+        let cards = chunk
+            .iter()
+            .map(|&i| CardRow {
+                iccid: iccid(i),
+                shop_id: format!("ag{}", i % 100),
+                polling_enabled: true,
+                stop_locked: false,
+            })
+            .collect();
+        store
+            .domain_import(
+                &ImportBatch {
+                    cards,
+                    ..ImportBatch::default()
+                },
+                now,
+            )
+            .await
+            .expect("cards");
+    }
+    sqlx::query("ANALYZE")
+        .execute(app.sqlite().pool())
+        .await
+        .expect("analyze");
+    println!(
+        "setup: {cards} cards and {} schedule rows imported in {:.1?}",
+        cards * 3,
+        t.elapsed()
+    );
+}
+
+async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
+    let mut settings = Settings::for_tests(db.to_path_buf(), "bench-admin-token-0123");
+    settings.shards = 16;
+    settings.shard_batch = 500;
+    settings.backpressure_depth = 2000;
+    settings.executor_tick_ms = 250;
+    settings.executor_concurrency = o.concurrency;
+    settings.sim_latency_ms = o.latency_ms;
+    if backend == "redis" {
+        settings.hint_channel = HintChannelSetting::Redis(Secret::new(o.redis.clone()));
+        settings.hint_prefix = format!("card-polling-bench:{}:", uuid::Uuid::now_v7());
+    }
+    let sim = Arc::new(SimCarrier::new(settings.sim_config()));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let app = Application::build(settings.clone(), clock.clone(), sim.clone())
+        .await
+        .expect("build (is Redis running?)");
+    if first {
+        import(&app, o.cards).await;
+    }
+    let scheduler = app.scheduler().clone();
+    let pool = scheduler.pool().clone();
+    let hints = app.state().hints.clone();
+    let store = app.state().store.clone();
+    let types = settings.task_types.clone();
+    let shutdown = CancellationToken::new();
+    let workers = tokio::spawn(pool.clone().run(shutdown.clone()));
+    let cycles: Arc<Mutex<Vec<(u64, usize, usize)>>> = Arc::default();
+    let cycle_task = {
+        let (s, stop, cycles, clock) = (
+            scheduler.clone(),
+            shutdown.clone(),
+            cycles.clone(),
+            clock.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                let r = s.run_once(clock.now()).await;
+                let skipped = r.ordinary_skipped_for_backpressure.values().sum();
+                let taken = r.ordinary_taken.values().sum();
+                cycles.lock().unwrap().push((r.duration_us, taken, skipped));
+                let pause = if r.saturated(s.config().drain_max, s.config().recovery_limit as usize)
+                {
+                    s.config().tick / 4
+                } else {
+                    s.config().tick
+                };
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(pause) => {}
+                }
+            }
+        })
+    };
+    // Warm-up: let ordinary polling reach its pace.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    cycles.lock().unwrap().clear();
+    let executed_before: u64 = pool.depths().iter().map(|d| d.executed_ordinary).sum();
+    let polls_before = sim.total_poll_calls();
+    let operator = Account {
+        id: "bench".into(),
+        role: Role::Platform,
+        shop_id: None,
+        perm_manual_trigger: true,
+        perm_card_data: true,
+    };
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    let gap = Duration::from_secs_f64(1.0 / o.rate.max(1) as f64);
+    let mut next = Instant::now();
+    while started.elapsed() < Duration::from_secs(o.secs) {
+        let (card, tt) = {
+            let mut rng = rand::rng();
+            (
+                iccid(rng.random_range(0..o.cards)),
+                types.names()[rng.random_range(0..3)].clone(),
+            )
+        };
+        let asset = AssetRef {
+            asset_type: AssetType::Card,
+            asset_id: card,
+        };
+        let tts = [tt];
+        let req = ManualRequest {
+            asset: &asset,
+            task_types: &tts,
+            reason: Some("bench"),
+            event_id: None,
+        };
+        let items = manual::enqueue(store.as_ref(), &types, &operator, req, clock.now())
+            .await
+            .expect("enqueue");
+        hints.push_items(&items).await;
+        ids.extend(
+            items
+                .iter()
+                .filter(|i| i.action == EnqueueAction::Created)
+                .map(|i| i.item_id),
+        );
+        next += gap;
+        tokio::time::sleep_until(next.into()).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let executed: u64 = pool
+        .depths()
+        .iter()
+        .map(|d| d.executed_ordinary)
+        .sum::<u64>()
+        - executed_before;
+    let polls = sim.total_poll_calls() - polls_before;
+    // Let the last items run.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let depths = pool.depths();
+    shutdown.cancel();
+    let _ = cycle_task.await;
+    let _ = workers.await;
+
+    let mut lat = Vec::new();
+    let mut not_started = 0;
+    for id in &ids {
+        let (enq, start): (String, Option<String>) =
+            sqlx::query_as("SELECT enqueued_at, started_at FROM priority_items WHERE id = ?")
+                .bind(id)
+                .fetch_one(app.sqlite().pool())
+                .await
+                .expect("latency row");
+        match start {
+            Some(s) => {
+                let e = Timestamp::parse(&enq).unwrap().as_millis();
+                let s = Timestamp::parse(&s).unwrap().as_millis();
+                lat.push(s - e);
+            }
+            None => not_started += 1,
+        }
+    }
+    let mut cyc: Vec<u64> = cycles.lock().unwrap().iter().map(|c| c.0).collect();
+    let ncycles = cyc.len();
+    let skipped: usize = cycles.lock().unwrap().iter().map(|c| c.2).sum();
+    let taken: usize = cycles.lock().unwrap().iter().map(|c| c.1).sum();
+    let due_rate = o.cards as f64 * (1.0 / 300.0 + 1.0 / 600.0 + 1.0 / 1800.0);
+    println!("--- backend {backend}");
+    println!(
+        "ordinary polling: {:.0} polls/s executed, {:.0} carrier calls/s (due rate at full pace {:.0}/s); {taken} ordinary entries taken in {ncycles} cycles; {skipped} shard batches skipped for back-pressure",
+        executed as f64 / elapsed,
+        polls as f64 / elapsed,
+        due_rate
+    );
+    println!(
+        "cycle time: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        pct(&mut cyc, 0.5).unwrap_or(0) as f64 / 1000.0,
+        pct(&mut cyc, 0.99).unwrap_or(0) as f64 / 1000.0,
+        pct(&mut cyc, 1.0).unwrap_or(0) as f64 / 1000.0
+    );
+    println!(
+        "hint-to-execution latency ({} priority items created, {} not started): p50 {} ms, p99 {} ms, max {} ms",
+        ids.len(),
+        not_started,
+        pct(&mut lat, 0.5).unwrap_or(-1),
+        pct(&mut lat, 0.99).unwrap_or(-1),
+        pct(&mut lat, 1.0).unwrap_or(-1)
+    );
+    for d in depths {
+        println!(
+            "  {}: queued ordinary {} priority {} manual {} in flight {}",
+            d.task_type, d.ordinary, d.priority, d.manual, d.in_flight
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let o = opts();
+    let dir = tempfile::tempdir_in(&o.dir).expect("bench dir");
+    println!(
+        "card-polling scheduler bench: cards={} secs={} rate={}/s latency={} ms concurrency={}/type dir={}",
+        o.cards,
+        o.secs,
+        o.rate,
+        o.latency_ms,
+        o.concurrency,
+        dir.path().display()
+    );
+    println!(
+        "fsync rate: {:.0}/s (4 KiB write + fdatasync)",
+        fsync_rate(dir.path())
+    );
+    let db = dir.path().join("bench.db");
+    run(&o, &db, "memory", true).await;
+    run(&o, &db, "redis", false).await;
+}
