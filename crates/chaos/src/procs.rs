@@ -82,6 +82,15 @@ impl Proc {
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
+        // Nothing of the harness's own environment configures a child: every RAKUTEN_* /
+        // SHOP_SIM_* setting comes from the harness (a stray RAKUTEN_WORKER_FAILPOINT or DB
+        // path in the caller's shell would change the experiment).
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            if k.starts_with("RAKUTEN_") || k.starts_with("SHOP_SIM_") {
+                cmd.env_remove(k.as_ref());
+            }
+        }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }

@@ -132,14 +132,16 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
     }
     let started = Instant::now();
     let deadline = started + settings.deadline();
-    let (dir, tmp) = match &settings.data_dir {
+    // A temporary run directory is removed only after a clean run: a violation or a harness
+    // error leaves every database and log for the post-mortem.
+    let (dir, temporary) = match &settings.data_dir {
         Some(d) => {
             std::fs::create_dir_all(d)?;
-            (d.clone(), None)
+            (d.clone(), false)
         }
         None => {
             let t = tempfile::Builder::new().prefix("chaos-run-").tempdir()?;
-            (t.path().to_path_buf(), Some(t))
+            (t.keep(), true)
         }
     };
     let spec = ClusterSpec {
@@ -331,13 +333,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
         dir: dir.clone(),
         command: settings.command_line(),
     };
-    // Keep the run directory when something is wrong (or when asked to).
-    if let Some(t) = tmp {
-        if report.ok() {
-            drop(t);
-        } else {
-            let _ = t.keep();
-        }
+    if temporary && report.ok() {
+        let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(report)
 }
