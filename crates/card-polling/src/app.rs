@@ -22,6 +22,7 @@ use crate::jobs::expiry::ExpiryJob;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::settings::{HintChannelSetting, Settings};
 use crate::store::Store;
+use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 use crate::upstream::Upstream;
 
@@ -29,7 +30,8 @@ use crate::upstream::Upstream;
 pub struct Application {
     listener: TcpListener,
     state: AppState,
-    sqlite: SqliteStore,
+    sqlite: Option<SqliteStore>,
+    postgres: Option<PgStore>,
     executor: Executor,
     scheduler: Scheduler,
     expiry: ExpiryJob,
@@ -70,8 +72,19 @@ impl Application {
         clock: Arc<dyn Clock>,
         upstream: Arc<dyn Upstream>,
     ) -> anyhow::Result<Self> {
-        let sqlite = SqliteStore::open(&settings.db_path).await?;
-        let store: Arc<dyn Store> = Arc::new(sqlite.clone());
+        // PostgreSQL when `RAKUTEN_POLL_DB_URL` is set, else the SQLite file.
+        let (sqlite, postgres, store): (_, _, Arc<dyn Store>) = match &settings.db_url {
+            Some(url) => {
+                let pg = PgStore::open(url.expose())
+                    .await
+                    .context("opening the PostgreSQL database (RAKUTEN_POLL_DB_URL)")?;
+                (None, Some(pg.clone()), Arc::new(pg))
+            }
+            None => {
+                let sqlite = SqliteStore::open(&settings.db_path).await?;
+                (Some(sqlite.clone()), None, Arc::new(sqlite))
+            }
+        };
         let enabled_at = store.meta_feature_enabled_at(clock.now()).await?;
         tracing::info!(%enabled_at, "priority polling feature enabled since");
         let synced = store
@@ -128,6 +141,7 @@ impl Application {
             listener,
             state,
             sqlite,
+            postgres,
             executor,
             scheduler,
             expiry,
@@ -145,8 +159,18 @@ impl Application {
     }
 
     /// The SQLite store (fixtures and benchmarks).
+    ///
+    /// # Panics
+    /// When the service runs on PostgreSQL (`RAKUTEN_POLL_DB_URL`); see [`Self::postgres`].
     pub fn sqlite(&self) -> &SqliteStore {
-        &self.sqlite
+        self.sqlite
+            .as_ref()
+            .expect("sqlite() called on a PostgreSQL card-polling")
+    }
+
+    /// The PostgreSQL store, when `RAKUTEN_POLL_DB_URL` chose it.
+    pub fn postgres(&self) -> Option<&PgStore> {
+        self.postgres.as_ref()
     }
 
     /// The executor.

@@ -66,6 +66,13 @@ fn parse_secret(s: &str) -> Result<Secret, String> {
     Ok(Secret(s.to_owned()))
 }
 
+fn parse_pg_url(s: &str) -> Result<Secret, String> {
+    if !(s.starts_with("postgres://") || s.starts_with("postgresql://")) {
+        return Err("the database URL must start with postgres:// or postgresql://".into());
+    }
+    Ok(Secret(s.to_owned()))
+}
+
 /// Where the hint and manual lanes live.
 #[derive(Clone, PartialEq, Eq)]
 pub enum HintChannelSetting {
@@ -122,6 +129,10 @@ pub struct Settings {
         default_value = "data/card-polling.db"
     )]
     pub db_path: PathBuf,
+    /// PostgreSQL URL (`postgres://user:pass@host:5432/db`); when set, the store lives in
+    /// PostgreSQL instead of the SQLite file (issue #7). Never printed.
+    #[arg(long, env = "RAKUTEN_POLL_DB_URL", hide_env_values = true, value_parser = parse_pg_url)]
+    pub db_url: Option<Secret>,
     /// Bootstrap super_admin Bearer token (16-256 characters); account id `admin`.
     #[arg(long, env = "RAKUTEN_POLL_ADMIN_TOKEN", hide_env_values = true, value_parser = parse_secret)]
     pub admin_token: Secret,
@@ -181,6 +192,7 @@ impl Settings {
         Settings {
             listen: "127.0.0.1:0".parse().expect("literal address"),
             db_path,
+            db_url: None,
             admin_token: Secret::new(admin_token),
             task_types: TaskTypes::default(),
             executor_tick_ms: 250,

@@ -1,0 +1,533 @@
+//! Host domain statements: accounts, import, orders, payments, usage activation, package poll.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use sqlx::postgres::PgQueryResult;
+use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
+
+use rakuten_types::Timestamp;
+
+use super::enqueue::{self, snapshot_asset};
+use super::{map_constraint, t};
+use crate::domain::account::Account;
+use crate::domain::asset::{AssetRef, AssetType, BindingRow};
+use crate::domain::package::{OrderStatus, PACKAGE_PERIOD_DAYS, PackageKind, PaymentStatus};
+use crate::domain::{Role, TokenHash};
+use crate::priority::TriggerType;
+use crate::store::{
+    Demand, EnqueuedItem, ImportBatch, ImportCounts, OrderView, PackagePollOutcome,
+    PaymentCallback, PaymentOutcome, StoreError, StoreResult,
+};
+
+const PACKAGE_PERIOD: Duration = Duration::from_secs(PACKAGE_PERIOD_DAYS * 86_400);
+
+/// Exactly one row changed, else not found.
+pub(crate) fn one_row(r: PgQueryResult) -> StoreResult<()> {
+    if r.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound)
+    }
+}
+
+pub(crate) async fn account_find_by_token(
+    pool: &PgPool,
+    hash: &TokenHash,
+) -> StoreResult<Option<Account>> {
+    let row = sqlx::query(
+        "SELECT id, role, shop_id, token_sha256, perm_manual_trigger, perm_card_data \
+         FROM accounts WHERE token_sha256 = $1",
+    )
+    .bind(hash.0.as_slice())
+    .fetch_optional(pool)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let stored: Vec<u8> = row.try_get("token_sha256")?;
+    if !hash.ct_eq(&stored) {
+        return Ok(None);
+    }
+    let role: String = row.try_get("role")?;
+    let Some(role) = Role::parse(&role) else {
+        return Ok(None);
+    };
+    Ok(Some(Account {
+        id: row.try_get("id")?,
+        role,
+        shop_id: row.try_get("shop_id")?,
+        perm_manual_trigger: row.try_get("perm_manual_trigger")?,
+        perm_card_data: row.try_get("perm_card_data")?,
+    }))
+}
+
+async fn shop_exists(conn: &mut PgConnection, id: &str) -> StoreResult<bool> {
+    Ok(
+        sqlx::query_scalar::<_, i64>("SELECT 1::bigint FROM shops WHERE id = $1")
+            .bind(id)
+            .fetch_optional(conn)
+            .await?
+            .is_some(),
+    )
+}
+
+pub(crate) async fn import(
+    tx: &mut Transaction<'static, Postgres>,
+    batch: &ImportBatch,
+    now: Timestamp,
+) -> StoreResult<ImportCounts> {
+    let mut counts = ImportCounts::default();
+    // Shops in any order: insert those whose parent exists until no progress is made.
+    let mut left: Vec<&crate::domain::Shop> = batch.shops.iter().collect();
+    let mut seen = HashSet::new();
+    for s in &left {
+        if !seen.insert(s.id.as_str()) {
+            return Err(StoreError::Invalid(format!("shop {} listed twice", s.id)));
+        }
+    }
+    while !left.is_empty() {
+        let mut next = Vec::new();
+        let before = left.len();
+        for s in left {
+            let parent_ok = match &s.parent_id {
+                None => true,
+                Some(p) => shop_exists(tx, p).await?,
+            };
+            if !parent_ok {
+                next.push(s);
+                continue;
+            }
+            sqlx::query("INSERT INTO shops (id, parent_id, name) VALUES ($1, $2, $3)")
+                .bind(&s.id)
+                .bind(&s.parent_id)
+                .bind(&s.name)
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| map_constraint(e, "shop"))?;
+            sqlx::query(
+                "INSERT INTO shop_closure (ancestor_id, descendant_id, depth) \
+                 SELECT ancestor_id, $1, depth + 1 FROM shop_closure WHERE descendant_id = $2 \
+                 UNION ALL SELECT $1, $1, 0",
+            )
+            .bind(&s.id)
+            .bind(&s.parent_id)
+            .execute(&mut **tx)
+            .await?;
+            counts.shops += 1;
+        }
+        if next.len() == before {
+            return Err(StoreError::Invalid(format!(
+                "shop {} has an unknown parent",
+                next[0].id
+            )));
+        }
+        left = next;
+    }
+    for a in &batch.accounts {
+        sqlx::query(
+            "INSERT INTO accounts (id, role, shop_id, token_sha256, perm_manual_trigger, perm_card_data) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&a.id)
+        .bind(a.role.as_str())
+        .bind(&a.shop_id)
+        .bind(TokenHash::of(&a.token).0.as_slice())
+        .bind(a.perm_manual_trigger)
+        .bind(a.perm_card_data)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| map_constraint(e, "account (id or token)"))?;
+        counts.accounts += 1;
+    }
+    let schedule = if batch.cards.is_empty() {
+        None
+    } else {
+        super::schedule::schedule_config(tx).await?
+    };
+    for c in &batch.cards {
+        sqlx::query(
+            "INSERT INTO cards (iccid, shop_id, polling_enabled, stop_locked) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&c.iccid)
+        .bind(&c.shop_id)
+        .bind(c.polling_enabled)
+        .bind(c.stop_locked)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| map_constraint(e, "card"))?;
+        if let Some(cfg) = &schedule {
+            super::schedule::schedule_insert_card(tx, cfg, &c.iccid, now).await?;
+        }
+        counts.cards += 1;
+    }
+    for d in &batch.devices {
+        sqlx::query(
+            "INSERT INTO devices (device_no, shop_id, polling_enabled, reported_slot_iccid) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&d.device_no)
+        .bind(&d.shop_id)
+        .bind(d.polling_enabled)
+        .bind(&d.reported_slot_iccid)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| map_constraint(e, "device"))?;
+        counts.devices += 1;
+    }
+    for b in &batch.bindings {
+        binding_upsert(tx, b).await?;
+        counts.bindings += 1;
+    }
+    Ok(counts)
+}
+
+pub(crate) async fn binding_upsert(
+    tx: &mut Transaction<'static, Postgres>,
+    b: &BindingRow,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO bindings (device_no, iccid, active) VALUES ($1, $2, $3) \
+         ON CONFLICT (device_no, iccid) DO UPDATE SET active = excluded.active",
+    )
+    .bind(&b.device_no)
+    .bind(&b.iccid)
+    .bind(b.active)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| map_constraint(e, "active binding of this card"))?;
+    Ok(())
+}
+
+/// The shop of an asset, `None` when the asset does not exist.
+pub(crate) async fn asset_shop(
+    conn: &mut PgConnection,
+    asset: &AssetRef,
+) -> StoreResult<Option<String>> {
+    let sql = match asset.asset_type {
+        AssetType::Card => "SELECT shop_id FROM cards WHERE iccid = $1",
+        AssetType::Device => "SELECT shop_id FROM devices WHERE device_no = $1",
+    };
+    Ok(sqlx::query_scalar(sql)
+        .bind(&asset.asset_id)
+        .fetch_optional(conn)
+        .await?)
+}
+
+fn order_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<OrderView> {
+    let asset_type: String = row.try_get("asset_type")?;
+    let kind: String = row.try_get("kind")?;
+    let status: String = row.try_get("status")?;
+    Ok(OrderView {
+        id: row.try_get("id")?,
+        asset: AssetRef {
+            asset_type: AssetType::parse(&asset_type).unwrap_or(AssetType::Card),
+            asset_id: row.try_get("asset_id")?,
+        },
+        kind: if kind == "addon" {
+            PackageKind::Addon
+        } else {
+            PackageKind::Main
+        },
+        status: OrderStatus::parse(&status).unwrap_or(OrderStatus::Unpaid),
+        payment_id: row.try_get("payment_id")?,
+        created_at: super::rows::ts(row, "created_at")?,
+    })
+}
+
+pub(crate) async fn order_create(
+    tx: &mut Transaction<'static, Postgres>,
+    id: &str,
+    asset: &AssetRef,
+    kind: PackageKind,
+    now: Timestamp,
+) -> StoreResult<OrderView> {
+    if asset_shop(tx, asset).await?.is_none() {
+        return Err(StoreError::Invalid(format!(
+            "unknown {} {}",
+            asset.asset_type.as_str(),
+            asset.asset_id
+        )));
+    }
+    let row = sqlx::query(
+        "INSERT INTO package_orders (id, asset_type, asset_id, kind, status, created_at) \
+         VALUES ($1, $2, $3, $4, 'unpaid', $5) RETURNING *",
+    )
+    .bind(id)
+    .bind(asset.asset_type.as_str())
+    .bind(&asset.asset_id)
+    .bind(kind.as_str())
+    .bind(t(now))
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(|e| map_constraint(e, "order"))?;
+    order_from_row(&row)
+}
+
+pub(crate) async fn payment_apply(
+    tx: &mut Transaction<'static, Postgres>,
+    cb: &PaymentCallback,
+    task_types: &[String],
+    now: Timestamp,
+) -> StoreResult<PaymentOutcome> {
+    // Idempotency by payment id: a repeated callback changes nothing and enqueues nothing.
+    let seen = sqlx::query("SELECT * FROM package_orders WHERE payment_id = $1")
+        .bind(&cb.payment_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    if let Some(row) = seen {
+        let order = order_from_row(&row)?;
+        if order.id != cb.order_id {
+            return Err(StoreError::Conflict(
+                "payment id already applied to another order".into(),
+            ));
+        }
+        let usage: Option<(String, String)> =
+            sqlx::query_as("SELECT id, status FROM package_usages WHERE order_id = $1")
+                .bind(&order.id)
+                .fetch_optional(&mut **tx)
+                .await?;
+        return Ok(PaymentOutcome {
+            order_id: order.id,
+            status: order.status,
+            replayed: true,
+            usage_active: usage.as_ref().is_some_and(|u| u.1 != "pending"),
+            usage_id: usage.map(|u| u.0),
+            trigger_type: None,
+            items: vec![],
+        });
+    }
+    let order = sqlx::query("SELECT * FROM package_orders WHERE id = $1")
+        .bind(&cb.order_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let order = order_from_row(&order)?;
+    let settled = sqlx::query(
+        "UPDATE package_orders SET status = $1, payment_id = $2, settled_at = $3 \
+         WHERE id = $4 AND status = 'unpaid'",
+    )
+    .bind(cb.status.order_status().as_str())
+    .bind(&cb.payment_id)
+    .bind(t(now))
+    .bind(&order.id)
+    .execute(&mut **tx)
+    .await?;
+    if settled.rows_affected() != 1 {
+        return Err(StoreError::Conflict(format!(
+            "order is already {}",
+            order.status.as_str()
+        )));
+    }
+    let mut out = PaymentOutcome {
+        order_id: order.id.clone(),
+        status: cb.status.order_status(),
+        replayed: false,
+        usage_id: None,
+        usage_active: false,
+        trigger_type: None,
+        items: vec![],
+    };
+    if cb.status != PaymentStatus::Paid {
+        // Failed or cancelled payments never enqueue.
+        return Ok(out);
+    }
+    let asset = &order.asset;
+    let had_earlier: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM package_usages WHERE asset_type = $1 AND asset_id = $2)",
+    )
+    .bind(asset.asset_type.as_str())
+    .bind(&asset.asset_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let trigger = match order.kind {
+        PackageKind::Main => {
+            let has_active_main: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM package_usages WHERE asset_type = $1 AND asset_id = $2 \
+                 AND kind = 'main' AND status = 'active')",
+            )
+            .bind(asset.asset_type.as_str())
+            .bind(&asset.asset_id)
+            .fetch_one(&mut **tx)
+            .await?;
+            (!has_active_main).then(|| TriggerType::for_main_activation(had_earlier))
+        }
+        PackageKind::Addon => Some(TriggerType::AddonActivated),
+    };
+    let usage_id = uuid::Uuid::now_v7().to_string();
+    let active = trigger.is_some();
+    sqlx::query(
+        "INSERT INTO package_usages (id, order_id, asset_type, asset_id, kind, status, created_at, activated_at, ends_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(&usage_id)
+    .bind(&order.id)
+    .bind(asset.asset_type.as_str())
+    .bind(&asset.asset_id)
+    .bind(order.kind.as_str())
+    .bind(if active { "active" } else { "pending" })
+    .bind(t(now))
+    .bind(active.then(|| t(now)))
+    .bind(active.then(|| t(now.plus(PACKAGE_PERIOD))))
+    .execute(&mut **tx)
+    .await?;
+    out.usage_id = Some(usage_id);
+    out.usage_active = active;
+    if let Some(trigger) = trigger {
+        let targets = snapshot_asset(tx, asset).await?;
+        let demand = Demand {
+            trigger_type: trigger,
+            source: format!("order:{}", order.id),
+            event_id: format!("payment:{}", cb.payment_id),
+            operator: None,
+            reason: None,
+            task_types: task_types.to_vec(),
+        };
+        out.items = enqueue::enqueue(tx, &targets, &demand, now, None).await?;
+        out.trigger_type = Some(trigger);
+    }
+    Ok(out)
+}
+
+pub(crate) async fn usage_activate_queued(
+    tx: &mut Transaction<'static, Postgres>,
+    usage_id: &str,
+    task_types: &[String],
+    now: Timestamp,
+) -> StoreResult<Vec<EnqueuedItem>> {
+    let hit: Option<(String, String)> = sqlx::query_as(
+        "UPDATE package_usages SET status = 'active', activated_at = $1, ends_at = $2 \
+         WHERE id = $3 AND status = 'pending' AND kind = 'main' RETURNING asset_type, asset_id",
+    )
+    .bind(t(now))
+    .bind(t(now.plus(PACKAGE_PERIOD)))
+    .bind(usage_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some((asset_type, asset_id)) = hit else {
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM package_usages WHERE id = $1)")
+                .bind(usage_id)
+                .fetch_one(&mut **tx)
+                .await?;
+        return Err(if exists {
+            StoreError::Conflict("usage record is not a pending main package".into())
+        } else {
+            StoreError::NotFound
+        });
+    };
+    // The queued package takes over: the previous active main package ends now.
+    sqlx::query(
+        "UPDATE package_usages SET status = 'expired', ends_at = $1 WHERE asset_type = $2 AND asset_id = $3 \
+         AND kind = 'main' AND status = 'active' AND id <> $4",
+    )
+    .bind(t(now))
+    .bind(&asset_type)
+    .bind(&asset_id)
+    .bind(usage_id)
+    .execute(&mut **tx)
+    .await?;
+    let asset = AssetRef {
+        asset_type: AssetType::parse(&asset_type).unwrap_or(AssetType::Card),
+        asset_id,
+    };
+    let targets = snapshot_asset(tx, &asset).await?;
+    let demand = Demand {
+        trigger_type: TriggerType::QueueActivated,
+        source: format!("usage:{usage_id}"),
+        event_id: format!("usage-activated:{usage_id}"),
+        operator: None,
+        reason: None,
+        task_types: task_types.to_vec(),
+    };
+    enqueue::enqueue(tx, &targets, &demand, now, None).await
+}
+
+pub(crate) async fn package_poll_asset(
+    tx: &mut Transaction<'static, Postgres>,
+    asset: &AssetRef,
+    task_types: &[String],
+    now: Timestamp,
+) -> StoreResult<PackagePollOutcome> {
+    if asset_shop(tx, asset).await?.is_none() {
+        return Err(StoreError::NotFound);
+    }
+    let expired = sqlx::query(
+        "UPDATE package_usages SET status = 'expired' WHERE asset_type = $1 AND asset_id = $2 \
+         AND status = 'active' AND ends_at <= $3",
+    )
+    .bind(asset.asset_type.as_str())
+    .bind(&asset.asset_id)
+    .bind(t(now))
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    let has_active_main: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM package_usages WHERE asset_type = $1 AND asset_id = $2 \
+         AND kind = 'main' AND status = 'active')",
+    )
+    .bind(asset.asset_type.as_str())
+    .bind(&asset.asset_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let pending: Option<String> = sqlx::query_scalar(
+        "SELECT id FROM package_usages WHERE asset_type = $1 AND asset_id = $2 AND status = 'pending' \
+         ORDER BY created_at, id LIMIT 1",
+    )
+    .bind(asset.asset_type.as_str())
+    .bind(&asset.asset_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let mut out = PackagePollOutcome {
+        usages_expired: expired,
+        no_valid_package: !has_active_main,
+        pending_usage: pending.is_some(),
+        items: vec![],
+    };
+    if let (false, Some(pending)) = (has_active_main, pending) {
+        let targets = snapshot_asset(tx, asset).await?;
+        let demand = Demand {
+            trigger_type: TriggerType::NoValidPackage,
+            source: format!(
+                "package_poll:{}:{}",
+                asset.asset_type.as_str(),
+                asset.asset_id
+            ),
+            // Keyed by the waiting usage record: polling the same state again is a replay.
+            event_id: format!("no-valid-package:{pending}"),
+            operator: None,
+            reason: None,
+            task_types: task_types.to_vec(),
+        };
+        out.items = enqueue::enqueue(tx, &targets, &demand, now, None).await?;
+    }
+    Ok(out)
+}
+
+/// The package verdict without a write transaction when nothing can change: no pending usage
+/// record and no active one past its end. `None` means the full transaction is needed.
+/// (The ordinary package poll runs for every card; most of them have nothing to do.)
+pub(crate) async fn package_poll_quiet(
+    conn: &mut PgConnection,
+    asset: &AssetRef,
+    now: Timestamp,
+) -> StoreResult<Option<PackagePollOutcome>> {
+    if asset_shop(conn, asset).await?.is_none() {
+        return Err(StoreError::NotFound);
+    }
+    let row: (bool, bool) = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM package_usages WHERE asset_type = $1 AND asset_id = $2            AND (status = 'pending' OR (status = 'active' AND ends_at <= $3))),          EXISTS (SELECT 1 FROM package_usages WHERE asset_type = $1 AND asset_id = $2            AND kind = 'main' AND status = 'active')",
+    )
+    .bind(asset.asset_type.as_str())
+    .bind(&asset.asset_id)
+    .bind(t(now))
+    .fetch_one(&mut *conn)
+    .await?;
+    let (busy, has_active_main) = row;
+    if busy {
+        return Ok(None);
+    }
+    Ok(Some(PackagePollOutcome {
+        usages_expired: 0,
+        no_valid_package: !has_active_main,
+        pending_usage: false,
+        items: vec![],
+    }))
+}

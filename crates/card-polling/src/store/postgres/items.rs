@@ -1,0 +1,378 @@
+//! Item transitions: claim (and takeover), attempt counting, finish, close, expiry. Each is a
+//! guarded update; finishing requires the claim token.
+
+use std::time::Duration;
+
+use sqlx::{PgPool, Postgres, Row, Transaction};
+
+use rakuten_types::Timestamp;
+
+use super::enqueue::{audit, shop_in_scope};
+use super::t;
+use crate::domain::Scope;
+use crate::priority::item_status::{ItemEvent, ItemStatus};
+use crate::store::{CardScope, ClaimedItem, Finish, NewLog, StoreError, StoreResult};
+
+pub(crate) async fn due(pool: &PgPool, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>> {
+    // Two index range scans: due pending items, then running items whose lease passed.
+    let ids = sqlx::query_scalar(
+        "SELECT id FROM (SELECT id, next_run_at AS k FROM priority_items \
+            WHERE status = 'pending' AND next_run_at <= $1 ORDER BY next_run_at LIMIT $2) AS p \
+         UNION ALL \
+         SELECT id FROM (SELECT id, claim_expires_at AS k FROM priority_items \
+            WHERE status = 'running' AND claim_expires_at <= $1 ORDER BY claim_expires_at LIMIT $2) AS r \
+         LIMIT $2",
+    )
+    .bind(t(now))
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(ids)
+}
+
+pub(crate) async fn claim(
+    tx: &mut Transaction<'static, Postgres>,
+    id: i64,
+    token: &str,
+    now: Timestamp,
+    lease: Duration,
+) -> StoreResult<Option<ClaimedItem>> {
+    let before: Option<String> =
+        sqlx::query_scalar("SELECT status FROM priority_items WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    let Some(before) = before.as_deref().and_then(ItemStatus::parse) else {
+        return Ok(None);
+    };
+    let event = if before == ItemStatus::Running {
+        ItemEvent::TakeOver
+    } else {
+        ItemEvent::Claim
+    };
+    if before.transition(event).is_err() {
+        return Ok(None);
+    }
+    let row = sqlx::query(
+        "UPDATE priority_items SET status = 'running', claim_token = $1, claimed_at = $2, claim_expires_at = $3 \
+         WHERE id = $4 AND ((status = 'pending' AND next_run_at <= $2) \
+                         OR (status = 'running' AND claim_expires_at <= $2)) \
+         RETURNING iccid, task_type, attempts, max_attempts",
+    )
+    .bind(token)
+    .bind(t(now))
+    .bind(t(now.plus(lease)))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let claimed = ClaimedItem {
+        id,
+        iccid: row.try_get("iccid")?,
+        task_type: row.try_get("task_type")?,
+        token: token.to_owned(),
+        attempts: row.try_get("attempts")?,
+        max_attempts: row.try_get("max_attempts")?,
+        took_over: event == ItemEvent::TakeOver,
+    };
+    audit(
+        tx,
+        id,
+        "claim",
+        None,
+        None,
+        None,
+        None,
+        Some(if claimed.took_over {
+            "taken_over_after_lease"
+        } else {
+            "claimed"
+        }),
+        now,
+    )
+    .await?;
+    Ok(Some(claimed))
+}
+
+pub(crate) async fn card_polling_scope(pool: &PgPool, iccid: &str) -> StoreResult<CardScope> {
+    let row = sqlx::query(
+        "SELECT c.polling_enabled, c.stop_locked, d.polling_enabled AS device_polling FROM cards c \
+         LEFT JOIN bindings b ON b.iccid = c.iccid AND b.active \
+         LEFT JOIN devices d ON d.device_no = b.device_no WHERE c.iccid = $1",
+    )
+    .bind(iccid)
+    .fetch_optional(pool)
+    .await?;
+    let Some(row) = row else {
+        return Ok(CardScope::Missing);
+    };
+    if !row.try_get::<bool, _>("polling_enabled")? {
+        return Ok(CardScope::CardPollingOff);
+    }
+    if row.try_get::<Option<bool>, _>("device_polling")? == Some(false) {
+        return Ok(CardScope::DevicePollingOff);
+    }
+    Ok(CardScope::InScope {
+        stop_locked: row.try_get("stop_locked")?,
+    })
+}
+
+pub(crate) async fn begin_attempt(
+    pool: &PgPool,
+    claim: &ClaimedItem,
+    now: Timestamp,
+) -> StoreResult<ClaimedItem> {
+    let attempts: Option<i64> = sqlx::query_scalar(
+        "UPDATE priority_items SET attempts = attempts + 1, started_at = $1, finished_at = NULL, duration_ms = NULL \
+         WHERE id = $2 AND status = 'running' AND claim_token = $3 AND attempts < max_attempts RETURNING attempts",
+    )
+    .bind(t(now))
+    .bind(claim.id)
+    .bind(&claim.token)
+    .fetch_optional(pool)
+    .await?;
+    let attempts = attempts.ok_or(StoreError::ClaimLost)?;
+    Ok(ClaimedItem {
+        attempts,
+        ..claim.clone()
+    })
+}
+
+pub(crate) async fn finish(
+    tx: &mut Transaction<'static, Postgres>,
+    claim: &ClaimedItem,
+    finish: &Finish,
+    logs: &[NewLog],
+    now: Timestamp,
+) -> StoreResult<Option<ItemStatus>> {
+    let mut last_log: Option<i64> = None;
+    for log in logs {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO integration_logs (item_id, iccid, task_type, operation, request_summary, \
+               response_summary, latency_ms, outcome, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        )
+        .bind(claim.id)
+        .bind(&claim.iccid)
+        .bind(&claim.task_type)
+        .bind(&log.operation)
+        .bind(&log.request_summary)
+        .bind(&log.response_summary)
+        .bind(log.latency_ms)
+        .bind(&log.outcome)
+        .bind(t(now))
+        .fetch_one(&mut **tx)
+        .await?;
+        last_log = Some(id);
+    }
+    let event = match finish {
+        Finish::Completed { .. } => ItemEvent::Succeed,
+        Finish::Retry { .. } => ItemEvent::Retry,
+        Finish::Failed { .. } => ItemEvent::Fail,
+    };
+    let next = ItemStatus::Running
+        .transition(event)
+        .map_err(|e| StoreError::Conflict(e.to_string()))?;
+    let (result, reason, next_run_at) = match finish {
+        Finish::Completed { result } => (result.clone(), None, None),
+        Finish::Retry {
+            reason,
+            next_run_at,
+        } => (
+            "retry_scheduled".to_owned(),
+            Some(reason.clone()),
+            Some(t(*next_run_at)),
+        ),
+        Finish::Failed { reason, result, .. } => (result.clone(), Some(reason.clone()), None),
+    };
+    let dequeued = (!next.is_active()).then(|| t(now));
+    let hit = sqlx::query(
+        "UPDATE priority_items SET status = $1, claim_token = NULL, claim_expires_at = NULL, \
+           finished_at = $2, \
+           duration_ms = CASE WHEN started_at IS NULL THEN NULL \
+             ELSE CAST(ROUND(EXTRACT(EPOCH FROM (CAST($2 AS timestamptz) - CAST(started_at AS timestamptz))) * 1000) AS BIGINT) END, \
+           dequeued_at = $3, result = $4, \
+           failure_reason = COALESCE($5, failure_reason), \
+           next_run_at = COALESCE($6, next_run_at), \
+           last_log_id = COALESCE($7, last_log_id) \
+         WHERE id = $8 AND status = 'running' AND claim_token = $9",
+    )
+    .bind(next.as_str())
+    .bind(t(now))
+    .bind(dequeued)
+    .bind(&result)
+    .bind(&reason)
+    .bind(next_run_at.as_deref())
+    .bind(last_log)
+    .bind(claim.id)
+    .bind(&claim.token)
+    .execute(&mut **tx)
+    .await?;
+    if hit.rows_affected() != 1 {
+        // The claim no longer holds; the log rows of the calls made are still kept.
+        return Ok(None);
+    }
+    match finish {
+        Finish::Completed { result } => {
+            audit(
+                tx,
+                claim.id,
+                "complete",
+                None,
+                None,
+                None,
+                None,
+                Some(result),
+                now,
+            )
+            .await?;
+        }
+        Finish::Retry {
+            reason,
+            next_run_at,
+        } => {
+            audit(
+                tx,
+                claim.id,
+                "failure",
+                None,
+                None,
+                None,
+                Some(reason),
+                Some("recoverable"),
+                now,
+            )
+            .await?;
+            let at = format!("next_run_at={}", t(*next_run_at));
+            audit(
+                tx,
+                claim.id,
+                "retry",
+                None,
+                None,
+                None,
+                None,
+                Some(&at),
+                now,
+            )
+            .await?;
+        }
+        Finish::Failed {
+            reason,
+            result,
+            after_call,
+        } => {
+            if *after_call {
+                audit(
+                    tx,
+                    claim.id,
+                    "failure",
+                    None,
+                    None,
+                    None,
+                    Some(reason),
+                    Some(result),
+                    now,
+                )
+                .await?;
+            }
+            audit(
+                tx,
+                claim.id,
+                "fail_dequeue",
+                None,
+                None,
+                None,
+                Some(reason),
+                Some(result),
+                now,
+            )
+            .await?;
+        }
+    }
+    Ok(Some(next))
+}
+
+pub(crate) async fn close(
+    tx: &mut Transaction<'static, Postgres>,
+    scope: &Scope,
+    id: i64,
+    operator: &str,
+    reason: &str,
+    now: Timestamp,
+) -> StoreResult<()> {
+    let row = sqlx::query("SELECT shop_id, status FROM priority_items WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let shop: String = row.try_get("shop_id")?;
+    if !shop_in_scope(tx, scope, &shop).await? {
+        return Err(StoreError::NotFound);
+    }
+    let status: String = row.try_get("status")?;
+    let from = ItemStatus::parse(&status).unwrap_or(ItemStatus::Completed);
+    from.transition(ItemEvent::Close).map_err(|_| {
+        StoreError::Conflict(format!("item is {status}, only active items can be closed"))
+    })?;
+    let hit = sqlx::query(
+        "UPDATE priority_items SET status = 'closed', claim_token = NULL, claim_expires_at = NULL, \
+           dequeued_at = $1, closed_by = $2, close_reason = $3 \
+         WHERE id = $4 AND status IN ('pending', 'running')",
+    )
+    .bind(t(now))
+    .bind(operator)
+    .bind(reason)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    if hit.rows_affected() != 1 {
+        return Err(StoreError::Conflict("item is no longer active".into()));
+    }
+    audit(
+        tx,
+        id,
+        "close",
+        None,
+        None,
+        Some(operator),
+        Some(reason),
+        Some("closed"),
+        now,
+    )
+    .await
+}
+
+pub(crate) async fn mark_expired(
+    tx: &mut Transaction<'static, Postgres>,
+    now: Timestamp,
+    cutoff: Timestamp,
+    batch: i64,
+) -> StoreResult<u64> {
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, dequeued_at = $1 \
+         WHERE id IN (SELECT id FROM priority_items WHERE status IN ('pending', 'running') \
+                      AND enqueued_at <= $2 ORDER BY enqueued_at LIMIT $3) \
+           AND status IN ('pending', 'running') \
+         RETURNING id",
+    )
+    .bind(t(now))
+    .bind(t(cutoff))
+    .bind(batch)
+    .fetch_all(&mut **tx)
+    .await?;
+    for id in &ids {
+        audit(
+            tx,
+            *id,
+            "expire",
+            None,
+            None,
+            None,
+            None,
+            Some("validity period passed"),
+            now,
+        )
+        .await?;
+    }
+    Ok(ids.len() as u64)
+}

@@ -1,0 +1,396 @@
+//! Ordinary polling schedule (`poll_schedule`), batched poll outcomes, the scheduler's recovery
+//! read, and the ordinary manual trigger (`manual_triggers`).
+
+use std::time::Duration;
+
+use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
+
+use rakuten_types::Timestamp;
+
+use super::enqueue::shop_in_scope;
+use super::t;
+use crate::domain::asset::{AssetRef, AssetType};
+use crate::domain::{Scope, TaskTypes};
+use crate::scheduler::shard_queue::{first_poll_at, shard_of};
+use crate::store::{
+    DueItem, ManualTriggerOutcome, ManualTriggerRequest, PollRecord, QueuedTrigger, ShardBatch,
+    StoreError, StoreResult,
+};
+
+/// Cards per transaction while syncing the schedule.
+const SYNC_PAGE: i64 = 5_000;
+/// 24 h dedupe window of the ordinary manual trigger.
+pub(crate) const MANUAL_DEDUPE: Duration = Duration::from_secs(24 * 3600);
+
+/// The configured task types and shard count as stored (`None` before the first sync).
+pub(crate) async fn schedule_config(
+    conn: &mut PgConnection,
+) -> StoreResult<Option<(u32, Vec<(String, u64)>)>> {
+    let shards: Option<String> =
+        sqlx::query_scalar("SELECT value FROM meta WHERE key = 'poll_shards'")
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some(shards) = shards.and_then(|s| s.parse::<u32>().ok()) else {
+        return Ok(None);
+    };
+    let types: Vec<(String, i64)> =
+        sqlx::query_as("SELECT name, interval_secs FROM poll_task_types ORDER BY name")
+            .fetch_all(&mut *conn)
+            .await?;
+    Ok(Some((
+        shards,
+        types.into_iter().map(|(n, s)| (n, s as u64)).collect(),
+    )))
+}
+
+/// Gives one card its schedule rows (inside the import transaction).
+pub(crate) async fn schedule_insert_card(
+    conn: &mut PgConnection,
+    cfg: &(u32, Vec<(String, u64)>),
+    iccid: &str,
+    now: Timestamp,
+) -> StoreResult<()> {
+    let shard = shard_of(iccid, cfg.0);
+    for (tt, secs) in &cfg.1 {
+        sqlx::query(
+            "INSERT INTO poll_schedule (iccid, task_type, shard, next_poll_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (iccid, task_type) DO NOTHING",
+        )
+        .bind(iccid)
+        .bind(tt)
+        .bind(i64::from(shard))
+        .bind(t(first_poll_at(iccid, Duration::from_secs(*secs), now)))
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn sync(
+    pool: &PgPool,
+    task_types: &TaskTypes,
+    shards: u32,
+    now: Timestamp,
+) -> StoreResult<u64> {
+    let mut want: Vec<(String, u64)> = task_types
+        .all()
+        .iter()
+        .map(|t| (t.name.clone(), t.interval.as_secs()))
+        .collect();
+    want.sort();
+    let mut conn = pool.acquire().await?;
+    let had = schedule_config(&mut conn).await?;
+    drop(conn);
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM poll_schedule")
+        .fetch_one(pool)
+        .await?;
+    let cards: i64 = sqlx::query_scalar("SELECT count(*) FROM cards")
+        .fetch_one(pool)
+        .await?;
+    let same_config = had.as_ref() == Some(&(shards, want.clone()));
+    if same_config && rows == cards * want.len() as i64 {
+        return Ok(0);
+    }
+    // Record the configuration first: imports from now on add rows for it themselves.
+    let mut tx = super::begin_write(pool).await?;
+    sqlx::query(
+        "INSERT INTO meta (key, value) VALUES ('poll_shards', $1) \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    )
+    .bind(shards.to_string())
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("DELETE FROM poll_task_types")
+        .execute(&mut *tx)
+        .await?;
+    for (n, s) in &want {
+        sqlx::query("INSERT INTO poll_task_types (name, interval_secs) VALUES ($1, $2)")
+            .bind(n)
+            .bind(*s as i64)
+            .execute(&mut *tx)
+            .await?;
+    }
+    // Rows of task types no longer configured.
+    let removed = sqlx::query(
+        "DELETE FROM poll_schedule WHERE task_type NOT IN (SELECT name FROM poll_task_types)",
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    let mut written = removed;
+    let mut after = String::new();
+    loop {
+        let page: Vec<String> =
+            sqlx::query_scalar("SELECT iccid FROM cards WHERE iccid > $1 ORDER BY iccid LIMIT $2")
+                .bind(&after)
+                .bind(SYNC_PAGE)
+                .fetch_all(pool)
+                .await?;
+        let Some(last) = page.last().cloned() else {
+            break;
+        };
+        let mut tx = super::begin_write(pool).await?;
+        for iccid in &page {
+            let shard = shard_of(iccid, shards);
+            for (tt, secs) in &want {
+                let r = sqlx::query(
+                    "INSERT INTO poll_schedule (iccid, task_type, shard, next_poll_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (iccid, task_type) DO UPDATE SET shard = excluded.shard \
+                     WHERE poll_schedule.shard <> excluded.shard",
+                )
+                .bind(iccid)
+                .bind(tt)
+                .bind(i64::from(shard))
+                .bind(t(first_poll_at(iccid, Duration::from_secs(*secs), now)))
+                .execute(&mut *tx)
+                .await?;
+                written += r.rows_affected();
+            }
+        }
+        tx.commit().await?;
+        after = last;
+    }
+    Ok(written)
+}
+
+pub(crate) async fn take_due(
+    tx: &mut Transaction<'static, Postgres>,
+    task_type: &str,
+    interval: Duration,
+    shards: &[u32],
+    per_shard: i64,
+    now: Timestamp,
+) -> StoreResult<Vec<ShardBatch>> {
+    let mut out = Vec::with_capacity(shards.len());
+    for &shard in shards {
+        let iccids: Vec<String> = sqlx::query_scalar(
+            "UPDATE poll_schedule SET next_poll_at = $1 WHERE task_type = $2 AND iccid IN ( \
+               SELECT iccid FROM poll_schedule WHERE task_type = $2 AND shard = $3 AND next_poll_at <= $4 \
+               ORDER BY next_poll_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
+             RETURNING iccid",
+        )
+        .bind(t(now.plus(interval)))
+        .bind(task_type)
+        .bind(i64::from(shard))
+        .bind(t(now))
+        .bind(per_shard)
+        .fetch_all(&mut **tx)
+        .await?;
+        out.push(ShardBatch { shard, iccids });
+    }
+    Ok(out)
+}
+
+pub(crate) async fn record(
+    tx: &mut Transaction<'static, Postgres>,
+    records: &[PollRecord],
+) -> StoreResult<()> {
+    for r in records {
+        for log in &r.logs {
+            sqlx::query(
+                "INSERT INTO integration_logs (item_id, iccid, task_type, operation, request_summary, \
+                   response_summary, latency_ms, outcome, at) VALUES (NULL, $1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(&r.iccid)
+            .bind(&r.task_type)
+            .bind(&log.operation)
+            .bind(&log.request_summary)
+            .bind(&log.response_summary)
+            .bind(log.latency_ms)
+            .bind(&log.outcome)
+            .bind(t(r.at))
+            .execute(&mut **tx)
+            .await?;
+        }
+        sqlx::query(
+            "UPDATE poll_schedule SET last_polled_at = $1, next_poll_at = GREATEST(next_poll_at, $2) \
+             WHERE iccid = $3 AND task_type = $4",
+        )
+        .bind(t(r.at))
+        .bind(t(r.next_poll_at))
+        .bind(&r.iccid)
+        .bind(&r.task_type)
+        .execute(&mut **tx)
+        .await?;
+        if let Some(id) = r.manual_trigger_id {
+            sqlx::query(
+                "UPDATE manual_triggers SET status = 'executed', executed_at = $1, result = $2 \
+                 WHERE id = $3 AND status = 'queued'",
+            )
+            .bind(t(r.at))
+            .bind(&r.result)
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn item_due_typed(
+    pool: &PgPool,
+    now: Timestamp,
+    limit: i64,
+) -> StoreResult<Vec<DueItem>> {
+    let rows: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
+            WHERE status = 'pending' AND next_run_at <= $1 ORDER BY next_run_at LIMIT $2) AS p \
+         UNION ALL \
+         SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
+            WHERE status = 'running' AND claim_expires_at <= $1 ORDER BY claim_expires_at LIMIT $2) AS r \
+         LIMIT $2",
+    )
+    .bind(t(now))
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, task_type)| DueItem { id, task_type })
+        .collect())
+}
+
+pub(crate) async fn card_package_asset(
+    pool: &PgPool,
+    iccid: &str,
+) -> StoreResult<Option<AssetRef>> {
+    let row: Option<(Option<String>,)> = sqlx::query_as(
+        "SELECT b.device_no FROM cards c LEFT JOIN bindings b ON b.iccid = c.iccid AND b.active \
+         WHERE c.iccid = $1",
+    )
+    .bind(iccid)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(device,)| match device {
+        Some(d) => AssetRef {
+            asset_type: AssetType::Device,
+            asset_id: d,
+        },
+        None => AssetRef {
+            asset_type: AssetType::Card,
+            asset_id: iccid.to_owned(),
+        },
+    }))
+}
+
+fn day_start(now: Timestamp) -> Timestamp {
+    let ms = now.as_millis();
+    Timestamp::from_millis(ms - ms.rem_euclid(86_400_000))
+}
+
+async fn insert_trigger(
+    tx: &mut Transaction<'static, Postgres>,
+    req: &ManualTriggerRequest,
+    task_type: &str,
+    status: &str,
+    now: Timestamp,
+) -> StoreResult<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO manual_triggers (operator, iccid, task_type, requested_at, status) \
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+    )
+    .bind(&req.operator)
+    .bind(&req.iccid)
+    .bind(task_type)
+    .bind(t(now))
+    .bind(status)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+pub(crate) async fn manual_trigger_request(
+    tx: &mut Transaction<'static, Postgres>,
+    scope: &Scope,
+    req: &ManualTriggerRequest,
+    now: Timestamp,
+) -> StoreResult<ManualTriggerOutcome> {
+    let shop: Option<String> = sqlx::query_scalar("SELECT shop_id FROM cards WHERE iccid = $1")
+        .bind(&req.iccid)
+        .fetch_optional(&mut **tx)
+        .await?;
+    let shop = shop.ok_or(StoreError::NotFound)?;
+    if !shop_in_scope(tx, scope, &shop).await? {
+        return Err(StoreError::NotFound);
+    }
+    let mut dup = Vec::new();
+    for tt in &req.task_types {
+        let seen: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM manual_triggers WHERE iccid = $1 AND task_type = $2 \
+             AND requested_at > $3 AND status IN ('queued', 'executed'))",
+        )
+        .bind(&req.iccid)
+        .bind(tt)
+        .bind(t(now.minus(MANUAL_DEDUPE)))
+        .fetch_one(&mut **tx)
+        .await?;
+        if seen {
+            dup.push(tt.clone());
+        }
+    }
+    let refuse = if !dup.is_empty() {
+        Some((
+            "refused_duplicate",
+            ManualTriggerOutcome::Duplicate { task_types: dup },
+        ))
+    } else {
+        let used: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM manual_triggers WHERE operator = $1 AND requested_at >= $2 \
+             AND status IN ('queued', 'executed')",
+        )
+        .bind(&req.operator)
+        .bind(t(day_start(now)))
+        .fetch_one(&mut **tx)
+        .await?;
+        let used = used as u32;
+        (used + req.task_types.len() as u32 > req.daily_quota).then_some((
+            "refused_quota",
+            ManualTriggerOutcome::QuotaExceeded {
+                used,
+                quota: req.daily_quota,
+            },
+        ))
+    };
+    if let Some((status, outcome)) = refuse {
+        for tt in &req.task_types {
+            insert_trigger(tx, req, tt, status, now).await?;
+        }
+        return Ok(outcome);
+    }
+    let mut triggers = Vec::with_capacity(req.task_types.len());
+    for tt in &req.task_types {
+        let id = insert_trigger(tx, req, tt, "queued", now).await?;
+        triggers.push(QueuedTrigger {
+            id,
+            iccid: req.iccid.clone(),
+            task_type: tt.clone(),
+        });
+    }
+    Ok(ManualTriggerOutcome::Queued { triggers })
+}
+
+pub(crate) async fn manual_trigger_queued(
+    pool: &PgPool,
+    task_type: &str,
+    before: Timestamp,
+    limit: i64,
+) -> StoreResult<Vec<QueuedTrigger>> {
+    let rows = sqlx::query(
+        "SELECT id, iccid, task_type FROM manual_triggers WHERE task_type = $1 AND status = 'queued' \
+         AND requested_at <= $2 ORDER BY id LIMIT $3",
+    )
+    .bind(task_type)
+    .bind(t(before))
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(QueuedTrigger {
+                id: r.try_get("id")?,
+                iccid: r.try_get("iccid")?,
+                task_type: r.try_get("task_type")?,
+            })
+        })
+        .collect()
+}

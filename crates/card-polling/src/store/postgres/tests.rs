@@ -1,0 +1,564 @@
+//! Store checks run unchanged against both drivers (`sqlite_*` on a temp file, `postgres_*` on a
+//! fresh schema of `DATABASE_URL_TEST`, default `postgres://postgres@127.0.0.1:5432/test`): the
+//! one active item per (card, task type) with merges and replays, exclusive claims and takeover
+//! after a lapsed lease, the claim token guarding finish, validity expiry, the ordinary schedule,
+//! and concurrent enqueues and claims. PostgreSQL not answering fails loudly.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rakuten_types::{Clock, ManualClock, Timestamp};
+use sqlx::Connection;
+
+use super::PgStore;
+use crate::domain::asset::{AssetRef, AssetType, CardRow};
+use crate::domain::{Scope, Shop, TaskTypes};
+use crate::priority::item_status::ItemStatus;
+use crate::priority::{TriggerType, VALIDITY};
+use crate::store::sqlite::SqliteStore;
+use crate::store::{
+    Demand, EnqueueAction, Finish, ImportBatch, ItemFilter, NewLog, PollRecord, Store, StoreError,
+};
+
+/// A fresh PostgreSQL schema, dropped at the end.
+struct Schema {
+    name: String,
+    url: String,
+}
+
+fn base_url() -> String {
+    std::env::var("DATABASE_URL_TEST")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+impl Schema {
+    async fn new() -> Schema {
+        let base = base_url();
+        let name = format!("cp_{}", uuid::Uuid::now_v7().simple());
+        let mut c = sqlx::PgConnection::connect(&base)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("PostgreSQL at {base} (DATABASE_URL_TEST) is not answering: {e}")
+            });
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+            .execute(&mut c)
+            .await
+            .unwrap();
+        let url = format!("{base}?options=-c%20search_path%3D{name}");
+        Schema { name, url }
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&base_url()).await {
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "DROP SCHEMA IF EXISTS {name} CASCADE"
+                    )))
+                    .execute(&mut c)
+                    .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+struct Harness {
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+    _dir: Option<tempfile::TempDir>,
+    _schema: Option<Schema>,
+}
+
+impl Harness {
+    async fn sqlite() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("cp.db")).await.unwrap();
+        Harness::with(Arc::new(store), Some(dir), None).await
+    }
+
+    async fn postgres() -> Harness {
+        let schema = Schema::new().await;
+        let store = PgStore::open(&schema.url).await.unwrap();
+        Harness::with(Arc::new(store), None, Some(schema)).await
+    }
+
+    async fn with(
+        store: Arc<dyn Store>,
+        dir: Option<tempfile::TempDir>,
+        schema: Option<Schema>,
+    ) -> Harness {
+        let clock = ManualClock::at_fixed_date();
+        store.meta_feature_enabled_at(clock.now()).await.unwrap();
+        let batch = ImportBatch {
+            shops: vec![Shop {
+                id: "s1".into(),
+                parent_id: None,
+                name: "shop".into(),
+            }],
+            cards: (0..4)
+                .map(|i| CardRow {
+                    iccid: format!("8986{i:04}"),
+                    shop_id: "s1".into(),
+                    polling_enabled: true,
+                    stop_locked: false,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        store.domain_import(&batch, clock.now()).await.unwrap();
+        Harness {
+            store,
+            clock,
+            _dir: dir,
+            _schema: schema,
+        }
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    async fn enqueue(&self, iccid: &str, event: &str) -> EnqueueAction {
+        let out = self
+            .store
+            .item_enqueue_manual(&Scope::All, &card(iccid), &demand(event), self.now())
+            .await
+            .unwrap();
+        assert_eq!(out.len(), 1);
+        out[0].action
+    }
+
+    async fn items(&self, iccid: &str) -> Vec<crate::store::ItemView> {
+        self.store
+            .item_list(
+                &Scope::All,
+                &ItemFilter {
+                    iccid: Some(iccid.into()),
+                    limit: 200,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
+    }
+}
+
+fn card(iccid: &str) -> AssetRef {
+    AssetRef {
+        asset_type: AssetType::Card,
+        asset_id: iccid.into(),
+    }
+}
+
+fn demand(event: &str) -> Demand {
+    Demand {
+        trigger_type: TriggerType::ManualTrigger,
+        source: format!("manual:{event}"),
+        event_id: event.into(),
+        operator: Some("alice".into()),
+        reason: Some("check".into()),
+        task_types: vec!["card_status".into()],
+    }
+}
+
+const LEASE: Duration = Duration::from_secs(60);
+
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(&super::Harness::sqlite().await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(&super::Harness::postgres().await).await;
+                }
+            )*
+        }
+    };
+}
+
+both!(
+    enqueue_merges_into_the_one_active_item_and_replays_add_nothing,
+    a_claim_is_exclusive_and_only_its_token_finishes_the_item,
+    a_lapsed_claim_is_taken_over_and_the_old_token_is_refused,
+    active_items_expire_after_their_validity,
+    concurrent_enqueues_keep_one_active_item,
+    concurrent_claims_grant_one_claimer,
+    the_schedule_hands_each_due_card_out_once_per_interval,
+    host_domain_payments_bindings_triggers_and_close,
+);
+
+async fn enqueue_merges_into_the_one_active_item_and_replays_add_nothing(h: &Harness) {
+    assert_eq!(h.enqueue("89860000", "e1").await, EnqueueAction::Created);
+    assert_eq!(h.enqueue("89860000", "e2").await, EnqueueAction::Merged);
+    assert_eq!(h.enqueue("89860000", "e1").await, EnqueueAction::Replayed);
+    let items = h.items("89860000").await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].trigger_count, 2);
+    assert_eq!(items[0].status, ItemStatus::Pending);
+    assert_eq!(items[0].trigger_sources, ["manual:e1", "manual:e2"]);
+    assert_eq!(items[0].agent_chain, ["s1"]);
+    assert_eq!(items[0].valid_until, h.now().plus(VALIDITY));
+}
+
+async fn a_claim_is_exclusive_and_only_its_token_finishes_the_item(h: &Harness) {
+    h.enqueue("89860001", "e1").await;
+    let due = h.store.item_due(h.now(), 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    let id = due[0];
+    let typed = h.store.item_due_typed(h.now(), 10).await.unwrap();
+    assert_eq!(typed[0].task_type, "card_status");
+    let a = h
+        .store
+        .item_claim(id, "tok-a", h.now(), LEASE)
+        .await
+        .unwrap()
+        .expect("claimed");
+    assert!(!a.took_over);
+    assert!(
+        h.store
+            .item_claim(id, "tok-b", h.now(), LEASE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let a = h.store.item_begin_attempt(&a, h.now()).await.unwrap();
+    assert_eq!(a.attempts, 1);
+    let forged = crate::store::ClaimedItem {
+        token: "tok-x".into(),
+        ..a.clone()
+    };
+    let done = Finish::Completed {
+        result: "ok".into(),
+    };
+    let lost = h.store.item_finish(&forged, &done, &[], h.now()).await;
+    assert!(matches!(lost, Err(StoreError::ClaimLost)), "{lost:?}");
+    h.clock.advance(Duration::from_millis(1500));
+    let log = NewLog {
+        operation: "poll".into(),
+        request_summary: "iccid=89860001".into(),
+        response_summary: "status=active".into(),
+        latency_ms: 12,
+        outcome: "ok".into(),
+    };
+    let status = h
+        .store
+        .item_finish(&a, &done, &[log], h.now())
+        .await
+        .unwrap();
+    assert_eq!(status, ItemStatus::Completed);
+    let detail = h.store.item_get(&Scope::All, id).await.unwrap().unwrap();
+    assert_eq!(detail.item.duration_ms, Some(1500));
+    assert_eq!(detail.logs.len(), 1);
+    let kinds: Vec<_> = detail.events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["enqueue", "claim", "complete"]);
+    // The slot is free: the next demand creates a new item.
+    assert_eq!(h.enqueue("89860001", "e2").await, EnqueueAction::Created);
+}
+
+async fn a_lapsed_claim_is_taken_over_and_the_old_token_is_refused(h: &Harness) {
+    h.enqueue("89860002", "e1").await;
+    let id = h.store.item_due(h.now(), 10).await.unwrap()[0];
+    let a = h
+        .store
+        .item_claim(id, "tok-a", h.now(), LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    h.clock.advance(LEASE);
+    assert_eq!(h.store.item_due(h.now(), 10).await.unwrap(), [id]);
+    let b = h
+        .store
+        .item_claim(id, "tok-b", h.now(), LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(b.took_over);
+    let done = Finish::Completed {
+        result: "ok".into(),
+    };
+    let old = h.store.item_finish(&a, &done, &[], h.now()).await;
+    assert!(matches!(old, Err(StoreError::ClaimLost)));
+    assert_eq!(
+        h.store.item_finish(&b, &done, &[], h.now()).await.unwrap(),
+        ItemStatus::Completed
+    );
+}
+
+async fn active_items_expire_after_their_validity(h: &Harness) {
+    h.enqueue("89860003", "e1").await;
+    h.clock.advance(VALIDITY - Duration::from_secs(1));
+    assert_eq!(
+        h.store
+            .item_mark_expired(h.now(), VALIDITY, 100)
+            .await
+            .unwrap(),
+        0
+    );
+    h.clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        h.store
+            .item_mark_expired(h.now(), VALIDITY, 100)
+            .await
+            .unwrap(),
+        1
+    );
+    let items = h.items("89860003").await;
+    assert_eq!(items[0].status, ItemStatus::Expired);
+    assert!(items[0].dequeued_at.is_some());
+    let again = h
+        .store
+        .item_retrigger(&Scope::All, items[0].id, "alice", "retry", h.now())
+        .await
+        .unwrap();
+    assert_eq!(again.action, EnqueueAction::Created);
+    assert_ne!(again.item_id, items[0].id);
+}
+
+async fn concurrent_enqueues_keep_one_active_item(h: &Harness) {
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (store, now) = (h.store.clone(), h.now());
+        tasks.push(tokio::spawn(async move {
+            store
+                .item_enqueue_manual(
+                    &Scope::All,
+                    &card("89860000"),
+                    &demand(&format!("c{i}")),
+                    now,
+                )
+                .await
+                .unwrap()
+        }));
+    }
+    let mut created = 0;
+    for t in tasks {
+        if t.await.unwrap()[0].action == EnqueueAction::Created {
+            created += 1;
+        }
+    }
+    assert_eq!(created, 1);
+    let items = h.items("89860000").await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].trigger_count, 8);
+}
+
+async fn concurrent_claims_grant_one_claimer(h: &Harness) {
+    h.enqueue("89860000", "e1").await;
+    let id = h.store.item_due(h.now(), 10).await.unwrap()[0];
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (store, now) = (h.store.clone(), h.now());
+        tasks.push(tokio::spawn(async move {
+            store
+                .item_claim(id, &format!("tok-{i}"), now, LEASE)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut won = 0;
+    for t in tasks {
+        won += usize::from(t.await.unwrap().is_some());
+    }
+    assert_eq!(won, 1);
+}
+
+async fn the_schedule_hands_each_due_card_out_once_per_interval(h: &Harness) {
+    let types = TaskTypes::parse("card_status=300").unwrap();
+    h.store.schedule_sync(&types, 2, h.now()).await.unwrap();
+    h.clock.advance(Duration::from_secs(300));
+    let interval = Duration::from_secs(300);
+    let got = h
+        .store
+        .schedule_take_due("card_status", interval, &[0, 1], 100, h.now())
+        .await
+        .unwrap();
+    let mut all: Vec<String> = got.iter().flat_map(|b| b.iccids.clone()).collect();
+    all.sort();
+    assert_eq!(all, ["89860000", "89860001", "89860002", "89860003"]);
+    let again = h
+        .store
+        .schedule_take_due("card_status", interval, &[0, 1], 100, h.now())
+        .await
+        .unwrap();
+    assert!(again.iter().all(|b| b.iccids.is_empty()));
+    h.store
+        .poll_record(&[PollRecord {
+            iccid: "89860000".into(),
+            task_type: "card_status".into(),
+            manual_trigger_id: None,
+            result: "ok".into(),
+            logs: vec![],
+            at: h.now(),
+            next_poll_at: h.now().plus(interval),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        h.store.card_package_asset("89860000").await.unwrap(),
+        Some(card("89860000"))
+    );
+}
+
+async fn host_domain_payments_bindings_triggers_and_close(h: &Harness) {
+    use crate::domain::TokenHash;
+    use crate::domain::account::Role;
+    use crate::domain::asset::{BindingRow, DeviceRow};
+    use crate::domain::package::{OrderStatus, PackageKind, PaymentStatus};
+    use crate::store::{
+        AccountImport, CardScope, ManualTriggerOutcome, ManualTriggerRequest, PaymentCallback,
+    };
+
+    // Accounts and devices.
+    let batch = ImportBatch {
+        accounts: vec![AccountImport {
+            id: "ops".into(),
+            role: Role::Platform,
+            shop_id: None,
+            token: "ops-token-0123456789".into(),
+            perm_manual_trigger: true,
+            perm_card_data: false,
+        }],
+        devices: vec![DeviceRow {
+            device_no: "D1".into(),
+            shop_id: "s1".into(),
+            polling_enabled: true,
+            reported_slot_iccid: None,
+        }],
+        ..Default::default()
+    };
+    h.store.domain_import(&batch, h.now()).await.unwrap();
+    let acc = h
+        .store
+        .account_find_by_token(&TokenHash::of("ops-token-0123456789"))
+        .await
+        .unwrap()
+        .expect("account");
+    assert_eq!(acc.id, "ops");
+    assert!(acc.perm_manual_trigger && !acc.perm_card_data);
+    h.store
+        .binding_upsert(&BindingRow {
+            device_no: "D1".into(),
+            iccid: "89860000".into(),
+            active: true,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        h.store.card_polling_scope("89860000").await.unwrap(),
+        CardScope::InScope { stop_locked: false }
+    );
+    h.store.device_set_polling("D1", false).await.unwrap();
+    assert_eq!(
+        h.store.card_polling_scope("89860000").await.unwrap(),
+        CardScope::DevicePollingOff
+    );
+    h.store.card_set_stop_lock("89860001", true).await.unwrap();
+    assert_eq!(
+        h.store.card_polling_scope("89860001").await.unwrap(),
+        CardScope::InScope { stop_locked: true }
+    );
+    h.store
+        .device_report_slot("D1", Some("89860000"))
+        .await
+        .unwrap();
+
+    // A paid main package on a card: a usage record and items in the same transaction.
+    let order = h
+        .store
+        .order_create("O1", &card("89860002"), PackageKind::Main, h.now())
+        .await
+        .unwrap();
+    assert_eq!(order.status, OrderStatus::Unpaid);
+    let types = vec!["card_status".to_owned(), "package".to_owned()];
+    let cb = PaymentCallback {
+        payment_id: "P1".into(),
+        order_id: "O1".into(),
+        status: PaymentStatus::Paid,
+    };
+    let paid = h.store.payment_apply(&cb, &types, h.now()).await.unwrap();
+    assert_eq!(paid.status, OrderStatus::Paid);
+    assert!(!paid.replayed && paid.usage_active);
+    assert_eq!(paid.items.len(), 2);
+    let again = h.store.payment_apply(&cb, &types, h.now()).await.unwrap();
+    assert!(again.replayed);
+    let poll = h
+        .store
+        .package_poll_asset(&card("89860002"), &types, h.now())
+        .await
+        .unwrap();
+    assert!(!poll.no_valid_package);
+
+    // Ordinary manual triggers: quota, 24 h dedupe, recovery read.
+    let req = ManualTriggerRequest {
+        operator: "ops".into(),
+        iccid: "89860003".into(),
+        task_types: vec!["card_status".into()],
+        daily_quota: 5,
+    };
+    match h
+        .store
+        .manual_trigger_request(&Scope::All, &req, h.now())
+        .await
+        .unwrap()
+    {
+        ManualTriggerOutcome::Queued { triggers } => assert_eq!(triggers.len(), 1),
+        o => panic!("{o:?}"),
+    }
+    assert!(matches!(
+        h.store
+            .manual_trigger_request(&Scope::All, &req, h.now())
+            .await
+            .unwrap(),
+        ManualTriggerOutcome::Duplicate { .. }
+    ));
+    let queued = h
+        .store
+        .manual_trigger_queued("card_status", h.now(), 10)
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 1);
+
+    // Close an active item; out of scope is not found.
+    let id = paid.items[0].item_id;
+    let other = Scope::ShopTree("nope".into());
+    assert!(matches!(
+        h.store.item_close(&other, id, "ops", "why", h.now()).await,
+        Err(StoreError::NotFound)
+    ));
+    h.store
+        .item_close(&Scope::All, id, "ops", "done by hand", h.now())
+        .await
+        .unwrap();
+    let d = h.store.item_get(&Scope::All, id).await.unwrap().unwrap();
+    assert_eq!(d.item.status, ItemStatus::Closed);
+    assert_eq!(d.item.closed_by.as_deref(), Some("ops"));
+
+    // Deleting a card keeps its items.
+    h.store.card_delete("89860002").await.unwrap();
+    assert_eq!(
+        h.store.card_polling_scope("89860002").await.unwrap(),
+        CardScope::Missing
+    );
+    assert!(h.store.item_get(&Scope::All, id).await.unwrap().is_some());
+    assert!(matches!(
+        h.store.card_delete("89860002").await,
+        Err(StoreError::NotFound)
+    ));
+}
