@@ -248,12 +248,10 @@ mod matrix {
             }
             if let Some(schema) = self.schema {
                 let mut c = sqlx::PgConnection::connect(&pg_base()).await.unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DROP SCHEMA {schema} CASCADE"
-                )))
-                .execute(&mut c)
-                .await
-                .unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
             }
         }
 
@@ -378,8 +376,12 @@ mod matrix {
             .prefix("gw-matrix")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
             .unwrap();
-        println!("# order-gateway matrix: SQLite vs PostgreSQL, 1 and 3 instances ({secs} s phases)");
-        println!("| backend | instances | fsync/s | submit x16 req/s | submit x64 req/s | hand-off p50 | hand-off p99 | query cycles x8 /s |");
+        println!(
+            "# order-gateway matrix: SQLite vs PostgreSQL, 1 and 3 instances ({secs} s phases)"
+        );
+        println!(
+            "| backend | instances | fsync/s | submit x16 req/s | submit x64 req/s | hand-off p50 | hand-off p99 | query cycles x8 /s |"
+        );
         println!("|---|---|---|---|---|---|---|---|");
         for (name, pg, n) in [
             ("sqlite", false, 1),

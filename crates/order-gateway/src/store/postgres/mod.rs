@@ -304,7 +304,9 @@ impl OrderStore for PgStore {
                 return Ok(true);
             }
             if alive {
-                let got: bool = sqlx::query_scalar(LEADER_LOCK).fetch_one(&mut *conn).await?;
+                let got: bool = sqlx::query_scalar(LEADER_LOCK)
+                    .fetch_one(&mut *conn)
+                    .await?;
                 *held = got;
                 return Ok(got);
             }
