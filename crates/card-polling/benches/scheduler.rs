@@ -8,7 +8,8 @@
 //! Options: `--cards N`, `--secs S` (measured seconds per backend, default 60), `--rate R`
 //! (priority enqueues per second, default 20), `--latency-ms L` (simulated carrier latency,
 //! default 20), `--concurrency C` (executions per task type, default 128), `--redis URL`
-//! (default `redis://127.0.0.1:6379/`), `--dir PATH` (database directory, default temp dir).
+//! (default `redis://127.0.0.1:6379/`), `--dir PATH` (database directory, default temp dir),
+//! `--backpressure N` (shard queue depth threshold, default 2,000), `--shard-batch N` (default 500).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,8 @@ struct Opts {
     concurrency: u64,
     redis: String,
     dir: std::path::PathBuf,
+    backpressure: u64,
+    shard_batch: i64,
 }
 
 fn opts() -> Opts {
@@ -45,6 +48,8 @@ fn opts() -> Opts {
         concurrency: 128,
         redis: "redis://127.0.0.1:6379/".into(),
         dir: std::env::temp_dir(),
+        backpressure: 2000,
+        shard_batch: 500,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -57,6 +62,8 @@ fn opts() -> Opts {
             "--latency-ms" => o.latency_ms = val.parse().expect("--latency-ms L"),
             "--concurrency" => o.concurrency = val.parse().expect("--concurrency C"),
             "--redis" => o.redis = val,
+            "--backpressure" => o.backpressure = val.parse().expect("--backpressure N"),
+            "--shard-batch" => o.shard_batch = val.parse().expect("--shard-batch N"),
             "--dir" => o.dir = val.into(),
             _ => {
                 i += 1;
@@ -150,8 +157,8 @@ async fn import(app: &Application, cards: usize) {
 async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
     let mut settings = Settings::for_tests(db.to_path_buf(), "bench-admin-token-0123");
     settings.shards = 16;
-    settings.shard_batch = 500;
-    settings.backpressure_depth = 2000;
+    settings.shard_batch = o.shard_batch;
+    settings.backpressure_depth = o.backpressure;
     settings.executor_tick_ms = 250;
     settings.executor_concurrency = o.concurrency;
     settings.sim_latency_ms = o.latency_ms;
@@ -321,12 +328,14 @@ async fn main() {
     let o = opts();
     let dir = tempfile::tempdir_in(&o.dir).expect("bench dir");
     println!(
-        "card-polling scheduler bench: cards={} secs={} rate={}/s latency={} ms concurrency={}/type dir={}",
+        "card-polling scheduler bench: cards={} secs={} rate={}/s latency={} ms concurrency={}/type backpressure={} shard_batch={} dir={}",
         o.cards,
         o.secs,
         o.rate,
         o.latency_ms,
         o.concurrency,
+        o.backpressure,
+        o.shard_batch,
         dir.path().display()
     );
     println!(

@@ -64,8 +64,12 @@ impl ChannelLane {
     }
 }
 
-/// Bound on one push or pop, so a dead Redis never stalls a request for long.
-pub const CHANNEL_TIMEOUT: Duration = Duration::from_secs(2);
+/// Bound on one push, pop or length read, so a dead Redis never stalls a request or a cycle for
+/// long (loopback Redis answers in well under a millisecond).
+pub const CHANNEL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Bound on connecting to Redis at start.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The hint and manual lanes over one [`QueueChannel`], with the key prefix.
 #[derive(Clone)]

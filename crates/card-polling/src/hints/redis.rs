@@ -24,7 +24,7 @@ fn err(e: redis::RedisError) -> ChannelError {
 }
 
 impl RedisChannel {
-    /// Connects (and answers a `PING`) within [`super::CHANNEL_TIMEOUT`].
+    /// Connects (and answers a `PING`) within [`super::CONNECT_TIMEOUT`].
     ///
     /// # Errors
     /// A bad URL, or Redis not answering.
@@ -38,7 +38,7 @@ impl RedisChannel {
                 .map_err(err)?;
             Ok::<_, ChannelError>(conn)
         };
-        let conn = tokio::time::timeout(super::CHANNEL_TIMEOUT, connect)
+        let conn = tokio::time::timeout(super::CONNECT_TIMEOUT, connect)
             .await
             .map_err(|_| ChannelError("redis: no answer to PING".into()))??;
         Ok(RedisChannel { conn })
