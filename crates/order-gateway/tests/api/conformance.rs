@@ -331,6 +331,8 @@ conformance!(
     a_lapsed_query_lease_is_redelivered_then_fails_when_attempts_run_out,
     query_ttl_expiry_retention_and_listing,
     concurrent_query_leases_never_share_a_query,
+    concurrent_query_sweeps_redeliver_each_lapsed_lease_once,
+    a_lone_instance_is_the_alert_leader,
 );
 
 async fn insert_is_idempotent_on_task_id(h: &Harness) {
@@ -980,6 +982,40 @@ async fn concurrent_query_leases_never_share_a_query(h: &Harness) {
     got.dedup();
     assert_eq!(got.len(), n, "a query leased twice");
     assert_eq!(n, 10);
+}
+
+async fn concurrent_query_sweeps_redeliver_each_lapsed_lease_once(h: &Harness) {
+    for i in 0..6 {
+        h.insert_query(&format!("q-{i}"), 3).await;
+        h.lease_query(&format!("w{i}")).await.unwrap();
+    }
+    h.clock.advance(QUERY_TTL);
+    let mut handles = Vec::new();
+    for _ in 0..4 {
+        let (store, now) = (h.store.clone(), h.now());
+        handles.push(tokio::spawn(async move {
+            store.query_requeue_expired_leases(now).await.unwrap()
+        }));
+    }
+    let mut ids: Vec<String> = Vec::new();
+    for hd in handles {
+        ids.extend(
+            hd.await
+                .unwrap()
+                .into_iter()
+                .map(|q| q.query_id.to_string()),
+        );
+    }
+    ids.sort();
+    assert_eq!(ids, ["q-0", "q-1", "q-2", "q-3", "q-4", "q-5"], "each once");
+    for i in 0..6 {
+        assert_eq!(h.query_status(&format!("q-{i}")).await, QueryStatus::Queued);
+    }
+}
+
+async fn a_lone_instance_is_the_alert_leader(h: &Harness) {
+    assert!(h.store.alerts_leader().await.unwrap());
+    assert!(h.store.alerts_leader().await.unwrap());
 }
 
 /// PostgreSQL only: instances sharing a schema elect exactly one alert logger, and a new one
