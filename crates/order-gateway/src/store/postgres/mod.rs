@@ -9,10 +9,13 @@
 //!   the partial unique index `one_active_task` is the last word on the gate. No group-commit
 //!   writer: PostgreSQL already batches WAL flushes of concurrent commits, and several instances
 //!   write at once anyway.
-//! - Wake-ups across instances: transitions that may make something leasable run
-//!   `pg_notify(channel)` inside their transaction (delivered on commit);
-//!   [`PgStore::spawn_listener`] turns them into in-process [`LeaseNotifier`] wake-ups. The
-//!   long-poll's periodic database check stays the fallback (a missed notification only delays).
+//! - Wake-ups across instances: after a commit that may make something leasable, the store asks
+//!   its notification pump for a `pg_notify(channel)`; the pump sends it outside any data
+//!   transaction and coalesces requests that arrive while it is sending (a NOTIFY inside the data
+//!   transaction would serialize every commit behind PostgreSQL's notify-queue lock, halving
+//!   throughput; D-pg-8). [`PgStore::spawn_listener`] turns notifications into in-process
+//!   [`LeaseNotifier`] wake-ups. The long-poll's periodic database check stays the fallback (a
+//!   missed notification only delays).
 
 mod ops;
 mod queries;
@@ -21,6 +24,7 @@ mod rows;
 
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -80,13 +84,44 @@ pub fn migrator() -> Migrator {
     ])
 }
 
-/// Runs `pg_notify` inside the current transaction; PostgreSQL delivers it on commit.
-pub(crate) async fn notify(conn: &mut PgConnection, channel: &str) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_notify($1, '')")
-        .bind(channel)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
+/// Sends `pg_notify` for the channels asked for since its last send, one statement each, outside
+/// any data transaction. Requests arriving while it sends are coalesced into the next round.
+#[derive(Debug, Default)]
+struct NotifyPump {
+    tasks: AtomicBool,
+    queries: AtomicBool,
+    closed: AtomicBool,
+    wake: tokio::sync::Notify,
+}
+
+impl NotifyPump {
+    fn request(&self, channel: &AtomicBool) {
+        channel.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    async fn run(self: Arc<Self>, pool: PgPool) {
+        loop {
+            self.wake.notified().await;
+            if self.closed.load(Ordering::Acquire) {
+                return;
+            }
+            for (flag, channel) in [
+                (&self.tasks, TASKS_CHANNEL),
+                (&self.queries, QUERIES_CHANNEL),
+            ] {
+                if flag.swap(false, Ordering::AcqRel)
+                    && let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
+                        .bind(channel)
+                        .execute(&pool)
+                        .await
+                {
+                    // Waiters still find the work through their periodic re-check.
+                    tracing::warn!(error = %e, channel, "NOTIFY failed");
+                }
+            }
+        }
+    }
 }
 
 /// The PostgreSQL order and account-query store.
@@ -94,6 +129,7 @@ pub(crate) async fn notify(conn: &mut PgConnection, channel: &str) -> Result<(),
 pub struct PgStore {
     pool: PgPool,
     options: PgConnectOptions,
+    pump: Arc<NotifyPump>,
     /// The session holding (or trying for) the alert-leader advisory lock, and whether it holds it.
     leader: Arc<tokio::sync::Mutex<Option<(PgConnection, bool)>>>,
 }
@@ -121,9 +157,12 @@ impl PgStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
+        let pump = Arc::new(NotifyPump::default());
+        tokio::spawn(pump.clone().run(pool.clone()));
         Ok(PgStore {
             pool,
             options,
+            pump,
             leader: Arc::default(),
         })
     }
@@ -232,8 +271,13 @@ impl OrderStore for PgStore {
         task: NewTask,
         now: Timestamp,
     ) -> Result<SubmitOrderAck, StoreError> {
-        self.write(|c| Box::pin(ops::task_insert(c, task, now)))
-            .await
+        let ack = self
+            .write(|c| Box::pin(ops::task_insert(c, task, now)))
+            .await?;
+        if ack.created {
+            self.pump.request(&self.pump.tasks);
+        }
+        Ok(ack)
     }
 
     async fn task_lease(
@@ -263,8 +307,14 @@ impl OrderStore for PgStore {
         report: NewReport,
         now: Timestamp,
     ) -> Result<ReportAck, StoreError> {
-        self.write(|c| Box::pin(ops::task_report(c, report, now)))
-            .await
+        let ack = self
+            .write(|c| Box::pin(ops::task_report(c, report, now)))
+            .await?;
+        if ack.status.is_terminal() {
+            // The gate may be free again.
+            self.pump.request(&self.pump.tasks);
+        }
+        Ok(ack)
     }
 
     async fn task_reclaim(
@@ -272,13 +322,22 @@ impl OrderStore for PgStore {
         req: ReclaimRequest,
         now: Timestamp,
     ) -> Result<LeaseGrant, StoreError> {
-        self.write(|c| Box::pin(ops::task_reclaim(c, req, now)))
-            .await
+        let grant = self
+            .write(|c| Box::pin(ops::task_reclaim(c, req, now)))
+            .await?;
+        // The named worker may be long-polling on another instance.
+        self.pump.request(&self.pump.tasks);
+        Ok(grant)
     }
 
     async fn task_mark_stale_expired(&self, now: Timestamp) -> Result<Vec<StaleTask>, StoreError> {
-        self.write(|c| Box::pin(ops::task_mark_stale_expired(c, now)))
-            .await
+        let staled = self
+            .write(|c| Box::pin(ops::task_mark_stale_expired(c, now)))
+            .await?;
+        if !staled.is_empty() {
+            self.pump.request(&self.pump.tasks);
+        }
+        Ok(staled)
     }
 
     async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError> {
@@ -319,6 +378,8 @@ impl OrderStore for PgStore {
     }
 
     async fn close(&self) {
+        self.pump.closed.store(true, Ordering::Release);
+        self.pump.wake.notify_one();
         // Releases the alert-leader lock with its session.
         if let Some((conn, _)) = self.leader.lock().await.take() {
             let _ = sqlx::Connection::close(conn).await;
@@ -335,8 +396,13 @@ impl QueryStore for PgStore {
         query: NewQuery,
         now: Timestamp,
     ) -> Result<SubmitQueryAck, StoreError> {
-        self.write(|c| Box::pin(queries::query_insert(c, query, now)))
-            .await
+        let ack = self
+            .write(|c| Box::pin(queries::query_insert(c, query, now)))
+            .await?;
+        if ack.created {
+            self.pump.request(&self.pump.queries);
+        }
+        Ok(ack)
     }
 
     async fn query_lease_next(
@@ -369,8 +435,16 @@ impl QueryStore for PgStore {
         &self,
         now: Timestamp,
     ) -> Result<Vec<LapsedQuery>, StoreError> {
-        self.write(|c| Box::pin(queries::query_requeue_expired_leases(c, now)))
-            .await
+        let lapsed = self
+            .write(|c| Box::pin(queries::query_requeue_expired_leases(c, now)))
+            .await?;
+        if lapsed
+            .iter()
+            .any(|q| q.status == rakuten_types::query::QueryStatus::Queued)
+        {
+            self.pump.request(&self.pump.queries);
+        }
+        Ok(lapsed)
     }
 
     async fn query_mark_expired(

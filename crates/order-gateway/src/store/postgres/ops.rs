@@ -12,8 +12,8 @@
 //! - the sweeper takes only rows nobody holds (`SKIP LOCKED`), so when every instance sweeps at
 //!   once each lapsed lease turns `stale` exactly once, reported by the instance that did it.
 //!
-//! Transitions that may make something leasable `NOTIFY` [`super::TASKS_CHANNEL`] inside their
-//! transaction: PostgreSQL delivers it on commit, to every instance's listener.
+//! Transitions that may make something leasable are followed, after their commit, by a `NOTIFY`
+//! on [`super::TASKS_CHANNEL`] (sent by [`super::PgStore`], see D-pg-8).
 
 use rakuten_types::order::{LeaseGrant, RenewAck, ReportAck, SubmitOrderAck};
 use rakuten_types::{OrderState, TaskEvent, TaskId, TaskStatus, Timestamp, WorkerId};
@@ -21,7 +21,6 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::rows::{TASK_COLUMNS, task_row};
-use super::{TASKS_CHANNEL, notify};
 use crate::settings::LeaseScope;
 use crate::store::sqlite::rows::{TaskRow, order_state, ts};
 use crate::store::{
@@ -100,7 +99,6 @@ pub(crate) async fn task_insert(
     .await?
     .rows_affected();
     if inserted == 1 {
-        notify(conn, TASKS_CHANNEL).await?;
         return Ok(SubmitOrderAck {
             task_id: task.task_id,
             status: TaskStatus::Queued,
@@ -447,10 +445,6 @@ pub(crate) async fn task_report(
                 "lease changed concurrently".into(),
             ));
         }
-        if next.is_terminal() {
-            // The gate is free again.
-            notify(conn, TASKS_CHANNEL).await?;
-        }
         next
     };
 
@@ -533,11 +527,7 @@ pub(crate) async fn task_reclaim(
     )
     .await
     {
-        Ok(Some((count, token))) => {
-            // The named worker may be long-polling on another instance.
-            notify(conn, TASKS_CHANNEL).await?;
-            grant_view(conn, &row, count, token, expires).await
-        }
+        Ok(Some((count, token))) => grant_view(conn, &row, count, token, expires).await,
         Ok(None) => Err(StoreError::StateConflict {
             status: row.status,
             reason: "the task changed concurrently".into(),
@@ -586,9 +576,6 @@ pub(crate) async fn task_mark_stale_expired(
             lease_expires_at: exp.as_deref().map(ts).transpose()?,
             lease_count: row.try_get("lease_count")?,
         });
-    }
-    if !staled.is_empty() {
-        notify(conn, TASKS_CHANNEL).await?;
     }
     Ok(staled)
 }

@@ -3,7 +3,8 @@
 //! transition asks `QueryStatus::transition` first and repeats its guard in SQL. Rows are picked
 //! `FOR UPDATE SKIP LOCKED` (lease, sweeps), so instances sharing the table never lease one query
 //! twice nor sweep one row twice; a result locks its row (`FOR UPDATE`) before it checks the
-//! lease. A new or redelivered query `NOTIFY`s [`super::QUERIES_CHANNEL`] on commit.
+//! lease. A new or redelivered query is followed, after the commit, by a `NOTIFY` on
+//! [`super::QUERIES_CHANNEL`] (sent by [`super::PgStore`]).
 
 use rakuten_types::order::Page;
 use rakuten_types::query::{
@@ -15,7 +16,6 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool, Row};
 use uuid::Uuid;
 
-use super::{QUERIES_CHANNEL, notify};
 use crate::store::StoreError;
 use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryOutcome, QueryResultRecord,
@@ -180,7 +180,6 @@ pub(crate) async fn query_insert(
     .await?
     .rows_affected();
     if inserted == 1 {
-        notify(conn, QUERIES_CHANNEL).await?;
         return Ok(SubmitQueryAck {
             query_id: q.query_id,
             status: QueryStatus::Queued,
@@ -400,9 +399,6 @@ pub(crate) async fn query_requeue_expired_leases(
                 lease_owner: row.lease_owner,
             });
         }
-    }
-    if out.iter().any(|q| q.status == QueryStatus::Queued) {
-        notify(conn, QUERIES_CHANNEL).await?;
     }
     Ok(out)
 }
