@@ -10,6 +10,7 @@
 //! | 3 | a task not terminal and not stale (stuck); `needs_human` without a reason; an acknowledged submission the gateway lost; an upstream re-send that created a task |
 //! | 4 | an acknowledged report (proxy or journal) missing from the gateway's mirror, or its order id changed |
 //! | 5 | `succeeded` without a shop order; a gateway `site_order_id` the shop never created for that task |
+//! | 6 | a shop order whose items are not exactly the task's intent item |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -28,6 +29,9 @@ pub struct ShopSubmission {
     pub seq: u64,
     /// The order created.
     pub order_number: String,
+    /// Item ids ordered (one per order line).
+    #[serde(default)]
+    pub item_ids: Vec<i64>,
     /// The buyer's remark: the worker writes the task id there.
     pub note: Option<String>,
     /// Whether the shop broke the connection after creating it (fault).
@@ -96,6 +100,9 @@ pub enum ViolationKind {
     LostReport,
     /// Check 5: `succeeded` without a shop order, or an order id the shop never created.
     PhantomOrder,
+    /// Check 6: a shop order whose items are not exactly the task's intent (a leftover cart line,
+    /// another task's item).
+    WrongOrderContent,
 }
 
 impl ViolationKind {
@@ -111,6 +118,7 @@ impl ViolationKind {
             ViolationKind::UpstreamSubmission => "upstream_submission",
             ViolationKind::LostReport => "lost_report",
             ViolationKind::PhantomOrder => "phantom_order",
+            ViolationKind::WrongOrderContent => "wrong_order_content",
         }
     }
 }
@@ -139,6 +147,8 @@ pub struct Evidence {
     pub shop: Vec<ShopSubmission>,
     /// The gateway's view of every task it lists, with history.
     pub gateway: BTreeMap<String, TaskDetail>,
+    /// The shop item id each task's intent names (tasks missing here are not content-checked).
+    pub items: BTreeMap<String, i64>,
     /// Report acknowledgements the proxy delivered.
     pub proxy_acks: Vec<ObservedAck>,
     /// Acknowledged outbox rows of the worker journal.
@@ -392,6 +402,24 @@ pub fn check(ev: &Evidence) -> Findings {
                     format!(
                         "report {} names order {o}, which the shop never created for this task",
                         r.state.as_str()
+                    ),
+                );
+            }
+        }
+    }
+    // 6. Every order holds exactly the task's item.
+    for (t, subs) in &by_task {
+        let Some(want) = ev.items.get(*t) else {
+            continue;
+        };
+        for s in subs {
+            if s.item_ids != [*want] {
+                f.add(
+                    ViolationKind::WrongOrderContent,
+                    Some(t),
+                    format!(
+                        "shop order {} holds items {:?}, the intent names item {want}",
+                        s.order_number, s.item_ids
                     ),
                 );
             }

@@ -49,11 +49,14 @@ pub enum FaultKind {
     LeaseExpiry,
     /// The shop creates the next order and then breaks the connection (`drop_after_order`).
     ShopDropAfterOrder,
+    /// For 1–4 s, the worker↔shop proxy drops 10–40 % of shop exchanges: half before the shop,
+    /// half after it acted (cart changed, order placed, payment made — answer lost).
+    ShopAnswerDrop,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::WorkerKill,
         FaultKind::WorkerFailpoint,
         FaultKind::WorkerPause,
@@ -64,6 +67,7 @@ impl FaultKind {
         FaultKind::ProxyBlackhole,
         FaultKind::LeaseExpiry,
         FaultKind::ShopDropAfterOrder,
+        FaultKind::ShopAnswerDrop,
     ];
 
     /// The snake-case name printed in the summary.
@@ -79,6 +83,7 @@ impl FaultKind {
             FaultKind::ProxyBlackhole => "proxy_blackhole",
             FaultKind::LeaseExpiry => "lease_expiry",
             FaultKind::ShopDropAfterOrder => "shop_drop_after_order",
+            FaultKind::ShopAnswerDrop => "shop_answer_drop",
         }
     }
 }
@@ -134,6 +139,7 @@ pub struct Injector {
     pending_first: Vec<FaultKind>,
     cluster: Arc<Mutex<Cluster>>,
     proxy: ProxyHandle,
+    shop_proxy: ProxyHandle,
     shop_url: String,
     http: reqwest::Client,
     ttl: Duration,
@@ -163,6 +169,8 @@ pub struct InjectorParts {
     pub cluster: Arc<Mutex<Cluster>>,
     /// The worker↔gateway proxy.
     pub proxy: ProxyHandle,
+    /// The worker↔shop proxy.
+    pub shop_proxy: ProxyHandle,
     /// The shop's base URL (for `/admin/faults`).
     pub shop_url: String,
     /// The gateway lease TTL.
@@ -187,6 +195,7 @@ impl Injector {
             pending_first,
             cluster: p.cluster,
             proxy: p.proxy,
+            shop_proxy: p.shop_proxy,
             shop_url: p.shop_url,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(5))
@@ -232,6 +241,7 @@ impl Injector {
             self.inject(kind).await?;
         }
         self.proxy.clear();
+        self.shop_proxy.clear();
         self.cluster.lock().await.ensure_running().await?;
         Ok(())
     }
@@ -365,6 +375,14 @@ impl Injector {
                 self.proxy.set_drop_rate(rate);
                 tokio::time::sleep(Duration::from_secs_f64(secs)).await;
                 self.proxy.set_drop_rate(0.0);
+            }
+            FaultKind::ShopAnswerDrop => {
+                let rate = self.rng.random_range(0.1..0.4);
+                let secs = self.rng.random_range(1.0..4.0);
+                self.note(kind, format!("shop drop rate {rate:.2} for {secs:.1}s"));
+                self.shop_proxy.set_drop_rate(rate);
+                tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+                self.shop_proxy.set_drop_rate(0.0);
             }
             FaultKind::ProxyDelay => {
                 let ms = self.rng.random_range(50..800);

@@ -328,11 +328,16 @@ fn env(pairs: &[(&str, String)]) -> Vec<(String, String)> {
 
 impl Cluster {
     /// Starts the shop and the gateways (waiting until they answer); the worker is described but
-    /// started by [`Cluster::start_worker`] once the proxy listens at `proxy_addr`.
+    /// started by [`Cluster::start_worker`] once the proxies listen: the gateway proxy at
+    /// `proxy_port`, the shop proxy at `shop_proxy_port`.
     ///
     /// # Errors
     /// A binary is missing or a process does not come up.
-    pub async fn start(spec: &ClusterSpec, proxy_port: u16) -> anyhow::Result<Cluster> {
+    pub async fn start(
+        spec: &ClusterSpec,
+        proxy_port: u16,
+        shop_proxy_port: u16,
+    ) -> anyhow::Result<Cluster> {
         let gw_bin = bin(&spec.bin_dir, "order-gateway")?;
         let worker_bin = bin(&spec.bin_dir, "trading-worker")?;
         let shop_bin = bin(&spec.bin_dir, "shop-sim")?;
@@ -424,7 +429,11 @@ impl Cluster {
                         wdir.join("evidence").display().to_string(),
                     ),
                     ("RAKUTEN_SITE", "sim".into()),
-                    ("RAKUTEN_SITE_BASE_URL", shop.url()),
+                    // The worker reaches the shop through the harness's second proxy.
+                    (
+                        "RAKUTEN_SITE_BASE_URL",
+                        format!("http://127.0.0.1:{shop_proxy_port}"),
+                    ),
                     ("RAKUTEN_LEASE_WAIT_SECONDS", "5".into()),
                     ("RAKUTEN_LEASE_RENEW_INTERVAL_SECONDS", renew.to_string()),
                     ("RAKUTEN_MONITOR_INTERVAL_SECONDS", "30".into()),

@@ -32,6 +32,8 @@ pub struct RunReport {
     pub faults: FaultLog,
     /// What the proxy did.
     pub proxy: ProxyCounts,
+    /// What the worker↔shop proxy did.
+    pub shop_proxy: ProxyCounts,
     /// Operator reclaims.
     pub reclaims: u32,
     /// Reclaims refused (retried later).
@@ -141,6 +143,19 @@ impl RunReport {
         );
         row(&mut s, "  delayed", self.proxy.delayed.to_string());
         row(&mut s, "  black-holed", self.proxy.blackholed.to_string());
+        row(
+            &mut s,
+            "shop proxy exchanges",
+            self.shop_proxy.requests.to_string(),
+        );
+        row(
+            &mut s,
+            "  dropped before / after the shop",
+            format!(
+                "{} / {}",
+                self.shop_proxy.dropped_before, self.shop_proxy.dropped_after
+            ),
+        );
         row(
             &mut s,
             "report acks seen by the proxy",

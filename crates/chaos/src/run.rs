@@ -166,7 +166,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
 
     let shutdown = CancellationToken::new();
     let proxy_port = free_port()?;
-    let cluster = Cluster::start(&spec, proxy_port).await?;
+    let shop_proxy_port = free_port()?;
+    let cluster = Cluster::start(&spec, proxy_port, shop_proxy_port).await?;
     let gw_addrs = cluster.gateways.iter().map(|g| g.addr).collect();
     let (proxy, _) = proxy::start(
         proxy_port,
@@ -176,6 +177,14 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
     )
     .await
     .context("start the proxy")?;
+    let (shop_proxy, _) = proxy::start(
+        shop_proxy_port,
+        vec![cluster.shop.addr],
+        settings.seed ^ 0x51_0e,
+        shutdown.clone(),
+    )
+    .await
+    .context("start the shop proxy")?;
     let api = GatewayApi::new(cluster.gateway_urls());
     let shop_url = cluster.shop.url();
     let submission_log = cluster.shop.submission_log.clone();
@@ -211,6 +220,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
             kinds: settings.fault_kinds(),
             cluster: cluster.clone(),
             proxy: proxy.clone(),
+            shop_proxy: shop_proxy.clone(),
             shop_url: shop_url.clone(),
             ttl: settings.lease_ttl(),
             interval: settings.fault_interval_seconds,
@@ -278,6 +288,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
     let _ = operator.await;
     upstream.abort();
     proxy.clear();
+    shop_proxy.clear();
 
     // Evidence. The worker stops first so that its journal is final.
     let mut c = cluster.lock().await;
@@ -303,6 +314,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
         submitted: up.submitted.clone(),
         resend_created: up.resend_created.clone(),
         submit_failed: up.failed.clone(),
+        items: up.items.clone(),
         shop: checks::read_shop_log(&submission_log)?,
         gateway,
         proxy_acks: proxy.acks(),
@@ -323,6 +335,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
         shop_dropped: ev.shop.iter().filter(|s| s.dropped).count(),
         faults: fault_log,
         proxy: proxy.counts(),
+        shop_proxy: shop_proxy.counts(),
         reclaims: ops.total(),
         reclaim_refused: ops.refused,
         worker_starts,

@@ -2,6 +2,7 @@
 //! (`chaos-<seed>-<n>`), retrying through gateway restarts (a retry is an idempotent resubmit),
 //! and now and then re-sends an earlier task id on purpose, which must not create a second task.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ pub struct UpstreamLog {
     pub resend_created: Vec<String>,
     /// Submissions that failed for good: `(task id, why)`.
     pub failed: Vec<(String, String)>,
+    /// The shop item id each task's intent names.
+    pub items: BTreeMap<String, i64>,
 }
 
 /// The task id of order `n` of a run with `seed`.
@@ -29,23 +32,36 @@ pub fn task_id(seed: u64, n: u32) -> String {
     format!("chaos-{seed}-{n:05}")
 }
 
-/// A random intent: mostly orders that go through (tea, a shirt variant), some over the amount
-/// limit (camera: needs_human, nothing submitted) and some sold out (failed).
-pub fn intent(rng: &mut StdRng) -> Value {
+/// A random intent and the shop-sim item id it must end up as (its seed catalog): mostly orders
+/// that go through (tea, a shirt variant), some over the amount limit (camera: needs_human,
+/// nothing submitted) and some sold out (failed).
+pub fn intent(rng: &mut StdRng) -> (Value, i64) {
     let r: f64 = rng.random();
     if r < 0.50 {
-        json!({"item_url": "https://item.rakuten.co.jp/simshop/sample-tea/", "quantity": 1})
+        (
+            json!({"item_url": "https://item.rakuten.co.jp/simshop/sample-tea/", "quantity": 1}),
+            1001,
+        )
     } else if r < 0.86 {
         let v = if rng.random_bool(0.5) {
             "red-m"
         } else {
             "blue-m"
         };
-        json!({"item_url": "https://item.rakuten.co.jp/simshop/sample-shirt/", "quantity": 1, "variant_id": v})
+        (
+            json!({"item_url": "https://item.rakuten.co.jp/simshop/sample-shirt/", "quantity": 1, "variant_id": v}),
+            1002,
+        )
     } else if r < 0.93 {
-        json!({"item_url": "https://item.rakuten.co.jp/simshop/sample-camera/", "quantity": 1})
+        (
+            json!({"item_url": "https://item.rakuten.co.jp/simshop/sample-camera/", "quantity": 1}),
+            1003,
+        )
     } else {
-        json!({"item_url": "https://item.rakuten.co.jp/simshop/sample-soldout/", "quantity": 1})
+        (
+            json!({"item_url": "https://item.rakuten.co.jp/simshop/sample-soldout/", "quantity": 1}),
+            1004,
+        )
     }
 }
 
@@ -60,12 +76,13 @@ pub async fn run(api: GatewayApi, seed: u64, orders: u32, rate: f64, log: Arc<Mu
     };
     for n in 0..orders {
         let id = task_id(seed, n);
-        let intent = intent(&mut rng);
+        let (intent, item_id) = intent(&mut rng);
         let r = api.submit(&id, &intent).await;
         {
             let mut g = log
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+            g.items.insert(id.clone(), item_id);
             match r {
                 Ok(Answer::Ok(_)) => g.submitted.push(id.clone()),
                 Ok(Answer::Refused(s, c, m)) => g.failed.push((id.clone(), format!("{s} {c} {m}"))),

@@ -52,6 +52,7 @@ fn sub(seq: u64, order: &str, note: &str) -> ShopSubmission {
     ShopSubmission {
         seq,
         order_number: order.into(),
+        item_ids: vec![1001],
         note: Some(note.into()),
         dropped: false,
     }
@@ -66,6 +67,7 @@ fn kinds(ev: &Evidence) -> Vec<ViolationKind> {
 fn clean() -> Evidence {
     let mut ev = Evidence {
         submitted: vec!["t1".into(), "t2".into()],
+        items: [("t1".to_owned(), 1001), ("t2".to_owned(), 1001)].into(),
         shop: vec![sub(1, "o-1", "t1")],
         ..Evidence::default()
     };
@@ -149,4 +151,11 @@ fn success_without_a_shop_order_is_a_phantom() {
     let mut ev = clean();
     ev.shop.clear();
     assert!(kinds(&ev).contains(&ViolationKind::PhantomOrder));
+}
+
+#[test]
+fn an_order_with_a_leftover_cart_line_has_the_wrong_content() {
+    let mut ev = clean();
+    ev.shop[0].item_ids = vec![1001, 1002];
+    assert_eq!(kinds(&ev), vec![ViolationKind::WrongOrderContent]);
 }
