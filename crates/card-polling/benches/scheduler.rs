@@ -182,12 +182,14 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
     let shutdown = CancellationToken::new();
     let workers = tokio::spawn(pool.clone().run(shutdown.clone()));
     let cycles: Arc<Mutex<Vec<(u64, usize, usize)>>> = Arc::default();
+    let phases: Arc<Mutex<Vec<card_polling::scheduler::cycle::CyclePhases>>> = Arc::default();
     let cycle_task = {
-        let (s, stop, cycles, clock) = (
+        let (s, stop, cycles, clock, phases) = (
             scheduler.clone(),
             shutdown.clone(),
             cycles.clone(),
             clock.clone(),
+            phases.clone(),
         );
         tokio::spawn(async move {
             loop {
@@ -195,6 +197,7 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
                 let skipped = r.ordinary_skipped_for_backpressure.values().sum();
                 let taken = r.ordinary_taken.values().sum();
                 cycles.lock().unwrap().push((r.duration_us, taken, skipped));
+                phases.lock().unwrap().push(r.phases_us);
                 let pause = if r.saturated(s.config().drain_max, s.config().recovery_limit as usize)
                 {
                     s.config().tick / 4
@@ -211,6 +214,7 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
     // Warm-up: let ordinary polling reach its pace.
     tokio::time::sleep(Duration::from_secs(10)).await;
     cycles.lock().unwrap().clear();
+    phases.lock().unwrap().clear();
     let executed_before: u64 = pool.depths().iter().map(|d| d.executed_ordinary).sum();
     let polls_before = sim.total_poll_calls();
     let operator = Account {
@@ -307,6 +311,21 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
         pct(&mut cyc, 0.99).unwrap_or(0) as f64 / 1000.0,
         pct(&mut cyc, 1.0).unwrap_or(0) as f64 / 1000.0
     );
+    {
+        let ph = phases.lock().unwrap();
+        let n = ph.len().max(1) as u64;
+        let avg = |f: fn(&card_polling::scheduler::cycle::CyclePhases) -> u64| {
+            ph.iter().map(f).sum::<u64>() as f64 / n as f64 / 1000.0
+        };
+        println!(
+            "cycle phases (mean ms): flush {:.2}, hints {:.2}, manual {:.2}, recovery read {:.2}, ordinary batches {:.2}",
+            avg(|p| p.flush),
+            avg(|p| p.hints),
+            avg(|p| p.manual),
+            avg(|p| p.recovery),
+            avg(|p| p.ordinary)
+        );
+    }
     println!(
         "hint-to-execution latency ({} priority items created, {} not started): p50 {} ms, p99 {} ms, max {} ms",
         ids.len(),

@@ -48,8 +48,25 @@ pub struct CycleReport {
     pub errors: Vec<String>,
     /// Wall time of the cycle, microseconds.
     pub duration_us: u64,
+    /// Wall time per phase, microseconds.
+    pub phases_us: CyclePhases,
     /// Queue depths after the cycle.
     pub depths: Vec<QueueDepth>,
+}
+
+/// Wall time of each phase of a cycle, microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CyclePhases {
+    /// Writing the buffered ordinary outcomes.
+    pub flush: u64,
+    /// Draining the hint lanes.
+    pub hints: u64,
+    /// Draining the manual lanes and the manual recovery read.
+    pub manual: u64,
+    /// The priority recovery read.
+    pub recovery: u64,
+    /// Taking the ordinary shard batches.
+    pub ordinary: u64,
 }
 
 impl CycleReport {
@@ -69,9 +86,16 @@ impl Scheduler {
             at: Some(now),
             ..CycleReport::default()
         };
+        let mut mark = Instant::now();
+        let mut lap = || {
+            let us = mark.elapsed().as_micros() as u64;
+            mark = Instant::now();
+            us
+        };
         if let Err(e) = self.pool.flush().await {
             r.errors.push(format!("flush: {e}"));
         }
+        r.phases_us.flush = lap();
         let types = self.pool.executor().task_types().clone();
         // 1. priority hints
         for tt in types.all() {
@@ -84,6 +108,7 @@ impl Scheduler {
                 Err(e) => r.errors.push(format!("hint lane {}: {e}", tt.name)),
             }
         }
+        r.phases_us.hints = lap();
         // 2. ordinary manual triggers
         for tt in types.all() {
             let mut taken = match self.hints.take_manual(&tt.name, cfg.drain_max).await {
@@ -108,6 +133,7 @@ impl Scheduler {
             let n = self.pool.enqueue_manual(&tt.name, taken);
             r.manual_taken.insert(tt.name.clone(), n);
         }
+        r.phases_us.manual = lap();
         // 3. the recovery read
         match self.store.item_due_typed(now, cfg.recovery_limit).await {
             Ok(due) => {
@@ -123,6 +149,7 @@ impl Scheduler {
             }
             Err(e) => r.errors.push(format!("recovery read: {e}")),
         }
+        r.phases_us.recovery = lap();
         // 4. ordinary shard batches
         for tt in types.all() {
             let mut take = Vec::new();
@@ -157,6 +184,7 @@ impl Scheduler {
             }
             r.ordinary_taken.insert(tt.name.clone(), n);
         }
+        r.phases_us.ordinary = lap();
         for e in &r.errors {
             tracing::warn!(error = %e, "scheduling cycle");
         }

@@ -33,7 +33,7 @@ on_both_backends!(one_cycle_drains_priority_hints_before_the_manual_queue_before
 on_both_backends!(lost_hint_channel_delays_an_item_by_at_most_one_ordinary_cycle);
 on_both_backends!(backpressure_skips_ordinary_batches_but_not_priority_hints);
 on_both_backends!(priority_never_jumps_an_execution_queue_holding_work_of_the_same_type);
-on_both_backends!(hint_for_a_closed_or_expired_item_makes_no_upstream_call);
+on_both_backends!(hint_for_a_closed_item_makes_no_upstream_call);
 on_both_backends!(hint_and_manual_lanes_use_distinct_keys_per_task_type);
 
 async fn priority_item(app: &TestApp, iccid: &str, task_type: &str) -> i64 {
@@ -232,7 +232,7 @@ async fn priority_never_jumps_an_execution_queue_holding_work_of_the_same_type(b
     app.assert_invariants().await;
 }
 
-async fn hint_for_a_closed_or_expired_item_makes_no_upstream_call(backend: Backend) {
+async fn hint_for_a_closed_item_makes_no_upstream_call(backend: Backend) {
     let app = spawn_with(backend, |_| {}).await;
     app.seed().await;
     let closed = priority_item(&app, "CA1", "package").await;

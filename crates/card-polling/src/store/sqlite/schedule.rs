@@ -203,16 +203,29 @@ pub(crate) async fn record(
             .execute(&mut **tx)
             .await?;
         }
-        sqlx::query(
-            "UPDATE poll_schedule SET last_polled_at = ?1, next_poll_at = max(next_poll_at, ?2) \
-             WHERE iccid = ?3 AND task_type = ?4",
-        )
-        .bind(t(r.at))
-        .bind(t(r.next_poll_at))
-        .bind(&r.iccid)
-        .bind(&r.task_type)
-        .execute(&mut **tx)
-        .await?;
+        if r.manual_trigger_id.is_some() {
+            // A manual trigger polled out of turn: the next ordinary poll is one interval later.
+            sqlx::query(
+                "UPDATE poll_schedule SET last_polled_at = ?1, next_poll_at = max(next_poll_at, ?2) \
+                 WHERE iccid = ?3 AND task_type = ?4",
+            )
+            .bind(t(r.at))
+            .bind(t(r.next_poll_at))
+            .bind(&r.iccid)
+            .bind(&r.task_type)
+            .execute(&mut **tx)
+            .await?;
+        } else {
+            // Taking the batch already moved `next_poll_at`; leave the indexed column alone.
+            sqlx::query(
+                "UPDATE poll_schedule SET last_polled_at = ?1 WHERE iccid = ?2 AND task_type = ?3",
+            )
+            .bind(t(r.at))
+            .bind(&r.iccid)
+            .bind(&r.task_type)
+            .execute(&mut **tx)
+            .await?;
+        }
         if let Some(id) = r.manual_trigger_id {
             sqlx::query(
                 "UPDATE manual_triggers SET status = 'executed', executed_at = ?, result = ? \
