@@ -21,8 +21,8 @@
 //! | `GET /order/confirm` | payable amount, shipping, payment method, pay deadline |
 //! | `POST /order/submit` `{expected_payable_yen, note?}` | places the order |
 //! | `POST /orders/{n}/pay` | pays: `paid`, `challenge_required` or `awaiting_payment` |
-//! | `GET /orders?page=N` | order list, newest first (`orderListData`) |
-//! | `GET /orders/{n}` | order detail with `stage_label` |
+//! | `GET /orders?page=N` | order list, newest first (`orderListData`; each order with its remark `note`) |
+//! | `GET /orders/{n}` | order detail with `stage_label` and the remark `note` |
 //! | `GET /admin/submissions` | every submission (JSON) |
 //! | `GET`/`POST /admin/faults` | read / change faults |
 //! | `GET /admin/orders`, `POST /admin/orders/{n}/status` `{status}` | inspect / move orders |

@@ -270,6 +270,8 @@ fn order_json(o: &crate::store::Order) -> Value {
         "pay_deadline": o.pay_deadline,
         "status": o.status,
         "stage_label": o.status.stage_label(),
+        // The buyer's remark (備考欄), as the real order detail shows it: the worker's task id.
+        "note": o.note,
     })
 }
 
@@ -340,6 +342,9 @@ async fn order_list(
                 })).collect::<Vec<_>>(),
                 "stage_label": o.status.stage_label(),
                 "payable_yen": o.payable_yen,
+                // The buyer's remark (null when none): the worker's recovery check attributes an
+                // order to a task by it (D-worker-9).
+                "note": o.note,
             })
         })
         .collect();

@@ -8,12 +8,14 @@
 //! the action), then the site is called, then the intent is resolved with the step's record. A
 //! pending intent found later forces the verification branch; nothing irreversible is repeated.
 
+use std::time::Duration;
+
 use rakuten_types::order::LeaseGrant;
 use rakuten_types::{ErrorCode, OrderState, Outcome, TaskId};
 use tokio_util::sync::CancellationToken;
 
 use crate::failpoint::Point;
-use crate::gateway_client::GatewayError;
+use crate::gateway_client::{GatewayError, backoff};
 use crate::intent::Intent;
 use crate::journal::{Action, IntentResolution, JournalError, OrderRow, StepRecord};
 use crate::site::{CartLine, ConfirmView, PageSnapshot, PayOutcome, SiteError, SiteErrorKind};
@@ -56,6 +58,10 @@ const SEQ_CART_CHECK: i64 = 2;
 const SEQ_CONFIRM: i64 = 3;
 const SEQ_SUBMIT: i64 = 4;
 const SEQ_PAYMENT: i64 = 5;
+
+/// How long the recovery branch keeps retrying the task read while it holds the lease before it
+/// hands the task to a human (D-worker-10).
+pub const TASK_READ_MAX: Duration = Duration::from_secs(60);
 
 fn clip(s: &str) -> String {
     s.chars().take(1000).collect()
@@ -667,12 +673,9 @@ impl<'a> TaskRun<'a> {
     pub async fn recover(&self, row: &OrderRow, inserted: bool) -> Result<(), Stop> {
         let since = if inserted {
             // No local record: the task's creation on the gateway bounds the window.
-            match self.ctx.gateway.task(self.task_id()).await {
-                Ok(t) => t.task.created_at,
-                Err(e) => {
-                    let msg = format!(
-                        "recovery: cannot read the task's creation time from the gateway ({e}); order status unknown"
-                    );
+            match self.read_task_created_at().await? {
+                Ok(t) => t,
+                Err(msg) => {
                     return self
                         .finish(
                             None,
@@ -691,6 +694,83 @@ impl<'a> TaskRun<'a> {
             row.created_at
         };
         self.recover_with(row, since).await
+    }
+
+    /// Reads the task's creation time from the gateway for the recovery window, retrying
+    /// transient failures with the client's backoff while this grant holds the lease (D-worker-10):
+    /// the lease is renewed when half of its last known term has passed; 6002 stops the task
+    /// (nothing recorded, like any lost lease); a lease that could not be renewed within its term
+    /// stops it too ([`Stop::Gateway`]: it turns stale and a reclaim recovers it again). `Ok(Err)`
+    /// — give up, the task needs a human — on a final refusal (4xx) or after
+    /// [`TASK_READ_MAX`] of failures.
+    async fn read_task_created_at(&self) -> Result<Result<rakuten_types::Timestamp, String>, Stop> {
+        let started = tokio::time::Instant::now();
+        let term = |expires: rakuten_types::Timestamp| {
+            // Clocks of this host and the gateway may differ: keep the term within sane bounds.
+            Duration::from_secs_f64(
+                expires
+                    .seconds_since(self.ctx.clock.now())
+                    .clamp(1.0, 600.0),
+            )
+        };
+        let mut lease_term = term(self.grant.lease_expires_at);
+        let mut renewed_at = started;
+        let mut attempt: u32 = 0;
+        loop {
+            self.check_lease()?;
+            let err = match self.ctx.gateway.task(self.task_id()).await {
+                Ok(t) => return Ok(Ok(t.task.created_at)),
+                Err(e @ GatewayError::Transient(_)) => e,
+                Err(e @ (GatewayError::LeaseLost(_) | GatewayError::ShuttingDown)) => {
+                    return Err(e.into());
+                }
+                Err(e @ GatewayError::Rejected { .. }) => {
+                    return Ok(Err(format!(
+                        "recovery: the gateway refused to show the task ({e}); order status unknown"
+                    )));
+                }
+            };
+            if started.elapsed() >= TASK_READ_MAX {
+                return Ok(Err(format!(
+                    "recovery: cannot read the task's creation time from the gateway for {}s ({err}, {} attempts); order status unknown",
+                    TASK_READ_MAX.as_secs(),
+                    attempt + 1
+                )));
+            }
+            tracing::warn!(task_id = %self.task_id(), attempt, error = %err, "recovery: task read failed, retrying");
+            if renewed_at.elapsed() >= lease_term / 2 {
+                match self
+                    .ctx
+                    .gateway
+                    .renew(self.task_id(), &self.grant.lease_token)
+                    .await
+                {
+                    Ok(ack) => {
+                        lease_term = term(ack.lease_expires_at);
+                        renewed_at = tokio::time::Instant::now();
+                    }
+                    Err(GatewayError::LeaseLost(m)) => {
+                        self.lost.cancel();
+                        return Err(Stop::LeaseLost(m));
+                    }
+                    Err(GatewayError::ShuttingDown) => return Err(Stop::Shutdown),
+                    Err(e) if renewed_at.elapsed() >= lease_term => {
+                        tracing::warn!(task_id = %self.task_id(), error = %e, "recovery: the lease could not be renewed within its term; stopping");
+                        return Err(Stop::Gateway(e));
+                    }
+                    Err(e) => {
+                        tracing::warn!(task_id = %self.task_id(), error = %e, "recovery: renewal failed, retrying")
+                    }
+                }
+            }
+            let pause = backoff(attempt, self.ctx.settings.retry_max);
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = self.lost.cancelled() => {}
+                () = self.ctx.shutdown.cancelled() => {}
+            }
+            attempt = attempt.saturating_add(1);
+        }
     }
 
     async fn recover_with(

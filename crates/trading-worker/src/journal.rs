@@ -743,6 +743,29 @@ impl Journal {
         Ok(())
     }
 
+    /// The tasks this journal attributes site order `site_order_id` to: the task whose row holds
+    /// it, and any task whose submit or pay intent was resolved with it. Every order this worker
+    /// placed is recorded here in the same transaction as its submit step (D-worker-9).
+    ///
+    /// # Errors
+    /// Database errors, or a stored task id that does not parse.
+    pub async fn order_tasks_by_site_order_id(&self, site_order_id: &str) -> Result<Vec<TaskId>> {
+        let rows = sqlx::query(
+            "SELECT task_id FROM orders WHERE site_order_id = ?1
+             UNION SELECT task_id FROM intents WHERE site_order_id = ?1
+             ORDER BY task_id",
+        )
+        .bind(site_order_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                TaskId::parse(&r.try_get::<String, _>("task_id")?)
+                    .map_err(|e| JournalError::Corrupt(e.to_string()))
+            })
+            .collect()
+    }
+
     /// Orders under post-payment monitoring.
     ///
     /// # Errors

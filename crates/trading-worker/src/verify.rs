@@ -1,24 +1,30 @@
 //! The recovery check (spec §5): before anything is executed again for a task that may have been
 //! worked on, look on the site. With a known site order id, its detail page decides. Otherwise the
-//! order list is read newest first, back to the time window's start, and orders of the intent's
-//! item inside the window are matched:
+//! order list is read newest first, back to the time window's start; orders of the intent's item
+//! inside the window are candidates, and a candidate is this task's only on positive evidence
+//! (D-worker-9): the local journal attributes it to this task, or the site shows the buyer's
+//! remark carrying this task's id (the worker writes it at submit). A candidate the journal gives
+//! to another task, or whose remark names something else, is not ours; one with no remark (or on
+//! a site that does not show remarks) and not in the journal cannot be attributed.
 //!
-//! - exactly one → [`Verdict::AlreadyOrdered`] with the state its detail page shows;
-//! - none, and the listing covered the whole window (reached an older order or the last page) →
-//!   [`Verdict::NotOrdered`];
-//! - anything else (page limit hit, page changed, logged out, several candidates, site not
-//!   implemented) → [`Verdict::Unknown`]: a human decides, nothing is guessed.
+//! - exactly one order attributed to this task → [`Verdict::AlreadyOrdered`] with the state its
+//!   detail page shows;
+//! - none attributed, none unattributable, and the listing covered the whole window (reached an
+//!   older order or the last page) → [`Verdict::NotOrdered`] (other tasks' orders don't count);
+//! - anything else (unattributable candidates, several orders attributed, conflicting evidence,
+//!   page limit hit, page changed, logged out, site not implemented) → [`Verdict::Unknown`]: a
+//!   human decides, nothing is guessed.
 //!
 //! A site whose order list lags behind new orders must answer `Unknown` for the lag period; the
 //! sim lists orders at once, and the Rakuten seam's list is not implemented (→ `Unknown`).
 
 use std::time::Duration;
 
-use rakuten_types::{ErrorCode, OrderState, Timestamp};
+use rakuten_types::{ErrorCode, OrderState, TaskId, Timestamp};
 
 use crate::intent::Intent;
 use crate::journal::OrderRow;
-use crate::site::{PageSnapshot, Purchase, SiteError};
+use crate::site::{PageSnapshot, Purchase, Remark, SiteError};
 use crate::worker::WorkerCtx;
 
 /// Slack subtracted from the window start (clock differences between this host and the site).
@@ -155,7 +161,7 @@ async fn verify_inner(
         }
     };
     let window_start = since.minus(WINDOW_SLACK);
-    let mut matches: Vec<String> = Vec::new();
+    let mut candidates: Vec<(String, Remark)> = Vec::new();
     let mut covered = false;
     let mut page_no = 1;
     while page_no <= ctx.settings.verify_max_pages {
@@ -174,7 +180,7 @@ async fn verify_inner(
         };
         pages.push((format!("verify-list-p{page_no}"), step.page.clone()));
         let mut older_seen = false;
-        for o in &step.value.orders {
+        for (i, o) in step.value.orders.iter().enumerate() {
             let Ok(date) = Timestamp::parse(&o.order_date) else {
                 return Verdict::Unknown {
                     reason: format!(
@@ -189,7 +195,7 @@ async fn verify_inner(
                 continue;
             }
             if o.items.iter().any(|i| i.item_id == purchase.item_id) {
-                matches.push(o.order_number.clone());
+                candidates.push((o.order_number.clone(), step.value.remark(i).clone()));
             }
         }
         if older_seen || !step.value.has_next {
@@ -198,27 +204,185 @@ async fn verify_inner(
         }
         page_no += 1;
     }
-    match matches.len() {
-        1 => detail_verdict(ctx, &matches[0], pages).await,
-        0 if covered => Verdict::NotOrdered {
-            detail: format!(
-                "no order of item {} since {window_start} in {page_no} list page(s)",
+
+    // Attribution (D-worker-9): an order is this task's only on positive evidence.
+    let mut ours: Vec<String> = Vec::new();
+    let mut excluded: Vec<String> = Vec::new();
+    let mut undetermined: Vec<String> = Vec::new();
+    for (order_number, remark) in candidates {
+        let owners = match ctx
+            .journal
+            .order_tasks_by_site_order_id(&order_number)
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                return Verdict::Unknown {
+                    reason: format!("journal lookup of order {order_number}: {e}"),
+                    code: None,
+                };
+            }
+        };
+        match attribute(&row.task_id, &owners, &remark) {
+            Attribution::Ours => ours.push(order_number),
+            Attribution::NotOurs(why) => excluded.push(format!("{order_number} ({why})")),
+            Attribution::Undetermined(why) => {
+                undetermined.push(format!("{order_number} ({why})"));
+            }
+        }
+    }
+    if ours.len() > 1 {
+        return Verdict::Unknown {
+            reason: format!("several orders are attributed to this task: {ours:?}"),
+            code: None,
+        };
+    }
+    if let Some(n) = ours.first() {
+        // Positively ours (journal or remark). Undetermined others are not claimed.
+        return detail_verdict(ctx, n, pages).await;
+    }
+    if !undetermined.is_empty() {
+        return Verdict::Unknown {
+            reason: format!(
+                "order(s) of item {} in the window that cannot be attributed to this task or another: {undetermined:?}",
                 purchase.item_id
             ),
-        },
-        0 => Verdict::Unknown {
+            code: None,
+        };
+    }
+    if !covered {
+        return Verdict::Unknown {
             reason: format!(
                 "the order list was not covered back to {window_start} within {} pages",
                 ctx.settings.verify_max_pages
             ),
             code: None,
+        };
+    }
+    let others = if excluded.is_empty() {
+        String::new()
+    } else {
+        format!(" (other tasks' orders: {excluded:?})")
+    };
+    Verdict::NotOrdered {
+        detail: format!(
+            "no order of item {} for this task since {window_start} in {page_no} list page(s){others}",
+            purchase.item_id
+        ),
+    }
+}
+
+/// Whose order a listed candidate is, by the journal and the remark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Attribution {
+    /// Positively this task's.
+    Ours,
+    /// Positively another's (why).
+    NotOurs(String),
+    /// No positive evidence either way, or the evidence conflicts (why).
+    Undetermined(String),
+}
+
+/// The attribution rule of D-worker-9 for a candidate order (the intent's item, in the window):
+/// `owners` are the tasks the local journal attributes the order to, `remark` what the site
+/// shows in the order's remarks field (the worker writes the task id there at submit).
+fn attribute(task_id: &TaskId, owners: &[TaskId], remark: &Remark) -> Attribution {
+    let journal_ours = owners.iter().any(|t| t == task_id);
+    let journal_other = owners.iter().find(|t| *t != task_id);
+    let remark_ours = matches!(remark, Remark::Text(t) if t == task_id.as_str());
+    let remark_other = match remark {
+        Remark::Text(t) if t != task_id.as_str() => Some(t.as_str()),
+        _ => None,
+    };
+    match (journal_ours, journal_other) {
+        (true, Some(other)) => Attribution::Undetermined(format!(
+            "the journal attributes it to this task and to {other}"
+        )),
+        (true, None) => match remark_other {
+            Some(t) => Attribution::Undetermined(format!(
+                "the journal says this task's, the remark says {t:?}"
+            )),
+            None => Attribution::Ours,
         },
-        _ => Verdict::Unknown {
-            reason: format!(
-                "several orders of item {} in the window: {matches:?}",
-                purchase.item_id
-            ),
-            code: None,
+        (false, Some(other)) if remark_ours => Attribution::Undetermined(format!(
+            "the remark names this task, the journal says {other}'s"
+        )),
+        (false, Some(other)) => Attribution::NotOurs(format!("the journal says {other}'s")),
+        (false, None) => match remark {
+            _ if remark_ours => Attribution::Ours,
+            Remark::Text(t) => Attribution::NotOurs(format!("remark {t:?}")),
+            Remark::Empty => {
+                Attribution::Undetermined("no remark on a site that shows remarks".into())
+            }
+            Remark::NotShown => Attribution::Undetermined("the site does not show remarks".into()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> TaskId {
+        TaskId::parse(s).unwrap()
+    }
+
+    fn text(s: &str) -> Remark {
+        Remark::Text(s.into())
+    }
+
+    #[test]
+    fn an_order_whose_remark_names_this_task_is_ours() {
+        assert_eq!(attribute(&t("a"), &[], &text("a")), Attribution::Ours);
+        assert_eq!(attribute(&t("a"), &[t("a")], &text("a")), Attribution::Ours);
+        assert_eq!(
+            attribute(&t("a"), &[t("a")], &Remark::NotShown),
+            Attribution::Ours
+        );
+    }
+
+    #[test]
+    fn an_order_of_another_task_is_never_ours() {
+        assert!(matches!(
+            attribute(&t("a"), &[], &text("b")),
+            Attribution::NotOurs(_)
+        ));
+        assert!(matches!(
+            attribute(&t("a"), &[t("b")], &Remark::NotShown),
+            Attribution::NotOurs(_)
+        ));
+        assert!(matches!(
+            attribute(&t("a"), &[t("b")], &text("b")),
+            Attribution::NotOurs(_)
+        ));
+    }
+
+    #[test]
+    fn an_order_without_positive_evidence_is_undetermined() {
+        assert!(matches!(
+            attribute(&t("a"), &[], &Remark::Empty),
+            Attribution::Undetermined(_)
+        ));
+        assert!(matches!(
+            attribute(&t("a"), &[], &Remark::NotShown),
+            Attribution::Undetermined(_)
+        ));
+    }
+
+    #[test]
+    fn conflicting_evidence_is_undetermined() {
+        for (owners, remark) in [
+            (vec![t("b")], text("a")),
+            (vec![t("a")], text("b")),
+            (vec![t("a"), t("b")], text("a")),
+        ] {
+            assert!(
+                matches!(
+                    attribute(&t("a"), &owners, &remark),
+                    Attribution::Undetermined(_)
+                ),
+                "{owners:?} {remark:?}"
+            );
+        }
     }
 }

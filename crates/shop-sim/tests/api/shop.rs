@@ -69,10 +69,18 @@ async fn an_order_walks_from_cart_to_paid_and_is_logged_once() {
     assert_eq!(paid["payment"]["status"], "paid");
     let (_, detail) = page(&c, &shop, "GET", &format!("/orders/{n}"), None).await;
     assert_eq!(detail["orderDetail"]["order"]["stage_label"], "発送準備中");
+    assert_eq!(
+        detail["orderDetail"]["order"]["note"], "t1",
+        "the remark is shown"
+    );
     let (_, list) = page(&c, &shop, "GET", "/orders?page=1", None).await;
     assert_eq!(
         list["orderListData"]["orders"][0]["order_number"],
         n.as_str()
+    );
+    assert_eq!(
+        list["orderListData"]["orders"][0]["note"], "t1",
+        "the order list shows the remark too"
     );
     assert_eq!(shop.submissions().len(), 1);
     shop.stop().await;

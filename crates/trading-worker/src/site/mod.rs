@@ -178,15 +178,50 @@ pub enum PayOutcome {
     },
 }
 
+/// The buyer's remark (備考欄) of a listed order, where the worker writes the task id at submit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remark {
+    /// The page does not show remarks: no evidence either way.
+    NotShown,
+    /// Shown, and empty.
+    Empty,
+    /// Shown, with this text (trimmed).
+    Text(String),
+}
+
+impl Remark {
+    /// Reads a page's remark value: absent → [`Remark::NotShown`], `null` or blank →
+    /// [`Remark::Empty`], a string → [`Remark::Text`]. Any other shape is `None` (page changed).
+    pub fn from_json(v: Option<&Value>) -> Option<Remark> {
+        match v {
+            None => Some(Remark::NotShown),
+            Some(Value::Null) => Some(Remark::Empty),
+            Some(Value::String(s)) if s.trim().is_empty() => Some(Remark::Empty),
+            Some(Value::String(s)) => Some(Remark::Text(s.trim().to_owned())),
+            Some(_) => None,
+        }
+    }
+}
+
 /// One page of the account's order list.
 #[derive(Debug, Clone)]
 pub struct OrderListPage {
     /// Orders on this page, newest first, normalized (§11.3).
     pub orders: Vec<OrderSummary>,
+    /// Each order's remark, same order and length as `orders` (the recovery check's attribution,
+    /// D-worker-9). A missing entry counts as [`Remark::NotShown`].
+    pub remarks: Vec<Remark>,
     /// Whether a further page exists.
     pub has_next: bool,
     /// The page's raw state (kept for the query channel).
     pub raw: Value,
+}
+
+impl OrderListPage {
+    /// The remark of `orders[i]`.
+    pub fn remark(&self, i: usize) -> &Remark {
+        self.remarks.get(i).unwrap_or(&Remark::NotShown)
+    }
 }
 
 /// The site steps and reads. Implementations do not lock: callers hold the account lock
@@ -267,6 +302,19 @@ mod tests {
         assert_eq!(stage_to_state("配達完了"), Some(OrderState::Delivered));
         assert_eq!(stage_to_state("キャンセル"), Some(OrderState::Cancelled));
         assert_eq!(stage_to_state("謎"), None);
+    }
+
+    #[test]
+    fn remarks_distinguish_not_shown_from_empty() {
+        use serde_json::json;
+        assert_eq!(Remark::from_json(None), Some(Remark::NotShown));
+        assert_eq!(Remark::from_json(Some(&json!(null))), Some(Remark::Empty));
+        assert_eq!(Remark::from_json(Some(&json!("  "))), Some(Remark::Empty));
+        assert_eq!(
+            Remark::from_json(Some(&json!(" t-1 "))),
+            Some(Remark::Text("t-1".into()))
+        );
+        assert_eq!(Remark::from_json(Some(&json!(7))), None);
     }
 
     #[test]

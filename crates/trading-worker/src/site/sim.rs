@@ -10,8 +10,8 @@ use rakuten_types::query::{OrderDetailResult, OrderItem, OrderSummary, QueryKind
 use serde_json::{Value, json};
 
 use super::{
-    CartLine, CartView, ConfirmView, OrderListPage, PageSnapshot, PayOutcome, Site, SiteError,
-    SiteErrorKind, Step, stage_to_state,
+    CartLine, CartView, ConfirmView, OrderListPage, PageSnapshot, PayOutcome, Remark, Site,
+    SiteError, SiteErrorKind, Step, stage_to_state,
 };
 use crate::settings::Secret;
 
@@ -251,10 +251,14 @@ impl Site for SimSite {
             .as_array()
             .ok_or_else(|| unexpected(&page, "orderListData.orders"))?;
         let mut orders = Vec::with_capacity(list.len());
+        let mut remarks = Vec::with_capacity(list.len());
         for o in list {
             let (Some(n), Some(d)) = (o["order_number"].as_str(), o["order_date"].as_str()) else {
                 return Err(unexpected(&page, "order_number/order_date"));
             };
+            let remark =
+                Remark::from_json(o.get("note")).ok_or_else(|| unexpected(&page, "a text note"))?;
+            remarks.push(remark);
             orders.push(OrderSummary {
                 order_number: n.to_owned(),
                 order_date: d.to_owned(),
@@ -279,6 +283,7 @@ impl Site for SimSite {
         Ok(Step {
             value: OrderListPage {
                 orders,
+                remarks,
                 has_next,
                 raw: data.clone(),
             },

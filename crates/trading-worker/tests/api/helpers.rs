@@ -61,6 +61,10 @@ pub struct ProxyState {
     pub expire_before_result: AtomicBool,
     /// Forward this many query results, then answer 503 anyway (the acknowledgement is lost).
     pub lose_result_answers: AtomicUsize,
+    /// Answer this many `GET /api/orders/{id}` (task detail) with 503 before forwarding again.
+    pub fail_task_reads: AtomicUsize,
+    /// `GET /api/orders/{id}` answered 503 by `fail_task_reads`.
+    pub failed_task_reads: AtomicUsize,
 }
 
 async fn proxy_handler(State(st): State<Arc<ProxyState>>, req: Request) -> Response {
@@ -75,6 +79,17 @@ async fn proxy_handler(State(st): State<Arc<ProxyState>>, req: Request) -> Respo
         .await
         .unwrap_or_default();
     let path = uri.path().to_owned();
+    if method == Method::GET
+        && path.starts_with("/api/orders/")
+        && path != "/api/orders/lease"
+        && st
+            .fail_task_reads
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        st.failed_task_reads.fetch_add(1, Ordering::SeqCst);
+        return (StatusCode::SERVICE_UNAVAILABLE, "gateway restarting (test)").into_response();
+    }
     if method == Method::POST && path.ends_with("/renew") {
         st.renews.fetch_add(1, Ordering::SeqCst);
         if st.expire_before_renew.swap(false, Ordering::SeqCst) {
@@ -251,6 +266,8 @@ impl Harness {
             query_lease_ttl,
             expire_before_result: AtomicBool::new(false),
             lose_result_answers: AtomicUsize::new(0),
+            fail_task_reads: AtomicUsize::new(0),
+            failed_task_reads: AtomicUsize::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy_address = format!("http://{}", listener.local_addr().unwrap());
