@@ -153,6 +153,53 @@ async fn a_task_submitted_on_one_instance_wakes_a_long_poll_waiting_on_another()
     assert!(d < Duration::from_millis(500), "query hand-off {d:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_whose_connection_is_killed_reconnects_and_still_wakes_long_polls() {
+    let db = Arc::new(TestDb::new().await);
+    let clock = ManualClock::at_fixed_date();
+    let a = spawn_pg_app(db.clone(), clock.clone(), |_| {}).await;
+    let b = spawn_pg_app(db.clone(), clock.clone(), |_| {}).await;
+    let admin = sqlx::PgPool::connect(&crate::pg::base_url()).await.unwrap();
+    let listen_name = format!("{}/listen", db.schema);
+    let count = |admin: sqlx::PgPool, name: String| async move {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+        )
+        .bind(name)
+        .fetch_one(&admin)
+        .await
+        .unwrap()
+    };
+    // Both listeners are up (they connect right after start).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(admin.clone(), listen_name.clone()).await < 2 {
+        assert!(Instant::now() < deadline, "listeners never connected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(&listen_name)
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert_eq!(killed.len(), 2);
+    // They reconnect and listen again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(admin.clone(), listen_name.clone()).await < 2 {
+        assert!(Instant::now() < deadline, "listeners did not reconnect");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let d = wake_latency(&a, &b, "po-after-reconnect").await;
+    eprintln!(
+        "hand-off after listener reconnect: {:.1} ms",
+        d.as_secs_f64() * 1e3
+    );
+    assert!(d < Duration::from_millis(500), "hand-off {d:?}");
+    admin.close().await;
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -23,7 +23,8 @@ pub struct TestDb {
 
 fn with_search_path(base: &str, schema: &str) -> String {
     let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-c%20search_path%3D{schema}")
+    // The schema name doubles as the application name, so a test can find its own sessions.
+    format!("{base}{sep}options=-c%20search_path%3D{schema}&application_name={schema}")
 }
 
 impl TestDb {

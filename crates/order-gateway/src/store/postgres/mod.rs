@@ -147,7 +147,11 @@ impl PgStore {
     /// # Errors
     /// [`StoreError::Database`] when PostgreSQL is unreachable or a migration fails.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(url)?.application_name("order-gateway");
+        let mut options = PgConnectOptions::from_str(url)?;
+        // `application_name` from the URL is kept (operators tell instances apart by it).
+        if options.get_application_name().is_none() {
+            options = options.application_name("order-gateway");
+        }
         let pool = PgPoolOptions::new()
             .max_connections(POOL_CONNECTIONS)
             .acquire_timeout(Duration::from_secs(10))
@@ -181,7 +185,14 @@ impl PgStore {
         queries: LeaseNotifier,
         shutdown: CancellationToken,
     ) -> JoinHandle<()> {
-        let options = self.options.clone();
+        // The listener's session is named `<application_name>/listen` in `pg_stat_activity`.
+        let name = format!(
+            "{}/listen",
+            self.options
+                .get_application_name()
+                .unwrap_or("order-gateway")
+        );
+        let options = self.options.clone().application_name(&name);
         tokio::spawn(async move {
             loop {
                 let connected = async {
