@@ -2,8 +2,8 @@
 //! sharing one queue (issue #7). Chosen by `RAKUTEN_GATEWAY_DB_URL=postgres://…`; SQLite stays the
 //! default. Migrations live in `migrations/postgres` (same numbering as SQLite's) and are embedded.
 //!
-//! - [`ops`]: the order task transitions; [`queries`]: the account-query channel; [`reads`]: reads;
-//!   [`rows`]: row decoding.
+//! - `ops`: the order task transitions; `queries`: the account-query channel; `reads`: reads;
+//!   `rows`: row decoding.
 //! - Every write method is ONE transaction (READ COMMITTED) committed before it returns: the guards
 //!   are conditional `UPDATE … RETURNING`, rows are locked or picked `FOR UPDATE SKIP LOCKED`, and
 //!   the partial unique index `one_active_task` is the last word on the gate. No group-commit
