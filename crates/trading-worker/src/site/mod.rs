@@ -185,7 +185,10 @@ pub enum Remark {
     NotShown,
     /// Shown, and empty.
     Empty,
-    /// Shown, with this text (trimmed).
+    /// Shown, with this text (trimmed). A seam reports `Text` only when the site shows the
+    /// remark exactly as submitted: an order whose text differs from the task id is taken as
+    /// another's (D-worker-9), so a site that rewrites remarks must report
+    /// [`Remark::NotShown`] instead.
     Text(String),
 }
 
