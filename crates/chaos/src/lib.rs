@@ -8,7 +8,8 @@
 //! - [`settings`]: the command line ([`Settings`]).
 //! - [`procs`]: the child processes (gateway(s), worker, shop): start, `kill -9`, restart.
 //! - [`proxy`]: the HTTP-aware TCP proxy between worker and gateway (drop, delay, black-hole;
-//!   records the report acknowledgements it delivered).
+//!   records the report acknowledgements it delivered); a second instance sits between worker and
+//!   shop.
 //! - [`faults`]: the fault kinds and the injector.
 //! - [`upstream`]: the order submitter.
 //! - [`operator`]: reclaims stale tasks, as a human would.
@@ -19,7 +20,7 @@
 //!
 //! Storage-agnostic by design: the gateway is only read over HTTP, its database is chosen by
 //! `--gateway-db-url` (passed as `RAKUTEN_GATEWAY_DB_URL`), and `--gateways N` starts several
-//! instances behind the proxy (round-robin per connection), for the PostgreSQL backend.
+//! instances behind the proxy (round-robin per connection) on the PostgreSQL backend.
 
 pub mod checks;
 pub mod faults;

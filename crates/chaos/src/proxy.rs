@@ -9,7 +9,8 @@
 //!   /api/orders/{id}/report` answered 200 with `success: true`), which the final check compares
 //!   with the gateway's state mirror: an acknowledged report must never be lost.
 //!
-//! Several upstreams (gateway instances) are used round-robin per connection.
+//! Several upstreams (gateway instances) are used round-robin per connection. The same proxy,
+//! with one upstream, sits between worker and shop (`shop_answer_drop`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
