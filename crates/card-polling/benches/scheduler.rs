@@ -174,13 +174,13 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
     if first {
         import(&app, o.cards).await;
     }
-    let scheduler = app.scheduler().clone();
+    let scheduler = app.scheduler().clone().flushed_by_pool();
     let pool = scheduler.pool().clone();
     let hints = app.state().hints.clone();
     let store = app.state().store.clone();
     let types = settings.task_types.clone();
     let shutdown = CancellationToken::new();
-    let workers = tokio::spawn(pool.clone().run(shutdown.clone()));
+    let workers = tokio::spawn(pool.clone().run(shutdown.clone(), scheduler.config().tick));
     let cycles: Arc<Mutex<Vec<(u64, usize, usize)>>> = Arc::default();
     let phases: Arc<Mutex<Vec<card_polling::scheduler::cycle::CyclePhases>>> = Arc::default();
     let cycle_task = {

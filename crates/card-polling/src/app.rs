@@ -121,6 +121,7 @@ impl Application {
                 drain_max: settings.drain_max as usize,
                 recovery_limit: settings.executor_batch,
                 tick: Duration::from_millis(settings.executor_tick_ms),
+                pool_flushes_itself: false,
             },
         );
         let expiry = ExpiryJob::new(
@@ -206,8 +207,14 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let tasks = tokio_util::task::TaskTracker::new();
         tasks.spawn(self.expiry.clone().run(shutdown.clone()));
-        tasks.spawn(self.scheduler.pool().clone().run(shutdown.clone()));
-        tasks.spawn(self.scheduler.clone().run(shutdown.clone()));
+        let tick = self.scheduler.config().tick;
+        tasks.spawn(self.scheduler.pool().clone().run(shutdown.clone(), tick));
+        tasks.spawn(
+            self.scheduler
+                .clone()
+                .flushed_by_pool()
+                .run(shutdown.clone()),
+        );
         tasks.close();
         let r = self.serve_http(shutdown).await;
         tasks.wait().await;

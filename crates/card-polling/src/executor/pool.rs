@@ -399,9 +399,24 @@ impl ExecutorPool {
         self.flush().await.map(|_| ())
     }
 
-    /// Runs `cap` workers per task type until `shutdown`, then flushes.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+    /// Runs `cap` workers per task type and a writer that flushes the ordinary outcomes every
+    /// `flush_every` until `shutdown`, then flushes once more.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken, flush_every: Duration) {
         let tasks = tokio_util::task::TaskTracker::new();
+        {
+            let (pool, stop) = (self.clone(), shutdown.clone());
+            tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(flush_every) => {}
+                    }
+                    if let Err(e) = pool.flush().await {
+                        tracing::warn!(error = %e, "ordinary poll records not written");
+                    }
+                }
+            });
+        }
         for tt in self.queues.keys() {
             for _ in 0..self.cap {
                 let (pool, stop, tt) = (self.clone(), shutdown.clone(), tt.clone());

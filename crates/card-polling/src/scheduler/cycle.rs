@@ -57,7 +57,7 @@ pub struct CycleReport {
 /// Wall time of each phase of a cycle, microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CyclePhases {
-    /// Writing the buffered ordinary outcomes.
+    /// Writing the buffered ordinary outcomes (zero when the running pool writes them itself).
     pub flush: u64,
     /// Draining the hint lanes.
     pub hints: u64,
@@ -92,7 +92,9 @@ impl Scheduler {
             mark = Instant::now();
             us
         };
-        if let Err(e) = self.pool.flush().await {
+        if !self.cfg.pool_flushes_itself
+            && let Err(e) = self.pool.flush().await
+        {
             r.errors.push(format!("flush: {e}"));
         }
         r.phases_us.flush = lap();

@@ -41,6 +41,10 @@ pub struct SchedulerConfig {
     pub recovery_limit: i64,
     /// Pause between cycles when nothing was cut at a bound.
     pub tick: Duration,
+    /// True when the pool runs with [`ExecutorPool::run`], which writes the ordinary outcomes
+    /// every tick itself; otherwise (tests driving [`ExecutorPool::drain`]) each cycle writes
+    /// them first.
+    pub pool_flushes_itself: bool,
 }
 
 /// The scheduler.
@@ -79,6 +83,13 @@ impl Scheduler {
             cfg,
             last: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// The same scheduler for a pool that runs with [`ExecutorPool::run`] (which writes the
+    /// ordinary outcomes itself, off the cycle's path).
+    pub fn flushed_by_pool(mut self) -> Self {
+        self.cfg.pool_flushes_itself = true;
+        self
     }
 
     /// The pool it feeds.
