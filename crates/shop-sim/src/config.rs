@@ -56,6 +56,20 @@ pub struct Faults {
     /// Order-list pages from this page number on change shape (like `order_list_changed`); 0 = off.
     #[serde(default)]
     pub order_list_changed_from_page: u32,
+    /// Answer the next `times` shop requests to this path with 503 (a transient server error),
+    /// then serve it normally again; `None` = off.
+    #[serde(default)]
+    pub fail_route: Option<FailRoute>,
+}
+
+/// A route that fails a bounded number of times ([`Faults::fail_route`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailRoute {
+    /// The request path, exactly (no query string), e.g. `/cart`; any method.
+    pub path: String,
+    /// How many more requests to that path fail.
+    pub times: u32,
 }
 
 /// A partial update of [`Faults`] (`POST /admin/faults`): absent fields keep their value.
@@ -78,6 +92,18 @@ pub struct FaultsPatch {
     pub logged_out_from_page: Option<u32>,
     /// See [`Faults::order_list_changed_from_page`].
     pub order_list_changed_from_page: Option<u32>,
+    /// See [`Faults::fail_route`] (`null` or `times: 0` turns it off).
+    #[serde(default, deserialize_with = "some")]
+    pub fail_route: Option<Option<FailRoute>>,
+}
+
+/// Keeps an explicit `null` apart from an absent field (`Some(None)` vs `None`).
+fn some<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 impl Faults {
@@ -106,6 +132,9 @@ impl Faults {
         }
         if let Some(v) = p.order_list_changed_from_page {
             self.order_list_changed_from_page = v;
+        }
+        if let Some(v) = p.fail_route {
+            self.fail_route = v.filter(|f| f.times > 0);
         }
     }
 }
@@ -225,6 +254,7 @@ impl ServeArgs {
                 order_list_changed: self.order_list_changed,
                 logged_out_from_page: 0,
                 order_list_changed_from_page: 0,
+                fail_route: None,
             },
             clock: Arc::new(SystemClock),
         }

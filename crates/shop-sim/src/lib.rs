@@ -24,7 +24,7 @@
 //! | `GET /orders?page=N` | order list, newest first (`orderListData`; each order with its remark `note`) |
 //! | `GET /orders/{n}` | order detail with `stage_label` and the remark `note` |
 //! | `GET /admin/submissions` | every submission (JSON) |
-//! | `GET`/`POST /admin/faults` | read / change faults |
+//! | `GET`/`POST /admin/faults` | read / change faults (incl. `fail_route: {path, times}`: 503 n times) |
 //! | `GET /admin/orders`, `POST /admin/orders/{n}/status` `{status}` | inspect / move orders |
 //! | `POST /admin/orders/seed` `{orders: [{order_date, item_code?, status?}]}` | add past orders (paging tests) |
 
@@ -36,5 +36,5 @@ pub mod routes;
 pub mod store;
 
 pub use app::{Application, SpawnedShop, spawn};
-pub use config::{Faults, PaymentMethod, ShopConfig};
+pub use config::{FailRoute, Faults, PaymentMethod, ShopConfig};
 pub use store::{SeedOrder, SimOrderStatus, Submission};

@@ -36,6 +36,7 @@ pub fn router(shop: Arc<Shop>) -> Router {
         .route("/orders", get(order_list))
         .route("/orders/{order_number}", get(order_detail))
         .route("/orders/{order_number}/pay", post(pay))
+        .layer(middleware::from_fn_with_state(shop.clone(), fail_route))
         .layer(middleware::from_fn_with_state(shop.clone(), slow));
     let admin = Router::new()
         .route("/health", get(|| async { "ok" }))
@@ -57,6 +58,32 @@ async fn slow(State(shop): State<AppState>, req: Request, next: Next) -> Respons
     let ms = shop.faults().slow_ms;
     if ms > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+    next.run(req).await
+}
+
+/// The `fail_route` fault: a 503 error page instead of the route's answer, counted down.
+async fn fail_route(State(shop): State<AppState>, req: Request, next: Next) -> Response {
+    let hit = {
+        let mut g = shop.lock();
+        match g.faults.fail_route.as_mut() {
+            Some(f) if f.path == req.uri().path() && f.times > 0 => {
+                f.times -= 1;
+                if f.times == 0 {
+                    g.faults.fail_route = None;
+                }
+                true
+            }
+            _ => false,
+        }
+    };
+    if hit {
+        tracing::warn!(path = %req.uri().path(), "fault: failing the route with 503");
+        return Page::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service unavailable (fault)",
+        )
+        .into_response();
     }
     next.run(req).await
 }

@@ -8,6 +8,7 @@
 //! the action), then the site is called, then the intent is resolved with the step's record. A
 //! pending intent found later forces the verification branch; nothing irreversible is repeated.
 
+use std::future::Future;
 use std::time::Duration;
 
 use rakuten_types::order::LeaseGrant;
@@ -18,7 +19,9 @@ use crate::failpoint::Point;
 use crate::gateway_client::{GatewayError, backoff};
 use crate::intent::Intent;
 use crate::journal::{Action, IntentResolution, JournalError, OrderRow, StepRecord};
-use crate::site::{CartLine, ConfirmView, PageSnapshot, PayOutcome, SiteError, SiteErrorKind};
+use crate::site::{
+    CartLine, ConfirmView, PageSnapshot, PayOutcome, SiteError, SiteErrorClass, SiteErrorKind,
+};
 use crate::verify::{self, Verdict};
 use crate::worker::WorkerCtx;
 
@@ -62,6 +65,19 @@ const SEQ_PAYMENT: i64 = 5;
 /// How long the recovery branch keeps retrying the task read while it holds the lease before it
 /// hands the task to a human (D-worker-10).
 pub const TASK_READ_MAX: Duration = Duration::from_secs(60);
+
+/// Attempts of one step before the submit, the first included, when the site fails
+/// transiently (D-worker-11).
+pub const SAFE_STEP_ATTEMPTS: u32 = 5;
+
+/// Time budget of one step's attempts before the submit: no further attempt starts when its
+/// pause would end after this (D-worker-11). Well below the lease TTL; the renewal loop keeps
+/// the lease meanwhile.
+pub const SAFE_STEP_MAX: Duration = Duration::from_secs(30);
+
+/// Largest pause between two attempts of a step before the submit (also capped by
+/// `RAKUTEN_GATEWAY_RETRY_MAX_SECONDS`).
+const SAFE_STEP_PAUSE_MAX: Duration = Duration::from_secs(8);
 
 fn clip(s: &str) -> String {
     s.chars().take(1000).collect()
@@ -184,6 +200,54 @@ impl<'a> TaskRun<'a> {
         .await
     }
 
+    /// Runs a step that is safe to repeat (item detail, cart add, cart check, order confirm:
+    /// nothing irreversible happens before the submit), retrying a [`SiteErrorClass::Retryable`]
+    /// failure up to [`SAFE_STEP_ATTEMPTS`] times within [`SAFE_STEP_MAX`], with jittered
+    /// exponential pauses (D-worker-11). `locked`: each attempt holds the account lock (not the
+    /// pauses). The lease is checked before every attempt and a pause ends early when it is lost
+    /// or the worker shuts down ([`Stop`]). `Ok(Err)`: a fatal failure, or the last retryable one
+    /// (its message says how many attempts were made). Never use it for submit or pay.
+    async fn safe_step<T, F, Fut>(
+        &self,
+        step: &str,
+        locked: bool,
+        mut call: F,
+    ) -> Result<Result<T, SiteError>, Stop>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SiteError>>,
+    {
+        let started = tokio::time::Instant::now();
+        let cap = self.ctx.settings.retry_max.min(SAFE_STEP_PAUSE_MAX);
+        let mut attempt: u32 = 0;
+        loop {
+            self.check_lease()?;
+            let r = if locked {
+                let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
+                call().await
+            } else {
+                call().await
+            };
+            let mut e = match r {
+                Ok(v) => return Ok(Ok(v)),
+                Err(e) if e.class() == SiteErrorClass::Fatal => return Ok(Err(e)),
+                Err(e) => e,
+            };
+            let pause = backoff(attempt, cap);
+            attempt += 1;
+            if attempt >= SAFE_STEP_ATTEMPTS || started.elapsed() + pause > SAFE_STEP_MAX {
+                e.message = format!("{} (gave up after {attempt} attempts)", e.message);
+                return Ok(Err(e));
+            }
+            tracing::warn!(task_id = %self.task_id(), step, attempt, error = %e, "transient site failure before the submit; retrying");
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = self.lost.cancelled() => {}
+                () = self.ctx.shutdown.cancelled() => {}
+            }
+        }
+    }
+
     /// Renews before an irreversible action; on failure aborts the pending intent with the
     /// reason.
     async fn renew_before(&self, action: Action) -> Result<(), Stop> {
@@ -247,7 +311,12 @@ impl<'a> TaskRun<'a> {
                     .await;
             }
         };
-        let purchase = match self.ctx.scraper.item_detail(&intent.item_url).await {
+        let purchase = match self
+            .safe_step("item-detail", false, || {
+                self.ctx.scraper.item_detail(&intent.item_url)
+            })
+            .await?
+        {
             Ok(p) => p,
             Err(e) => {
                 return self
@@ -292,11 +361,9 @@ impl<'a> TaskRun<'a> {
         };
 
         // 01 cart add
-        self.check_lease()?;
-        let r = {
-            let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
-            self.ctx.site.cart_add(&line).await
-        };
+        let r = self
+            .safe_step("cart-add", true, || self.ctx.site.cart_add(&line))
+            .await?;
         let step = match r {
             Ok(s) => s,
             Err(e) => {
@@ -314,11 +381,9 @@ impl<'a> TaskRun<'a> {
             .await?;
 
         // 02 cart check
-        self.check_lease()?;
-        let r = {
-            let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
-            self.ctx.site.cart_check().await
-        };
+        let r = self
+            .safe_step("cart-check", true, || self.ctx.site.cart_check())
+            .await?;
         let step = match r {
             Ok(s) => s,
             Err(e) => {
@@ -359,11 +424,9 @@ impl<'a> TaskRun<'a> {
             .await?;
 
         // 03 order confirm
-        self.check_lease()?;
-        let r = {
-            let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
-            self.ctx.site.order_confirm().await
-        };
+        let r = self
+            .safe_step("order-confirm", true, || self.ctx.site.order_confirm())
+            .await?;
         let step = match r {
             Ok(s) => s,
             Err(e) => {

@@ -37,7 +37,7 @@ impl ScraperClient {
     /// The purchase block of the item at `item_url`.
     ///
     /// # Errors
-    /// 5006 when unconfigured or unreachable, 5002 when the answer lacks a purchase block.
+    /// 5006 when unconfigured, unreachable or answering 5xx, 5007 on a timeout, 5002 when the answer lacks a purchase block.
     pub async fn item_detail(&self, item_url: &str) -> Result<Purchase, SiteError> {
         let Some(base) = &self.base else {
             return Err(SiteError::new(
@@ -52,14 +52,25 @@ impl ScraperClient {
         if !self.token.expose().is_empty() {
             req = req.bearer_auth(self.token.expose());
         }
-        let resp = req.send().await.map_err(|e| {
-            SiteError::new(
-                SiteErrorKind::Unavailable,
-                format!("scraper item_detail: {e}"),
-            )
-        })?;
+        let transport = |e: reqwest::Error| {
+            let kind = if e.is_timeout() {
+                SiteErrorKind::Timeout
+            } else {
+                SiteErrorKind::Unavailable
+            };
+            SiteError::new(kind, format!("scraper item_detail: {e}"))
+        };
+        let resp = req.send().await.map_err(transport)?;
         let status = resp.status();
-        let body: Value = resp.json().await.map_err(|e| {
+        if status.is_server_error() {
+            // A 5xx is transient whatever its body says: retryable, not a changed page.
+            return Err(SiteError::new(
+                SiteErrorKind::Unavailable,
+                format!("scraper item_detail: HTTP {status}"),
+            ));
+        }
+        let bytes = resp.bytes().await.map_err(transport)?;
+        let body: Value = serde_json::from_slice(&bytes).map_err(|e| {
             SiteError::new(
                 SiteErrorKind::UnexpectedPage,
                 format!("scraper item_detail: HTTP {status}: {e}"),

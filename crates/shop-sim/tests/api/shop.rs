@@ -241,3 +241,52 @@ async fn price_change_refuses_a_stale_submit_and_3ds_leaves_the_order_unpaid() {
     assert_eq!(paid["order"]["status"], "ordered");
     shop.stop().await;
 }
+
+#[tokio::test]
+async fn fail_route_answers_503_the_given_number_of_times_then_serves_again() {
+    let (shop, c) = shop_with(ShopConfig::default()).await;
+    let set: Value = c
+        .post(format!("{}/admin/faults", shop.base_url))
+        .json(&json!({"fail_route": {"path": "/cart", "times": 2}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(set["fail_route"]["times"], 2);
+    // Another route is not affected.
+    let (s, _) = page(&c, &shop, "GET", "/order/confirm", None).await;
+    assert_ne!(s, 503);
+    for _ in 0..2 {
+        let (s, err) = page(&c, &shop, "GET", "/cart", None).await;
+        assert_eq!(s, 503);
+        assert_eq!(err["page"], "error");
+    }
+    let (s, cart) = page(&c, &shop, "GET", "/cart", None).await;
+    assert_eq!(s, 200);
+    assert_eq!(cart["page"], "cart");
+    let faults: Value = c
+        .get(format!("{}/admin/faults", shop.base_url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(faults["fail_route"].is_null(), "{faults}");
+    // `null` turns an armed fault off.
+    c.post(format!("{}/admin/faults", shop.base_url))
+        .json(&json!({"fail_route": {"path": "/cart", "times": 5}}))
+        .send()
+        .await
+        .unwrap();
+    c.post(format!("{}/admin/faults", shop.base_url))
+        .json(&json!({"fail_route": null}))
+        .send()
+        .await
+        .unwrap();
+    let (s, _) = page(&c, &shop, "GET", "/cart", None).await;
+    assert_eq!(s, 200);
+    shop.stop().await;
+}

@@ -68,11 +68,35 @@ impl SiteErrorKind {
         }
     }
 
+    /// Whether repeating the call may help ([`SiteErrorClass`]): a transport failure, timeout or
+    /// server error is retryable; a page the site did answer (refusal, changed page, logged out,
+    /// challenge, not implemented) is fatal — the same call would get the same answer. Says
+    /// nothing about whether repeating is *safe*: that is the step's business (only the steps
+    /// before the submit are repeated, D-worker-11).
+    pub const fn class(self) -> SiteErrorClass {
+        match self {
+            SiteErrorKind::Unavailable | SiteErrorKind::Timeout => SiteErrorClass::Retryable,
+            SiteErrorKind::LoginLost
+            | SiteErrorKind::UnexpectedPage
+            | SiteErrorKind::NotImplemented
+            | SiteErrorKind::Challenge => SiteErrorClass::Fatal,
+        }
+    }
+
     /// Whether the action may have happened although the call failed (no or broken answer).
     /// After an irreversible action this forces the verification branch.
     pub const fn is_ambiguous(self) -> bool {
         matches!(self, SiteErrorKind::Unavailable | SiteErrorKind::Timeout)
     }
+}
+
+/// Whether a failed site call is worth repeating ([`SiteErrorKind::class`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SiteErrorClass {
+    /// Transient (no answer, broken connection, timeout, 5xx): a repeat may succeed.
+    Retryable,
+    /// The site answered and the answer will not change by asking again.
+    Fatal,
 }
 
 /// A failed site call.
@@ -88,6 +112,11 @@ pub struct SiteError {
 }
 
 impl SiteError {
+    /// See [`SiteErrorKind::class`].
+    pub const fn class(&self) -> SiteErrorClass {
+        self.kind.class()
+    }
+
     /// A failure without a page.
     pub fn new(kind: SiteErrorKind, message: impl Into<String>) -> Self {
         SiteError {
@@ -235,7 +264,10 @@ pub trait Site: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &'static str;
     /// The account this site instance acts for (the account lock's key).
     fn account(&self) -> &str;
-    /// Puts `line` in the cart (step 01).
+    /// Puts `line` in the cart (step 01) so that the cart then holds exactly `line`: the call
+    /// must be safe to repeat (a transient failure retries it, D-worker-11), so a seam sets the
+    /// cart rather than adding to it (the sim clears the cart first, and its add sets the
+    /// quantity).
     async fn cart_add(&self, line: &CartLine) -> Result<Step<()>, SiteError>;
     /// Reads the cart back (step 02).
     async fn cart_check(&self) -> Result<Step<CartView>, SiteError>;
@@ -321,7 +353,19 @@ mod tests {
     }
 
     #[test]
-    fn only_transport_failures_are_ambiguous() {
+    fn only_transport_failures_are_ambiguous_and_retryable() {
+        for k in [SiteErrorKind::Unavailable, SiteErrorKind::Timeout] {
+            assert_eq!(k.class(), SiteErrorClass::Retryable);
+        }
+        for k in [
+            SiteErrorKind::LoginLost,
+            SiteErrorKind::UnexpectedPage,
+            SiteErrorKind::NotImplemented,
+            SiteErrorKind::Challenge,
+        ] {
+            assert_eq!(k.class(), SiteErrorClass::Fatal);
+            assert!(!k.is_ambiguous());
+        }
         assert!(SiteErrorKind::Unavailable.is_ambiguous());
         assert!(SiteErrorKind::Timeout.is_ambiguous());
         assert!(!SiteErrorKind::UnexpectedPage.is_ambiguous());

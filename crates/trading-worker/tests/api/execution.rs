@@ -402,3 +402,79 @@ async fn monitoring_warns_once_when_a_convenience_store_deadline_comes_near() {
     w.monitor().run_once().await;
     assert_eq!(h.reports().len(), n, "the warning is given once");
 }
+
+/// Finding 3 (RELIABILITY.md): a blip on a step before the submit must not fail the task.
+#[tokio::test]
+async fn transient_cart_read_failures_are_retried_and_the_order_is_placed_once() {
+    let h = Harness::new().await;
+    h.set_faults(json!({"fail_route": {"path": "/cart", "times": 2}}))
+        .await;
+    h.submit_tea("t-blip").await;
+    run_until_handled(&h.worker().await).await;
+    let t = h.task("t-blip").await;
+    assert_eq!(t["status"], "succeeded", "{t}");
+    assert_eq!(
+        h.history_states("t-blip").await,
+        ["in_cart", "ordered", "paid"]
+    );
+    assert_eq!(h.submissions(), 1, "exactly one submission");
+    assert_eq!(
+        h.shop.shop.faults().fail_route,
+        None,
+        "both failures were hit"
+    );
+    let order = &h.shop.submissions()[0];
+    assert_eq!(order.note.as_deref(), Some("t-blip"));
+}
+
+#[tokio::test]
+async fn a_transient_failure_on_any_step_before_the_submit_is_retried() {
+    for path in [
+        "/api/item_detail",
+        "/cart/add",
+        "/cart/clear",
+        "/order/confirm",
+    ] {
+        let h = Harness::new().await;
+        h.set_faults(json!({"fail_route": {"path": path, "times": 1}}))
+            .await;
+        h.submit_tea("t-blip").await;
+        run_until_handled(&h.worker().await).await;
+        let t = h.task("t-blip").await;
+        assert_eq!(t["status"], "succeeded", "{path}: {t}");
+        assert_eq!(h.submissions(), 1, "{path}: exactly one submission");
+        assert_eq!(
+            h.shop.shop.faults().fail_route,
+            None,
+            "{path}: the failure was hit"
+        );
+        // A repeated cart add leaves the intended quantity, not twice it.
+        let orders = h.shop.shop.lock().orders.clone();
+        assert_eq!(orders.len(), 1, "{path}");
+        assert_eq!(orders[0].lines.len(), 1, "{path}");
+        assert_eq!(orders[0].lines[0].quantity, 1, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn a_lasting_failure_before_the_submit_still_fails_after_the_bound() {
+    let h = Harness::new().await;
+    h.set_faults(json!({"fail_route": {"path": "/order/confirm", "times": 100}}))
+        .await;
+    h.submit_tea("t-down").await;
+    run_until_handled(&h.worker().await).await;
+    let t = h.task("t-down").await;
+    assert_eq!(t["status"], "failed", "{t}");
+    let last = t["history"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["error_code"], 5006, "{last}");
+    assert!(
+        last["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("gave up after 5 attempts"),
+        "{last}"
+    );
+    assert_eq!(h.submissions(), 0, "nothing submitted");
+    let left = h.shop.shop.faults().fail_route.unwrap().times;
+    assert_eq!(left, 95, "exactly SAFE_STEP_ATTEMPTS attempts");
+}
