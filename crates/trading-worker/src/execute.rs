@@ -248,6 +248,46 @@ impl<'a> TaskRun<'a> {
         }
     }
 
+    /// A step before the submit: its action through [`Self::safe_step`]; on failure the task
+    /// ends ([`Self::fail_site`] with `state`) and the answer is `None`.
+    async fn site_step<T, F, Fut>(
+        &self,
+        seq: Option<i64>,
+        step: &str,
+        locked: bool,
+        state: OrderState,
+        call: F,
+    ) -> Result<Option<T>, Stop>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SiteError>>,
+    {
+        match self.safe_step(step, locked, call).await? {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => {
+                self.fail_site(seq, step, state, &e).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Evidence → journal → report of a step that went well: `detail` says what the page showed,
+    /// `extra` fills the rest of the record.
+    async fn record_step(
+        &self,
+        seq: i64,
+        step: &str,
+        state: OrderState,
+        page: &PageSnapshot,
+        detail: String,
+        extra: impl FnOnce(&mut StepRecord),
+    ) -> Result<(), Stop> {
+        let mut rec = self.rec(step, state);
+        rec.detail = Some(detail);
+        extra(&mut rec);
+        self.record(Some(seq), Some(page), rec).await
+    }
+
     /// Renews before an irreversible action; on failure aborts the pending intent with the
     /// reason.
     async fn renew_before(&self, action: Action) -> Result<(), Stop> {
@@ -311,18 +351,13 @@ impl<'a> TaskRun<'a> {
                     .await;
             }
         };
-        let purchase = match self
-            .safe_step("item-detail", false, || {
+        let Some(purchase) = self
+            .site_step(None, "item-detail", false, OrderState::Created, || {
                 self.ctx.scraper.item_detail(&intent.item_url)
             })
             .await?
-        {
-            Ok(p) => p,
-            Err(e) => {
-                return self
-                    .fail_site(None, "item-detail", OrderState::Created, &e)
-                    .await;
-            }
+        else {
+            return Ok(());
         };
         let variant_ok = match (&intent.variant_id, purchase.variant_ids.is_empty()) {
             (None, true) => true,
@@ -361,36 +396,44 @@ impl<'a> TaskRun<'a> {
         };
 
         // 01 cart add
-        let r = self
-            .safe_step("cart-add", true, || self.ctx.site.cart_add(&line))
-            .await?;
-        let step = match r {
-            Ok(s) => s,
-            Err(e) => {
-                return self
-                    .fail_site(Some(SEQ_CART_ADD), "cart-add", OrderState::Created, &e)
-                    .await;
-            }
+        let Some(step) = self
+            .site_step(
+                Some(SEQ_CART_ADD),
+                "cart-add",
+                true,
+                OrderState::Created,
+                || self.ctx.site.cart_add(&line),
+            )
+            .await?
+        else {
+            return Ok(());
         };
-        let mut rec = self.rec("cart-add", OrderState::InCart);
-        rec.detail = Some(format!(
+        let detail = format!(
             "added {} × item {} {:?}",
             line.quantity, line.item_id, line.variant_id
-        ));
-        self.record(Some(SEQ_CART_ADD), Some(&step.page), rec)
-            .await?;
+        );
+        self.record_step(
+            SEQ_CART_ADD,
+            "cart-add",
+            OrderState::InCart,
+            &step.page,
+            detail,
+            |_| {},
+        )
+        .await?;
 
         // 02 cart check
-        let r = self
-            .safe_step("cart-check", true, || self.ctx.site.cart_check())
-            .await?;
-        let step = match r {
-            Ok(s) => s,
-            Err(e) => {
-                return self
-                    .fail_site(Some(SEQ_CART_CHECK), "cart-check", OrderState::InCart, &e)
-                    .await;
-            }
+        let Some(step) = self
+            .site_step(
+                Some(SEQ_CART_CHECK),
+                "cart-check",
+                true,
+                OrderState::InCart,
+                || self.ctx.site.cart_check(),
+            )
+            .await?
+        else {
+            return Ok(());
         };
         let cart = &step.value;
         let exact = cart.lines.len() == 1
@@ -416,36 +459,48 @@ impl<'a> TaskRun<'a> {
                 .await;
         }
         let cart_subtotal = cart.subtotal_yen;
-        let mut rec = self.rec("cart-check", OrderState::InCart);
-        rec.detail = Some(format!(
-            "cart holds the intended line; subtotal {cart_subtotal} yen"
-        ));
-        self.record(Some(SEQ_CART_CHECK), Some(&step.page), rec)
-            .await?;
+        let detail = format!("cart holds the intended line; subtotal {cart_subtotal} yen");
+        self.record_step(
+            SEQ_CART_CHECK,
+            "cart-check",
+            OrderState::InCart,
+            &step.page,
+            detail,
+            |_| {},
+        )
+        .await?;
 
         // 03 order confirm
-        let r = self
-            .safe_step("order-confirm", true, || self.ctx.site.order_confirm())
-            .await?;
-        let step = match r {
-            Ok(s) => s,
-            Err(e) => {
-                return self
-                    .fail_site(Some(SEQ_CONFIRM), "order-confirm", OrderState::InCart, &e)
-                    .await;
-            }
+        let Some(step) = self
+            .site_step(
+                Some(SEQ_CONFIRM),
+                "order-confirm",
+                true,
+                OrderState::InCart,
+                || self.ctx.site.order_confirm(),
+            )
+            .await?
+        else {
+            return Ok(());
         };
         let confirm = step.value.clone();
-        let mut rec = self.rec("order-confirm", OrderState::InCart);
-        rec.payable_yen = Some(confirm.payable_yen);
-        rec.pay_deadline = confirm.pay_deadline;
-        rec.payment_method = Some(confirm.payment_method.clone());
-        rec.detail = Some(format!(
+        let detail = format!(
             "payable {} yen (items {} + shipping {}), payment {}",
             confirm.payable_yen, confirm.subtotal_yen, confirm.shipping_yen, confirm.payment_method
-        ));
-        self.record(Some(SEQ_CONFIRM), Some(&step.page), rec)
-            .await?;
+        );
+        self.record_step(
+            SEQ_CONFIRM,
+            "order-confirm",
+            OrderState::InCart,
+            &step.page,
+            detail,
+            |r| {
+                r.payable_yen = Some(confirm.payable_yen);
+                r.pay_deadline = confirm.pay_deadline;
+                r.payment_method = Some(confirm.payment_method.clone());
+            },
+        )
+        .await?;
 
         // Amount guard: the confirm page's evidence is the guard's evidence.
         let limit = intent
@@ -502,15 +557,23 @@ impl<'a> TaskRun<'a> {
         match r {
             Ok(step) => {
                 let order_number = step.value.clone();
-                let mut rec = self.rec("order-submit", OrderState::Ordered);
-                rec.site_order_id = Some(order_number.clone());
-                rec.detail = Some(format!("order {order_number} placed"));
-                rec.intents.push(IntentResolution {
-                    action: Action::Submit,
-                    done: true,
-                    reason: None,
-                });
-                self.record(Some(SEQ_SUBMIT), Some(&step.page), rec).await?;
+                let detail = format!("order {order_number} placed");
+                self.record_step(
+                    SEQ_SUBMIT,
+                    "order-submit",
+                    OrderState::Ordered,
+                    &step.page,
+                    detail,
+                    |r| {
+                        r.site_order_id = Some(order_number.clone());
+                        r.intents.push(IntentResolution {
+                            action: Action::Submit,
+                            done: true,
+                            reason: None,
+                        });
+                    },
+                )
+                .await?;
                 self.pay(&order_number).await
             }
             Err(e) if e.kind.is_ambiguous() => {

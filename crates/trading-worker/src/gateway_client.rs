@@ -66,6 +66,39 @@ pub fn backoff(attempt: u32, max: Duration) -> Duration {
     capped.mul_f64(rand::rng().random_range(0.5..1.0))
 }
 
+/// Runs `turn` (one lease long-poll and its work) until `shutdown` or
+/// [`GatewayError::ShuttingDown`], backing off (jittered, up to `retry_max`) after each failed
+/// turn in a row; `what` names the request in the log. The body of both workers' `run`.
+pub async fn run_turns<T, F, Fut>(
+    shutdown: &CancellationToken,
+    retry_max: Duration,
+    what: &str,
+    mut turn: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, GatewayError>>,
+{
+    let mut failures: u32 = 0;
+    loop {
+        let r = tokio::select! {
+            r = turn() => r,
+            () = shutdown.cancelled() => break,
+        };
+        match r {
+            Ok(_) => failures = 0,
+            Err(GatewayError::ShuttingDown) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "{what} failed; backing off");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff(failures, retry_max)) => {}
+                    () = shutdown.cancelled() => break,
+                }
+                failures = failures.saturating_add(1);
+            }
+        }
+    }
+}
+
 impl GatewayClient {
     /// A client of the gateway at `base`.
     ///
@@ -148,6 +181,49 @@ impl GatewayClient {
         }
     }
 
+    /// POSTs `body` to `url` until acknowledged (the endpoint takes an identical repeat), a
+    /// final answer, or shutdown; `on_retry(attempt, error)` logs each retry (`None`: the answer
+    /// had no data).
+    async fn post_until_acked<A: DeserializeOwned, B: serde::Serialize + ?Sized>(
+        &self,
+        url: String,
+        body: &B,
+        on_retry: impl Fn(u32, Option<&str>),
+    ) -> Result<A, GatewayError> {
+        let mut attempt = 0;
+        loop {
+            let req = self.http.post(&url).json(body);
+            match self.once::<A>(req, self.timeout).await {
+                Ok(Some(a)) => return Ok(a),
+                Ok(None) => on_retry(attempt, None),
+                Err(GatewayError::Transient(e)) => on_retry(attempt, Some(&e)),
+                Err(e) => return Err(e),
+            }
+            self.pause(attempt).await?;
+            attempt = attempt.saturating_add(1);
+        }
+    }
+
+    /// `GET {path}?worker_id&wait[&site]` once, waiting up to `wait_seconds` plus the request
+    /// timeout: a lease long-poll.
+    async fn long_poll<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        wait_seconds: u64,
+        site: Option<&str>,
+    ) -> Result<Option<T>, GatewayError> {
+        let mut q = vec![
+            ("worker_id", self.worker_id.as_str().to_owned()),
+            ("wait", wait_seconds.to_string()),
+        ];
+        if let Some(s) = site {
+            q.push(("site", s.to_owned()));
+        }
+        let req = self.http.get(format!("{}{path}", self.base)).query(&q);
+        self.once(req, Duration::from_secs(wait_seconds) + self.timeout)
+            .await
+    }
+
     /// `GET /api/orders/lease` once (long-poll up to `wait_seconds`). `None`: nothing to do.
     /// The caller's loop backs off after a transient error.
     ///
@@ -158,18 +234,7 @@ impl GatewayClient {
         wait_seconds: u64,
         site: Option<&str>,
     ) -> Result<Option<LeaseGrant>, GatewayError> {
-        let mut q = vec![
-            ("worker_id", self.worker_id.as_str().to_owned()),
-            ("wait", wait_seconds.to_string()),
-        ];
-        if let Some(s) = site {
-            q.push(("site", s.to_owned()));
-        }
-        let req = self
-            .http
-            .get(format!("{}/api/orders/lease", self.base))
-            .query(&q);
-        self.once(req, Duration::from_secs(wait_seconds) + self.timeout)
+        self.long_poll("/api/orders/lease", wait_seconds, site)
             .await
     }
 
@@ -219,29 +284,14 @@ impl GatewayClient {
         task_id: &TaskId,
         body: &ReportState,
     ) -> Result<ReportAck, GatewayError> {
-        let mut attempt = 0;
-        loop {
-            let req = self
-                .http
-                .post(format!(
-                    "{}/api/orders/{}/report",
-                    self.base,
-                    seg(task_id.as_str())
-                ))
-                .json(body);
-            match self.once::<ReportAck>(req, self.timeout).await {
-                Ok(Some(a)) => return Ok(a),
-                Ok(None) => {
-                    tracing::warn!(task_id = %task_id, "report answered without data; retrying");
-                }
-                Err(GatewayError::Transient(e)) => {
-                    tracing::warn!(task_id = %task_id, state = %body.state, attempt, error = %e, "report not delivered, retrying");
-                }
-                Err(e) => return Err(e),
+        let url = format!("{}/api/orders/{}/report", self.base, seg(task_id.as_str()));
+        self.post_until_acked(url, body, |attempt, err| match err {
+            None => tracing::warn!(task_id = %task_id, "report answered without data; retrying"),
+            Some(e) => {
+                tracing::warn!(task_id = %task_id, state = %body.state, attempt, error = %e, "report not delivered, retrying")
             }
-            self.pause(attempt).await?;
-            attempt = attempt.saturating_add(1);
-        }
+        })
+        .await
     }
 
     /// `GET /api/account/queries/lease` once (long-poll up to `wait_seconds`, §11.2). `None`:
@@ -254,18 +304,7 @@ impl GatewayClient {
         wait_seconds: u64,
         site: Option<&str>,
     ) -> Result<Option<QueryGrant>, GatewayError> {
-        let mut q = vec![
-            ("worker_id", self.worker_id.as_str().to_owned()),
-            ("wait", wait_seconds.to_string()),
-        ];
-        if let Some(s) = site {
-            q.push(("site", s.to_owned()));
-        }
-        let req = self
-            .http
-            .get(format!("{}/api/account/queries/lease", self.base))
-            .query(&q);
-        self.once(req, Duration::from_secs(wait_seconds) + self.timeout)
+        self.long_poll("/api/account/queries/lease", wait_seconds, site)
             .await
     }
 
@@ -281,29 +320,18 @@ impl GatewayClient {
         query_id: &QueryId,
         body: &QueryResultBody,
     ) -> Result<QueryResultAck, GatewayError> {
-        let mut attempt = 0;
-        loop {
-            let req = self
-                .http
-                .post(format!(
-                    "{}/api/account/queries/{}/result",
-                    self.base,
-                    seg(query_id.as_str())
-                ))
-                .json(body);
-            match self.once::<QueryResultAck>(req, self.timeout).await {
-                Ok(Some(a)) => return Ok(a),
-                Ok(None) => {
-                    tracing::warn!(query_id = %query_id, "result answered without data; retrying");
-                }
-                Err(GatewayError::Transient(e)) => {
-                    tracing::warn!(query_id = %query_id, attempt, error = %e, "query result not delivered, retrying");
-                }
-                Err(e) => return Err(e),
+        let url = format!(
+            "{}/api/account/queries/{}/result",
+            self.base,
+            seg(query_id.as_str())
+        );
+        self.post_until_acked(url, body, |attempt, err| match err {
+            None => tracing::warn!(query_id = %query_id, "result answered without data; retrying"),
+            Some(e) => {
+                tracing::warn!(query_id = %query_id, attempt, error = %e, "query result not delivered, retrying")
             }
-            self.pause(attempt).await?;
-            attempt = attempt.saturating_add(1);
-        }
+        })
+        .await
     }
 
     /// `GET /api/orders/{id}` once.

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::execute::{Stop, TaskRun};
-use crate::gateway_client::{GatewayError, backoff};
+use crate::gateway_client::{GatewayError, run_turns};
 use crate::journal::{LocalStatus, RecordMode, StepRecord};
 use crate::worker::WorkerCtx;
 
@@ -156,25 +156,13 @@ impl OrderLoop {
     /// Runs turns until `shutdown`, backing off after a failed lease request.
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(worker_id = %self.ctx.settings.worker_id, site = self.ctx.site.name(), "order loop started");
-        let mut failures: u32 = 0;
-        loop {
-            let r = tokio::select! {
-                r = self.run_once() => r,
-                () = shutdown.cancelled() => break,
-            };
-            match r {
-                Ok(_) => failures = 0,
-                Err(GatewayError::ShuttingDown) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, "lease request failed; backing off");
-                    tokio::select! {
-                        () = tokio::time::sleep(backoff(failures, self.ctx.settings.retry_max)) => {}
-                        () = shutdown.cancelled() => break,
-                    }
-                    failures = failures.saturating_add(1);
-                }
-            }
-        }
+        run_turns(
+            &shutdown,
+            self.ctx.settings.retry_max,
+            "lease request",
+            || self.run_once(),
+        )
+        .await;
         tracing::info!("order loop stopped");
     }
 }

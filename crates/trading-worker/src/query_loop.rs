@@ -31,7 +31,7 @@ use rakuten_types::{ErrorCode, QueryId, SITE_RAKUTEN, Timestamp};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway_client::{GatewayError, backoff};
+use crate::gateway_client::{GatewayError, run_turns};
 use crate::site::{Site, SiteError};
 use crate::worker::WorkerCtx;
 
@@ -235,25 +235,13 @@ impl QueryLoop {
     /// Runs turns until `shutdown`, backing off after a failed lease request.
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(worker_id = %self.ctx.settings.worker_id, site = self.ctx.site.name(), "account query loop started");
-        let mut failures: u32 = 0;
-        loop {
-            let r = tokio::select! {
-                r = self.run_once() => r,
-                () = shutdown.cancelled() => break,
-            };
-            match r {
-                Ok(_) => failures = 0,
-                Err(GatewayError::ShuttingDown) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, "query lease request failed; backing off");
-                    tokio::select! {
-                        () = tokio::time::sleep(backoff(failures, self.ctx.settings.retry_max)) => {}
-                        () = shutdown.cancelled() => break,
-                    }
-                    failures = failures.saturating_add(1);
-                }
-            }
-        }
+        run_turns(
+            &shutdown,
+            self.ctx.settings.retry_max,
+            "query lease request",
+            || self.run_once(),
+        )
+        .await;
         tracing::info!("account query loop stopped");
     }
 }
