@@ -296,4 +296,6 @@ async fn hint_and_manual_lanes_use_distinct_keys_per_task_type(backend: Backend)
             .unwrap(),
         0
     );
+    // Leave nothing behind in a shared Redis.
+    app.hints.clear(ChannelLane::Hint, "package").await.unwrap();
 }
