@@ -1,6 +1,8 @@
 //! The one integration-test binary of card-polling: real HTTP on port 0, a fresh temporary
 //! SQLite database per test, a `ManualClock` and the simulated carrier. One test per scenario of
-//! spec priority-polling-queue.md (scheduling scenarios belong to issue #6).
+//! spec priority-polling-queue.md; the scheduling scenarios (`scheduler`) run once per hint
+//! backend (in-process and the machine's Redis); `soak` checks every invariant after simulated
+//! hours.
 
 mod helpers;
 
