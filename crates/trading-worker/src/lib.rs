@@ -10,8 +10,10 @@
 //!   [`site::sim`] (the simulated shop over HTTP).
 //! - [`scraper`]: the item's `purchase` block from the scraper's `POST /api/item_detail`.
 //! - [`intent`]: the order intent's shape.
+//! - [`instance_lock`]: one process per journal (`{db}.lock`, OS lock, D-worker-12).
 //! - [`journal`]: local SQLite: orders, state events, evidence index, write-ahead intents, outbox.
-//! - [`evidence`]: `{task_id}/NN-step.html|.png|.meta.json`, fsynced (§6.1).
+//! - [`evidence`]: `{task_id}/NN-step.html|.meta.json`, fsynced (§6.1); `.png` only when the
+//!   site seam took a screenshot (neither seam does yet).
 //! - [`execute`]: the steps of one task and the recovery branch's actions.
 //! - [`verify`]: the recovery check on the site's order list (§5).
 //! - [`order_loop`]: the serial loop of §6 (`run_once`, `run`).
@@ -29,6 +31,7 @@ pub mod evidence;
 pub mod execute;
 pub mod failpoint;
 pub mod gateway_client;
+pub mod instance_lock;
 pub mod intent;
 pub mod journal;
 pub mod monitor;

@@ -83,10 +83,13 @@ pub struct Settings {
     /// Gateway base URL; empty = the order loop does not start (§7).
     #[arg(long, env = "RAKUTEN_ORDER_GATEWAY_URL", default_value = "")]
     pub gateway_url: String,
-    /// This worker's id (default: the host name).
+    /// This worker's id (default: the host name). Must be unique per worker process and
+    /// account: the gateway re-grants a worker's active task to its id first, so two processes
+    /// with one id take the task from each other on every poll. Two processes must never share
+    /// a journal either (the worker refuses to start when `{db}.lock` is held).
     #[arg(long, env = "RAKUTEN_WORKER_ID")]
     pub worker_id: Option<String>,
-    /// Local SQLite journal.
+    /// Local SQLite journal; one worker process per journal (locked through `{path}.lock`).
     #[arg(
         long,
         env = "RAKUTEN_TRADING_DB_PATH",

@@ -11,6 +11,7 @@ use crate::account_lock::AccountLocks;
 use crate::evidence::EvidenceStore;
 use crate::failpoint::{Failpoint, Point};
 use crate::gateway_client::{GatewayClient, GatewayError};
+use crate::instance_lock::InstanceLock;
 use crate::journal::Journal;
 use crate::monitor::Monitor;
 use crate::order_loop::OrderLoop;
@@ -44,6 +45,8 @@ pub struct WorkerCtx {
     pub failpoint: Failpoint,
     /// Cancelled on shutdown.
     pub shutdown: CancellationToken,
+    /// The journal's exclusive lock (D-worker-12), held while this context lives.
+    pub instance_lock: InstanceLock,
 }
 
 impl WorkerCtx {
@@ -112,10 +115,14 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Opens the journal and builds the clients. `settings.gateway_url` must be set.
+    /// Takes the journal's instance lock, opens the journal and builds the clients.
+    /// `settings.gateway_url` must be set. The lock is held until the last clone of this worker
+    /// (and of its context) is dropped.
     ///
     /// # Errors
-    /// No gateway URL, the journal cannot be opened, or an HTTP client cannot be built.
+    /// No gateway URL; another worker (process or in-process [`Worker`]) holds the journal's
+    /// lock ([`crate::instance_lock::InstanceLockError::Held`], naming the lock file and the
+    /// worker id); the journal cannot be opened; or an HTTP client cannot be built.
     pub async fn build(
         settings: Valid,
         clock: Arc<dyn Clock>,
@@ -146,6 +153,8 @@ impl Worker {
         let Some(gw) = settings.gateway_url.clone() else {
             anyhow::bail!("RAKUTEN_ORDER_GATEWAY_URL is empty: the order loop cannot start");
         };
+        // Before the journal opens: a second process must not touch it at all.
+        let instance_lock = InstanceLock::acquire(&settings.db_path, &settings.worker_id)?;
         let journal = Journal::open(&settings.db_path).await?;
         let gateway = GatewayClient::new(
             &gw,
@@ -173,6 +182,7 @@ impl Worker {
                 clock,
                 failpoint,
                 shutdown,
+                instance_lock,
             }),
         })
     }

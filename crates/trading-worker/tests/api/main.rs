@@ -4,5 +4,6 @@
 mod crash;
 mod execution;
 mod helpers;
+mod instance;
 mod queries;
 mod recovery;

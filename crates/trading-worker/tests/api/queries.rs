@@ -226,7 +226,9 @@ async fn site_error_codes_are_passed_through() {
         assert_eq!(q["error_code"], code, "{id}");
         assert!(!q["error_message"].as_str().unwrap().is_empty());
     }
-    // The rakuten seam has no verified reads: 5003, nothing sent to the site.
+    // The rakuten seam has no verified reads: 5003, nothing sent to the site. One worker per
+    // journal (D-worker-12): the sim worker goes first.
+    drop(w);
     let rk = h
         .worker_with(|s| {
             s.site = SiteKind::Rakuten;

@@ -1,0 +1,117 @@
+//! One worker per journal (D-worker-12): a second worker on the same journal — in-process or a
+//! second `trading-worker` process — refuses to start, naming the lock file and the worker id,
+//! and starts once the first is gone.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use trading_worker::Worker;
+use trading_worker::instance_lock::lock_path;
+
+use crate::helpers::{Harness, TOKEN};
+
+fn worker_process(h: &Harness, stderr: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_trading-worker"))
+        .arg("run")
+        .env_clear()
+        .env("RAKUTEN_ORDER_GATEWAY_URL", &h.gw_address)
+        .env("RAKUTEN_API_TOKEN", TOKEN)
+        .env("RAKUTEN_WORKER_ID", "twin-worker")
+        .env("RAKUTEN_TRADING_DB_PATH", &h.db_path)
+        .env("RAKUTEN_EVIDENCE_DIR", &h.evidence_dir)
+        .env("RAKUTEN_SITE", "sim")
+        .env("RAKUTEN_SITE_BASE_URL", &h.shop.base_url)
+        .env("RAKUTEN_LEASE_WAIT_SECONDS", "1")
+        .env("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", "0.5")
+        .env("RAKUTEN_MONITOR_INTERVAL_SECONDS", "3600")
+        .env("RUST_LOG", "warn")
+        .current_dir(h.dir.path())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn trading-worker")
+}
+
+async fn until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_second_worker_on_the_same_journal_is_refused_until_the_first_stops() {
+    let h = Harness::new().await;
+    let first = h.worker().await;
+    let second = Worker::build(
+        h.settings().validate().unwrap(),
+        std::sync::Arc::new(rakuten_types::SystemClock),
+        CancellationToken::new(),
+    )
+    .await
+    .expect_err("two workers on one journal");
+    let msg = format!("{second:#}");
+    assert!(
+        msg.contains(&lock_path(&h.db_path).display().to_string()),
+        "{msg}"
+    );
+    assert!(msg.contains("test-worker"), "{msg}");
+    drop(first);
+    // The first worker is gone: the lock is free and the next one works.
+    let w = h.worker().await;
+    h.submit_tea("t-after-lock").await;
+    crate::helpers::run_until_handled(&w).await;
+}
+
+#[tokio::test]
+async fn a_second_worker_process_on_the_same_journal_exits_with_a_clear_error() {
+    let h = Harness::new().await;
+    let lock = lock_path(&h.db_path);
+    let mut first = worker_process(&h, Stdio::null());
+    let pid = first.id();
+    until("the first worker's lock note", || {
+        std::fs::read_to_string(&lock).is_ok_and(|s| s.contains(&format!("pid {pid}")))
+    })
+    .await;
+
+    let twin = worker_process(&h, Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || twin.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the twin must refuse to start: {err}"
+    );
+    assert!(err.contains(&lock.display().to_string()), "{err}");
+    assert!(err.contains("twin-worker"), "{err}");
+    assert!(err.contains(&format!("pid {pid}")), "{err}");
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "the first keeps running"
+    );
+
+    // Killed (no clean shutdown): the OS releases the lock; a new process takes the task.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let mut next = worker_process(&h, Stdio::null());
+    h.submit_tea("t-after-kill").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = h.task("t-after-kill").await;
+        if t["status"] == "succeeded" {
+            break;
+        }
+        assert!(
+            next.try_wait().unwrap().is_none(),
+            "the next worker must run"
+        );
+        assert!(Instant::now() < deadline, "task never finished: {t}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = next.kill();
+    let _ = next.wait();
+}
