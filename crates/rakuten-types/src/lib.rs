@@ -7,6 +7,7 @@
 //! - [`codes`]: the stable numeric error codes and their HTTP statuses (§8, §11.4).
 //! - [`ids`]: parsed identifiers (task, query, worker ids): bounded length, no control characters.
 //! - [`task_status`]: the order task state machine (§3, §5).
+//! - [`intent`]: the order intent's rules, shared by the gateway (submit) and the worker (§4.2).
 //! - [`order_state`]: the order-state vocabulary mirrored from the worker (§3).
 //! - [`order`]: request and response bodies of the order task endpoints (§4.2–§4.6, §5).
 //! - [`query`]: the account read-only query channel: status machine and bodies (§11).
@@ -15,6 +16,7 @@ pub mod clock;
 pub mod codes;
 pub mod envelope;
 pub mod ids;
+pub mod intent;
 pub mod order;
 pub mod order_state;
 pub mod query;

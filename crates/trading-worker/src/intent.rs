@@ -1,49 +1,45 @@
 //! The order intent (spec §4.2): the gateway passes it through untouched; its structure is the
-//! worker's to define and check.
+//! trading side's to define. The rules live in [`rakuten_types::intent`] so the gateway refuses
+//! at submit exactly what this worker would refuse.
 
-use serde::Deserialize;
+use rakuten_types::intent::OrderIntent;
 use serde_json::Value;
 
-/// What to buy.
-#[derive(Debug, Clone, Deserialize)]
+/// What to buy (the worker's view of a checked [`OrderIntent`]).
+#[derive(Debug, Clone)]
 pub struct Intent {
     /// Item page URL.
     pub item_url: String,
     /// Units, 1..=99 (default 1).
-    #[serde(default = "one")]
     pub quantity: u32,
     /// Variant, required for items with variants.
-    #[serde(default)]
     pub variant_id: Option<String>,
     /// Free options, passed to the site as they are (unused by the sim).
-    #[serde(default)]
     pub options: Value,
     /// Amount limit for this order, yen; overrides `RAKUTEN_ORDER_MAX_TOTAL_YEN`.
-    #[serde(default)]
     pub max_total_yen: Option<i64>,
 }
 
-fn one() -> u32 {
-    1
+impl From<OrderIntent> for Intent {
+    fn from(i: OrderIntent) -> Self {
+        Intent {
+            item_url: i.item_url,
+            quantity: i.quantity,
+            variant_id: i.variant_id,
+            options: i.options,
+            max_total_yen: i.max_total_yen,
+        }
+    }
 }
 
 impl Intent {
-    /// Parses and checks an intent.
+    /// Parses and checks an intent with the shared rules ([`OrderIntent::parse`]).
     ///
     /// # Errors
-    /// A message saying what is wrong.
+    /// A message saying what is wrong (`invalid intent: …`).
     pub fn parse(v: &Value) -> Result<Self, String> {
-        let i: Intent =
-            serde_json::from_value(v.clone()).map_err(|e| format!("invalid intent: {e}"))?;
-        if i.item_url.trim().is_empty() || i.item_url.len() > 2048 {
-            return Err("invalid intent: item_url must be 1..=2048 characters".into());
-        }
-        if !(1..=99).contains(&i.quantity) {
-            return Err("invalid intent: quantity must be 1..=99".into());
-        }
-        if matches!(i.max_total_yen, Some(m) if m <= 0) {
-            return Err("invalid intent: max_total_yen must be > 0".into());
-        }
-        Ok(i)
+        OrderIntent::parse(v)
+            .map(Intent::from)
+            .map_err(|e| e.to_string())
     }
 }

@@ -58,7 +58,7 @@ impl ApiError {
                 StoreError::StateConflict { .. } | StoreError::Transition(_) => {
                     ErrorCode::TaskStateConflict
                 }
-                StoreError::GateBusy(_) => ErrorCode::Conflict,
+                StoreError::GateBusy(_) | StoreError::IdempotencyMismatch(_) => ErrorCode::Conflict,
                 StoreError::Closed => ErrorCode::Unavailable,
                 StoreError::QueryNotFound(_) => ErrorCode::QueryNotFound,
                 StoreError::QueryLeaseInvalid(_) => ErrorCode::QueryLeaseInvalid,

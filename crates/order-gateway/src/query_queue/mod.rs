@@ -38,7 +38,7 @@ use crate::store::StoreError;
 use crate::store::queries::{QueryLeaseRequest, QueryOutcome, QueryStore};
 
 /// Longest `order_number`, characters.
-pub const MAX_ORDER_NUMBER_CHARS: usize = 128;
+pub const MAX_ORDER_NUMBER_CHARS: usize = 64;
 /// Longest `error_message` of a result, characters.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 4096;
 
@@ -61,7 +61,7 @@ fn invalid(msg: impl Into<String>) -> InputError {
 /// `params` absent or `null` counts as `{}`.
 ///
 /// - `order_list`: `{since?: RFC 3339 string, max_pages?: integer 1..=20}`;
-/// - `order_detail`: `{order_number: non-empty string}`;
+/// - `order_detail`: `{order_number: 1..=64 of [0-9A-Za-z-]}` (no path-like values);
 /// - any other key, or any other kind, is refused (422) here rather than failing after a lease.
 ///
 /// # Errors
@@ -112,13 +112,13 @@ pub fn validate_submit(kind: &str, params: &Value) -> Result<(QueryKind, String)
             let n = obj.get("order_number").and_then(Value::as_str);
             match n {
                 Some(n)
-                    if !n.trim().is_empty()
-                        && n.chars().count() <= MAX_ORDER_NUMBER_CHARS
-                        && !n.chars().any(char::is_control) => {}
+                    if !n.is_empty()
+                        && n.len() <= MAX_ORDER_NUMBER_CHARS
+                        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') => {}
                 _ => {
                     return Err(invalid(format!(
-                        "order_detail needs params.order_number: a non-empty string of at most \
-                         {MAX_ORDER_NUMBER_CHARS} characters"
+                        "order_detail needs params.order_number: 1 to {MAX_ORDER_NUMBER_CHARS} \
+                         characters of [0-9A-Za-z-]"
                     )));
                 }
             }
@@ -304,6 +304,10 @@ mod tests {
             json!({}),
             json!({"order_number": ""}),
             json!({"order_number": 5}),
+            json!({"order_number": "../etc/passwd"}),
+            json!({"order_number": "a/b"}),
+            json!({"order_number": "1 2"}),
+            json!({"order_number": "x".repeat(65)}),
         ] {
             assert!(validate_submit("order_detail", &bad).is_err(), "{bad}");
         }

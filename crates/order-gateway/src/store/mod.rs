@@ -190,6 +190,10 @@ pub enum StoreError {
         /// What was refused.
         reason: String,
     },
+    /// An idempotency key (`task_id`, `query_id`) was reused with a different body (409, code
+    /// 1006). The message names the first field that differs.
+    #[error("{0}")]
+    IdempotencyMismatch(String),
     /// Another task holds the concurrency gate (409, code 1006).
     #[error("another task is active: {0}")]
     GateBusy(String),
@@ -215,6 +219,61 @@ pub enum StoreError {
     /// The database failed.
     #[error("database error")]
     Database(#[source] Arc<sqlx::Error>),
+}
+
+/// The first field where a resubmitted body differs from the stored one, as a dotted path under
+/// `prefix` (`intent.quantity`), or `None` when they are equal. Both sides are compared as parsed
+/// JSON, so key order and whitespace don't matter; `1` and `1.0` do (the intent is passed through
+/// as sent).
+pub(crate) fn json_difference(
+    prefix: &str,
+    stored: &serde_json::Value,
+    sent: &serde_json::Value,
+) -> Option<String> {
+    use serde_json::Value;
+    if stored == sent {
+        return None;
+    }
+    if let (Value::Object(a), Value::Object(b)) = (stored, sent) {
+        let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            if a.get(k) != b.get(k) {
+                let name: String = k.chars().take(64).collect();
+                return Some(format!("{prefix}.{name}"));
+            }
+        }
+    }
+    Some(prefix.to_owned())
+}
+
+/// The 409 for a reused idempotency key: `key` is `task_id`/`query_id`, `field` what differs.
+pub(crate) fn idempotency_mismatch(key: &str, id: &str, field: &str) -> StoreError {
+    StoreError::IdempotencyMismatch(format!(
+        "{key} {id} already exists with a different {field}; reuse a {key} only for an identical \
+         resubmit"
+    ))
+}
+
+/// Checks a resubmitted order against the stored row (site, then intent).
+pub(crate) fn check_same_task(
+    task: &NewTask,
+    stored_site: &str,
+    stored_intent_json: &str,
+) -> Result<(), StoreError> {
+    let id = task.task_id.as_str();
+    if stored_site != task.site {
+        return Err(idempotency_mismatch("task_id", id, "site"));
+    }
+    let stored: serde_json::Value = serde_json::from_str(stored_intent_json)
+        .map_err(|e| StoreError::Corrupt(format!("intent_json: {e}")))?;
+    let sent: serde_json::Value = serde_json::from_str(&task.intent_json)
+        .map_err(|e| StoreError::Corrupt(format!("intent_json: {e}")))?;
+    match json_difference("intent", &stored, &sent) {
+        Some(f) => Err(idempotency_mismatch("task_id", id, &f)),
+        None => Ok(()),
+    }
 }
 
 impl From<sqlx::Error> for StoreError {

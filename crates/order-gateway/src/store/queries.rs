@@ -39,6 +39,35 @@ pub struct NewQuery {
     pub max_attempts: i64,
 }
 
+/// Checks a resubmitted query against the stored row (site, kind, then params); 409/1006 naming
+/// the first field that differs.
+pub(crate) fn check_same_query(
+    q: &NewQuery,
+    stored_site: &str,
+    stored_kind: QueryKind,
+    stored_params_json: &str,
+) -> Result<(), StoreError> {
+    let id = q.query_id.as_str();
+    if stored_site != q.site {
+        return Err(super::idempotency_mismatch("query_id", id, "site"));
+    }
+    if stored_kind != q.kind {
+        return Err(super::idempotency_mismatch("query_id", id, "kind"));
+    }
+    let parse = |s: &str| {
+        serde_json::from_str::<serde_json::Value>(s)
+            .map_err(|e| StoreError::Corrupt(format!("params_json: {e}")))
+    };
+    match super::json_difference(
+        "params",
+        &parse(stored_params_json)?,
+        &parse(&q.params_json)?,
+    ) {
+        Some(f) => Err(super::idempotency_mismatch("query_id", id, &f)),
+        None => Ok(()),
+    }
+}
+
 /// One query lease attempt.
 #[derive(Debug, Clone)]
 pub struct QueryLeaseRequest {

@@ -470,3 +470,140 @@ async fn api_routes_need_the_bearer_token() {
     // Health and the OpenAPI document are open.
     assert_eq!(app.health().await.status, 200);
 }
+
+#[tokio::test]
+async fn intents_the_worker_would_always_reject_are_refused_at_submit_with_the_reason() {
+    let app = spawn_app().await;
+    let url = "https://item.rakuten.co.jp/shop/a/";
+    let cases = [
+        (json!({"item_url": url, "quantity": "one"}), "quantity"),
+        (json!({"item_url": url, "quantity": 0}), "quantity"),
+        (json!({"item_url": url, "quantity": -1}), "quantity"),
+        (json!({"item_url": url, "quantity": 1.5}), "quantity"),
+        (json!({"item_url": url, "quantity": 100}), "quantity"),
+        (
+            serde_json::from_str(&format!(
+                r#"{{"item_url": "{url}", "quantity": 99999999999999999999}}"#
+            ))
+            .unwrap(),
+            "quantity",
+        ),
+        (
+            json!({"item_url": url, "max_total_yen": -5}),
+            "max_total_yen",
+        ),
+        (json!({"item_url": "javascript:alert(1)"}), "item_url"),
+        (
+            json!({"item_url": "https://example.com/item/1"}),
+            "item_url",
+        ),
+        (
+            json!({"item_url": "https://rakuten.co.jp.evil.example/"}),
+            "item_url",
+        ),
+        (json!({"quantity": 1}), "item_url"),
+        (json!({"item_url": url, "variant_id": 7}), "variant_id"),
+    ];
+    for (i, (intent, field)) in cases.into_iter().enumerate() {
+        let a = app
+            .submit_body(
+                json!({"task_id": format!("bad-{i}"), "site": "rakuten", "intent": intent}),
+            )
+            .await;
+        a.assert_err(422, 1003);
+        let msg = a.body["msg"].as_str().unwrap();
+        assert!(
+            msg.starts_with("invalid intent: ") && msg.contains(field),
+            "{intent}: {msg}"
+        );
+    }
+    assert_eq!(app.list("").await.assert_ok()["total"], 0, "nothing stored");
+}
+
+#[tokio::test]
+async fn a_valid_intent_is_stored_exactly_as_sent() {
+    let app = spawn_app().await;
+    let intent = json!({"item_url": "https://item.rakuten.co.jp/shop/a/", "quantity": 2,
+        "options": {"gift": true}, "note": "trading-side field the gateway doesn't know"});
+    app.submit_body(json!({"task_id": "po-1", "site": "rakuten", "intent": intent.clone()}))
+        .await
+        .assert_ok();
+    assert_eq!(app.task("po-1").await.assert_ok()["intent"], intent);
+}
+
+#[tokio::test]
+async fn reusing_a_task_id_with_a_different_intent_is_a_409_naming_the_field() {
+    let app = spawn_app().await;
+    let body = |q: i64| {
+        json!({"task_id": "po-1", "site": "rakuten",
+            "intent": {"item_url": "https://item.rakuten.co.jp/shop/a/", "quantity": q}})
+    };
+    assert_eq!(app.submit_body(body(1)).await.assert_ok()["created"], true);
+    assert_eq!(app.submit_body(body(1)).await.assert_ok()["created"], false);
+    let a = app.submit_body(body(2)).await;
+    a.assert_err(409, 1006);
+    let msg = a.body["msg"].as_str().unwrap();
+    assert!(msg.contains("intent.quantity"), "{msg}");
+    assert_eq!(
+        app.task("po-1").await.assert_ok()["intent"]["quantity"],
+        1,
+        "the first intent is kept"
+    );
+}
+
+#[tokio::test]
+async fn evidence_ref_must_name_this_tasks_evidence() {
+    let app = spawn_app().await;
+    let grant = app.leased("po-1", "w1").await;
+    let token = grant["lease_token"].clone();
+    let report = |e: &str| json!({"worker_id": "w1", "lease_token": token, "state": "created", "evidence_ref": e});
+    for bad in [
+        "po-2/01-cart-add",
+        "po-1/1-cart-add",
+        "po-1/01-Cart",
+        "po-1/01-",
+        "po-1/01-cart/x",
+        "po-1/../01-cart",
+        "/po-1/01-cart",
+        "po-1",
+        "po-1/01_cart",
+        &format!("po-1/01-{}", "a".repeat(260)),
+    ] {
+        let a = answer(
+            app.post("/api/orders/po-1/report")
+                .json(&report(bad))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        a.assert_err(422, 1003);
+    }
+    for good in ["po-1/01-cart-add", "po-1/123-order-confirm2"] {
+        let a = answer(
+            app.post("/api/orders/po-1/report")
+                .json(&report(good))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        a.assert_ok();
+    }
+}
+
+#[tokio::test]
+async fn an_infinite_wait_is_refused_with_a_clear_message() {
+    let app = spawn_app().await;
+    for path in [
+        "/api/orders/lease?worker_id=w1&wait=inf",
+        "/api/account/queries/lease?worker_id=w1&wait=inf",
+    ] {
+        let a = answer(app.get(path).send().await.unwrap()).await;
+        a.assert_err(422, 1003);
+        assert_eq!(
+            a.body["msg"],
+            "wait must be a finite, non-negative number of seconds"
+        );
+    }
+}

@@ -315,6 +315,7 @@ macro_rules! conformance {
 
 conformance!(
     insert_is_idempotent_on_task_id,
+    query_insert_is_idempotent_only_for_the_same_site_kind_and_params,
     lease_claims_the_oldest_queued_task_and_answers_empty_when_none,
     one_active_task_per_gate_globally_and_per_site,
     a_second_lease_by_the_holder_is_a_regrant_with_a_new_token,
@@ -337,23 +338,87 @@ conformance!(
 
 async fn insert_is_idempotent_on_task_id(h: &Harness) {
     h.insert("po-1").await;
+    let submit = |site: &str, intent_json: &str| NewTask {
+        task_id: tid("po-1"),
+        site: site.into(),
+        intent_json: intent_json.into(),
+    };
+    // The identical body (key order and spacing aside) is the idempotent resubmit.
     let again = h
         .store
-        .task_insert(
-            NewTask {
-                task_id: tid("po-1"),
-                site: "rakuten".into(),
-                intent_json: "{}".into(),
-            },
-            h.now(),
-        )
+        .task_insert(submit("rakuten", r#"{ "id" : "po-1" }"#), h.now())
         .await
         .unwrap();
     assert!(!again.created);
     assert_eq!(again.status, TaskStatus::Queued);
+    // The key reused with another body is refused, naming the field that differs.
+    for (site, intent, field) in [
+        ("rakuten", r#"{"id":"po-2"}"#, "intent.id"),
+        (
+            "rakuten",
+            r#"{"id":"po-1","quantity":2}"#,
+            "intent.quantity",
+        ),
+        ("rakuten", "{}", "intent.id"),
+        ("rakuma", r#"{"id":"po-1"}"#, "site"),
+    ] {
+        match h.store.task_insert(submit(site, intent), h.now()).await {
+            Err(StoreError::IdempotencyMismatch(m)) => {
+                assert!(m.contains(&format!("different {field};")), "{m}")
+            }
+            other => panic!("{intent}: {other:?}"),
+        }
+    }
     let d = h.store.task_get(&tid("po-1")).await.unwrap().unwrap();
     assert_eq!(d.task.intent["id"], "po-1", "the first intent is kept");
     assert!(h.store.task_get(&tid("nope")).await.unwrap().is_none());
+}
+
+async fn query_insert_is_idempotent_only_for_the_same_site_kind_and_params(h: &Harness) {
+    h.insert_query("q-1", 3).await;
+    let submit = |site: &str, kind: QueryKind, params: &str| NewQuery {
+        query_id: qid("q-1"),
+        site: site.into(),
+        kind,
+        params_json: params.into(),
+        max_attempts: 5,
+    };
+    let again = h
+        .store
+        .query_insert(
+            submit("rakuten", QueryKind::OrderList, r#"{ "max_pages": 1 }"#),
+            h.now(),
+        )
+        .await
+        .unwrap();
+    assert!(!again.created, "identical resubmit");
+    for (site, kind, params, field) in [
+        (
+            "rakuten",
+            QueryKind::OrderList,
+            r#"{"max_pages":2}"#,
+            "params.max_pages",
+        ),
+        ("rakuten", QueryKind::OrderList, "{}", "params.max_pages"),
+        (
+            "rakuten",
+            QueryKind::OrderDetail,
+            r#"{"max_pages":1}"#,
+            "kind",
+        ),
+        ("rakuma", QueryKind::OrderList, r#"{"max_pages":1}"#, "site"),
+    ] {
+        match h
+            .store
+            .query_insert(submit(site, kind, params), h.now())
+            .await
+        {
+            Err(StoreError::IdempotencyMismatch(m)) => {
+                assert!(m.contains(&format!("different {field};")), "{m}")
+            }
+            other => panic!("{params}: {other:?}"),
+        }
+    }
 }
 
 async fn lease_claims_the_oldest_queued_task_and_answers_empty_when_none(h: &Harness) {
@@ -858,8 +923,8 @@ async fn a_query_is_leased_answered_once_and_repeats_are_duplicates(h: &Harness)
                 NewQuery {
                     query_id: qid("q-2"),
                     site: "rakuten".into(),
-                    kind: QueryKind::OrderDetail,
-                    params_json: "{}".into(),
+                    kind: QueryKind::OrderList,
+                    params_json: r#"{"max_pages":1}"#.into(),
                     max_attempts: 3,
                 },
                 h.now(),

@@ -67,7 +67,7 @@ async fn kill_9_between_lease_and_first_report_keeps_the_task_leased_then_stale_
     let s: Value = client
         .post(format!("{base}/api/orders"))
         .bearer_auth(TOKEN)
-        .json(&json!({"task_id": "po-k9", "site": "rakuten", "intent": {"q": 1}}))
+        .json(&json!({"task_id": "po-k9", "site": "rakuten", "intent": {"item_url": "https://item.rakuten.co.jp/shop/a/", "quantity": 1}}))
         .send()
         .await
         .unwrap()

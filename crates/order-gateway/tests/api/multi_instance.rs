@@ -271,7 +271,7 @@ async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_e
         let s = call(
             client
                 .post(format!("{a_url}/api/orders"))
-                .json(&json!({"task_id": id, "site": "rakuten", "intent": {"q": 1}})),
+                .json(&json!({"task_id": id, "site": "rakuten", "intent": {"item_url": "https://item.rakuten.co.jp/shop/a/", "quantity": 1}})),
         )
         .await;
         assert_eq!(s["data"]["created"], true, "{s}");

@@ -636,3 +636,51 @@ async fn the_schema_ties_query_status_to_lease_result_and_timestamps() {
     }
     assert_eq!(app.query_status("aq-1").await, "leased");
 }
+
+#[tokio::test]
+async fn reusing_a_query_id_with_different_params_is_a_409_naming_the_field() {
+    let app = spawn_app().await;
+    app.submit_list_query("aq-1").await.assert_ok();
+    assert_eq!(
+        app.submit_list_query("aq-1").await.assert_ok()["created"],
+        false
+    );
+    for (body, field) in [
+        (
+            json!({"query_id": "aq-1", "site": "rakuten", "kind": "order_list", "params": {"max_pages": 3}}),
+            "params.max_pages",
+        ),
+        (
+            json!({"query_id": "aq-1", "site": "rakuten", "kind": "order_detail", "params": {"order_number": "1-2-3"}}),
+            "kind",
+        ),
+    ] {
+        let a = app.submit_query(body).await;
+        a.assert_err(409, 1006);
+        let msg = a.body["msg"].as_str().unwrap();
+        assert!(msg.contains(field), "{msg}");
+    }
+}
+
+#[tokio::test]
+async fn order_detail_refuses_path_like_order_numbers() {
+    let app = spawn_app().await;
+    for n in [
+        "../../etc/passwd",
+        "a/b",
+        "1 2",
+        "1%2F2",
+        "x.y",
+        &"9".repeat(65),
+    ] {
+        app.submit_query(
+            json!({"site": "rakuten", "kind": "order_detail", "params": {"order_number": n}}),
+        )
+        .await
+        .assert_err(422, 1003);
+    }
+    app.submit_query(json!({"site": "rakuten", "kind": "order_detail",
+        "params": {"order_number": "306087-20260801-0000000001"}}))
+        .await
+        .assert_ok();
+}

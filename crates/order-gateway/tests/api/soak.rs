@@ -42,7 +42,7 @@ async fn fifty_concurrent_clients_mixing_operations_get_no_5xx_and_no_lock_error
                         let r = client
                             .post(format!("{base}/api/orders"))
                             .bearer_auth(TOKEN)
-                            .json(&json!({"task_id": id, "site": "rakuten", "intent": {"n": n}}))
+                            .json(&json!({"task_id": id, "site": "rakuten", "intent": {"item_url": "https://item.rakuten.co.jp/shop/a/", "options": {"n": n}}}))
                             .send()
                             .await
                             .unwrap();

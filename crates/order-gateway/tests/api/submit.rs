@@ -32,7 +32,7 @@ async fn resubmitting_a_leased_task_returns_its_current_status() {
 async fn submitting_without_a_task_id_generates_one() {
     let app = spawn_app().await;
     let a = app
-        .submit_body(json!({"site": "rakuten", "intent": {"quantity": 1}}))
+        .submit_body(json!({"site": "rakuten", "intent": {"item_url": "https://item.rakuten.co.jp/shop/a/", "quantity": 1}}))
         .await;
     let id = a.assert_ok()["task_id"].as_str().unwrap().to_owned();
     assert_eq!(id.len(), 36);

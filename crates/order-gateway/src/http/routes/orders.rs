@@ -63,8 +63,9 @@ pub(crate) fn check_site(site: &str) -> Result<(), ApiError> {
     request_body = SubmitOrder,
     responses(
         (status = 200, description = "created, or the existing task (`created: false`)", body = Envelope<SubmitOrderAck>),
+        (status = 409, description = "task_id reused with a different site or intent (1006)", body = ErrorEnvelope),
         (status = 413, description = "intent over 64 KiB (1004)", body = ErrorEnvelope),
-        (status = 422, description = "invalid body, unknown site (1003)", body = ErrorEnvelope),
+        (status = 422, description = "invalid body, unknown site, intent that can never be executed (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -84,6 +85,10 @@ pub async fn submit(
             intent_json.len()
         )));
     }
+    // Pass-through (§4.2): the intent is stored exactly as sent; it is only checked against the
+    // worker's own rules so that what can never be executed is refused now (D-gw-14).
+    rakuten_types::intent::OrderIntent::parse(&body.intent)
+        .map_err(|e| ApiError::Validation(e.to_string()))?;
     let task_id = match body.task_id {
         Some(id) => id,
         None => TaskId::parse(&uuid::Uuid::now_v7().to_string())
@@ -137,7 +142,7 @@ pub async fn lease(
     let wait = q.wait.unwrap_or(DEFAULT_WAIT_SECONDS);
     if !wait.is_finite() || wait < 0.0 {
         return Err(ApiError::Validation(
-            "wait must be a non-negative number of seconds".into(),
+            "wait must be a finite, non-negative number of seconds".into(),
         ));
     }
     // Clamp before converting: `Duration::from_secs_f64` panics on huge values.
@@ -257,16 +262,45 @@ fn check_text(name: &str, v: &Option<String>, allow_newlines: bool) -> Result<()
     Ok(())
 }
 
-fn validate_report(body: &ReportState) -> Result<Option<Outcome>, ApiError> {
+/// Longest `evidence_ref`, characters.
+const MAX_EVIDENCE_REF_CHARS: usize = 256;
+
+/// `evidence_ref` names this task's evidence: `{task_id}/{NN}-{step}`, NN ≥ 2 digits, step
+/// `[a-z0-9-]+`. That form has no `..`, no absolute path and no second separator, so it can't
+/// point outside the task's evidence directory or at another task's.
+fn evidence_ref_ok(task_id: &TaskId, e: &str) -> bool {
+    if e.len() > MAX_EVIDENCE_REF_CHARS {
+        return false;
+    }
+    let Some(name) = e
+        .strip_prefix(task_id.as_str())
+        .and_then(|r| r.strip_prefix('/'))
+    else {
+        return false;
+    };
+    let Some((nn, step)) = name.split_once('-') else {
+        return false;
+    };
+    nn.len() >= 2
+        && nn.bytes().all(|b| b.is_ascii_digit())
+        && !step.is_empty()
+        && step
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+fn validate_report(task_id: &TaskId, body: &ReportState) -> Result<Option<Outcome>, ApiError> {
     check_text("site_order_id", &body.site_order_id, false)?;
     check_text("evidence_ref", &body.evidence_ref, false)?;
     check_text("detail", &body.detail, true)?;
     if let Some(e) = &body.evidence_ref
-        && (e.starts_with('/') || e.contains('\\') || e.split('/').any(|p| p == ".."))
+        && !evidence_ref_ok(task_id, e)
     {
-        return Err(ApiError::Validation(
-            "evidence_ref must be a relative path like {task_id}/03-order-confirm".into(),
-        ));
+        return Err(ApiError::Validation(format!(
+            "evidence_ref must be {{task_id}}/{{NN}}-{{step}} for this task, e.g. {}/03-order-confirm \
+             (NN two or more digits, step [a-z0-9-]+, at most {MAX_EVIDENCE_REF_CHARS} characters)",
+            task_id.as_str()
+        )));
     }
     if body.payable_yen.is_some_and(|y| y < 0) {
         return Err(ApiError::Validation(
@@ -309,7 +343,7 @@ pub async fn report(
     ApiQuery(q): ApiQuery<HolderQuery>,
     ApiJson(body): ApiJson<ReportState>,
 ) -> ApiResult<ReportAck> {
-    let outcome = validate_report(&body)?;
+    let outcome = validate_report(&task_id, &body)?;
     let report = NewReport {
         task_id,
         worker_id: required_worker(q.worker_id, body.worker_id)?,

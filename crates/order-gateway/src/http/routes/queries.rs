@@ -48,7 +48,7 @@ pub fn router(settings: &Settings) -> Router<AppState> {
     responses(
         (status = 200, description = "created, or the existing query (`created: false`)", body = Envelope<SubmitQueryAck>),
         (status = 413, description = "params over 16 KiB (1004)", body = ErrorEnvelope),
-        (status = 422, description = "unknown kind or site, bad params: order_detail without order_number, max_pages outside 1..20, since not RFC 3339 (1003)", body = ErrorEnvelope),
+        (status = 422, description = "unknown kind or site, bad params: order_detail without an order_number of 1..64 [0-9A-Za-z-], max_pages outside 1..20, since not RFC 3339 (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -120,7 +120,7 @@ pub async fn lease(
     let wait = q.wait.unwrap_or(DEFAULT_WAIT_SECONDS);
     if !wait.is_finite() || wait < 0.0 {
         return Err(ApiError::Validation(
-            "wait must be a non-negative number of seconds".into(),
+            "wait must be a finite, non-negative number of seconds".into(),
         ));
     }
     let wait = Duration::from_secs_f64(wait.min(st.settings.lease_max_wait_seconds));

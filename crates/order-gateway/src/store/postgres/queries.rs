@@ -189,6 +189,13 @@ pub(crate) async fn query_insert(
     let existing = load(conn, &q.query_id, false)
         .await?
         .ok_or_else(|| StoreError::QueryNotFound(q.query_id.clone()))?;
+    // Same write op as the insert: site, kind and params never change after insert.
+    crate::store::queries::check_same_query(
+        &q,
+        &existing.site,
+        existing.kind,
+        &existing.params_json,
+    )?;
     Ok(SubmitQueryAck {
         query_id: existing.query_id,
         status: existing.status,

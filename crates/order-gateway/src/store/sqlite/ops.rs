@@ -93,6 +93,8 @@ pub(crate) async fn task_insert(
     let existing = load_task(conn, &task.task_id)
         .await?
         .ok_or_else(|| StoreError::TaskNotFound(task.task_id.clone()))?;
+    // Same write op as the insert: the row's site and intent never change after insert.
+    crate::store::check_same_task(&task, &existing.site, &existing.intent_json)?;
     Ok(SubmitOrderAck {
         task_id: existing.task_id,
         status: existing.status,
