@@ -46,6 +46,28 @@ pub fn router() -> Router<AppState> {
         .route("/api/orders/{task_id}/reclaim", post(reclaim))
 }
 
+/// Checks the query of both lease long-polls (orders §4.3, account queries §11.2): `wait` in
+/// seconds (default [`DEFAULT_WAIT_SECONDS`], finite and non-negative, else 422), clamped to
+/// `max_wait_seconds`; then `site`, when given, via [`check_site`].
+pub(crate) fn lease_wait_and_site(
+    wait: Option<f64>,
+    site: Option<&str>,
+    max_wait_seconds: f64,
+) -> Result<Duration, ApiError> {
+    let wait = wait.unwrap_or(DEFAULT_WAIT_SECONDS);
+    if !wait.is_finite() || wait < 0.0 {
+        return Err(ApiError::Validation(
+            "wait must be a finite, non-negative number of seconds".into(),
+        ));
+    }
+    // Clamp before converting: `Duration::from_secs_f64` panics on huge values.
+    let wait = Duration::from_secs_f64(wait.min(max_wait_seconds));
+    if let Some(site) = site {
+        check_site(site)?;
+    }
+    Ok(wait)
+}
+
 pub(crate) fn check_site(site: &str) -> Result<(), ApiError> {
     if site == SITE_RAKUTEN {
         Ok(())
@@ -139,17 +161,11 @@ pub async fn lease(
     State(st): State<AppState>,
     ApiQuery(q): ApiQuery<LeaseQuery>,
 ) -> ApiResult<LeaseGrant> {
-    let wait = q.wait.unwrap_or(DEFAULT_WAIT_SECONDS);
-    if !wait.is_finite() || wait < 0.0 {
-        return Err(ApiError::Validation(
-            "wait must be a finite, non-negative number of seconds".into(),
-        ));
-    }
-    // Clamp before converting: `Duration::from_secs_f64` panics on huge values.
-    let wait = Duration::from_secs_f64(wait.min(st.settings.lease_max_wait_seconds));
-    if let Some(site) = &q.site {
-        check_site(site)?;
-    }
+    let wait = lease_wait_and_site(
+        q.wait,
+        q.site.as_deref(),
+        st.settings.lease_max_wait_seconds,
+    )?;
     let req = LeaseRequest {
         worker_id: q.worker_id,
         site: q.site,

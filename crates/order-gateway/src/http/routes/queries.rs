@@ -1,8 +1,6 @@
 //! The account-query endpoints (§11.2): submit, lease (long-poll), result, get, list. Semantics
 //! and their contrast with the order endpoints: [`crate::query_queue`].
 
-use std::time::Duration;
-
 use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -15,7 +13,7 @@ use rakuten_types::{Envelope, QueryId, WorkerId};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::orders::{ApiResult, DEFAULT_LIMIT, DEFAULT_WAIT_SECONDS, MAX_LIMIT, check_site};
+use super::orders::{ApiResult, DEFAULT_LIMIT, MAX_LIMIT, check_site, lease_wait_and_site};
 use crate::http::AppState;
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
@@ -117,16 +115,11 @@ pub async fn lease(
     State(st): State<AppState>,
     ApiQuery(q): ApiQuery<QueryLeaseQuery>,
 ) -> ApiResult<QueryGrant> {
-    let wait = q.wait.unwrap_or(DEFAULT_WAIT_SECONDS);
-    if !wait.is_finite() || wait < 0.0 {
-        return Err(ApiError::Validation(
-            "wait must be a finite, non-negative number of seconds".into(),
-        ));
-    }
-    let wait = Duration::from_secs_f64(wait.min(st.settings.lease_max_wait_seconds));
-    if let Some(site) = &q.site {
-        check_site(site)?;
-    }
+    let wait = lease_wait_and_site(
+        q.wait,
+        q.site.as_deref(),
+        st.settings.lease_max_wait_seconds,
+    )?;
     let query_ttl = st.settings.query_ttl();
     let req = QueryLeaseRequest {
         worker_id: q.worker_id,
