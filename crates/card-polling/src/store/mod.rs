@@ -6,6 +6,7 @@
 //! transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is a typed error, never
 //! a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
 
+mod common;
 pub mod postgres;
 pub mod sqlite;
 

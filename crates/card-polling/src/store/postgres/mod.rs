@@ -155,10 +155,7 @@ pub(crate) fn map_constraint(e: sqlx::Error, what: &str) -> StoreError {
     StoreError::Db(e)
 }
 
-/// Bindable text of a timestamp.
-pub(crate) fn t(ts: Timestamp) -> String {
-    ts.to_rfc3339()
-}
+pub(crate) use crate::store::common::t;
 
 #[async_trait]
 impl Store for PgStore {

@@ -1,25 +1,15 @@
 //! Scoped reads. The scope is part of the SQL (closure-table join), never a filter after loading;
 //! an item out of scope is simply not found.
 
-use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{QueryBuilder, Sqlite, SqlitePool};
 
 use rakuten_types::Timestamp;
 
-use super::rows::{ITEM_COLUMNS, item_view, ts};
-use super::t;
+use super::rows::{ITEM_COLUMNS, item_view};
 use crate::domain::Scope;
 use crate::priority::VALIDITY;
-use crate::store::{
-    ExceptionCondition, ItemDetail, ItemEventView, ItemFilter, ItemView, LogView, StoreResult,
-};
-
-fn push_scope(qb: &mut QueryBuilder<Sqlite>, scope: &Scope) {
-    if let Scope::ShopTree(root) = scope {
-        qb.push(" AND i.shop_id IN (SELECT descendant_id FROM shop_closure WHERE ancestor_id = ")
-            .push_bind(root.clone())
-            .push(")");
-    }
-}
+use crate::store::common::{item_event_view, log_view, push_item_list_filter, push_scope};
+use crate::store::{ItemDetail, ItemFilter, ItemView, StoreResult};
 
 pub(crate) async fn list(
     pool: &SqlitePool,
@@ -30,41 +20,7 @@ pub(crate) async fn list(
     let mut qb = QueryBuilder::<Sqlite>::new(format!(
         "SELECT {ITEM_COLUMNS} FROM priority_items i WHERE 1 = 1"
     ));
-    push_scope(&mut qb, scope);
-    if let Some(s) = f.status {
-        qb.push(" AND i.status = ").push_bind(s.as_str());
-    }
-    if let Some(tt) = &f.task_type {
-        qb.push(" AND i.task_type = ").push_bind(tt.clone());
-    }
-    if let Some(tr) = f.trigger_type {
-        qb.push(" AND i.trigger_type = ").push_bind(tr.as_str());
-    }
-    if let Some(iccid) = &f.iccid {
-        qb.push(" AND i.iccid = ").push_bind(iccid.clone());
-    }
-    if let Some(from) = f.enqueued_from {
-        qb.push(" AND i.enqueued_at >= ").push_bind(t(from));
-    }
-    if let Some(to) = f.enqueued_to {
-        qb.push(" AND i.enqueued_at < ").push_bind(t(to));
-    }
-    if !f.exceptions.is_empty() {
-        qb.push(" AND (0");
-        for c in &f.exceptions {
-            qb.push(match c {
-                ExceptionCondition::Failed => " OR i.status = 'failed'",
-                ExceptionCondition::Expired => " OR i.status = 'expired'",
-                ExceptionCondition::AttemptsAtMax => " OR i.attempts >= i.max_attempts",
-                ExceptionCondition::HasFailureReason => " OR i.failure_reason IS NOT NULL",
-            });
-        }
-        qb.push(")");
-    }
-    if let Some(before) = f.before_id {
-        qb.push(" AND i.id < ").push_bind(before);
-    }
-    qb.push(" ORDER BY i.id DESC LIMIT ").push_bind(f.limit);
+    push_item_list_filter(&mut qb, scope, f, "0");
     let rows = qb.build().fetch_all(pool).await?;
     rows.iter()
         .map(|r| item_view(r, feature, VALIDITY))
@@ -94,18 +50,7 @@ pub(crate) async fn get(
     .fetch_all(pool)
     .await?
     .iter()
-    .map(|r| {
-        Ok(ItemEventView {
-            id: r.try_get("id")?,
-            kind: r.try_get("kind")?,
-            trigger_type: r.try_get("trigger_type")?,
-            source: r.try_get("source")?,
-            operator: r.try_get("operator")?,
-            reason: r.try_get("reason")?,
-            result: r.try_get("result")?,
-            at: ts(r, "at")?,
-        })
-    })
+    .map(item_event_view)
     .collect::<StoreResult<Vec<_>>>()?;
     let logs = sqlx::query(
         "SELECT id, operation, request_summary, response_summary, latency_ms, outcome, at \
@@ -115,17 +60,7 @@ pub(crate) async fn get(
     .fetch_all(pool)
     .await?
     .iter()
-    .map(|r| {
-        Ok(LogView {
-            id: r.try_get("id")?,
-            operation: r.try_get("operation")?,
-            request_summary: r.try_get("request_summary")?,
-            response_summary: r.try_get("response_summary")?,
-            latency_ms: r.try_get("latency_ms")?,
-            outcome: r.try_get("outcome")?,
-            at: ts(r, "at")?,
-        })
-    })
+    .map(log_view)
     .collect::<StoreResult<Vec<_>>>()?;
     Ok(Some(ItemDetail { item, events, logs }))
 }
