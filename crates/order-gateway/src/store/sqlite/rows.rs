@@ -1,9 +1,10 @@
-//! Decoding stored rows into domain and wire types. Timestamps are fixed-width UTC text.
+//! Decoding stored rows into domain and wire types. Timestamps are fixed-width UTC text. The
+//! decoders are generic over the row type: the PostgreSQL driver uses them too (its columns have
+//! the same names and Rust types: TEXT timestamps, BIGINT/INTEGER integers).
 
 use rakuten_types::order::{ReportView, TaskSummary};
 use rakuten_types::{OrderState, Outcome, TaskId, TaskStatus, Timestamp};
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::store::StoreError;
 
@@ -47,8 +48,14 @@ pub(crate) fn order_state(s: &str) -> Result<OrderState, StoreError> {
 }
 
 impl TaskRow {
-    /// Decodes a row selected with [`TASK_COLUMNS`].
-    pub fn decode(row: &SqliteRow) -> Result<Self, StoreError> {
+    /// Decodes a row selected with [`TASK_COLUMNS`] (either driver).
+    pub fn decode<R>(row: &R) -> Result<Self, StoreError>
+    where
+        R: Row,
+        for<'c> &'c str: ColumnIndex<R>,
+        String: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+        i64: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    {
         let task_id: String = row.try_get("task_id")?;
         let status: String = row.try_get("status")?;
         let outcome: Option<String> = row.try_get("outcome")?;
@@ -95,8 +102,15 @@ impl TaskRow {
     }
 }
 
-/// Decodes a `task_reports` row.
-pub(crate) fn decode_report(row: &SqliteRow) -> Result<ReportView, StoreError> {
+/// Decodes a `task_reports` row (either driver).
+pub(crate) fn decode_report<R>(row: &R) -> Result<ReportView, StoreError>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    i64: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    i32: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+{
     Ok(ReportView {
         state: order_state(&row.try_get::<String, _>("state")?)?,
         payable_yen: row.try_get("payable_yen")?,
