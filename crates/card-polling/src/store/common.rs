@@ -7,7 +7,8 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, QueryBuilder, Row, Type};
 
 use rakuten_types::Timestamp;
 
-use crate::domain::Scope;
+use crate::domain::account::Account;
+use crate::domain::{Role, Scope, TokenHash};
 use crate::priority::TriggerType;
 use crate::priority::item_status::ItemStatus;
 use crate::store::{
@@ -223,4 +224,32 @@ pub(crate) fn push_item_list_filter<DB>(
         qb.push(" AND i.id < ").push_bind(before);
     }
     qb.push(" ORDER BY i.id DESC LIMIT ").push_bind(f.limit);
+}
+
+/// Decodes an `accounts` row found by token hash (`id, role, shop_id, token_sha256,
+/// perm_manual_trigger, perm_card_data`). The stored hash is compared again in constant time;
+/// a mismatch or an unknown role is no account.
+pub(crate) fn account_from_row<R>(row: &R, hash: &TokenHash) -> StoreResult<Option<Account>>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: for<'x> Decode<'x, R::Database> + Type<R::Database>,
+    Vec<u8>: for<'x> Decode<'x, R::Database> + Type<R::Database>,
+    bool: for<'x> Decode<'x, R::Database> + Type<R::Database>,
+{
+    let stored: Vec<u8> = row.try_get("token_sha256")?;
+    if !hash.ct_eq(&stored) {
+        return Ok(None);
+    }
+    let role: String = row.try_get("role")?;
+    let Some(role) = Role::parse(&role) else {
+        return Ok(None);
+    };
+    Ok(Some(Account {
+        id: row.try_get("id")?,
+        role,
+        shop_id: row.try_get("shop_id")?,
+        perm_manual_trigger: row.try_get("perm_manual_trigger")?,
+        perm_card_data: row.try_get("perm_card_data")?,
+    }))
 }

@@ -10,11 +10,12 @@ use rakuten_types::Timestamp;
 
 use super::enqueue::{self, snapshot_asset};
 use super::{map_constraint, t};
+use crate::domain::TokenHash;
 use crate::domain::account::Account;
 use crate::domain::asset::{AssetRef, AssetType, BindingRow};
 use crate::domain::package::{OrderStatus, PACKAGE_PERIOD_DAYS, PackageKind, PaymentStatus};
-use crate::domain::{Role, TokenHash};
 use crate::priority::TriggerType;
+use crate::store::common::account_from_row;
 use crate::store::{
     Demand, EnqueuedItem, ImportBatch, ImportCounts, OrderView, PackagePollOutcome,
     PaymentCallback, PaymentOutcome, StoreError, StoreResult,
@@ -43,21 +44,7 @@ pub(crate) async fn account_find_by_token(
     .fetch_optional(pool)
     .await?;
     let Some(row) = row else { return Ok(None) };
-    let stored: Vec<u8> = row.try_get("token_sha256")?;
-    if !hash.ct_eq(&stored) {
-        return Ok(None);
-    }
-    let role: String = row.try_get("role")?;
-    let Some(role) = Role::parse(&role) else {
-        return Ok(None);
-    };
-    Ok(Some(Account {
-        id: row.try_get("id")?,
-        role,
-        shop_id: row.try_get("shop_id")?,
-        perm_manual_trigger: row.try_get("perm_manual_trigger")?,
-        perm_card_data: row.try_get("perm_card_data")?,
-    }))
+    account_from_row(&row, hash)
 }
 
 async fn shop_exists(conn: &mut SqliteConnection, id: &str) -> StoreResult<bool> {
