@@ -16,6 +16,7 @@
 
 pub mod postgres;
 pub mod queries;
+mod query_row;
 pub mod sqlite;
 
 pub use queries::QueryStore;

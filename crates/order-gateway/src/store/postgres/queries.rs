@@ -20,6 +20,7 @@ use crate::store::StoreError;
 use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryOutcome, QueryResultRecord,
 };
+use crate::store::query_row::{QueryRow, corrupt};
 use crate::store::sqlite::rows::{decode_ts, ts};
 
 /// Columns every full query read selects.
@@ -32,114 +33,32 @@ const SUMMARY_COLUMNS: &str = "query_id, site, kind, params_json, status, attemp
     lease_owner, lease_token, lease_expires_at, NULL::text AS result_json, raw_omitted, error_code, \
     error_message, result_token, result_success, created_at, updated_at, finished_at";
 
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {e}"))
-}
-
-/// One `account_queries` row.
-#[derive(Debug, Clone)]
-struct QueryRow {
-    query_id: QueryId,
-    site: String,
-    kind: QueryKind,
-    params_json: String,
-    status: QueryStatus,
-    attempt: i64,
-    max_attempts: i64,
-    lease_owner: Option<String>,
-    lease_token: Option<String>,
-    lease_expires_at: Option<Timestamp>,
-    result_json: Option<String>,
-    raw_omitted: bool,
-    error_code: Option<i32>,
-    error_message: Option<String>,
-    result_token: Option<String>,
-    result_success: Option<bool>,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-    finished_at: Option<Timestamp>,
-}
-
-impl QueryRow {
-    fn decode(row: &PgRow) -> Result<Self, StoreError> {
-        let id: String = row.try_get("query_id")?;
-        let kind: String = row.try_get("kind")?;
-        let status: String = row.try_get("status")?;
-        Ok(QueryRow {
-            query_id: QueryId::parse(&id).map_err(|e| corrupt("query_id", e))?,
-            site: row.try_get("site")?,
-            kind: kind.parse().map_err(|e| corrupt("kind", e))?,
-            params_json: row.try_get("params_json")?,
-            status: status.parse().map_err(|e| corrupt("status", e))?,
-            attempt: row.try_get("attempt")?,
-            max_attempts: row.try_get("max_attempts")?,
-            lease_owner: row.try_get("lease_owner")?,
-            lease_token: row.try_get("lease_token")?,
-            lease_expires_at: decode_ts(row.try_get("lease_expires_at")?)?,
-            result_json: row.try_get("result_json")?,
-            raw_omitted: row.try_get("raw_omitted")?,
-            error_code: row.try_get("error_code")?,
-            error_message: row.try_get("error_message")?,
-            result_token: row.try_get("result_token")?,
-            result_success: row.try_get("result_success")?,
-            created_at: ts(&row.try_get::<String, _>("created_at")?)?,
-            updated_at: ts(&row.try_get::<String, _>("updated_at")?)?,
-            finished_at: decode_ts(row.try_get("finished_at")?)?,
-        })
-    }
-
-    fn params(&self) -> Result<serde_json::Value, StoreError> {
-        serde_json::from_str(&self.params_json).map_err(|e| corrupt("params_json", e))
-    }
-
-    fn into_view(self) -> Result<QueryView, StoreError> {
-        let params = self.params()?;
-        let result = self
-            .result_json
-            .as_deref()
-            .map(serde_json::from_str)
-            .transpose()
-            .map_err(|e| corrupt("result_json", e))?;
-        Ok(QueryView {
-            query_id: self.query_id,
-            site: self.site,
-            kind: self.kind,
-            params,
-            status: self.status,
-            attempt: self.attempt,
-            max_attempts: self.max_attempts,
-            lease_owner: self.lease_owner,
-            lease_expires_at: self.lease_expires_at,
-            result,
-            raw_omitted: self.raw_omitted,
-            error_code: self.error_code,
-            error_message: self.error_message,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            finished_at: self.finished_at,
-        })
-    }
-
-    fn into_summary(self) -> Result<QuerySummary, StoreError> {
-        let params = self.params()?;
-        Ok(QuerySummary {
-            query_id: self.query_id,
-            site: self.site,
-            kind: self.kind,
-            params,
-            status: self.status,
-            attempt: self.attempt,
-            max_attempts: self.max_attempts,
-            lease_owner: self.lease_owner,
-            lease_expires_at: self.lease_expires_at,
-            raw_omitted: self.raw_omitted,
-            error_code: self.error_code,
-            error_message: self.error_message,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            finished_at: self.finished_at,
-        })
-    }
+/// Decodes a row selected with [`COLUMNS`] or [`SUMMARY_COLUMNS`].
+fn decode_row(row: &PgRow) -> Result<QueryRow, StoreError> {
+    let id: String = row.try_get("query_id")?;
+    let kind: String = row.try_get("kind")?;
+    let status: String = row.try_get("status")?;
+    Ok(QueryRow {
+        query_id: QueryId::parse(&id).map_err(|e| corrupt("query_id", e))?,
+        site: row.try_get("site")?,
+        kind: kind.parse().map_err(|e| corrupt("kind", e))?,
+        params_json: row.try_get("params_json")?,
+        status: status.parse().map_err(|e| corrupt("status", e))?,
+        attempt: row.try_get("attempt")?,
+        max_attempts: row.try_get("max_attempts")?,
+        lease_owner: row.try_get("lease_owner")?,
+        lease_token: row.try_get("lease_token")?,
+        lease_expires_at: decode_ts(row.try_get("lease_expires_at")?)?,
+        result_json: row.try_get("result_json")?,
+        raw_omitted: row.try_get("raw_omitted")?,
+        error_code: row.try_get("error_code")?,
+        error_message: row.try_get("error_message")?,
+        result_token: row.try_get("result_token")?,
+        result_success: row.try_get("result_success")?,
+        created_at: ts(&row.try_get::<String, _>("created_at")?)?,
+        updated_at: ts(&row.try_get::<String, _>("updated_at")?)?,
+        finished_at: decode_ts(row.try_get("finished_at")?)?,
+    })
 }
 
 async fn load(
@@ -155,7 +74,7 @@ async fn load(
         .bind(id.as_str())
         .fetch_optional(&mut *conn)
         .await?;
-    row.as_ref().map(QueryRow::decode).transpose()
+    row.as_ref().map(decode_row).transpose()
 }
 
 /// `POST /api/account/queries`: insert or find.
@@ -233,7 +152,7 @@ pub(crate) async fn query_lease_next(
     let Some(row) = row else {
         return Ok(None);
     };
-    let row = QueryRow::decode(&row)?;
+    let row = decode_row(&row)?;
     Ok(Some(QueryGrant {
         params: row.params()?,
         query_id: row.query_id,
@@ -363,7 +282,7 @@ pub(crate) async fn query_requeue_expired_leases(
         .await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
-        let row = QueryRow::decode(&r)?;
+        let row = decode_row(&r)?;
         let attempts_left = row.attempt < row.max_attempts;
         let next = row
             .status
@@ -480,7 +399,7 @@ pub(crate) async fn query_get(
         .fetch_optional(pool)
         .await?;
     row.as_ref()
-        .map(|r| QueryRow::decode(r).and_then(QueryRow::into_view))
+        .map(|r| decode_row(r).and_then(QueryRow::into_view))
         .transpose()
 }
 
@@ -513,7 +432,7 @@ pub(crate) async fn query_list(
         .fetch_all(&mut *tx)
         .await?
         .iter()
-        .map(|r| QueryRow::decode(r).and_then(QueryRow::into_summary))
+        .map(|r| decode_row(r).and_then(QueryRow::into_summary))
         .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
     Ok(Page {

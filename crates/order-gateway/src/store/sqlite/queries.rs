@@ -17,6 +17,7 @@ use crate::store::StoreError;
 use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryOutcome, QueryResultRecord,
 };
+use crate::store::query_row::{QueryRow, corrupt};
 
 /// Columns every full query read selects.
 const COLUMNS: &str = "query_id, site, kind, params_json, status, attempt, max_attempts, \
@@ -28,120 +29,38 @@ const SUMMARY_COLUMNS: &str = "query_id, site, kind, params_json, status, attemp
     lease_owner, lease_token, lease_expires_at, NULL AS result_json, raw_omitted, error_code, \
     error_message, result_token, result_success, created_at, updated_at, finished_at";
 
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {e}"))
-}
-
 fn opt_ts(s: Option<String>) -> Result<Option<Timestamp>, StoreError> {
     s.as_deref().map(ts).transpose()
 }
 
-/// One `account_queries` row.
-#[derive(Debug, Clone)]
-struct QueryRow {
-    query_id: QueryId,
-    site: String,
-    kind: QueryKind,
-    params_json: String,
-    status: QueryStatus,
-    attempt: i64,
-    max_attempts: i64,
-    lease_owner: Option<String>,
-    lease_token: Option<String>,
-    lease_expires_at: Option<Timestamp>,
-    result_json: Option<String>,
-    raw_omitted: bool,
-    error_code: Option<i32>,
-    error_message: Option<String>,
-    result_token: Option<String>,
-    result_success: Option<bool>,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-    finished_at: Option<Timestamp>,
-}
-
-impl QueryRow {
-    fn decode(row: &SqliteRow) -> Result<Self, StoreError> {
-        let id: String = row.try_get("query_id")?;
-        let kind: String = row.try_get("kind")?;
-        let status: String = row.try_get("status")?;
-        let raw_omitted: i64 = row.try_get("raw_omitted")?;
-        let result_success: Option<i64> = row.try_get("result_success")?;
-        Ok(QueryRow {
-            query_id: QueryId::parse(&id).map_err(|e| corrupt("query_id", e))?,
-            site: row.try_get("site")?,
-            kind: kind.parse().map_err(|e| corrupt("kind", e))?,
-            params_json: row.try_get("params_json")?,
-            status: status.parse().map_err(|e| corrupt("status", e))?,
-            attempt: row.try_get("attempt")?,
-            max_attempts: row.try_get("max_attempts")?,
-            lease_owner: row.try_get("lease_owner")?,
-            lease_token: row.try_get("lease_token")?,
-            lease_expires_at: opt_ts(row.try_get("lease_expires_at")?)?,
-            result_json: row.try_get("result_json")?,
-            raw_omitted: raw_omitted != 0,
-            error_code: row.try_get("error_code")?,
-            error_message: row.try_get("error_message")?,
-            result_token: row.try_get("result_token")?,
-            result_success: result_success.map(|v| v != 0),
-            created_at: ts(&row.try_get::<String, _>("created_at")?)?,
-            updated_at: ts(&row.try_get::<String, _>("updated_at")?)?,
-            finished_at: opt_ts(row.try_get("finished_at")?)?,
-        })
-    }
-
-    fn params(&self) -> Result<serde_json::Value, StoreError> {
-        serde_json::from_str(&self.params_json).map_err(|e| corrupt("params_json", e))
-    }
-
-    fn into_view(self) -> Result<QueryView, StoreError> {
-        let params = self.params()?;
-        let result = self
-            .result_json
-            .as_deref()
-            .map(serde_json::from_str)
-            .transpose()
-            .map_err(|e| corrupt("result_json", e))?;
-        Ok(QueryView {
-            query_id: self.query_id,
-            site: self.site,
-            kind: self.kind,
-            params,
-            status: self.status,
-            attempt: self.attempt,
-            max_attempts: self.max_attempts,
-            lease_owner: self.lease_owner,
-            lease_expires_at: self.lease_expires_at,
-            result,
-            raw_omitted: self.raw_omitted,
-            error_code: self.error_code,
-            error_message: self.error_message,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            finished_at: self.finished_at,
-        })
-    }
-
-    fn into_summary(self) -> Result<QuerySummary, StoreError> {
-        let params = self.params()?;
-        Ok(QuerySummary {
-            query_id: self.query_id,
-            site: self.site,
-            kind: self.kind,
-            params,
-            status: self.status,
-            attempt: self.attempt,
-            max_attempts: self.max_attempts,
-            lease_owner: self.lease_owner,
-            lease_expires_at: self.lease_expires_at,
-            raw_omitted: self.raw_omitted,
-            error_code: self.error_code,
-            error_message: self.error_message,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            finished_at: self.finished_at,
-        })
-    }
+/// Decodes a row selected with [`COLUMNS`] or [`SUMMARY_COLUMNS`].
+fn decode_row(row: &SqliteRow) -> Result<QueryRow, StoreError> {
+    let id: String = row.try_get("query_id")?;
+    let kind: String = row.try_get("kind")?;
+    let status: String = row.try_get("status")?;
+    let raw_omitted: i64 = row.try_get("raw_omitted")?;
+    let result_success: Option<i64> = row.try_get("result_success")?;
+    Ok(QueryRow {
+        query_id: QueryId::parse(&id).map_err(|e| corrupt("query_id", e))?,
+        site: row.try_get("site")?,
+        kind: kind.parse().map_err(|e| corrupt("kind", e))?,
+        params_json: row.try_get("params_json")?,
+        status: status.parse().map_err(|e| corrupt("status", e))?,
+        attempt: row.try_get("attempt")?,
+        max_attempts: row.try_get("max_attempts")?,
+        lease_owner: row.try_get("lease_owner")?,
+        lease_token: row.try_get("lease_token")?,
+        lease_expires_at: opt_ts(row.try_get("lease_expires_at")?)?,
+        result_json: row.try_get("result_json")?,
+        raw_omitted: raw_omitted != 0,
+        error_code: row.try_get("error_code")?,
+        error_message: row.try_get("error_message")?,
+        result_token: row.try_get("result_token")?,
+        result_success: result_success.map(|v| v != 0),
+        created_at: ts(&row.try_get::<String, _>("created_at")?)?,
+        updated_at: ts(&row.try_get::<String, _>("updated_at")?)?,
+        finished_at: opt_ts(row.try_get("finished_at")?)?,
+    })
 }
 
 async fn load(conn: &mut SqliteConnection, id: &QueryId) -> Result<Option<QueryRow>, StoreError> {
@@ -150,7 +69,7 @@ async fn load(conn: &mut SqliteConnection, id: &QueryId) -> Result<Option<QueryR
         .bind(id.as_str())
         .fetch_optional(&mut *conn)
         .await?;
-    row.as_ref().map(QueryRow::decode).transpose()
+    row.as_ref().map(decode_row).transpose()
 }
 
 /// `POST /api/account/queries`: insert or find.
@@ -232,7 +151,7 @@ pub(crate) async fn query_lease_next(
     let Some(row) = row else {
         return Ok(None);
     };
-    let row = QueryRow::decode(&row)?;
+    let row = decode_row(&row)?;
     Ok(Some(QueryGrant {
         params: row.params()?,
         query_id: row.query_id,
@@ -365,7 +284,7 @@ pub(crate) async fn query_requeue_expired_leases(
         .await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
-        let row = QueryRow::decode(&r)?;
+        let row = decode_row(&r)?;
         let attempts_left = row.attempt < row.max_attempts;
         let next = row
             .status
@@ -487,7 +406,7 @@ pub(crate) async fn query_get(
         .fetch_optional(pool)
         .await?;
     row.as_ref()
-        .map(|r| QueryRow::decode(r).and_then(QueryRow::into_view))
+        .map(|r| decode_row(r).and_then(QueryRow::into_view))
         .transpose()
 }
 
@@ -523,7 +442,7 @@ pub(crate) async fn query_list(
         .fetch_all(&mut *tx)
         .await?
         .iter()
-        .map(|r| QueryRow::decode(r).and_then(QueryRow::into_summary))
+        .map(|r| decode_row(r).and_then(QueryRow::into_summary))
         .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
     Ok(Page {
