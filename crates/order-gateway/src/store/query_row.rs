@@ -1,10 +1,13 @@
 //! The `account_queries` row as both drivers load it, and its conversions to the wire views.
 //! Decoding stays in each driver (SQLite stores booleans as integers).
 
-use rakuten_types::query::{QueryKind, QueryStatus, QuerySummary, QueryView};
+use rakuten_types::query::{
+    QueryEvent, QueryKind, QueryResultAck, QueryStatus, QuerySummary, QueryView,
+};
 use rakuten_types::{QueryId, Timestamp};
 
 use crate::store::StoreError;
+use crate::store::queries::{QueryOutcome, QueryResultRecord};
 
 /// A stored value that does not parse back into its Rust type.
 pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
@@ -87,5 +90,88 @@ impl QueryRow {
             updated_at: self.updated_at,
             finished_at: self.finished_at,
         })
+    }
+
+    /// Checks a reported result against this (loaded) row, §11.2. `Ok(Some(ack))`: an identical
+    /// repeat (same holder, same token, same success flag) of the result that finished the
+    /// query — a retry after a lost answer; acknowledged, nothing changes. `Ok(None)`: the
+    /// current holder's live lease may record it. Else [`StoreError::QueryLeaseInvalid`].
+    pub(crate) fn check_result(
+        &self,
+        rec: &QueryResultRecord,
+        now: Timestamp,
+    ) -> Result<Option<QueryResultAck>, StoreError> {
+        let row = self;
+        let token = rec.lease_token.as_deref();
+        if row.status.is_terminal()
+            && token.is_some()
+            && row.result_token.as_deref() == token
+            && row.lease_owner.as_deref() == Some(rec.worker_id.as_str())
+            && row.result_success == Some(rec.reported_success)
+        {
+            return Ok(Some(QueryResultAck {
+                query_id: row.query_id.clone(),
+                status: row.status,
+                raw_omitted: row.raw_omitted,
+                duplicate: true,
+                error_code: row.error_code,
+                error_message: row.error_message.clone(),
+            }));
+        }
+        let refuse = |why: String| Err(StoreError::QueryLeaseInvalid(why));
+        if row.status != QueryStatus::Leased {
+            return refuse(format!(
+                "query {} is {}; results are accepted only from the current lease holder",
+                row.query_id, row.status
+            ));
+        }
+        if row.lease_owner.as_deref() != Some(rec.worker_id.as_str()) {
+            return refuse(format!(
+                "worker {} does not hold the lease of query {} (it was redelivered)",
+                rec.worker_id, row.query_id
+            ));
+        }
+        if token.is_some() && row.lease_token.as_deref() != token {
+            return refuse("lease_token belongs to an earlier lease of this query".into());
+        }
+        if row.lease_expires_at.is_none_or(|e| e <= now) {
+            return refuse(format!("the lease of query {} has expired", row.query_id));
+        }
+        Ok(None)
+    }
+}
+
+/// The columns a reported outcome writes: `(event, result_json, raw_omitted, error_code,
+/// error_message)`.
+pub(crate) fn result_columns(
+    outcome: QueryOutcome,
+) -> (
+    QueryEvent,
+    Option<String>,
+    bool,
+    Option<i32>,
+    Option<String>,
+) {
+    match outcome {
+        QueryOutcome::Success {
+            result_json,
+            raw_omitted,
+        } => (
+            QueryEvent::Succeed,
+            Some(result_json),
+            raw_omitted,
+            None,
+            None,
+        ),
+        QueryOutcome::Failure {
+            error_code,
+            error_message,
+        } => (
+            QueryEvent::Fail,
+            None,
+            false,
+            error_code,
+            Some(error_message),
+        ),
     }
 }

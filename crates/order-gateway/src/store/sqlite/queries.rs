@@ -15,9 +15,9 @@ use uuid::Uuid;
 use super::rows::ts;
 use crate::store::StoreError;
 use crate::store::queries::{
-    LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryOutcome, QueryResultRecord,
+    LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord,
 };
-use crate::store::query_row::{QueryRow, corrupt};
+use crate::store::query_row::{QueryRow, corrupt, result_columns};
 
 /// Columns every full query read selects.
 const COLUMNS: &str = "query_id, site, kind, params_json, status, attempt, max_attempts, \
@@ -172,65 +172,10 @@ pub(crate) async fn query_record_result(
     let row = load(conn, &rec.query_id)
         .await?
         .ok_or_else(|| StoreError::QueryNotFound(rec.query_id.clone()))?;
-    let token = rec.lease_token.as_deref();
-    // An identical repeat (same holder, same token, same success flag) of the result that
-    // finished the query: a retry after a lost answer. Acknowledged, nothing changes.
-    if row.status.is_terminal()
-        && token.is_some()
-        && row.result_token.as_deref() == token
-        && row.lease_owner.as_deref() == Some(rec.worker_id.as_str())
-        && row.result_success == Some(rec.reported_success)
-    {
-        return Ok(QueryResultAck {
-            query_id: row.query_id,
-            status: row.status,
-            raw_omitted: row.raw_omitted,
-            duplicate: true,
-            error_code: row.error_code,
-            error_message: row.error_message,
-        });
+    if let Some(ack) = row.check_result(&rec, now)? {
+        return Ok(ack);
     }
-    let refuse = |why: String| Err(StoreError::QueryLeaseInvalid(why));
-    if row.status != QueryStatus::Leased {
-        return refuse(format!(
-            "query {} is {}; results are accepted only from the current lease holder",
-            row.query_id, row.status
-        ));
-    }
-    if row.lease_owner.as_deref() != Some(rec.worker_id.as_str()) {
-        return refuse(format!(
-            "worker {} does not hold the lease of query {} (it was redelivered)",
-            rec.worker_id, row.query_id
-        ));
-    }
-    if token.is_some() && row.lease_token.as_deref() != token {
-        return refuse("lease_token belongs to an earlier lease of this query".into());
-    }
-    if row.lease_expires_at.is_none_or(|e| e <= now) {
-        return refuse(format!("the lease of query {} has expired", row.query_id));
-    }
-    let (event, result_json, raw_omitted, error_code, error_message) = match rec.outcome {
-        QueryOutcome::Success {
-            result_json,
-            raw_omitted,
-        } => (
-            QueryEvent::Succeed,
-            Some(result_json),
-            raw_omitted,
-            None,
-            None,
-        ),
-        QueryOutcome::Failure {
-            error_code,
-            error_message,
-        } => (
-            QueryEvent::Fail,
-            None,
-            false,
-            error_code,
-            Some(error_message),
-        ),
-    };
+    let (event, result_json, raw_omitted, error_code, error_message) = result_columns(rec.outcome);
     let next = row.status.transition(event)?;
     let now_s = now.to_rfc3339();
     let done = sqlx::query(
@@ -256,7 +201,9 @@ pub(crate) async fn query_record_result(
     .await?
     .rows_affected();
     if done != 1 {
-        return refuse("the lease changed concurrently".into());
+        return Err(StoreError::QueryLeaseInvalid(
+            "the lease changed concurrently".into(),
+        ));
     }
     Ok(QueryResultAck {
         query_id: row.query_id,
