@@ -31,6 +31,8 @@ fn task(id: &str, status: TaskStatus, history: Vec<ReportView>) -> TaskDetail {
             updated_at: ts(),
         },
         history,
+        operator_actions: Vec::new(),
+        evidence_queries: Vec::new(),
     }
 }
 
@@ -44,6 +46,7 @@ fn report(state: OrderState, order: Option<&str>, detail: Option<&str>) -> Repor
         detail: detail.map(str::to_owned),
         error_code: None,
         worker_id: None,
+        operator: None,
         reported_at: ts(),
     }
 }

@@ -14,11 +14,14 @@
 //! contract (redelivery instead of `stale`); the SQLite driver implements both and runs both
 //! through the same group-commit writer.
 
+pub mod operator;
 pub mod postgres;
 pub mod queries;
 mod query_row;
+pub(crate) mod sql;
 pub mod sqlite;
 
+pub use operator::OperatorStore;
 pub use queries::QueryStore;
 
 use std::sync::Arc;
@@ -120,6 +123,10 @@ pub struct ReclaimRequest {
     pub ttl: Duration,
     /// Gate scope.
     pub scope: LeaseScope,
+    /// Why (recorded in `operator_actions`).
+    pub reason: String,
+    /// Who (the token's name).
+    pub actor: String,
 }
 
 /// A task the sweeper turned stale.
@@ -211,6 +218,9 @@ pub enum StoreError {
     /// The query state machine refused a transition.
     #[error(transparent)]
     QueryTransition(#[from] rakuten_types::query::InvalidQueryTransition),
+    /// No such worker (404, 1005).
+    #[error("worker {0} not found")]
+    WorkerNotFound(String),
     /// The store is shutting down (503).
     #[error("store is closed")]
     Closed,

@@ -193,6 +193,8 @@ impl Harness {
                     worker_id: wid(worker),
                     ttl: TTL,
                     scope: LeaseScope::Global,
+                    reason: "test".into(),
+                    actor: "test".into(),
                 },
                 self.now(),
             )
@@ -674,10 +676,21 @@ async fn reclaim_needs_a_stale_task_and_a_free_gate(h: &Harness) {
     let g = h.reclaim("po-1", "w2").await.unwrap();
     assert_eq!(g.lease_count, 2);
     assert_eq!(h.status("po-1").await, TaskStatus::Leased);
-    // The named worker gets it on its next poll (a re-grant), nobody else.
+    // The named worker's first poll receives that very grant (same token and count; issue #10
+    // item 9), nobody else gets anything; a later poll is a re-grant as always.
     assert_eq!(h.lease("w9").await, LeaseAttempt::Empty);
+    let first = h.granted("w2").await;
+    assert_eq!(
+        (
+            first.task_id.as_str(),
+            first.lease_count,
+            first.lease_token.as_str()
+        ),
+        ("po-1", 2, g.lease_token.as_str())
+    );
     let again = h.granted("w2").await;
     assert_eq!((again.task_id.as_str(), again.lease_count), ("po-1", 3));
+    assert_ne!(again.lease_token, g.lease_token);
     let missing = h.reclaim("nope", "w2").await;
     assert!(matches!(missing, Err(StoreError::TaskNotFound(_))));
 }

@@ -81,6 +81,16 @@ pub fn migrator() -> Migrator {
             .into_sql_str(),
             false,
         ),
+        Migration::new(
+            3,
+            "alerts and operator actions".into(),
+            MigrationType::Simple,
+            sqlx::AssertSqlSafe(include_str!(
+                "../../../migrations/postgres/0003_alerts_operator_actions.sql"
+            ))
+            .into_sql_str(),
+            false,
+        ),
     ])
 }
 
@@ -169,6 +179,33 @@ impl PgStore {
             pump,
             leader: Arc::default(),
         })
+    }
+
+    /// Runs a write written once for both engines (`store::sql`) in one transaction, committed
+    /// before it returns.
+    pub(crate) async fn op_write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        F: for<'c> FnOnce(
+                &'c mut PgConnection,
+            ) -> futures::future::BoxFuture<'c, Result<T, StoreError>>
+            + Send,
+    {
+        let mut tx = self.pool.begin().await?;
+        let out = f(&mut tx).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// Runs a read written once for both engines on a pool connection.
+    pub(crate) async fn op_read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        F: for<'c> FnOnce(
+                &'c mut PgConnection,
+            ) -> futures::future::BoxFuture<'c, Result<T, StoreError>>
+            + Send,
+    {
+        let mut conn = self.pool.acquire().await?;
+        f(&mut conn).await
     }
 
     /// The pool (tests and benchmarks inspect the schema through it).
@@ -274,6 +311,8 @@ impl PgStore {
         }
     }
 }
+
+crate::store::sql::operator::impl_operator_store!(PgStore, crate::store::sql::operator::postgres);
 
 #[async_trait]
 impl OrderStore for PgStore {

@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use super::rows::{TASK_COLUMNS, task_row};
 use crate::settings::LeaseScope;
+use crate::store::sql::operator::postgres as sql;
 use crate::store::sqlite::rows::{TaskRow, order_state, ts};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, StaleTask,
@@ -67,7 +68,8 @@ async fn worker_touch(
     sqlx::query(
         "INSERT INTO workers (worker_id, last_seen_at) VALUES ($1, $2) \
          ON CONFLICT (worker_id) DO UPDATE \
-         SET last_seen_at = GREATEST(workers.last_seen_at, EXCLUDED.last_seen_at)",
+         SET last_seen_at = GREATEST(workers.last_seen_at, EXCLUDED.last_seen_at), \
+         retired_at = NULL",
     )
     .bind(worker_id.as_str())
     .bind(now.to_rfc3339())
@@ -230,6 +232,20 @@ async fn lease_attempt(
 ) -> Result<LeaseAttempt, StoreError> {
     let now_s = now.to_rfc3339();
     let expires = now.plus(req.ttl);
+
+    // (a) A reclaim's grant not yet received: this poll receives that very grant.
+    if let Some((task_id, count, token)) =
+        sql::reclaimed_grant_take(conn, req.worker_id.as_str(), expires, now).await?
+    {
+        let id =
+            TaskId::parse(&task_id).map_err(|e| StoreError::Corrupt(format!("task_id: {e}")))?;
+        let row = load_task_locked(conn, &id)
+            .await?
+            .ok_or(StoreError::TaskNotFound(id))?;
+        return Ok(LeaseAttempt::Granted(
+            grant_view(conn, &row, count, token, expires).await?,
+        ));
+    }
 
     // (b) The worker's own unexpired active task comes back first, as a new grant.
     let sql = format!(
@@ -529,7 +545,19 @@ pub(crate) async fn task_reclaim(
     )
     .await
     {
-        Ok(Some((count, token))) => grant_view(conn, &row, count, token, expires).await,
+        Ok(Some((count, token))) => {
+            sql::reclaim_recorded(
+                conn,
+                &row.task_id,
+                req.worker_id.as_str(),
+                count,
+                &req.actor,
+                &req.reason,
+                now,
+            )
+            .await?;
+            grant_view(conn, &row, count, token, expires).await
+        }
         Ok(None) => Err(StoreError::StateConflict {
             status: row.status,
             reason: "the task changed concurrently".into(),

@@ -28,7 +28,7 @@ pub(crate) async fn task_get(
     let task = task_row(&row)?.into_summary()?;
     let history = sqlx::query(
         "SELECT state, payable_yen, pay_deadline, site_order_id, evidence_ref, detail, \
-         error_code, worker_id, reported_at FROM task_reports WHERE task_id = $1 ORDER BY seq",
+         error_code, worker_id, operator, reported_at FROM task_reports WHERE task_id = $1 ORDER BY seq",
     )
     .bind(task_id.as_str())
     .fetch_all(&mut *tx)
@@ -37,7 +37,13 @@ pub(crate) async fn task_get(
     .map(report)
     .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
-    Ok(Some(TaskDetail { task, history }))
+    Ok(Some(TaskDetail {
+        task,
+        history,
+        // Filled by the HTTP layer from the operator store.
+        operator_actions: Vec::new(),
+        evidence_queries: Vec::new(),
+    }))
 }
 
 pub(crate) async fn task_list(
@@ -143,7 +149,7 @@ pub(crate) async fn health_snapshot(
     )
     .await?;
     let workers = sqlx::query(
-        "SELECT worker_id, last_seen_at FROM workers ORDER BY worker_id COLLATE \"C\" LIMIT 1000",
+        "SELECT worker_id, last_seen_at FROM workers WHERE retired_at IS NULL ORDER BY worker_id COLLATE \"C\" LIMIT 1000",
     )
     .fetch_all(&mut *tx)
     .await?

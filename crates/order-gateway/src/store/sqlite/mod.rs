@@ -68,6 +68,18 @@ pub fn migrator() -> Migrator {
             .into_sql_str(),
             false,
         ),
+        Migration::new(
+            3,
+            "alerts and operator actions".into(),
+            MigrationType::Simple,
+            sqlx::AssertSqlSafe(include_str!(
+                "../../../migrations/sqlite/0003_alerts_operator_actions.sql"
+            ))
+            .into_sql_str(),
+            // Rebuilding `tasks` needs foreign keys off, which SQLite ignores inside a
+            // transaction: the file runs its own BEGIN … COMMIT.
+            true,
+        ),
     ])
 }
 
@@ -133,6 +145,32 @@ impl SqliteStore {
     /// The writer's counters (commits and operations), for benchmarks.
     pub fn write_stats(&self) -> (u64, u64) {
         self.stats.snapshot()
+    }
+
+    /// Runs a write written once for both engines (`store::sql`) through the group-commit writer.
+    pub(crate) async fn op_write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(
+                &'c mut sqlx::SqliteConnection,
+            ) -> futures::future::BoxFuture<'c, Result<T, StoreError>>
+            + Send
+            + 'static,
+    {
+        self.write(|reply| WriteOp::Job(Box::new(writer::Job { f, reply })))
+            .await
+    }
+
+    /// Runs a read written once for both engines on a read connection.
+    pub(crate) async fn op_read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        F: for<'c> FnOnce(
+                &'c mut sqlx::SqliteConnection,
+            ) -> futures::future::BoxFuture<'c, Result<T, StoreError>>
+            + Send,
+    {
+        let mut conn = self.read.acquire().await?;
+        f(&mut conn).await
     }
 
     async fn write<T>(
@@ -232,6 +270,8 @@ impl OrderStore for SqliteStore {
         self.read.close().await;
     }
 }
+
+crate::store::sql::operator::impl_operator_store!(SqliteStore, crate::store::sql::operator::sqlite);
 
 #[async_trait]
 impl QueryStore for SqliteStore {

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::rows::{TASK_COLUMNS, TaskRow, order_state, ts};
 use crate::settings::LeaseScope;
+use crate::store::sql::operator::sqlite as sql;
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, StaleTask,
     StoreError,
@@ -51,7 +52,8 @@ async fn worker_touch(
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO workers (worker_id, last_seen_at) VALUES (?, ?) \
-         ON CONFLICT (worker_id) DO UPDATE SET last_seen_at = excluded.last_seen_at",
+         ON CONFLICT (worker_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, \
+         retired_at = NULL",
     )
     .bind(worker_id.as_str())
     .bind(now.to_rfc3339())
@@ -161,6 +163,20 @@ pub(crate) async fn task_lease(
     worker_touch(conn, &req.worker_id, now).await?;
     let now_s = now.to_rfc3339();
     let expires = now.plus(req.ttl);
+
+    // (a) A reclaim's grant not yet received: this poll receives that very grant.
+    if let Some((task_id, count, token)) =
+        sql::reclaimed_grant_take(conn, req.worker_id.as_str(), expires, now).await?
+    {
+        let id =
+            TaskId::parse(&task_id).map_err(|e| StoreError::Corrupt(format!("task_id: {e}")))?;
+        let row = load_task(conn, &id)
+            .await?
+            .ok_or(StoreError::TaskNotFound(id))?;
+        return Ok(LeaseAttempt::Granted(
+            grant_view(conn, &row, count, token, expires).await?,
+        ));
+    }
 
     // (b) The worker's own unexpired active task comes back first, as a new grant: a reclaimed
     // task reaches a worker behind NAT this way, and so does a grant whose response was lost.
@@ -482,7 +498,19 @@ pub(crate) async fn task_reclaim(
     )
     .await
     {
-        Ok(Some((count, token))) => grant_view(conn, &row, count, token, expires).await,
+        Ok(Some((count, token))) => {
+            sql::reclaim_recorded(
+                conn,
+                &row.task_id,
+                req.worker_id.as_str(),
+                count,
+                &req.actor,
+                &req.reason,
+                now,
+            )
+            .await?;
+            grant_view(conn, &row, count, token, expires).await
+        }
         Ok(None) => Err(StoreError::StateConflict {
             status: row.status,
             reason: "the task changed concurrently".into(),

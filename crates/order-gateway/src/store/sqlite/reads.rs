@@ -25,7 +25,7 @@ pub(crate) async fn task_get(
     let task = TaskRow::decode(&row)?.into_summary()?;
     let history = sqlx::query(
         "SELECT state, payable_yen, pay_deadline, site_order_id, evidence_ref, detail, \
-         error_code, worker_id, reported_at FROM task_reports WHERE task_id = ? ORDER BY seq",
+         error_code, worker_id, operator, reported_at FROM task_reports WHERE task_id = ? ORDER BY seq",
     )
     .bind(task_id.as_str())
     .fetch_all(&mut *conn)
@@ -33,7 +33,13 @@ pub(crate) async fn task_get(
     .iter()
     .map(decode_report)
     .collect::<Result<Vec<_>, _>>()?;
-    Ok(Some(TaskDetail { task, history }))
+    Ok(Some(TaskDetail {
+        task,
+        history,
+        // Filled by the HTTP layer from the operator store.
+        operator_actions: Vec::new(),
+        evidence_queries: Vec::new(),
+    }))
 }
 
 pub(crate) async fn task_list(
@@ -141,18 +147,20 @@ pub(crate) async fn health_snapshot(
         Some(queued_before.to_rfc3339()),
     )
     .await?;
-    let workers =
-        sqlx::query("SELECT worker_id, last_seen_at FROM workers ORDER BY worker_id LIMIT 1000")
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|r| {
-                Ok(WorkerSeen {
-                    worker_id: r.try_get("worker_id")?,
-                    last_seen_at: ts(&r.try_get::<String, _>("last_seen_at")?)?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+    let workers = sqlx::query(
+        "SELECT worker_id, last_seen_at FROM workers WHERE retired_at IS NULL \
+             ORDER BY worker_id LIMIT 1000",
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(WorkerSeen {
+            worker_id: r.try_get("worker_id")?,
+            last_seen_at: ts(&r.try_get::<String, _>("last_seen_at")?)?,
+        })
+    })
+    .collect::<Result<Vec<_>, StoreError>>()?;
     tx.commit().await?;
     Ok(HealthSnapshot {
         queued,

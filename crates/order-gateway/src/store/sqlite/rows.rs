@@ -120,6 +120,7 @@ where
         detail: row.try_get("detail")?,
         error_code: row.try_get("error_code")?,
         worker_id: row.try_get("worker_id")?,
+        operator: row.try_get("operator")?,
         reported_at: ts(&row.try_get::<String, _>("reported_at")?)?,
     })
 }

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::future::BoxFuture;
 use rakuten_types::Timestamp;
 use rakuten_types::order::{LeaseGrant, RenewAck, ReportAck, SubmitOrderAck};
 use sqlx::{Connection, SqliteConnection};
@@ -30,8 +31,8 @@ use rakuten_types::query::{QueryGrant, QueryResultAck, SubmitQueryAck};
 /// Most operations committed together.
 pub const MAX_BATCH: usize = 256;
 
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-type Finish = Box<dyn FnOnce(Option<StoreError>) + Send>;
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+pub(crate) type Finish = Box<dyn FnOnce(Option<StoreError>) + Send>;
 
 /// One write operation and where to send its answer.
 pub(crate) enum WriteOp {
@@ -48,6 +49,37 @@ pub(crate) enum WriteOp {
     QueryRequeue(Timestamp, Reply<Vec<LapsedQuery>>),
     QueryExpire(Timestamp, Timestamp, Reply<Vec<QueryId>>),
     QueryPurge(Timestamp, Reply<u64>),
+    // Store code written once for both engines (`store::sql`) runs here as a boxed job.
+    Job(Box<dyn JobOp>),
+}
+
+/// A write written once for both engines: a function of the connection, and its reply.
+pub(crate) trait JobOp: Send {
+    fn run<'c>(self: Box<Self>, conn: &'c mut SqliteConnection) -> BoxFuture<'c, (bool, Finish)>;
+    fn fail(self: Box<Self>, e: StoreError);
+}
+
+/// The [`JobOp`] of a closure `f` answering on `reply`.
+pub(crate) struct Job<T, F> {
+    pub f: F,
+    pub reply: Reply<T>,
+}
+
+impl<T, F> JobOp for Job<T, F>
+where
+    T: Send + 'static,
+    F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, StoreError>>
+        + Send
+        + 'static,
+{
+    fn run<'c>(self: Box<Self>, conn: &'c mut SqliteConnection) -> BoxFuture<'c, (bool, Finish)> {
+        let Job { f, reply } = *self;
+        Box::pin(async move { deferred(reply, f(conn).await) })
+    }
+
+    fn fail(self: Box<Self>, e: StoreError) {
+        let _ = self.reply.send(Err(e));
+    }
 }
 
 /// Counters of the writer, for the benchmark (operations per commit = operations per fsync).
@@ -107,6 +139,7 @@ impl WriteOp {
             WriteOp::QueryRequeue(_, r) => drop(r.send(Err(e))),
             WriteOp::QueryExpire(_, _, r) => drop(r.send(Err(e))),
             WriteOp::QueryPurge(_, r) => drop(r.send(Err(e))),
+            WriteOp::Job(j) => j.fail(e),
         }
     }
 
@@ -136,6 +169,7 @@ impl WriteOp {
             WriteOp::QueryPurge(before, r) => {
                 deferred(r, queries::query_delete_terminal_before(conn, before).await)
             }
+            WriteOp::Job(j) => j.run(conn).await,
         }
     }
 }
