@@ -5,6 +5,7 @@
 //!                     │  ▲                │  ▲   (Finish also allowed straight from leased)
 //!                     │  └───Regrant──────┘  │  (same owner asks again: new grant, count + 1)
 //!                     └──────Expire──────────┴──> stale ──Reclaim──> leased
+//! queued ──SetAside──> needs_human   (the gateway cannot decode the stored row: a poison row)
 //! ```
 //!
 //! Nothing ever goes back to `queued`: an order may already be placed when a lease lapses (§5).
@@ -66,6 +67,9 @@ pub enum TaskEvent {
     Expire,
     /// An operator hands a stale task to a named worker.
     Reclaim,
+    /// The gateway cannot decode a queued task's stored row (a poison row): it is set aside for a
+    /// human instead of blocking the queue.
+    SetAside,
 }
 
 /// The explicit terminal outcome of a task (§4.5).
@@ -157,6 +161,7 @@ impl TaskStatus {
             (S::Leased | S::Running, E::Finish(outcome)) => outcome.status(),
             (S::Leased | S::Running, E::Expire) => S::Stale,
             (S::Stale, E::Reclaim) => S::Leased,
+            (S::Queued, E::SetAside) => S::NeedsHuman,
             (from, event) => return Err(InvalidTransition { from, event }),
         };
         Ok(next)
@@ -223,6 +228,7 @@ mod tests {
             TaskEvent::Finish(Outcome::Failed),
             TaskEvent::Expire,
             TaskEvent::Reclaim,
+            TaskEvent::SetAside,
         ];
         for from in TaskStatus::ALL {
             for e in events {

@@ -297,7 +297,9 @@ pub(crate) fn check_same_task(
 pub(crate) type Transition<C, T> =
     Box<dyn for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, Result<T, StoreError>> + Send>;
 
-/// A migrator from `(version, description, sql)` triples embedded with `include_str!`.
+/// A migrator from `(version, description, sql)` triples embedded with `include_str!`. A file
+/// whose first line is `-- no-transaction` runs outside a transaction (it opens its own; SQLite
+/// table rebuilds must switch foreign keys off first, which a transaction ignores).
 pub(crate) fn embedded_migrator(files: &[(i64, &str, &'static str)]) -> sqlx::migrate::Migrator {
     use sqlx::SqlSafeStr;
     use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -310,7 +312,7 @@ pub(crate) fn embedded_migrator(files: &[(i64, &str, &'static str)]) -> sqlx::mi
                     description.to_owned().into(),
                     MigrationType::Simple,
                     sqlx::AssertSqlSafe(sql).into_sql_str(),
-                    false,
+                    sql.starts_with("-- no-transaction"),
                 )
             })
             .collect(),

@@ -33,6 +33,11 @@ pub fn migrator() -> Migrator {
             "account queries",
             include_str!("../../migrations/sqlite/0002_account_queries.sql"),
         ),
+        (
+            3,
+            "set aside",
+            include_str!("../../migrations/sqlite/0003_set_aside.sql"),
+        ),
     ])
 }
 

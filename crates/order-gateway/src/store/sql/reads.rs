@@ -27,7 +27,7 @@ pub(crate) async fn task_get(
     else {
         return Ok(None);
     };
-    let task = TaskRow::decode(&row)?.into_summary()?;
+    let task = TaskRow::summary_or_undecodable(&row)?;
     let history = sqlx::query(
         "SELECT state, payable_yen, pay_deadline, site_order_id, evidence_ref, detail, \
          error_code, worker_id, reported_at FROM task_reports WHERE task_id = $1 ORDER BY seq",
@@ -45,10 +45,9 @@ pub(crate) async fn task_get(
 pub(crate) async fn task_list(pool: &Pool, f: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
     let status = f.status.map(|s| s.as_str());
     let filters = [("t.status", status), ("t.site", f.site.as_deref())];
-    filtered_page(pool, TASK_COLUMNS, "tasks t", "t.", filters, (f.limit, f.offset), |r| {
-        TaskRow::decode(r).and_then(TaskRow::into_summary)
-    })
-    .await
+    let page = (f.limit, f.offset);
+    // A poison row shows up (set aside, or undecodable), never fails the page.
+    filtered_page(pool, TASK_COLUMNS, "tasks t", "t.", filters, page, TaskRow::summary_or_undecodable).await
 }
 
 /// One page of `SELECT columns FROM from_table` where each `(column, value)` filter that is set
@@ -135,7 +134,7 @@ async fn summaries(
     q.fetch_all(&mut *conn)
         .await?
         .iter()
-        .map(|r| TaskRow::decode(r).and_then(TaskRow::into_summary))
+        .map(TaskRow::summary_or_undecodable)
         .collect()
 }
 

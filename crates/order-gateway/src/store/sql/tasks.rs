@@ -22,7 +22,7 @@ use super::{Conn, Db};
 use crate::settings::LeaseScope;
 use crate::store::dialect::Dialect;
 use crate::store::sql::eq_if_set;
-use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, decode_ts, order_state};
+use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, UNDECODABLE_ROW, decode_ts, order_state};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, StaleTask,
     StoreError,
@@ -285,10 +285,25 @@ async fn lease_attempt(
         gate_free(req.scope),
         Db::SKIP_LOCKED
     );
-    let candidate = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(req.site.clone())
-        .fetch_optional(&mut *conn)
-        .await?;
+    // A poison row (it does not decode, or its intent is not JSON) is set aside and the next
+    // candidate tried, so one bad row never blocks the queue (issue #12 item 7).
+    let mut candidate = None;
+    for _ in 0..MAX_SET_ASIDE_PER_LEASE {
+        let Some(raw) = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            .bind(req.site.clone())
+            .fetch_optional(&mut *conn)
+            .await?
+        else {
+            break;
+        };
+        match TaskRow::decode(&raw).and_then(|row| row.intent().map(|_| row)) {
+            Ok(row) => {
+                candidate = Some(row);
+                break;
+            }
+            Err(e) => set_aside(conn, &raw.try_get::<String, _>("task_id")?, &e, now).await?,
+        }
+    }
     let Some(row) = candidate else {
         let sql = format!(
             "SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'queued' AND {})",
@@ -304,7 +319,6 @@ async fn lease_attempt(
             LeaseAttempt::Empty
         });
     };
-    let row = TaskRow::decode(&row)?;
     row.status.transition(TaskEvent::Lease)?;
     let grant = Grant {
         row: &row,
@@ -322,6 +336,36 @@ async fn lease_attempt(
         Err(e) if is_unique_violation(&e) => Ok(LeaseAttempt::GateBusy),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Poison rows set aside by one lease attempt at most; more wait for the next attempt.
+const MAX_SET_ASIDE_PER_LEASE: usize = 16;
+
+/// Sets a queued task whose row cannot be decoded aside: `needs_human` with the reason
+/// [`UNDECODABLE_ROW`], never granted, and raises the alert.
+async fn set_aside(
+    conn: &mut Conn,
+    task_id: &str,
+    cause: &StoreError,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    TaskStatus::Queued.transition(TaskEvent::SetAside)?;
+    let done = sqlx::query(
+        "UPDATE tasks SET status = 'needs_human', outcome = 'needs_human', set_aside_reason = $1, \
+         updated_at = $2 WHERE task_id = $3 AND status = 'queued'",
+    )
+    .bind(UNDECODABLE_ROW)
+    .bind(now.to_rfc3339())
+    .bind(task_id)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if done != 1 {
+        // Picked `SKIP LOCKED`/by the one writer, so it was queued; anything else is a real fault.
+        return Err(cause.clone());
+    }
+    crate::jobs::alert_hooks::raise_undecodable_row(task_id, &cause.to_string());
+    Ok(())
 }
 
 /// Checks that `worker_id` (and `token`, when given) hold the task's current, unexpired lease.
