@@ -196,6 +196,10 @@ pub struct TaskSummary {
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
+    /// Why the gateway set the task aside as `needs_human` without a grant (`undecodable row`:
+    /// its stored row could not be read back). Absent for every other task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_aside_reason: Option<String>,
 }
 
 /// `GET /api/orders/{id}`: the task, its latest state and every report, oldest first (§4.6).

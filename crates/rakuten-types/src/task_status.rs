@@ -5,6 +5,7 @@
 //!                     │  ▲                │  ▲   (Finish also allowed straight from leased)
 //!                     │  └───Regrant──────┘  │  (same owner asks again: new grant, count + 1)
 //!                     └──────Expire──────────┴──> stale ──Reclaim──> leased
+//! queued ──SetAside──> needs_human   (the gateway cannot decode the stored row: a poison row)
 //!
 //! Operator actions (issue #10), each audited in `operator_actions`:
 //!   stale | needs_human ──Resolve(succeeded|failed)──> succeeded | failed
@@ -70,6 +71,9 @@ pub enum TaskEvent {
     Expire,
     /// An operator hands a stale task to a named worker.
     Reclaim,
+    /// The gateway cannot decode a queued task's stored row (a poison row): it is set aside for a
+    /// human instead of blocking the queue.
+    SetAside,
     /// An operator who checked the site by hand ends a `stale` or `needs_human` task. Only
     /// `succeeded` or `failed`: a person's verdict is final, never "a human must look".
     Resolve(Outcome),
@@ -166,6 +170,7 @@ impl TaskStatus {
             (S::Leased | S::Running, E::Finish(outcome)) => outcome.status(),
             (S::Leased | S::Running, E::Expire) => S::Stale,
             (S::Stale, E::Reclaim) => S::Leased,
+            (S::Queued, E::SetAside) => S::NeedsHuman,
             (S::Stale | S::NeedsHuman, E::Resolve(o @ (Outcome::Succeeded | Outcome::Failed))) => {
                 o.status()
             }
@@ -236,6 +241,7 @@ mod tests {
             TaskEvent::Finish(Outcome::Failed),
             TaskEvent::Expire,
             TaskEvent::Reclaim,
+            TaskEvent::SetAside,
             TaskEvent::Resolve(Outcome::Succeeded),
             TaskEvent::Cancel,
         ];

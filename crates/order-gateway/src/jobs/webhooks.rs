@@ -240,7 +240,7 @@ impl WebhookDelivery {
             .await;
         let mut run = DeliveryRun::default();
         for (item, result) in results {
-            let host = crate::store::sql::operator::webhook_host(&item.url);
+            let host = crate::store::operator::webhook_host(&item.url);
             let (event, error) = match result {
                 Ok(()) => {
                     tracing::info!(event_id = %item.event_id, host = %host, "alert delivered");

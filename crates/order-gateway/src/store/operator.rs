@@ -1,7 +1,7 @@
 //! Storage of the operator's loop (issue #10): alert records and their webhook outbox, audited
 //! operator actions (resolve, cancel, retire; reclaim records its action through the order
 //! store), and the worker list. The trait is [`OperatorStore`]; its one implementation, SQL
-//! written once for both engines, is [`super::sql::operator`].
+//! written once for both engines, is `store/sql/operator.rs`.
 //!
 //! Contract:
 //! - at most one open alert per `(kind, subject)`: the partial unique index `one_open_alert`;
@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rakuten_types::alert::{
-    AlertKind, AlertView, DeliveryEvent, OperatorActionAck, OperatorActionView,
+    AlertKind, AlertNotice, AlertState, AlertView, DeliveryEvent, OperatorActionAck,
+    OperatorActionView,
 };
 use rakuten_types::order::Page;
-use rakuten_types::{OrderState, Outcome, QueryId, TaskId, Timestamp, WorkerId};
+use rakuten_types::{OrderState, Outcome, QueryId, SITE_RAKUTEN, TaskId, Timestamp, WorkerId};
 
 use super::StoreError;
 
@@ -218,4 +219,64 @@ pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
         req: RetireRequest,
         now: Timestamp,
     ) -> Result<OperatorActionView, StoreError>;
+}
+
+/// One alert cause found at `now`.
+#[derive(Debug, Clone)]
+pub(crate) struct Cause {
+    pub kind: AlertKind,
+    pub subject: String,
+    pub summary: String,
+    pub task_id: Option<String>,
+    pub worker_id: Option<String>,
+}
+
+/// The site whose session the `account_logged_out` alert watches.
+pub(crate) const WATCHED_SITE: &str = SITE_RAKUTEN;
+
+/// The logged-out error code (§8): a 5001 from either channel raises `account_logged_out`.
+pub(crate) const LOGGED_OUT: i32 = 5001;
+
+/// The host a webhook alert names (never the URL: its path or query may hold a secret).
+pub(crate) fn webhook_host(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_else(|| "invalid-url".to_owned())
+}
+
+/// Why a `needs_human` task stopped, from the last error code it reported.
+pub(crate) fn needs_human_summary(
+    task_id: &str,
+    code: Option<i32>,
+    detail: Option<&str>,
+) -> String {
+    let why = match code {
+        Some(5004) => "amount guard (5004): the payable amount is over the limit".to_owned(),
+        Some(5005) => "3-D Secure / challenge (5005): the site asks for a person".to_owned(),
+        Some(5001) => "logged out (5001)".to_owned(),
+        Some(c) => format!("error {c}"),
+        None => "a person must look".to_owned(),
+    };
+    let detail: String = detail.unwrap_or("").chars().take(200).collect();
+    if detail.is_empty() {
+        format!("task {task_id} needs a human: {why}")
+    } else {
+        format!("task {task_id} needs a human: {why} ({detail})")
+    }
+}
+
+/// The notice of an alert in `state` at `at`, with its stable event id `{alert_id}:{raised|cleared}`.
+pub(crate) fn notice(alert: &AlertView, state: AlertState, at: Timestamp) -> AlertNotice {
+    AlertNotice {
+        event_id: format!("{}:{}", alert.alert_id, state.notice()),
+        alert_id: alert.alert_id.clone(),
+        kind: alert.kind,
+        state: state.notice().to_owned(),
+        subject: alert.subject.clone(),
+        summary: alert.summary.clone(),
+        task_id: alert.task_id.clone(),
+        worker_id: alert.worker_id.clone(),
+        occurred_at: at,
+    }
 }

@@ -290,6 +290,70 @@ fn qid(s: &str) -> QueryId {
 }
 
 /// Instantiates every check for both drivers.
+/// Issue #12 item 7: an older queued task whose stored intent is not JSON (a bad manual edit, a
+/// disk fault) made every lease attempt and the list fail.
+async fn a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_is_leased(
+    h: &Harness,
+) {
+    h.insert("poison").await;
+    h.clock.advance(Duration::from_millis(5));
+    h.insert("healthy").await;
+    h.raw("UPDATE tasks SET intent_json = '{not json' WHERE task_id = 'poison'")
+        .await
+        .unwrap();
+    // The queued list shows the poison row rather than failing whole.
+    let queued = h
+        .store
+        .task_list(TaskFilter {
+            status: Some(TaskStatus::Queued),
+            limit: 200,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(queued.total, 2);
+    assert!(
+        queued.items[0]
+            .set_aside_reason
+            .as_deref()
+            .unwrap()
+            .starts_with("undecodable row")
+    );
+    let grant = h.granted("w1").await;
+    assert_eq!(grant.task_id.as_str(), "healthy");
+    let poison = h
+        .store
+        .task_get(&tid("poison"))
+        .await
+        .unwrap()
+        .unwrap()
+        .task;
+    assert_eq!(poison.status, TaskStatus::NeedsHuman);
+    assert_eq!(poison.outcome, Some(Outcome::NeedsHuman));
+    assert_eq!(poison.lease_count, 0);
+    assert!(
+        poison
+            .set_aside_reason
+            .as_deref()
+            .unwrap()
+            .starts_with("undecodable row")
+    );
+    let all = h
+        .store
+        .task_list(TaskFilter {
+            limit: 200,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.total, 2);
+    // The schema allows leaving `queued` without a grant only this way.
+    let refused = h
+        .raw("UPDATE tasks SET status = 'failed', outcome = 'failed' WHERE task_id = 'poison'")
+        .await;
+    assert!(refused.is_err(), "a set-aside task is needs_human only");
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -336,6 +400,7 @@ conformance!(
     concurrent_query_leases_never_share_a_query,
     concurrent_query_sweeps_redeliver_each_lapsed_lease_once,
     a_lone_instance_is_the_alert_leader,
+    a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_is_leased,
 );
 
 async fn insert_is_idempotent_on_task_id(h: &Harness) {

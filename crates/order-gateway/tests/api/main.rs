@@ -12,6 +12,7 @@ mod health;
 mod helpers;
 mod invariants;
 mod lease;
+mod migrations;
 mod multi_instance;
 mod operator;
 mod pg;

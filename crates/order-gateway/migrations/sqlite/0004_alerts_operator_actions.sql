@@ -1,7 +1,7 @@
+-- no-transaction
 -- Alerts as records, their webhook outbox, audited operator actions (issue #10), SQLite.
--- Run outside sqlx's transaction (see the migrator): changing a CHECK of `tasks` means rebuilding
--- the table, which SQLite's documented procedure does with foreign keys off, in its own
--- transaction.
+-- Changing a CHECK of `tasks` means rebuilding the table, the documented way (as in 0003): foreign
+-- keys off, one transaction, rowids kept, indexes recreated, keys checked.
 PRAGMA foreign_keys = OFF;
 BEGIN IMMEDIATE;
 
@@ -22,6 +22,7 @@ CREATE TABLE tasks_new (
     outcome          TEXT CHECK (outcome IN ('succeeded','failed','needs_human')),
     lease_token      TEXT,
     gate_key         TEXT,
+    set_aside_reason TEXT,
     reclaim_pending  INTEGER NOT NULL DEFAULT 0 CHECK (reclaim_pending IN (0, 1)),
     CHECK (status NOT IN ('leased','running')
            OR (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL
@@ -29,13 +30,17 @@ CREATE TABLE tasks_new (
     CHECK ((status IN ('succeeded','failed','needs_human')) = (outcome IS NOT NULL)),
     CHECK (outcome IS NULL OR outcome = status),
     CHECK (status <> 'queued' OR (lease_owner IS NULL AND lease_count = 0)),
-    -- Granted at least once, or cancelled by an operator while queued (failed, never owned).
-    CHECK (status = 'queued' OR lease_count >= 1 OR (status = 'failed' AND lease_owner IS NULL))
+    -- Left queued only by a grant, set aside (needs_human with its reason), or an operator's
+    -- cancel (failed, never owned).
+    CHECK (status = 'queued' OR lease_count >= 1
+           OR (status = 'needs_human' AND set_aside_reason IS NOT NULL)
+           OR (status = 'failed' AND lease_owner IS NULL AND set_aside_reason IS NULL))
 );
 INSERT INTO tasks_new (rowid, task_id, site, intent_json, status, lease_owner, lease_expires_at,
-                       lease_count, created_at, updated_at, outcome, lease_token, gate_key)
+                       lease_count, created_at, updated_at, outcome, lease_token, gate_key,
+                       set_aside_reason)
     SELECT rowid, task_id, site, intent_json, status, lease_owner, lease_expires_at,
-           lease_count, created_at, updated_at, outcome, lease_token, gate_key
+           lease_count, created_at, updated_at, outcome, lease_token, gate_key, set_aside_reason
     FROM tasks ORDER BY rowid;
 DROP TABLE tasks;
 ALTER TABLE tasks_new RENAME TO tasks;
