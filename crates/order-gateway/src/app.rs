@@ -116,6 +116,7 @@ impl Application {
                 retention: settings.query_retention(),
             },
         );
+        let credentials = Arc::new(settings.credentials()?);
         let state = AppState {
             store: dyn_store,
             clock,
@@ -123,6 +124,7 @@ impl Application {
             lease_notifier: notifier,
             queries: query_store,
             query_notifier,
+            credentials,
             shutdown: shutdown.clone(),
         };
         Ok(Application {

@@ -30,6 +30,7 @@ pub mod http;
 pub mod jobs;
 pub mod lease;
 pub mod query_queue;
+pub mod roles;
 pub mod settings;
 pub mod store;
 

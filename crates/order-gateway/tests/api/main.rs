@@ -16,6 +16,7 @@ mod multi_instance;
 mod pg;
 mod queries;
 mod report;
+mod roles;
 mod soak;
 mod store;
 mod submit;

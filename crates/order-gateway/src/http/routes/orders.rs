@@ -16,6 +16,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::http::AppState;
+use crate::http::auth::{OPERATOR_ONLY, Role, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
 use crate::lease::long_poll::lease_with_wait;
@@ -35,15 +36,19 @@ pub const MAX_LIMIT: i64 = 200;
 /// Longest `lease_token`, characters.
 const MAX_TOKEN_CHARS: usize = 128;
 
-/// The order routes (all under `/api`, behind the Bearer middleware).
+/// The order routes (all under `/api`, behind the Bearer middleware) and who besides operators
+/// may call each.
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/orders", post(submit).get(list))
-        .route("/api/orders/lease", get(lease))
-        .route("/api/orders/{task_id}", get(get_task))
-        .route("/api/orders/{task_id}/renew", post(renew))
-        .route("/api/orders/{task_id}/report", post(report))
-        .route("/api/orders/{task_id}/reclaim", post(reclaim))
+    use Role::{Upstream, Worker};
+    guarded(vec![
+        ("/api/orders", post(submit), &[Upstream]),
+        ("/api/orders", get(list), &[Upstream]),
+        ("/api/orders/lease", get(lease), &[Worker]),
+        ("/api/orders/{task_id}", get(get_task), &[Upstream]),
+        ("/api/orders/{task_id}/renew", post(renew), &[Worker]),
+        ("/api/orders/{task_id}/report", post(report), &[Worker]),
+        ("/api/orders/{task_id}/reclaim", post(reclaim), OPERATOR_ONLY),
+    ])
 }
 
 /// Checks the query of both lease long-polls (orders §4.3, account queries §11.2): `wait` in
