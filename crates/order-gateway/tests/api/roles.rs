@@ -39,25 +39,72 @@ fn routes() -> Vec<(&'static str, String, Option<Value>, Option<Who>)> {
     let query = json!({"query_id": "q-r", "site": "rakuten", "kind": "order_list", "params": {}});
     let holder = json!({"worker_id": "w1", "lease_token": "x"});
     let report = json!({"worker_id": "w1", "state": "running"});
-    let result = json!({"worker_id": "w1", "lease_token": "x", "status": "succeeded", "result": {}});
+    let result =
+        json!({"worker_id": "w1", "lease_token": "x", "status": "succeeded", "result": {}});
     use Who::{Upstream, Worker};
     vec![
         ("POST", "/api/orders".into(), Some(order), Some(Upstream)),
         ("GET", "/api/orders".into(), None, Some(Upstream)),
         ("GET", "/api/orders/po-r".into(), None, Some(Upstream)),
-        ("GET", "/api/orders/lease?worker_id=w1&wait=0".into(), None, Some(Worker)),
-        ("POST", "/api/orders/po-r/renew".into(), Some(holder), Some(Worker)),
-        ("POST", "/api/orders/po-r/report".into(), Some(report), Some(Worker)),
-        ("POST", "/api/orders/po-r/reclaim?worker_id=w1".into(), None, None),
-        ("POST", "/api/account/queries".into(), Some(query), Some(Upstream)),
+        (
+            "GET",
+            "/api/orders/lease?worker_id=w1&wait=0".into(),
+            None,
+            Some(Worker),
+        ),
+        (
+            "POST",
+            "/api/orders/po-r/renew".into(),
+            Some(holder),
+            Some(Worker),
+        ),
+        (
+            "POST",
+            "/api/orders/po-r/report".into(),
+            Some(report),
+            Some(Worker),
+        ),
+        (
+            "POST",
+            "/api/orders/po-r/reclaim?worker_id=w1".into(),
+            None,
+            None,
+        ),
+        (
+            "POST",
+            "/api/account/queries".into(),
+            Some(query),
+            Some(Upstream),
+        ),
         ("GET", "/api/account/queries".into(), None, Some(Upstream)),
-        ("GET", "/api/account/queries/q-r".into(), None, Some(Upstream)),
-        ("GET", "/api/account/queries/lease?worker_id=w1&wait=0".into(), None, Some(Worker)),
-        ("POST", "/api/account/queries/q-r/result".into(), Some(result), Some(Worker)),
+        (
+            "GET",
+            "/api/account/queries/q-r".into(),
+            None,
+            Some(Upstream),
+        ),
+        (
+            "GET",
+            "/api/account/queries/lease?worker_id=w1&wait=0".into(),
+            None,
+            Some(Worker),
+        ),
+        (
+            "POST",
+            "/api/account/queries/q-r/result".into(),
+            Some(result),
+            Some(Worker),
+        ),
     ]
 }
 
-async fn call(app: &TestApp, token: &str, method: &str, path: &str, body: Option<&Value>) -> Answer {
+async fn call(
+    app: &TestApp,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Answer {
     let mut rb = app
         .client
         .request(method.parse().unwrap(), app.url(path))
@@ -80,7 +127,12 @@ async fn assert_routes_for(app: &TestApp, token: &str, who: Who) {
                 a.body
             );
         } else {
-            assert_eq!((a.status, a.code()), (403, 1002), "{who:?} on {method} {path}: {:?}", a.body);
+            assert_eq!(
+                (a.status, a.code()),
+                (403, 1002),
+                "{who:?} on {method} {path}: {:?}",
+                a.body
+            );
         }
     }
 }

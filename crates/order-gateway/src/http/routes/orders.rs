@@ -47,7 +47,11 @@ pub fn router() -> Router<AppState> {
         ("/api/orders/{task_id}", get(get_task), &[Upstream]),
         ("/api/orders/{task_id}/renew", post(renew), &[Worker]),
         ("/api/orders/{task_id}/report", post(report), &[Worker]),
-        ("/api/orders/{task_id}/reclaim", post(reclaim), OPERATOR_ONLY),
+        (
+            "/api/orders/{task_id}/reclaim",
+            post(reclaim),
+            OPERATOR_ONLY,
+        ),
     ])
 }
 

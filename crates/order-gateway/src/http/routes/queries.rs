@@ -36,8 +36,16 @@ pub fn router(settings: &Settings) -> Router<AppState> {
         ("/api/account/queries", post(submit), &[Upstream]),
         ("/api/account/queries", get(list), &[Upstream]),
         ("/api/account/queries/lease", get(lease), &[Worker]),
-        ("/api/account/queries/{query_id}", get(get_query), &[Upstream]),
-        ("/api/account/queries/{query_id}/result", post(result).layer(result_limit), &[Worker]),
+        (
+            "/api/account/queries/{query_id}",
+            get(get_query),
+            &[Upstream],
+        ),
+        (
+            "/api/account/queries/{query_id}/result",
+            post(result).layer(result_limit),
+            &[Worker],
+        ),
     ])
 }
 
