@@ -13,6 +13,7 @@ mod helpers;
 mod invariants;
 mod lease;
 mod multi_instance;
+mod ops_cli;
 mod pg;
 mod queries;
 mod report;
