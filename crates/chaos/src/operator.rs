@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway_api::{Answer, GatewayApi};
+use rakuten_types::{TaskStatus, WorkerId};
+
+use crate::gateway_api::GatewayApi;
 use crate::procs::WORKER_ID;
 
 /// What the operator did.
@@ -34,12 +36,15 @@ pub async fn run(
     log: Arc<Mutex<OperatorLog>>,
     stop: CancellationToken,
 ) {
+    let Ok(worker) = WorkerId::parse(WORKER_ID) else {
+        return;
+    };
     loop {
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(500)) => {}
             () = stop.cancelled() => return,
         }
-        let Ok(stale) = api.list_all(Some("stale")).await else {
+        let Ok(stale) = api.tasks_all(Some(TaskStatus::Stale)).await else {
             continue;
         };
         for t in stale {
@@ -54,12 +59,14 @@ pub async fn run(
             if done >= max_reclaims {
                 continue;
             }
-            let r = api.reclaim(&id, WORKER_ID).await;
+            let r = api
+                .reclaim(&t.task_id, &worker, Some("chaos operator: stale task"))
+                .await;
             let mut g = log
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match r {
-                Ok(Answer::Ok(_)) => *g.reclaims.entry(id).or_default() += 1,
+                Ok(_) => *g.reclaims.entry(id).or_default() += 1,
                 _ => g.refused += 1,
             }
         }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::checks::{self, Evidence};
 use crate::faults::{FaultLog, Injector, InjectorParts};
-use crate::gateway_api::GatewayApi;
+use crate::gateway_api::{self, GatewayApi};
 use crate::operator::{self, OperatorLog};
 use crate::procs::{Cluster, ClusterSpec, free_port};
 use crate::proxy;
@@ -90,7 +90,7 @@ async fn progress(
     reclaims: &OperatorLog,
     max_reclaims: u32,
 ) -> Option<Progress> {
-    let tasks = api.list_all(None).await.ok()?;
+    let tasks = api.tasks_all(None).await.ok()?;
     let mut p = Progress {
         listed: tasks.len(),
         ..Progress::default()
@@ -185,7 +185,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
     )
     .await
     .context("start the shop proxy")?;
-    let api = GatewayApi::new(cluster.gateway_urls());
+    let api = gateway_api::connect(&cluster.gateway_urls())?;
     let shop_url = cluster.shop.url();
     let submission_log = cluster.shop.submission_log.clone();
     let journal = cluster.worker.db_path.clone();
@@ -301,12 +301,12 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
     let up = lock(&up_log);
     let mut gateway = std::collections::BTreeMap::new();
     for t in api
-        .list_all(None)
+        .tasks_all(None)
         .await
         .context("list tasks for the checks")?
     {
         let id = t.task_id.as_str().to_owned();
-        if let Some(d) = api.detail(&id).await? {
+        if let Some(d) = api.task_if_known(&t.task_id).await? {
             gateway.insert(id, d);
         }
     }

@@ -10,7 +10,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use crate::gateway_api::{Answer, GatewayApi};
+use rakuten_types::order::SubmitOrder;
+use rakuten_types::{SITE_RAKUTEN, TaskId};
+
+use crate::gateway_api::GatewayApi;
 
 /// What the upstream did.
 #[derive(Debug, Default, Clone)]
@@ -77,15 +80,14 @@ pub async fn run(api: GatewayApi, seed: u64, orders: u32, rate: f64, log: Arc<Mu
     for n in 0..orders {
         let id = task_id(seed, n);
         let (intent, item_id) = intent(&mut rng);
-        let r = api.submit(&id, &intent).await;
+        let r = api.submit(&order(&id, intent)).await;
         {
             let mut g = log
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             g.items.insert(id.clone(), item_id);
             match r {
-                Ok(Answer::Ok(_)) => g.submitted.push(id.clone()),
-                Ok(Answer::Refused(s, c, m)) => g.failed.push((id.clone(), format!("{s} {c} {m}"))),
+                Ok(_) => g.submitted.push(id.clone()),
                 Err(e) => g.failed.push((id.clone(), e.to_string())),
             }
         }
@@ -95,7 +97,7 @@ pub async fn run(api: GatewayApi, seed: u64, orders: u32, rate: f64, log: Arc<Mu
             if !done.is_empty() {
                 let old = done[rng.random_range(0..done.len())].clone();
                 let again = intent_again(&old);
-                if let Ok(Answer::Ok(ack)) = api.submit(&old, &again).await {
+                if let Ok(ack) = api.submit(&order(&old, again)).await {
                     let mut g = log
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -107,6 +109,15 @@ pub async fn run(api: GatewayApi, seed: u64, orders: u32, rate: f64, log: Arc<Mu
             }
         }
         tokio::time::sleep(gap).await;
+    }
+}
+
+/// The submit body of task `id` (chaos ids are always valid task ids).
+fn order(id: &str, intent: Value) -> SubmitOrder {
+    SubmitOrder {
+        task_id: TaskId::parse(id).ok(),
+        site: SITE_RAKUTEN.to_owned(),
+        intent,
     }
 }
 

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use rakuten_types::{SystemClock, Timestamp};
+use anyhow::Context;
+use rakuten_types::order::SubmitOrder;
+use rakuten_types::{SITE_RAKUTEN, SystemClock, TaskId, Timestamp};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trading_worker::settings::{Secret, SiteKind};
@@ -127,22 +128,25 @@ async fn run() -> anyhow::Result<bool> {
         "variant_id": "blue-m",
         "max_total_yen": 10000
     });
-    let ack: Value = http
-        .post(format!("{gw_url}/api/orders"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"task_id": task_id, "site": "rakuten", "intent": intent}))
-        .send()
-        .await?
-        .json()
+    let gateway = gateway_client::Client::builder(&gw_url, TOKEN).build()?;
+    let ack = gateway
+        .submit(&SubmitOrder {
+            task_id: Some(TaskId::parse(&task_id)?),
+            site: SITE_RAKUTEN.to_owned(),
+            intent: intent.clone(),
+        })
         .await?;
-    println!("\n>> POST /api/orders {intent}\n<< {}", ack["data"]);
+    println!(
+        "\n>> POST /api/orders {intent}\n<< {}",
+        serde_json::to_value(&ack)?
+    );
 
     // 5. Follow the task on the gateway.
     let mut seen = 0usize;
     let mut last_status = String::new();
     let deadline = Instant::now() + ORDER_TIMEOUT;
     let detail = loop {
-        let d = task(&http, &gw_url, &task_id).await?;
+        let d = task(&gateway, &task_id).await?;
         seen = print_new(&d, seen, started);
         let status = d["status"].as_str().unwrap_or("").to_owned();
         if status != last_status {
@@ -174,7 +178,7 @@ async fn run() -> anyhow::Result<bool> {
             .await?;
         let until = Instant::now() + Duration::from_secs(5);
         while Instant::now() < until {
-            let d = task(&http, &gw_url, &task_id).await?;
+            let d = task(&gateway, &task_id).await?;
             seen = print_new(&d, seen, started);
             if d["latest_state"] == "shipped" {
                 shipped = true;
@@ -185,7 +189,7 @@ async fn run() -> anyhow::Result<bool> {
     }
 
     // 7. Summary.
-    let final_task = task(&http, &gw_url, &task_id).await?;
+    let final_task = task(&gateway, &task_id).await?;
     let submissions = shop.submissions().len();
     println!(
         "\n== final task: status={} latest_state={} lease_count={} outcome={}",
@@ -244,18 +248,13 @@ async fn run() -> anyhow::Result<bool> {
     Ok(ok)
 }
 
-async fn task(http: &reqwest::Client, gw: &str, task_id: &str) -> anyhow::Result<Value> {
-    let v: Value = http
-        .get(format!("{gw}/api/orders/{task_id}"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await?
-        .json()
-        .await?;
-    if v["code"] != 0 {
-        bail!("GET /api/orders/{task_id}: {v}");
-    }
-    Ok(v["data"].clone())
+/// The task as the gateway shows it, as JSON (the shape `GET /api/orders/{id}` answers).
+async fn task(gateway: &gateway_client::Client, task_id: &str) -> anyhow::Result<Value> {
+    let d = gateway
+        .task(&TaskId::parse(task_id)?)
+        .await
+        .with_context(|| format!("GET /api/orders/{task_id}"))?;
+    Ok(serde_json::to_value(d)?)
 }
 
 /// Prints history rows from `seen` on; returns the new count.

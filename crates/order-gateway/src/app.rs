@@ -149,6 +149,7 @@ impl Application {
             clock.clone(),
             WebhookSettings::from_settings(&settings.alerts, settings.sweep_interval()),
         )?;
+        let credentials = Arc::new(settings.credentials()?);
         let state = AppState {
             store: dyn_store,
             ops,
@@ -157,6 +158,7 @@ impl Application {
             lease_notifier: notifier,
             queries: query_store,
             query_notifier,
+            credentials,
             shutdown: shutdown.clone(),
         };
         Ok(Application {

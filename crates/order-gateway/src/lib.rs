@@ -2,7 +2,10 @@
 //! (spec order-gateway.md §3–§5, §7–§9), and the account read-only query channel (§11).
 //!
 //! Layout, one file per concept:
-//! - `main.rs`: thin binary, `order-gateway serve`.
+//! - `main.rs`: thin binary, `order-gateway serve` and `order-gateway ops …`.
+//! - [`ops`]: the operator's CLI (`tasks`, `show`, `reclaim`) over [`gateway_client`]; tables in
+//!   [`ops::render`].
+//! - [`roles`]: roles, named tokens and the credential table (who may call what).
 //! - [`settings`]: typed settings (`RAKUTEN_*`, `.env`), validated once.
 //! - [`app`]: [`app::Application::build`] and `run_until_stopped` (graceful shutdown).
 //! - [`http`]: router and shared state; [`http::error`] (the one error type), [`http::auth`]
@@ -31,7 +34,9 @@ pub mod app;
 pub mod http;
 pub mod jobs;
 pub mod lease;
+pub mod ops;
 pub mod query_queue;
+pub mod roles;
 pub mod settings;
 pub mod store;
 

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::roles::{Credentials, CredentialsError, NamedTokens, Role};
+
 /// A secret string whose `Debug`/`Display` never print it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -67,9 +69,10 @@ impl LeaseScope {
 /// environment; fractional values are accepted where noted.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Settings {
-    /// Bearer token required on every `/api/*` request (required, non-empty).
+    /// Full-access (operator) token, actor name `api`. Optional when the role lists below name
+    /// at least one token.
     #[arg(long, env = "RAKUTEN_API_TOKEN", hide_env_values = true)]
-    pub api_token: Secret,
+    pub api_token: Option<Secret>,
 
     /// Address to listen on.
     #[arg(long, env = "RAKUTEN_GATEWAY_HOST", default_value = "127.0.0.1")]
@@ -148,6 +151,20 @@ pub struct Settings {
         default_value_t = 1_048_576
     )]
     pub query_result_max_bytes: usize,
+
+    // Roles (issue #10 item 5; crate::roles): `name:token,name:token…`; one name twice = rotation.
+    /// Upstream tokens: submit and read orders and account queries.
+    #[arg(long, env = "RAKUTEN_UPSTREAM_TOKENS", hide_env_values = true)]
+    pub upstream_tokens: Option<NamedTokens>,
+    /// Worker tokens: lease, renew, report; account-query lease and result.
+    #[arg(long, env = "RAKUTEN_WORKER_TOKENS", hide_env_values = true)]
+    pub worker_tokens: Option<NamedTokens>,
+    /// Operator tokens: every route, operator actions included.
+    #[arg(long, env = "RAKUTEN_OPERATOR_TOKENS", hide_env_values = true)]
+    pub operator_tokens: Option<NamedTokens>,
+    /// Metrics tokens: `GET /metrics` only (for a Prometheus scraper; operators may read it too).
+    #[arg(long, env = "RAKUTEN_METRICS_TOKENS", hide_env_values = true)]
+    pub metrics_tokens: Option<NamedTokens>,
 
     /// Alert delivery and stale-task evidence (issue #10).
     #[command(flatten)]
@@ -301,7 +318,7 @@ impl Settings {
     /// every other value at its default.
     pub fn for_tests(db_path: impl Into<PathBuf>, api_token: &str) -> Self {
         Settings {
-            api_token: Secret::new(api_token),
+            api_token: Some(Secret::new(api_token)),
             host: "127.0.0.1".into(),
             port: 0,
             db_path: db_path.into(),
@@ -318,6 +335,10 @@ impl Settings {
             query_retention_seconds: 604_800.0,
             query_result_max_bytes: 1_048_576,
             alerts: AlertSettings::default(),
+            upstream_tokens: None,
+            worker_tokens: None,
+            operator_tokens: None,
+            metrics_tokens: None,
         }
     }
 
@@ -326,12 +347,7 @@ impl Settings {
     /// # Errors
     /// [`SettingsError`] naming the first bad variable.
     pub fn validate(&self) -> Result<(), SettingsError> {
-        if self.api_token.expose().trim().is_empty() {
-            return Err(SettingsError {
-                name: "RAKUTEN_API_TOKEN",
-                reason: "must be set and non-empty".into(),
-            });
-        }
+        self.credentials()?;
         let positive = [
             ("RAKUTEN_LEASE_TTL_SECONDS", self.lease_ttl_seconds),
             (
@@ -400,6 +416,29 @@ impl Settings {
         }
         self.alerts.validate()?;
         self.listen_addr().map(|_| ())
+    }
+
+    /// The token table of every role (`RAKUTEN_API_TOKEN` is the operator `api`).
+    ///
+    /// # Errors
+    /// [`SettingsError`] naming `RAKUTEN_API_TOKEN` when no token is configured, else
+    /// `RAKUTEN_*_TOKENS` (a name under two roles, a token twice).
+    pub fn credentials(&self) -> Result<Credentials, SettingsError> {
+        let empty = NamedTokens::default();
+        let lists = [
+            (Role::Upstream, &self.upstream_tokens),
+            (Role::Worker, &self.worker_tokens),
+            (Role::Operator, &self.operator_tokens),
+            (Role::Metrics, &self.metrics_tokens),
+        ]
+        .map(|(r, l)| (r, l.as_ref().unwrap_or(&empty)));
+        Credentials::build(self.api_token.as_ref(), &lists).map_err(|e| SettingsError {
+            name: match e {
+                CredentialsError::Empty => "RAKUTEN_API_TOKEN",
+                _ => "RAKUTEN_*_TOKENS",
+            },
+            reason: e.to_string(),
+        })
     }
 
     /// The socket address from host and port.
@@ -472,7 +511,7 @@ mod tests {
     fn secret_never_prints() {
         let s = Settings::for_tests("x.db", "hunter2");
         assert!(!format!("{s:?}").contains("hunter2"));
-        assert_eq!(format!("{}", s.api_token), "***");
+        assert_eq!(format!("{}", s.api_token.unwrap()), "***");
     }
 
     #[test]

@@ -1,33 +1,136 @@
-//! Bearer authentication of every `/api/*` route (§8): `Authorization: Bearer <RAKUTEN_API_TOKEN>`,
-//! compared in constant time. The token is never logged.
+//! Bearer authentication and role checks (§8, issue #10 item 5).
+//!
+//! Two layers:
+//! - [`require_bearer`], on every `/api/*` route: `Authorization: Bearer <token>` (scheme matched
+//!   case-insensitively, RFC 9110 §11.1) must be a configured token ([`crate::roles`]), else 401
+//!   (1001). The [`Actor`] is put into the request for handlers (`actor: Actor`).
+//! - [`guarded`], which builds each router from one table of `(path, method router, roles)`:
+//!   a caller whose role is not listed gets 403 (1002). Operators pass every check, so an
+//!   operator-only route is one line with [`OPERATOR_ONLY`].
+//!
+//! Tokens are never logged: they are read here and compared as digests only.
 
-use axum::extract::{Request, State};
+use axum::Router;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
+use axum::http::request::Parts;
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
-use subtle::ConstantTimeEq;
+use axum::routing::MethodRouter;
 
 use super::AppState;
 use super::error::ApiError;
+pub use crate::roles::{Actor, Role};
 
-/// Middleware refusing requests without the right token (401, code 1001).
+/// Roles allowed on a route besides operators (who may call every route).
+pub type Allowed = &'static [Role];
+
+/// An operator-only route.
+pub const OPERATOR_ONLY: Allowed = &[];
+
+/// One line of a router's access table: path, the handler(s) for it, who besides operators may
+/// call it.
+pub type Guarded = (&'static str, MethodRouter<AppState>, Allowed);
+
+/// Builds a router from its access table; each route refuses other roles with 403 (1002). One
+/// path may appear on several lines (one per method), each with its own roles.
+pub fn guarded(table: Vec<Guarded>) -> Router<AppState> {
+    table
+        .into_iter()
+        .fold(Router::new(), |router, (path, method_router, allowed)| {
+            router.route(
+                path,
+                method_router.route_layer(from_fn_with_state(allowed, require_role)),
+            )
+        })
+}
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive.
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// The actor a request's Bearer token names: `Ok(None)` without an `Authorization` header.
+///
+/// # Errors
+/// [`ApiError::Unauthorized`] for a header that is not a configured Bearer token.
+pub fn actor_of(state: &AppState, headers: &HeaderMap) -> Result<Option<Actor>, ApiError> {
+    if !headers.contains_key(AUTHORIZATION) {
+        return Ok(None);
+    }
+    bearer_token(headers)
+        .and_then(|t| state.credentials.identify(t))
+        .map(Some)
+        .ok_or(ApiError::Unauthorized)
+}
+
+/// Middleware refusing requests without a configured token (401, 1001); passes the [`Actor`] on.
 ///
 /// # Errors
 /// [`ApiError::Unauthorized`].
 pub async fn require_bearer(
     State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let actor = actor_of(&state, req.headers())?.ok_or(ApiError::Unauthorized)?;
+    req.extensions_mut().insert(actor);
+    Ok(next.run(req).await)
+}
+
+/// Route layer of [`guarded`]: 403 (1002) unless the actor is an operator or its role is allowed.
+async fn require_role(
+    State(allowed): State<Allowed>,
+    actor: Actor,
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let expected = state.settings.api_token.expose().as_bytes();
-    let ok = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| bool::from(t.trim().as_bytes().ct_eq(expected)));
-    if !ok {
-        return Err(ApiError::Unauthorized);
+    if actor.role == Role::Operator || allowed.contains(&actor.role) {
+        Ok(next.run(req).await)
+    } else {
+        Err(ApiError::Forbidden(actor.role))
     }
-    Ok(next.run(req).await)
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Actor {
+    type Rejection = ApiError;
+
+    /// The actor [`require_bearer`] found; 401 on a route without it.
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Actor>()
+            .cloned()
+            .ok_or(ApiError::Unauthorized)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_case_insensitively() {
+        let mut h = HeaderMap::new();
+        for (value, want) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer abc", Some("abc")),
+            ("BEARER  abc ", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer", None),
+            ("Bearer ", None),
+            ("Bearerabc", None),
+        ] {
+            h.insert(AUTHORIZATION, HeaderValue::from_static(value));
+            assert_eq!(bearer_token(&h), want, "{value:?}");
+        }
+    }
 }

@@ -15,6 +15,9 @@ pub enum ApiError {
     /// Missing or wrong Bearer token (401, 1001).
     #[error("missing or invalid bearer token")]
     Unauthorized,
+    /// A valid token whose role may not call this route (403, 1002).
+    #[error("a {0} token may not call this route")]
+    Forbidden(crate::roles::Role),
     /// Bad input: JSON, types, ranges, vocabularies (422, 1003).
     #[error("{0}")]
     Validation(String),
@@ -49,6 +52,7 @@ impl ApiError {
     pub fn code(&self) -> ErrorCode {
         match self {
             ApiError::Unauthorized => ErrorCode::Unauthorized,
+            ApiError::Forbidden(_) => ErrorCode::Forbidden,
             ApiError::Validation(_) => ErrorCode::Validation,
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::NotFound(_) | ApiError::MethodNotAllowed => ErrorCode::NotFound,

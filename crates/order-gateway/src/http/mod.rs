@@ -1,14 +1,15 @@
 //! The HTTP layer: shared state, the router, and one module per concern.
 //!
 //! - [`error`]: the one error type and its envelope rendering.
-//! - [`auth`]: Bearer token middleware for `/api/*`.
+//! - [`auth`]: Bearer token middleware for `/api/*`, the [`auth::Actor`] extractor, and
+//!   [`auth::guarded`], which builds each router from its table of who may call what.
 //! - [`extract`]: extractors whose rejections are envelopes.
 //! - [`openapi`]: the generated OpenAPI document at `/openapi.json`.
 //! - [`routes`]: one module per route group (`orders`, `queries` — the account-query channel —,
 //!   `operator` — alerts, resolve, cancel, workers —, `health`).
 //!
 //! `/health` and `/openapi.json` are unauthenticated (probes and tooling); everything under
-//! `/api` needs the token.
+//! `/api` needs a token of a role the route's table allows (operators may call everything).
 
 pub mod auth;
 pub mod error;
@@ -29,6 +30,7 @@ use tower_http::trace::TraceLayer;
 
 use self::error::ApiError;
 use crate::lease::notify::LeaseNotifier;
+use crate::roles::Credentials;
 use crate::settings::Settings;
 use crate::store::{OperatorStore, OrderStore, QueryStore};
 
@@ -55,6 +57,8 @@ pub struct AppState {
     pub ops: Arc<dyn OperatorStore>,
     /// Wakes waiting query long-polls (its own signal: orders and queries never wake each other).
     pub query_notifier: LeaseNotifier,
+    /// Every configured token (as digests) and the actor it names.
+    pub credentials: Arc<Credentials>,
     /// Cancelled at shutdown: waiting long-polls return at once.
     pub shutdown: CancellationToken,
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::TOKEN;
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -31,7 +31,7 @@ fn start(db: &std::path::Path, port: u16) -> Child {
         .expect("start order-gateway")
 }
 
-async fn wait_up(client: &reqwest::Client, base: &str) {
+pub(crate) async fn wait_up(client: &reqwest::Client, base: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if client.get(format!("{base}/health")).send().await.is_ok() {

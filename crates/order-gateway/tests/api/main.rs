@@ -4,6 +4,7 @@
 //! gateways on one PostgreSQL schema (issue #7). PostgreSQL: `DATABASE_URL_TEST` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), a fresh schema per test; it must be running.
 
+mod alert_crash;
 mod bad_input;
 mod conformance;
 mod crash;
@@ -15,10 +16,12 @@ mod lease;
 mod migrations;
 mod multi_instance;
 mod operator;
+mod ops_cli;
 mod pg;
 mod queries;
 mod receiver;
 mod report;
+mod roles;
 mod soak;
 mod store;
 mod submit;

@@ -1,10 +1,9 @@
 //! The operator's routes (issue #10): alert records, resolve and cancel of a task, the worker list
 //! and retirement. Every action is a conditional update refused with 6003 from any other status,
 //! and writes an `operator_actions` row (who, what, when, why, before → after) that the task's
-//! detail shows. Who: [`actor`], the caller's token name.
+//! detail shows. Who: the caller's token name ([`Actor`]). Operators only.
 
 use axum::extract::State;
-use axum::http::request::Parts;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use rakuten_types::alert::{
@@ -17,36 +16,25 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::http::AppState;
+use crate::http::auth::{Actor, OPERATOR_ONLY, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::http::routes::orders::{ApiResult, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::store::operator::{AlertFilter, CancelRequest, ResolveRequest, RetireRequest};
 
-/// The operator routes (under `/api`, behind the Bearer middleware).
+/// The operator routes (under `/api`, behind the Bearer middleware): operators only.
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/alerts", get(list_alerts))
-        .route("/api/orders/{task_id}/resolve", post(resolve))
-        .route("/api/orders/{task_id}/cancel", post(cancel))
-        .route("/api/workers", get(list_workers))
-        .route("/api/workers/{worker_id}", delete(retire))
-}
-
-/// Who is acting: the name of the caller's token, recorded in `operator_actions`. Until roles
-/// exist every valid token is the full-access token named `api`.
-pub(crate) fn actor(_parts: &Parts) -> String {
-    "api".to_owned()
-}
-
-/// The caller's name as an extractor (see [`actor`]).
-#[derive(Debug, Clone)]
-pub struct Actor(pub String);
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Actor {
-    type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Actor(actor(parts)))
-    }
+    guarded(vec![
+        ("/api/alerts", get(list_alerts), OPERATOR_ONLY),
+        (
+            "/api/orders/{task_id}/resolve",
+            post(resolve),
+            OPERATOR_ONLY,
+        ),
+        ("/api/orders/{task_id}/cancel", post(cancel), OPERATOR_ONLY),
+        ("/api/workers", get(list_workers), OPERATOR_ONLY),
+        ("/api/workers/{worker_id}", delete(retire), OPERATOR_ONLY),
+    ])
 }
 
 /// A required operator `reason`: 1–1000 characters, not blank, no control characters except
@@ -151,7 +139,7 @@ pub async fn list_alerts(
 )]
 pub async fn resolve(
     State(st): State<AppState>,
-    Actor(actor): Actor,
+    actor: Actor,
     ApiPath(task_id): ApiPath<TaskId>,
     ApiJson(body): ApiJson<ResolveTask>,
 ) -> ApiResult<OperatorActionAck> {
@@ -175,7 +163,7 @@ pub async fn resolve(
                 task_id,
                 outcome: body.outcome,
                 reason,
-                actor,
+                actor: actor.name,
                 site_order_id: body.site_order_id,
                 state: body.state,
             },
@@ -202,7 +190,7 @@ pub async fn resolve(
 )]
 pub async fn cancel(
     State(st): State<AppState>,
-    Actor(actor): Actor,
+    actor: Actor,
     ApiPath(task_id): ApiPath<TaskId>,
     ApiJson(body): ApiJson<CancelTask>,
 ) -> ApiResult<OperatorActionAck> {
@@ -213,7 +201,7 @@ pub async fn cancel(
             CancelRequest {
                 task_id,
                 reason,
-                actor,
+                actor: actor.name,
             },
             st.clock.now(),
         )
@@ -272,7 +260,7 @@ pub struct RetireQuery {
 )]
 pub async fn retire(
     State(st): State<AppState>,
-    Actor(actor): Actor,
+    actor: Actor,
     ApiPath(worker_id): ApiPath<WorkerId>,
     ApiQuery(q): ApiQuery<RetireQuery>,
 ) -> ApiResult<OperatorActionView> {
@@ -283,7 +271,7 @@ pub async fn retire(
             RetireRequest {
                 worker_id,
                 reason,
-                actor,
+                actor: actor.name,
             },
             st.clock.now(),
         )

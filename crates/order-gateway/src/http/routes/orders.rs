@@ -16,9 +16,10 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::http::AppState;
+use crate::http::auth::{Actor, OPERATOR_ONLY, Role, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
-use crate::http::routes::operator::{Actor, check_reason};
+use crate::http::routes::operator::check_reason;
 use crate::lease::long_poll::lease_with_wait;
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, TaskFilter,
@@ -36,15 +37,23 @@ pub const MAX_LIMIT: i64 = 200;
 /// Longest `lease_token`, characters.
 const MAX_TOKEN_CHARS: usize = 128;
 
-/// The order routes (all under `/api`, behind the Bearer middleware).
+/// The order routes (all under `/api`, behind the Bearer middleware) and who besides operators
+/// may call each.
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/orders", post(submit).get(list))
-        .route("/api/orders/lease", get(lease))
-        .route("/api/orders/{task_id}", get(get_task))
-        .route("/api/orders/{task_id}/renew", post(renew))
-        .route("/api/orders/{task_id}/report", post(report))
-        .route("/api/orders/{task_id}/reclaim", post(reclaim))
+    use Role::{Upstream, Worker};
+    guarded(vec![
+        ("/api/orders", post(submit), &[Upstream]),
+        ("/api/orders", get(list), &[Upstream]),
+        ("/api/orders/lease", get(lease), &[Worker]),
+        ("/api/orders/{task_id}", get(get_task), &[Upstream]),
+        ("/api/orders/{task_id}/renew", post(renew), &[Worker]),
+        ("/api/orders/{task_id}/report", post(report), &[Worker]),
+        (
+            "/api/orders/{task_id}/reclaim",
+            post(reclaim),
+            OPERATOR_ONLY,
+        ),
+    ])
 }
 
 /// Checks the query of both lease long-polls (orders §4.3, account queries §11.2): `wait` in
@@ -411,7 +420,7 @@ pub async fn reclaim(
     State(st): State<AppState>,
     ApiPath(task_id): ApiPath<TaskId>,
     ApiQuery(q): ApiQuery<HolderQuery>,
-    Actor(actor): Actor,
+    actor: Actor,
     ApiQuery(reason): ApiQuery<ReasonQuery>,
     OptionalJson(body): OptionalJson<ReclaimTask>,
 ) -> ApiResult<LeaseGrant> {
@@ -425,7 +434,7 @@ pub async fn reclaim(
         ttl: st.settings.lease_ttl(),
         scope: st.settings.lease_scope,
         reason,
-        actor,
+        actor: actor.name,
     };
     let grant = st.store.task_reclaim(req, st.clock.now()).await?;
     // The named worker may be waiting in a long-poll right now.

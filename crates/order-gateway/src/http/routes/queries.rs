@@ -15,6 +15,7 @@ use utoipa::IntoParams;
 
 use super::orders::{ApiResult, DEFAULT_LIMIT, MAX_LIMIT, check_site, lease_wait_and_site};
 use crate::http::AppState;
+use crate::http::auth::{Role, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::query_queue::{lease_with_wait, prepare_result, validate_submit};
@@ -25,17 +26,27 @@ use crate::store::queries::{NewQuery, QueryFilter, QueryLeaseRequest, QueryResul
 /// Longest `lease_token`, characters.
 const MAX_TOKEN_CHARS: usize = 128;
 
-/// The account-query routes (under `/api`, behind the Bearer middleware). The result route takes
-/// bodies up to [`Settings::query_result_body_limit`].
+/// The account-query routes (under `/api`, behind the Bearer middleware) and who besides
+/// operators may call each. The result route takes bodies up to
+/// [`Settings::query_result_body_limit`].
 pub fn router(settings: &Settings) -> Router<AppState> {
-    Router::new()
-        .route("/api/account/queries", post(submit).get(list))
-        .route("/api/account/queries/lease", get(lease))
-        .route("/api/account/queries/{query_id}", get(get_query))
-        .route(
+    use Role::{Upstream, Worker};
+    let result_limit = DefaultBodyLimit::max(settings.query_result_body_limit());
+    guarded(vec![
+        ("/api/account/queries", post(submit), &[Upstream]),
+        ("/api/account/queries", get(list), &[Upstream]),
+        ("/api/account/queries/lease", get(lease), &[Worker]),
+        (
+            "/api/account/queries/{query_id}",
+            get(get_query),
+            &[Upstream],
+        ),
+        (
             "/api/account/queries/{query_id}/result",
-            post(result).layer(DefaultBodyLimit::max(settings.query_result_body_limit())),
-        )
+            post(result).layer(result_limit),
+            &[Worker],
+        ),
+    ])
 }
 
 /// Submit an account query (§11.2). Idempotent on `query_id`; `kind` and `params` are checked

@@ -1,0 +1,282 @@
+//! Who may call what (issue #10 item 5): roles, named tokens and the credential table.
+//!
+//! - [`Role`]: `upstream` (submit and read orders and account queries), `worker` (lease, renew,
+//!   report; query lease and result), `operator` (everything) and `metrics` (only `GET /metrics`,
+//!   for a scraper, D-ops-2).
+//! - [`NamedTokens`]: the value of `RAKUTEN_UPSTREAM_TOKENS` / `…_WORKER_TOKENS` /
+//!   `…_OPERATOR_TOKENS` / `…_METRICS_TOKENS`: comma-separated `name:token` pairs. Two entries
+//!   with one name are a rotation (old and new token both work, one actor name).
+//! - [`Credentials`]: every configured token, with `RAKUTEN_API_TOKEN` as the operator named
+//!   `api`; [`Credentials::identify`] finds the [`Actor`] a presented token belongs to.
+//!
+//! Tokens live in [`Secret`]s and are kept only as SHA-256 digests after start; a presented token
+//! is hashed once and compared with every digest in constant time (no early exit, no length
+//! leak). Which route takes which role is declared next to each router
+//! ([`crate::http::auth::guarded`]).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::settings::Secret;
+
+/// A caller's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Submits and reads orders and account queries.
+    Upstream,
+    /// Leases, renews and reports orders; leases account queries and posts their results.
+    Worker,
+    /// May call every route, including operator actions.
+    Operator,
+    /// May read `GET /metrics` only.
+    Metrics,
+}
+
+impl Role {
+    /// The lowercase name (`upstream`, `worker`, `operator`, `metrics`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Upstream => "upstream",
+            Role::Worker => "worker",
+            Role::Operator => "operator",
+            Role::Metrics => "metrics",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who made a request: the token's name (written into audit records) and its role. Handlers take
+/// it as an extractor (`actor: Actor`); see [`crate::http::auth`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// The token's name from the settings (`api` for `RAKUTEN_API_TOKEN`).
+    pub name: String,
+    /// The token's role.
+    pub role: Role,
+}
+
+/// Longest token name, characters.
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// One `name:token` pair.
+#[derive(Clone)]
+pub struct NamedToken {
+    /// `[A-Za-z0-9_.-]{1,64}`.
+    pub name: String,
+    /// The token.
+    pub token: Secret,
+}
+
+/// A comma-separated list of `name:token` pairs (empty entries ignored). `Debug` shows the names
+/// only.
+#[derive(Clone, Default)]
+pub struct NamedTokens(pub Vec<NamedToken>);
+
+impl fmt::Debug for NamedTokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|t| format!("{}:***", t.name)))
+            .finish()
+    }
+}
+
+impl FromStr for NamedTokens {
+    type Err = String;
+
+    /// Parses `name:token[,name:token…]`. The error never quotes a token.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = Vec::new();
+        for (i, entry) in s.split(',').map(str::trim).enumerate() {
+            if entry.is_empty() {
+                continue;
+            }
+            let Some((name, token)) = entry.split_once(':') else {
+                return Err(format!("entry {} is not name:token", i + 1));
+            };
+            let (name, token) = (name.trim(), token.trim());
+            let name_ok = !name.is_empty()
+                && name.chars().count() <= MAX_NAME_CHARS
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+            if !name_ok {
+                return Err(format!(
+                    "entry {}: the name must be 1..={MAX_NAME_CHARS} of [A-Za-z0-9_.-]",
+                    i + 1
+                ));
+            }
+            if token.is_empty() || token.chars().any(char::is_whitespace) {
+                return Err(format!(
+                    "entry {} ({name}): the token must be non-empty, without spaces",
+                    i + 1
+                ));
+            }
+            out.push(NamedToken {
+                name: name.to_owned(),
+                token: Secret::new(token),
+            });
+        }
+        Ok(NamedTokens(out))
+    }
+}
+
+/// A configuration of tokens that cannot work.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CredentialsError {
+    /// No token at all: nobody could call the API.
+    #[error("no token configured: set RAKUTEN_API_TOKEN or one of the RAKUTEN_*_TOKENS lists")]
+    Empty,
+    /// One name under two roles: the actor in the audit would be ambiguous.
+    #[error("token name {0:?} is used by two roles ({1} and {2})")]
+    NameInTwoRoles(String, Role, Role),
+    /// One token configured twice: it could only ever be one of them.
+    #[error("the same token is configured twice (names {0:?} and {1:?})")]
+    DuplicateToken(String, String),
+}
+
+struct Entry {
+    digest: [u8; 32],
+    actor: Actor,
+}
+
+/// Every configured token as a digest, with the actor it stands for.
+pub struct Credentials {
+    entries: Vec<Entry>,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|e| (&e.actor.name, e.actor.role)))
+            .finish()
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl Credentials {
+    /// The table from the settings' lists; `api_token` (when set and non-blank) is an operator
+    /// named `api`.
+    ///
+    /// # Errors
+    /// [`CredentialsError`]: nothing configured, a name under two roles, a token twice.
+    pub fn build(
+        api_token: Option<&Secret>,
+        lists: &[(Role, &NamedTokens)],
+    ) -> Result<Self, CredentialsError> {
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut roles_by_name: BTreeMap<String, Role> = BTreeMap::new();
+        let api = api_token
+            .filter(|t| !t.expose().trim().is_empty())
+            .map(|t| (Role::Operator, "api".to_owned(), t.expose().trim()));
+        let listed = lists.iter().flat_map(|(role, list)| {
+            list.0
+                .iter()
+                .map(move |t| (*role, t.name.clone(), t.token.expose()))
+        });
+        for (role, name, token) in api.into_iter().chain(listed) {
+            if let Some(&other) = roles_by_name.get(&name)
+                && other != role
+            {
+                return Err(CredentialsError::NameInTwoRoles(name, other, role));
+            }
+            let d = digest(token);
+            if let Some(e) = entries.iter().find(|e| e.digest == d) {
+                return Err(CredentialsError::DuplicateToken(e.actor.name.clone(), name));
+            }
+            roles_by_name.insert(name.clone(), role);
+            entries.push(Entry {
+                digest: d,
+                actor: Actor { name, role },
+            });
+        }
+        if entries.is_empty() {
+            return Err(CredentialsError::Empty);
+        }
+        Ok(Credentials { entries })
+    }
+
+    /// The actor whose token `presented` is, if any. Compares against every entry in constant
+    /// time (all entries are always compared).
+    pub fn identify(&self, presented: &str) -> Option<Actor> {
+        let d = digest(presented);
+        let mut found: Option<&Actor> = None;
+        for e in &self.entries {
+            let hit = bool::from(e.digest.ct_eq(&d));
+            if hit && found.is_none() {
+                found = Some(&e.actor);
+            }
+        }
+        found.cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(s: &str) -> NamedTokens {
+        s.parse().expect("parses")
+    }
+
+    #[test]
+    fn a_list_parses_names_and_tokens_and_never_prints_a_token() {
+        let l = list(" shop:tok-1 , ,shop:tok-2,ops.a-1:x");
+        assert_eq!(l.0.len(), 3);
+        assert_eq!(l.0[1].name, "shop");
+        assert_eq!(l.0[1].token.expose(), "tok-2");
+        let dbg = format!("{l:?}");
+        assert!(!dbg.contains("tok-1") && dbg.contains("shop:***"), "{dbg}");
+        for bad in ["noseparator", ":tok", "na me:tok", "n:", "n:has space"] {
+            let e = bad.parse::<NamedTokens>().unwrap_err();
+            assert!(!e.contains("tok") || !bad.contains("tok"), "{e}");
+        }
+    }
+
+    #[test]
+    fn rotation_gives_two_tokens_one_actor_and_api_is_an_operator() {
+        let up = list("shop:old,shop:new");
+        let c = Credentials::build(Some(&Secret::new("root")), &[(Role::Upstream, &up)]).unwrap();
+        let shop = Actor {
+            name: "shop".into(),
+            role: Role::Upstream,
+        };
+        assert_eq!(c.identify("old"), Some(shop.clone()));
+        assert_eq!(c.identify("new"), Some(shop));
+        assert_eq!(c.identify("root").unwrap().role, Role::Operator);
+        assert_eq!(c.identify("root").unwrap().name, "api");
+        assert_eq!(c.identify("nope"), None);
+        assert_eq!(c.identify(""), None);
+    }
+
+    #[test]
+    fn unusable_configurations_are_refused() {
+        assert_eq!(
+            Credentials::build(Some(&Secret::new("  ")), &[]).unwrap_err(),
+            CredentialsError::Empty
+        );
+        let a = list("x:t1");
+        let b = list("x:t2");
+        assert!(matches!(
+            Credentials::build(None, &[(Role::Upstream, &a), (Role::Worker, &b)]).unwrap_err(),
+            CredentialsError::NameInTwoRoles(..)
+        ));
+        let c = list("y:t1");
+        assert!(matches!(
+            Credentials::build(None, &[(Role::Upstream, &a), (Role::Worker, &c)]).unwrap_err(),
+            CredentialsError::DuplicateToken(..)
+        ));
+    }
+}
