@@ -22,6 +22,7 @@ mod queries;
 mod receiver;
 mod report;
 mod roles;
+mod runbook;
 mod soak;
 mod store;
 mod submit;
