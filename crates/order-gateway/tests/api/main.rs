@@ -17,6 +17,7 @@ mod migrations;
 mod multi_instance;
 mod operator;
 mod ops_cli;
+mod ops_cli_operator;
 mod pg;
 mod queries;
 mod receiver;

@@ -526,3 +526,52 @@ async fn a_reclaim_records_its_reason_and_the_first_poll_receives_its_grant(e: E
     assert_eq!(actions[0]["from_status"], "stale");
     assert_eq!(actions[0]["to_status"], "leased");
 }
+
+#[tokio::test]
+async fn the_audit_names_the_operator_token_and_other_roles_are_refused() {
+    let app = Engine::Sqlite
+        .spawn(|s| {
+            s.operator_tokens = Some("alice:tok-alice-0123456789".parse().unwrap());
+            s.worker_tokens = Some("pc-1:tok-worker-0123456789".parse().unwrap());
+        })
+        .await;
+    app.stale("po-who", "w1").await;
+    let as_token = |t: &'static str, path: &str, body: Value| {
+        app.client
+            .post(app.url(path))
+            .bearer_auth(t)
+            .json(&body)
+            .send()
+    };
+    let body = json!({"outcome": "failed", "reason": "nothing on the site"});
+    let refused = answer(
+        as_token(
+            "tok-worker-0123456789",
+            "/api/orders/po-who/resolve",
+            body.clone(),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    refused.assert_err(403, 1002);
+    let a = answer(
+        as_token("tok-alice-0123456789", "/api/orders/po-who/resolve", body)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(a.assert_ok()["action"]["actor"], "alice");
+    let d = app.task("po-who").await;
+    assert_eq!(d.assert_ok()["operator_actions"][0]["actor"], "alice");
+    let alerts = answer(
+        app.client
+            .get(app.url("/api/alerts"))
+            .bearer_auth("tok-worker-0123456789")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    alerts.assert_err(403, 1002);
+}

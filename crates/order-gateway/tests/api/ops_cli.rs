@@ -7,14 +7,14 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TOKEN, TestApp, spawn_app, spawn_app_with};
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 impl Run {
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
     }
@@ -41,7 +41,7 @@ async fn ops_in(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
     }
 }
 
-async fn ops(app: &TestApp, args: &[&str]) -> Run {
+pub(crate) async fn ops(app: &TestApp, args: &[&str]) -> Run {
     ops_in(
         app._tempdir.path(),
         &[
