@@ -29,7 +29,7 @@ use sqlx::{ConnectOptions, PgConnection};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{StoreError, Transition};
+use super::{StoreError, Transition, bounded};
 use crate::lease::notify::LeaseNotifier;
 
 /// `NOTIFY` channel of the order tasks: a task was submitted, the gate was freed, a stale task was
@@ -37,6 +37,10 @@ use crate::lease::notify::LeaseNotifier;
 pub const TASKS_CHANNEL: &str = "order_gateway_tasks";
 /// `NOTIFY` channel of the account queries: a query was submitted or redelivered.
 pub const QUERIES_CHANNEL: &str = "order_gateway_queries";
+
+/// Longest wait for a row or table lock, and longest statement; under [`super::STORE_OP_BOUND`].
+const LOCK_TIMEOUT: &str = "2s";
+const STATEMENT_TIMEOUT: &str = "2500ms";
 
 /// Connections per instance. Long-polls hold none while they wait, so a few suffice.
 const POOL_CONNECTIONS: u32 = 10;
@@ -130,15 +134,25 @@ impl PgStore {
         if options.get_application_name().is_none() {
             options = options.application_name("order-gateway");
         }
-        let pool = PgPoolOptions::new()
-            .max_connections(POOL_CONNECTIONS)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options.clone())
-            .await?;
+        // Migrations first, on a session of their own without the timeouts below: a second
+        // instance starting at the same moment waits on sqlx's migration lock as long as needed.
+        let mut migrating = options.connect().await?;
         migrator()
-            .run(&pool)
+            .run(&mut migrating)
             .await
             .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
+        let _ = sqlx::Connection::close(migrating).await;
+        // A statement never waits on a lock (or runs) past the store's bound: the server gives up
+        // too, not only our side (issue #12 item 8).
+        let options = options.options([
+            ("lock_timeout", LOCK_TIMEOUT),
+            ("statement_timeout", STATEMENT_TIMEOUT),
+        ]);
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_CONNECTIONS)
+            .acquire_timeout(super::STORE_OP_BOUND)
+            .connect_with(options.clone())
+            .await?;
         let pump = Arc::new(NotifyPump::default());
         tokio::spawn(pump.clone().run(pool.clone()));
         Ok(PgStore {
@@ -234,17 +248,21 @@ impl PgStore {
         &self,
         op: Transition<PgConnection, T>,
     ) -> Result<T, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        match op(&mut tx).await {
-            Ok(v) => {
-                tx.commit().await?;
-                Ok(v)
+        // Bounded: a transaction stuck behind a lock answers Busy; dropping it rolls it back.
+        bounded(async move {
+            let mut tx = self.pool.begin().await?;
+            match op(&mut tx).await {
+                Ok(v) => {
+                    tx.commit().await?;
+                    Ok(v)
+                }
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    Err(e)
+                }
             }
-            Err(e) => {
-                let _ = tx.rollback().await;
-                Err(e)
-            }
-        }
+        })
+        .await
     }
 
     /// [`Self::write`]: a lease attempt whose caller is gone rolls back with its transaction.

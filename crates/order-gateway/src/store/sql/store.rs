@@ -2,7 +2,8 @@
 //! transition through the engine's `write` (SQLite: the group-commit writer; PostgreSQL: one
 //! transaction), reads go to its read pool, and a commit that may make something leasable asks
 //! for a cross-instance wake-up (`notify_*`: PostgreSQL `NOTIFY`, nothing on SQLite, whose
-//! long-polls all live in this process).
+//! long-polls all live in this process). Every operation is [`bounded`]: a locked or stalled
+//! database answers `Busy` (503) instead of holding the request.
 
 use async_trait::async_trait;
 use rakuten_types::order::{
@@ -19,6 +20,7 @@ use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord, QueryStore,
 };
 use crate::store::{
+    bounded,
     HealthSnapshot, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
     RenewRequest, StaleTask, StoreError, TaskFilter,
 };
@@ -55,7 +57,7 @@ impl OrderStore for Store {
         scope: LeaseScope,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        reads::task_leasable_exists(self.read_pool(), worker_id, site, scope, now).await
+        bounded(reads::task_leasable_exists(self.read_pool(), worker_id, site, scope, now)).await
     }
 
     async fn task_renew(&self, req: RenewRequest, now: Timestamp) -> Result<RenewAck, StoreError> {
@@ -102,18 +104,18 @@ impl OrderStore for Store {
     }
 
     async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError> {
-        reads::task_get(self.read_pool(), task_id).await
+        bounded(reads::task_get(self.read_pool(), task_id)).await
     }
 
     async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
-        reads::task_list(self.read_pool(), filter).await
+        bounded(reads::task_list(self.read_pool(), filter)).await
     }
 
     async fn health_snapshot(
         &self,
         queued_before: Timestamp,
     ) -> Result<HealthSnapshot, StoreError> {
-        reads::health_snapshot(self.read_pool(), queued_before).await
+        bounded(reads::health_snapshot(self.read_pool(), queued_before)).await
     }
 
     async fn alerts_leader(&self) -> Result<bool, StoreError> {
@@ -155,7 +157,7 @@ impl QueryStore for Store {
         site: Option<&str>,
         created_after: Timestamp,
     ) -> Result<bool, StoreError> {
-        queries::query_leasable_exists(self.read_pool(), site, created_after).await
+        bounded(queries::query_leasable_exists(self.read_pool(), site, created_after)).await
     }
 
     async fn query_record_result(
@@ -198,10 +200,10 @@ impl QueryStore for Store {
     }
 
     async fn query_get(&self, query_id: &QueryId) -> Result<Option<QueryView>, StoreError> {
-        queries::query_get(self.read_pool(), query_id).await
+        bounded(queries::query_get(self.read_pool(), query_id)).await
     }
 
     async fn query_list(&self, filter: QueryFilter) -> Result<Page<QuerySummary>, StoreError> {
-        queries::query_list(self.read_pool(), filter).await
+        bounded(queries::query_list(self.read_pool(), filter)).await
     }
 }
