@@ -352,7 +352,9 @@ async fn a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_i
     assert!(refused.is_err(), "a set-aside task is needs_human only");
 }
 
-/// Another session holding the database locked, as long as it is kept.
+/// Another session holding the database locked, as long as it is kept (never read: it is held
+/// for its lock).
+#[allow(dead_code)]
 enum LockHolder {
     Sqlite(sqlx::SqliteConnection),
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
