@@ -64,7 +64,19 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
                 offline,
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let offline_listed = workers.iter().filter(|w| w.offline).count() as i64;
+    let unlisted_workers = snap.workers_total - snap.workers.len() as i64;
+    if unlisted_workers > 0 && offline_listed == snap.workers.len() as i64 {
+        // Every listed worker is offline, so some unlisted ones may be too.
+        alerts.push(more(
+            WORKER_OFFLINE,
+            format!(
+                "{unlisted_workers} more workers are not listed; the {offline_listed} longest \
+                 silent are all offline"
+            ),
+        ));
+    }
     for t in &snap.queued_too_long {
         alerts.push(Alert {
             kind: TASK_QUEUED_TOO_LONG.into(),
@@ -75,6 +87,13 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
                 now.seconds_since(t.created_at)
             ),
         });
+    }
+    let unlisted_queued = snap.queued_too_long_count - snap.queued_too_long.len() as i64;
+    if unlisted_queued > 0 {
+        alerts.push(more(
+            TASK_QUEUED_TOO_LONG,
+            format!("{unlisted_queued} more tasks queued too long are not listed"),
+        ));
     }
     for t in &snap.stale {
         alerts.push(Alert {
@@ -87,6 +106,13 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
                 t.lease_count
             ),
         });
+    }
+    let unlisted_stale = snap.stale_count - snap.stale.len() as i64;
+    if unlisted_stale > 0 {
+        alerts.push(more(
+            TASK_STALE,
+            format!("{unlisted_stale} more stale tasks are not listed"),
+        ));
     }
     Health {
         status: if alerts.is_empty() { "ok" } else { "degraded" }.into(),
@@ -103,9 +129,22 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
             })
             .collect(),
         workers,
+        workers_total: snap.workers_total,
         alerts,
     }
 }
+
+/// The alert standing for the ones of `kind` past a list's bound (subject `more`).
+fn more(kind: &str, message: String) -> Alert {
+    Alert {
+        kind: kind.into(),
+        subject: MORE.into(),
+        message,
+    }
+}
+
+/// Subject of the alert that counts the alerts of its kind not listed.
+pub const MORE: &str = "more";
 
 /// Logs each alert once when it appears and once when it clears.
 #[derive(Debug, Default)]

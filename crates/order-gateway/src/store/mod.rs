@@ -185,9 +185,17 @@ pub struct HealthSnapshot {
     pub stale: Vec<TaskSummary>,
     /// Queued tasks created before the threshold asked for (at most 100, oldest first).
     pub queued_too_long: Vec<TaskSummary>,
-    /// Every worker.
+    /// Queued tasks created before the threshold, all of them counted.
+    pub queued_too_long_count: i64,
+    /// Workers, longest silent first (so every offline one comes first), at most
+    /// [`HEALTH_WORKERS_LISTED`].
     pub workers: Vec<WorkerSeen>,
+    /// Every worker, listed or not.
+    pub workers_total: i64,
 }
+
+/// Most workers a [`HealthSnapshot`] lists.
+pub const HEALTH_WORKERS_LISTED: i64 = 1000;
 
 /// Why a store operation failed. Cloneable because one failed group commit answers many callers.
 #[derive(Debug, Clone, thiserror::Error)]
