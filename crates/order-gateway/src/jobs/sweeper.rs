@@ -60,9 +60,8 @@ impl Sweeper {
                 "lease expired; task is stale and waits for an explicit reclaim (never re-queued)"
             );
         }
-        if !staled.is_empty() {
-            self.notifier.notify_leasable();
-        }
+        // Each staled task may have freed a gate.
+        self.notifier.notify_leasable_n(staled.len());
         Ok(staled)
     }
 

@@ -20,7 +20,7 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
@@ -70,16 +70,19 @@ pub fn migrator() -> Migrator {
 /// any data transaction. Requests arriving while it sends are coalesced into the next round.
 #[derive(Debug, Default)]
 struct NotifyPump {
-    tasks: AtomicBool,
-    queries: AtomicBool,
+    /// Leasable things announced since the last send, per channel (the payload of the next one).
+    tasks: AtomicU64,
+    queries: AtomicU64,
     closed: AtomicBool,
     wake: tokio::sync::Notify,
 }
 
 impl NotifyPump {
-    fn request(&self, channel: &AtomicBool) {
-        channel.store(true, Ordering::Release);
-        self.wake.notify_one();
+    fn request(&self, channel: &AtomicU64, n: usize) {
+        if n > 0 {
+            channel.fetch_add(n as u64, Ordering::AcqRel);
+            self.wake.notify_one();
+        }
     }
 
     async fn run(self: Arc<Self>, pool: PgPool) {
@@ -92,9 +95,12 @@ impl NotifyPump {
                 (&self.tasks, TASKS_CHANNEL),
                 (&self.queries, QUERIES_CHANNEL),
             ] {
-                if flag.swap(false, Ordering::AcqRel)
-                    && let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
+                let n = flag.swap(0, Ordering::AcqRel);
+                // The payload carries the count, so the listeners wake that many waiters.
+                if n > 0
+                    && let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
                         .bind(channel)
+                        .bind(n.to_string())
                         .execute(&pool)
                         .await
                 {
@@ -114,6 +120,19 @@ pub struct PgStore {
     pump: Arc<NotifyPump>,
     /// The session holding (or trying for) the alert-leader advisory lock, and whether it holds it.
     leader: Arc<tokio::sync::Mutex<Option<(PgConnection, bool)>>>,
+}
+
+/// Most waiters one notification wakes; also what a reclaim announces ("everyone": it names one
+/// worker, which may be any of the waiters).
+pub(crate) const WAKE_EVERYONE: usize = 1000;
+
+/// Wakes as many of this instance's waiters as the payload counts (issue #12 item 9); a payload
+/// that is not a count (an older instance sends '') wakes them all.
+fn wake(notifier: &LeaseNotifier, payload: &str) {
+    match payload.parse::<usize>() {
+        Ok(n) if n < WAKE_EVERYONE => notifier.notify_leasable_n(n),
+        _ => notifier.notify_everyone(),
+    }
 }
 
 /// The alert-leader lock key: per schema, so deployments (and tests) in separate schemas of one
@@ -212,22 +231,24 @@ impl PgStore {
                     },
                 };
                 // Anything committed while we were not listening is found by this wake-up.
-                tasks.notify_leasable();
-                queries.notify_leasable();
+                tasks.notify_everyone();
+                queries.notify_everyone();
                 loop {
                     let next = tokio::select! {
                         _ = shutdown.cancelled() => return,
                         n = listener.try_recv() => n,
                     };
                     match next {
-                        Ok(Some(n)) if n.channel() == TASKS_CHANNEL => tasks.notify_leasable(),
-                        Ok(Some(n)) if n.channel() == QUERIES_CHANNEL => queries.notify_leasable(),
+                        Ok(Some(n)) if n.channel() == TASKS_CHANNEL => wake(&tasks, n.payload()),
+                        Ok(Some(n)) if n.channel() == QUERIES_CHANNEL => {
+                            wake(&queries, n.payload())
+                        }
                         Ok(Some(_)) => {}
                         Ok(None) => {
                             // Connection lost; the next try_recv reconnects and re-LISTENs.
                             tracing::warn!("LISTEN connection lost; reconnecting");
-                            tasks.notify_leasable();
-                            queries.notify_leasable();
+                            tasks.notify_everyone();
+                            queries.notify_everyone();
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "LISTEN failed; reconnecting in 1 s");
@@ -277,14 +298,15 @@ impl PgStore {
         &self.pool
     }
 
-    /// Asks for a `NOTIFY` on [`TASKS_CHANNEL`] (sent after this commit, outside it).
-    pub(crate) fn notify_tasks(&self) {
-        self.pump.request(&self.pump.tasks);
+    /// Asks for a `NOTIFY` on [`TASKS_CHANNEL`] announcing `n` leasable things (sent after this
+    /// commit, outside it).
+    pub(crate) fn notify_tasks(&self, n: usize) {
+        self.pump.request(&self.pump.tasks, n);
     }
 
-    /// Asks for a `NOTIFY` on [`QUERIES_CHANNEL`].
-    pub(crate) fn notify_queries(&self) {
-        self.pump.request(&self.pump.queries);
+    /// Asks for a `NOTIFY` on [`QUERIES_CHANNEL`] announcing `n` leasable queries.
+    pub(crate) fn notify_queries(&self, n: usize) {
+        self.pump.request(&self.pump.queries, n);
     }
 
     /// Whether this instance logs the alerts this tick: the holder of a session advisory lock,

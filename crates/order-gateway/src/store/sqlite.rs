@@ -150,10 +150,10 @@ impl SqliteStore {
     }
 
     /// Nothing to send: every long-poll on this database lives in this process.
-    pub(crate) fn notify_tasks(&self) {}
+    pub(crate) fn notify_tasks(&self, _n: usize) {}
 
     /// Nothing to send, as [`Self::notify_tasks`].
-    pub(crate) fn notify_queries(&self) {}
+    pub(crate) fn notify_queries(&self, _n: usize) {}
 
     /// One process per database file: it always logs the alerts.
     pub(crate) async fn elect_alerts_leader(&self) -> Result<bool, StoreError> {

@@ -16,6 +16,7 @@ use rakuten_types::{QueryId, TaskId, Timestamp, WorkerId};
 
 use super::{Store, queries, reads, tasks};
 use crate::settings::LeaseScope;
+use crate::store::postgres::WAKE_EVERYONE;
 use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord, QueryStore,
 };
@@ -36,7 +37,7 @@ impl OrderStore for Store {
             .write(Box::new(move |c| Box::pin(tasks::task_insert(c, task, now))))
             .await?;
         if ack.created {
-            self.notify_tasks();
+            self.notify_tasks(1);
         }
         Ok(ack)
     }
@@ -75,7 +76,7 @@ impl OrderStore for Store {
             .await?;
         if ack.status.is_terminal() {
             // The gate may be free again.
-            self.notify_tasks();
+            self.notify_tasks(1);
         }
         Ok(ack)
     }
@@ -88,8 +89,8 @@ impl OrderStore for Store {
         let grant = self
             .write(Box::new(move |c| Box::pin(tasks::task_reclaim(c, req, now))))
             .await?;
-        // The named worker may be long-polling on another instance.
-        self.notify_tasks();
+        // The named worker may be long-polling on another instance, as any of its waiters.
+        self.notify_tasks(WAKE_EVERYONE);
         Ok(grant)
     }
 
@@ -97,9 +98,8 @@ impl OrderStore for Store {
         let staled = self
             .write(Box::new(move |c| Box::pin(tasks::task_mark_stale_expired(c, now))))
             .await?;
-        if !staled.is_empty() {
-            self.notify_tasks();
-        }
+        // Each staled task may have freed a gate.
+        self.notify_tasks(staled.len());
         Ok(staled)
     }
 
@@ -138,7 +138,7 @@ impl QueryStore for Store {
             .write(Box::new(move |c| Box::pin(queries::query_insert(c, query, now))))
             .await?;
         if ack.created {
-            self.notify_queries();
+            self.notify_queries(1);
         }
         Ok(ack)
     }
@@ -176,9 +176,7 @@ impl QueryStore for Store {
         let lapsed = self
             .write(Box::new(move |c| Box::pin(queries::query_requeue_expired_leases(c, now))))
             .await?;
-        if lapsed.iter().any(|q| q.status == QueryStatus::Queued) {
-            self.notify_queries();
-        }
+        self.notify_queries(lapsed.iter().filter(|q| q.status == QueryStatus::Queued).count());
         Ok(lapsed)
     }
 
