@@ -419,6 +419,22 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
     /// Turns every active task whose lease lapsed at or before `now` into `stale` (§5).
     async fn task_mark_stale_expired(&self, now: Timestamp) -> Result<Vec<StaleTask>, StoreError>;
 
+    /// Shortens every active lease that expires after `limit` to `limit` (issue #12 item 6: a
+    /// grant stamped while the clock ran ahead must not outlive `now + TTL` by more than a small
+    /// margin once the clock is corrected). Returns the tasks clamped.
+    async fn task_clamp_leases(
+        &self,
+        limit: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, StoreError>;
+
+    /// How far the database's clock is ahead of `now`, milliseconds, when several instances share
+    /// it (PostgreSQL); `None` for an embedded database, whose only clock is ours.
+    async fn clock_offset_ms(&self, now: Timestamp) -> Result<Option<i64>, StoreError> {
+        let _ = now;
+        Ok(None)
+    }
+
     /// A task with its latest state and full history.
     async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError>;
 

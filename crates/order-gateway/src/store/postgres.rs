@@ -309,6 +309,20 @@ impl PgStore {
         self.pump.request(&self.pump.queries, n);
     }
 
+    /// The database's clock minus `now`, milliseconds: the one clock the instances sharing this
+    /// database are checked against (issue #12 item 6).
+    pub(crate) async fn database_clock_offset_ms(
+        &self,
+        now: rakuten_types::Timestamp,
+    ) -> Result<Option<i64>, StoreError> {
+        let db_ms: i64 = sqlx::query_scalar(
+            "SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(Some(db_ms - now.as_millis()))
+    }
+
     /// Whether this instance logs the alerts this tick: the holder of a session advisory lock,
     /// taken over when its holder dies.
     pub(crate) async fn elect_alerts_leader(&self) -> Result<bool, StoreError> {

@@ -155,6 +155,14 @@ impl SqliteStore {
     /// Nothing to send, as [`Self::notify_tasks`].
     pub(crate) fn notify_queries(&self, _n: usize) {}
 
+    /// One process per database file, one clock: nothing to compare.
+    pub(crate) async fn database_clock_offset_ms(
+        &self,
+        _now: rakuten_types::Timestamp,
+    ) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
+
     /// One process per database file: it always logs the alerts.
     pub(crate) async fn elect_alerts_leader(&self) -> Result<bool, StoreError> {
         Ok(true)

@@ -103,6 +103,21 @@ impl OrderStore for Store {
         Ok(staled)
     }
 
+    async fn task_clamp_leases(
+        &self,
+        limit: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, StoreError> {
+        self.write(Box::new(move |c| {
+            Box::pin(tasks::task_clamp_leases(c, limit, now))
+        }))
+        .await
+    }
+
+    async fn clock_offset_ms(&self, now: Timestamp) -> Result<Option<i64>, StoreError> {
+        bounded(self.database_clock_offset_ms(now)).await
+    }
+
     async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError> {
         bounded(reads::task_get(self.read_pool(), task_id)).await
     }
