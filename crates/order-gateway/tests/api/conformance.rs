@@ -336,15 +336,11 @@ async fn a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_i
             .unwrap()
             .starts_with("undecodable row")
     );
-    let all = h
-        .store
-        .task_list(TaskFilter {
-            limit: 200,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(all.total, 2);
+    let everything = TaskFilter {
+        limit: 200,
+        ..Default::default()
+    };
+    assert_eq!(h.store.task_list(everything).await.unwrap().total, 2);
     // The schema allows leaving `queued` without a grant only this way.
     let refused = h
         .raw("UPDATE tasks SET status = 'failed', outcome = 'failed' WHERE task_id = 'poison'")
@@ -366,10 +362,8 @@ impl Harness {
     async fn lock_tasks_elsewhere(&self) -> LockHolder {
         match &self.raw {
             Raw::Sqlite(path) => {
-                let mut c =
-                    sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
-                        .await
-                        .unwrap();
+                let url = format!("sqlite://{}", path.display());
+                let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
                 sqlx::query("BEGIN IMMEDIATE")
                     .execute(&mut c)
                     .await
