@@ -7,7 +7,9 @@
 //! - submit throughput with 1, 16 and 64 concurrent clients (requests/s), and the writer's operations
 //!   per commit (= per fsync, `synchronous=FULL`);
 //! - lease hand-off latency p50/p99: a long-poll is waiting, a task is submitted, time until the
-//!   long-poll returns it (measured from the submit's acknowledgement, and from its sending);
+//!   long-poll returns it (measured from the submit's acknowledgement, and from its sending); and
+//!   the same with 1 and 1,000 long-polls of distinct workers waiting, with the writer's
+//!   operations per round (a handful with one wake per task, not one per waiter);
 //! - full cycles per second: submit → lease → terminal report, one client;
 //! - server RSS idle and with 1,000 open long-polls (the real binary as a child process).
 //!
@@ -142,6 +144,60 @@ async fn submit_throughput(b: &Arc<Bench>, clients: usize, secs: f64, tag: &str)
         h.await.unwrap();
     }
     done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// `waiters` long-polls of distinct workers loop (lease with a long wait → report the task
+/// finished → lease again); each round submits one task and times its submit's acknowledgement →
+/// the grant arriving at whichever poll was woken. Returns p50, p99 and the writer's operations
+/// per round (a handful when one waiter wakes per task; over `waiters` when all of them do).
+async fn handoff_with_waiters(
+    b: &Arc<Bench>,
+    store: &order_gateway::store::sqlite::SqliteStore,
+    waiters: usize,
+    rounds: usize,
+) -> (Duration, Duration, f64) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut polls = Vec::with_capacity(waiters);
+    for w in 0..waiters {
+        let (b, tx, stop) = (b.clone(), tx.clone(), stop.clone());
+        polls.push(tokio::spawn(async move {
+            let worker = format!("wait-{waiters}-{w}");
+            while !stop.is_cancelled() {
+                let v = b.lease(&worker, 60.0).await;
+                if let Some(id) = v["data"]["task_id"].as_str() {
+                    let _ = tx.send((id.to_owned(), Instant::now()));
+                    b.finish(id, &worker).await;
+                }
+            }
+        }));
+    }
+    // Let every poll reach its wait.
+    tokio::time::sleep(Duration::from_millis(500 + waiters as u64)).await;
+    let mut lat = Vec::with_capacity(rounds);
+    let (_, o0) = store.write_stats();
+    for i in 0..rounds {
+        let id = format!("w{waiters}-{i}");
+        let ack = b.submit(&id).await;
+        let acked = Instant::now();
+        assert_eq!(ack["code"], 0);
+        let (got, at) = rx.recv().await.unwrap();
+        assert_eq!(got, id);
+        lat.push(at.saturating_duration_since(acked));
+        // Let the winner report and wait again before the next task.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, o1) = store.write_stats();
+    stop.cancel();
+    for p in polls {
+        p.abort();
+    }
+    lat.sort();
+    (
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        (o1 - o0) as f64 / rounds as f64,
+    )
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -528,6 +584,20 @@ async fn run() {
         ms(percentile(&from_send, 0.5)),
         ms(percentile(&from_send, 0.99)),
     );
+
+    // Hand-off with 1 and 1,000 long-polls waiting (issue #12 item 9): one wake per task.
+    for waiters in [1, 1000] {
+        fsync_line(
+            dir.path(),
+            &format!("before hand-off with {waiters} waiting"),
+        );
+        let (p50, p99, attempts) = handoff_with_waiters(&b, &store, waiters, 200).await;
+        println!(
+            "hand-off with {waiters} long-polls waiting, 200 rounds: from submit ack p50 {} p99 {}; {attempts:.2} writer ops per round (submit, the woken poll's lease, its report, its next poll, the poll the freed gate wakes: about 5 whatever the number waiting)",
+            ms(p50),
+            ms(p99)
+        );
+    }
 
     // Full cycles.
     fsync_line(dir.path(), "before full cycles");

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::http::{AppState, router};
 use crate::jobs::alerts::{AlertJob, AlertJobSettings, AlertThresholds};
 use crate::jobs::query_sweeper::{QuerySweepSettings, QuerySweeper};
-use crate::jobs::sweeper::Sweeper;
+use crate::jobs::sweeper::{LEASE_CLAMP_MARGIN, LeaseGuard, Sweeper};
 use crate::jobs::webhooks::{WebhookDelivery, WebhookSettings};
 use crate::lease::notify::LeaseNotifier;
 use crate::settings::Settings;
@@ -109,7 +109,15 @@ impl Application {
             clock.clone(),
             notifier.clone(),
             settings.sweep_interval(),
-        );
+            AlertThresholds {
+                worker_offline: settings.worker_offline_alert(),
+                queued: settings.queued_alert(),
+            },
+        )
+        .with_lease_guard(LeaseGuard {
+            max_lease: Some(settings.lease_ttl() + LEASE_CLAMP_MARGIN),
+            skew_alert: settings.clock_skew_alert(),
+        });
         let query_store = backend.query_store();
         let query_notifier = LeaseNotifier::new();
         let query_sweeper = QuerySweeper::new(

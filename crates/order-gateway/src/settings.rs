@@ -116,6 +116,12 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_QUEUED_ALERT_SECONDS", default_value_t = 600.0)]
     pub queued_alert_seconds: f64,
 
+    /// PostgreSQL: an instance whose clock differs from the database's by more than this logs a
+    /// `clock_skew` alert and leaves lease sweeps to the other instances, seconds; 0 turns the
+    /// check off (issue #12 item 6).
+    #[arg(long, env = "RAKUTEN_CLOCK_SKEW_ALERT_SECONDS", default_value_t = 2.0)]
+    pub clock_skew_alert_seconds: f64,
+
     /// Period of the lease-expiry sweeper, seconds (fractional allowed).
     #[arg(long, env = "RAKUTEN_SWEEP_INTERVAL_SECONDS", default_value_t = 1.0)]
     pub sweep_interval_seconds: f64,
@@ -328,6 +334,8 @@ impl Settings {
             worker_offline_alert_seconds: 300.0,
             queued_alert_seconds: 600.0,
             sweep_interval_seconds: 1.0,
+            // Off: tests run a ManualClock far from the database's clock.
+            clock_skew_alert_seconds: 0.0,
             lease_scope: LeaseScope::Global,
             query_lease_ttl_seconds: 180.0,
             query_ttl_seconds: 900.0,
@@ -451,6 +459,12 @@ impl Settings {
             reason: format!("not an IP address: {:?}", self.host),
         })?;
         Ok(SocketAddr::new(ip, self.port))
+    }
+
+    /// The clock-skew tolerance, `None` when the check is off.
+    pub fn clock_skew_alert(&self) -> Option<Duration> {
+        (self.clock_skew_alert_seconds > 0.0)
+            .then(|| Duration::from_secs_f64(self.clock_skew_alert_seconds))
     }
 
     /// Lease TTL as a duration.

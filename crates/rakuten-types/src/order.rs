@@ -244,9 +244,14 @@ pub struct Health {
     pub stale: i64,
     /// The leased/running tasks.
     pub active: Vec<ActiveTask>,
-    /// Every known worker and how long ago it polled.
+    /// Known workers, longest silent (so every offline one) first; at most 1,000 are listed,
+    /// `workers_total` counts them all.
     pub workers: Vec<WorkerHealth>,
-    /// Raised alerts.
+    /// Every known worker, listed or not.
+    #[serde(default)]
+    pub workers_total: i64,
+    /// Raised alerts. Past a list's bound, one more alert of the same kind (subject `more`) says
+    /// how many are not listed, so no alert is ever out of view.
     pub alerts: Vec<Alert>,
 }
 

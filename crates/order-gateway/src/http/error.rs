@@ -63,7 +63,7 @@ impl ApiError {
                     ErrorCode::TaskStateConflict
                 }
                 StoreError::GateBusy(_) | StoreError::IdempotencyMismatch(_) => ErrorCode::Conflict,
-                StoreError::Closed => ErrorCode::Unavailable,
+                StoreError::Closed | StoreError::Busy(_) => ErrorCode::Unavailable,
                 StoreError::WorkerNotFound(_) => ErrorCode::NotFound,
                 StoreError::QueryNotFound(_) => ErrorCode::QueryNotFound,
                 StoreError::QueryLeaseInvalid(_) => ErrorCode::QueryLeaseInvalid,
@@ -82,6 +82,9 @@ impl ApiError {
         StatusCode::from_u16(self.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 }
+
+/// `Retry-After` of every 503 answer, seconds.
+pub const RETRY_AFTER_SECONDS: &str = "1";
 
 /// Writes an error and its sources on one line.
 fn chain(e: &dyn std::error::Error) -> String {
@@ -106,8 +109,19 @@ impl IntoResponse for ApiError {
             ErrorCode::Unavailable => "service unavailable, retry later".to_owned(),
             _ => self.to_string(),
         };
+        if let ApiError::Store(StoreError::Busy(why)) = &self {
+            tracing::warn!(reason = %why, "database busy; answered 503");
+        }
         let body: Envelope<()> = Envelope::error(code, msg);
-        (self.status_code(), Json(body)).into_response()
+        let mut response = (self.status_code(), Json(body)).into_response();
+        if code == ErrorCode::Unavailable {
+            // Busy or shutting down: worth trying again shortly (issue #12 item 8).
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+        }
+        response
     }
 }
 
@@ -124,4 +138,27 @@ pub struct ErrorEnvelope {
     pub data: Option<serde_json::Value>,
     /// The error code.
     pub code: i32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_database_is_a_503_envelope_with_retry_after_never_a_500() {
+        let r = ApiError::Store(StoreError::Busy("lock timeout".into())).into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            r.headers()[axum::http::header::RETRY_AFTER],
+            RETRY_AFTER_SECONDS
+        );
+    }
+
+    #[test]
+    fn no_free_pooled_connection_in_time_is_busy() {
+        assert!(matches!(
+            StoreError::from(sqlx::Error::PoolTimedOut),
+            StoreError::Busy(_)
+        ));
+    }
 }

@@ -12,3 +12,19 @@ pub fn raise_undecodable_row(task_id: &str, cause: &str) {
         "a task's stored row cannot be decoded; set aside as needs_human, the queue keeps flowing"
     );
 }
+
+/// `alert_kind = "clock_jump"`: leases expiring later than `now + TTL + margin` were clamped (a
+/// grant stamped while the clock ran ahead), or the clock stepped between two sweeps.
+pub fn raise_clock_jump(detail: &str) {
+    tracing::warn!(alert_kind = "clock_jump", detail, "the clock jumped");
+}
+
+/// `alert_kind = "clock_skew"`: this instance's clock differs from the shared database's by more
+/// than the tolerance; it leaves lease sweeps to the other instances until it is fixed.
+pub fn raise_clock_skew(offset_ms: i64) {
+    tracing::warn!(
+        alert_kind = "clock_skew",
+        offset_ms,
+        "this instance's clock is off from the database's; not sweeping leases"
+    );
+}

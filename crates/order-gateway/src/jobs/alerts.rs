@@ -6,7 +6,8 @@
 //!   `account_logged_out` and `webhook_failing`, raised once, cleared when the cause is gone,
 //!   each event queued for the webhooks ([`super::webhooks`]).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rakuten_types::order::{ActiveTask, Alert, Health, WorkerHealth};
@@ -70,7 +71,19 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
                 offline,
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let offline_listed = workers.iter().filter(|w| w.offline).count() as i64;
+    let unlisted_workers = snap.workers_total - snap.workers.len() as i64;
+    if unlisted_workers > 0 && offline_listed == snap.workers.len() as i64 {
+        // Every listed worker is offline, so some unlisted ones may be too.
+        alerts.push(more(
+            WORKER_OFFLINE,
+            format!(
+                "{unlisted_workers} more workers are not listed; the {offline_listed} longest \
+                 silent are all offline"
+            ),
+        ));
+    }
     for t in &snap.queued_too_long {
         alerts.push(Alert {
             kind: TASK_QUEUED_TOO_LONG.into(),
@@ -81,6 +94,13 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
                 now.seconds_since(t.created_at)
             ),
         });
+    }
+    let unlisted_queued = snap.queued_too_long_count - snap.queued_too_long.len() as i64;
+    if unlisted_queued > 0 {
+        alerts.push(more(
+            TASK_QUEUED_TOO_LONG,
+            format!("{unlisted_queued} more tasks queued too long are not listed"),
+        ));
     }
     for t in &snap.stale {
         alerts.push(Alert {
@@ -93,6 +113,13 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
                 t.lease_count
             ),
         });
+    }
+    let unlisted_stale = snap.stale_count - snap.stale.len() as i64;
+    if unlisted_stale > 0 {
+        alerts.push(more(
+            TASK_STALE,
+            format!("{unlisted_stale} more stale tasks are not listed"),
+        ));
     }
     Health {
         status: if alerts.is_empty() { "ok" } else { "degraded" }.into(),
@@ -109,7 +136,50 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
             })
             .collect(),
         workers,
+        workers_total: snap.workers_total,
         alerts,
+    }
+}
+
+/// The alert standing for the ones of `kind` past a list's bound (subject `more`).
+fn more(kind: &str, message: String) -> Alert {
+    Alert {
+        kind: kind.into(),
+        subject: MORE.into(),
+        message,
+    }
+}
+
+/// Subject of the alert that counts the alerts of its kind not listed.
+pub const MORE: &str = "more";
+
+/// Logs each alert once when it appears and once when it clears.
+#[derive(Debug, Default)]
+pub struct AlertLog {
+    raised: Mutex<HashSet<(String, String)>>,
+}
+
+impl AlertLog {
+    /// Compares with the previous call and logs the difference; returns the newly raised alerts.
+    pub fn update(&self, alerts: &[Alert]) -> Vec<Alert> {
+        let now: HashSet<(String, String)> = alerts
+            .iter()
+            .map(|a| (a.kind.clone(), a.subject.clone()))
+            .collect();
+        let mut raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
+        let new: Vec<Alert> = alerts
+            .iter()
+            .filter(|a| !raised.contains(&(a.kind.clone(), a.subject.clone())))
+            .cloned()
+            .collect();
+        for a in &new {
+            tracing::warn!(alert = %a.kind, subject = %a.subject, message = %a.message, "alert raised");
+        }
+        for (kind, subject) in raised.difference(&now) {
+            tracing::info!(alert = %kind, subject = %subject, "alert cleared");
+        }
+        *raised = now;
+        new
     }
 }
 

@@ -85,12 +85,11 @@ impl QuerySweeper {
                 "account query lease lapsed without a result"
             );
         }
-        if lapsed
+        let requeued = lapsed
             .iter()
-            .any(|q| q.status == rakuten_types::query::QueryStatus::Queued)
-        {
-            self.notifier.notify_leasable();
-        }
+            .filter(|q| q.status == rakuten_types::query::QueryStatus::Queued)
+            .count();
+        self.notifier.notify_leasable_n(requeued);
         let purged = self
             .store
             .query_delete_terminal_before(now.minus(self.settings.retention))

@@ -1,6 +1,13 @@
 //! In-process wake-up of waiting long-polls. Called after a commit that may make something
 //! leasable: a new task, a terminal report (gate freed), a sweep that staled a task (gate freed).
 //! Waiters also re-check the database periodically, so a missed wake-up only delays, never loses.
+//!
+//! One wake per leasable thing (issue #12 item 9): a new task wakes ONE waiting long-poll, not all
+//! of them; with 100 polls waiting, one submit used to make all 100 run a lease transaction for a
+//! single grant. A waiter that is woken but whose future is dropped before it ran passes the wake
+//! on (tokio's `Notify` forwards an unconsumed `notify_one`). A woken waiter whose attempt finds
+//! nothing for it (another site, the gate taken) does not pass it on: the others find the task at
+//! their periodic check, at most [`FALLBACK_CHECK`](super::long_poll::FALLBACK_CHECK) later.
 
 use std::sync::Arc;
 
@@ -16,15 +23,78 @@ impl LeaseNotifier {
         Self::default()
     }
 
-    /// Wakes every long-poll currently waiting.
+    /// One thing became leasable: wakes one waiting long-poll (or the next one to wait).
     pub fn notify_leasable(&self) {
+        self.0.notify_one();
+    }
+
+    /// `n` things became leasable (a sweep freed `n` gates, another instance coalesced `n`
+    /// submits into one `NOTIFY`): wakes up to `n` waiting long-polls.
+    pub fn notify_leasable_n(&self, n: usize) {
+        for _ in 0..n {
+            self.0.notify_one();
+        }
+    }
+
+    /// Wakes every waiting long-poll: for a wake-up meant for one particular worker (a reclaim
+    /// names it) or when wake-ups may have been lost (a `LISTEN` connection dropped).
+    pub fn notify_everyone(&self) {
         self.0.notify_waiters();
     }
 
-    /// A future that completes at the next [`notify_leasable`](Self::notify_leasable). Call
-    /// `enable()` on it (pinned) before checking the database, so a wake-up between the check and
-    /// the wait is not missed.
+    /// A future that completes at the next wake-up meant for it. Call `enable()` on it (pinned)
+    /// before checking the database, so a wake-up between the check and the wait is not missed.
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.0.notified()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    /// Enables 100 waiters, sends `events` wake-ups, and counts the waiters that completed.
+    fn woken_of_a_hundred(events: usize) -> usize {
+        let n = LeaseNotifier::new();
+        let mut waiters: Vec<_> = (0..100).map(|_| Box::pin(n.notified())).collect();
+        for w in &mut waiters {
+            w.as_mut().enable();
+        }
+        n.notify_leasable_n(events);
+        let mut cx = Context::from_waker(Waker::noop());
+        waiters
+            .iter_mut()
+            .filter_map(|w| match w.as_mut().poll(&mut cx) {
+                Poll::Ready(()) => Some(()),
+                Poll::Pending => None,
+            })
+            .count()
+    }
+
+    #[test]
+    fn one_leasable_task_wakes_exactly_one_of_a_hundred_waiting_polls() {
+        assert_eq!(woken_of_a_hundred(1), 1);
+    }
+
+    #[test]
+    fn three_leasable_tasks_wake_three_waiting_polls() {
+        assert_eq!(woken_of_a_hundred(3), 3);
+    }
+
+    #[test]
+    fn a_reclaim_wakes_every_waiting_poll_since_it_names_one_worker() {
+        let n = LeaseNotifier::new();
+        let mut waiters: Vec<_> = (0..10).map(|_| Box::pin(n.notified())).collect();
+        for w in &mut waiters {
+            w.as_mut().enable();
+        }
+        n.notify_everyone();
+        let mut cx = Context::from_waker(Waker::noop());
+        for w in &mut waiters {
+            assert!(w.as_mut().poll(&mut cx).is_ready());
+        }
     }
 }

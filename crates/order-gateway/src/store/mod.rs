@@ -191,9 +191,17 @@ pub struct HealthSnapshot {
     pub stale: Vec<TaskSummary>,
     /// Queued tasks created before the threshold asked for (at most 100, oldest first).
     pub queued_too_long: Vec<TaskSummary>,
-    /// Every worker.
+    /// Queued tasks created before the threshold, all of them counted.
+    pub queued_too_long_count: i64,
+    /// Workers, longest silent first (so every offline one comes first), at most
+    /// [`HEALTH_WORKERS_LISTED`].
     pub workers: Vec<WorkerSeen>,
+    /// Every worker, listed or not.
+    pub workers_total: i64,
 }
+
+/// Most workers a [`HealthSnapshot`] lists.
+pub const HEALTH_WORKERS_LISTED: i64 = 1000;
 
 /// Why a store operation failed. Cloneable because one failed group commit answers many callers.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -238,6 +246,11 @@ pub enum StoreError {
     /// The store is shutting down (503).
     #[error("store is closed")]
     Closed,
+    /// The database is locked or too slow: a lock, statement, busy or pool timeout, or no answer
+    /// within [`STORE_OP_BOUND`] (503 with `Retry-After`; issue #12 item 8). The operation may
+    /// still commit later (an idempotent retry finds it).
+    #[error("database busy: {0}")]
+    Busy(String),
     /// A stored row could not be decoded.
     #[error("corrupt row: {0}")]
     Corrupt(String),
@@ -328,9 +341,42 @@ pub(crate) fn embedded_migrator(files: &[(i64, &str, &'static str)]) -> sqlx::mi
     )
 }
 
+/// The longest a store operation may take before its caller gets [`StoreError::Busy`]: a request
+/// is answered within its own bound (a long-poll: its wait plus this) whatever holds the database.
+pub const STORE_OP_BOUND: Duration = Duration::from_secs(3);
+
+/// Runs one store operation within [`STORE_OP_BOUND`].
+pub(crate) async fn bounded<T>(
+    op: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(STORE_OP_BOUND, op).await {
+        Ok(r) => r,
+        Err(_) => Err(StoreError::Busy(format!(
+            "no answer from the database within {} s",
+            STORE_OP_BOUND.as_secs()
+        ))),
+    }
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
-        StoreError::Database(Arc::new(e))
+        // Waiting on a lock is not a fault of ours: SQLite SQLITE_BUSY/SQLITE_LOCKED (primary
+        // codes 5/6), PostgreSQL lock_not_available (55P03) / query_canceled by
+        // statement_timeout (57014), or no pooled connection free in time.
+        let busy = match &e {
+            sqlx::Error::PoolTimedOut => true,
+            sqlx::Error::Database(d) => match d.code().as_deref() {
+                Some("55P03" | "57014") => true,
+                Some(c) => c.parse::<i32>().is_ok_and(|n| matches!(n & 0xff, 5 | 6)),
+                None => false,
+            },
+            _ => false,
+        };
+        if busy {
+            StoreError::Busy(e.to_string())
+        } else {
+            StoreError::Database(Arc::new(e))
+        }
     }
 }
 
@@ -381,6 +427,22 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Turns every active task whose lease lapsed at or before `now` into `stale` (§5).
     async fn task_mark_stale_expired(&self, now: Timestamp) -> Result<Vec<StaleTask>, StoreError>;
+
+    /// Shortens every active lease that expires after `limit` to `limit` (issue #12 item 6: a
+    /// grant stamped while the clock ran ahead must not outlive `now + TTL` by more than a small
+    /// margin once the clock is corrected). Returns the tasks clamped.
+    async fn task_clamp_leases(
+        &self,
+        limit: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, StoreError>;
+
+    /// How far the database's clock is ahead of `now`, milliseconds, when several instances share
+    /// it (PostgreSQL); `None` for an embedded database, whose only clock is ours.
+    async fn clock_offset_ms(&self, now: Timestamp) -> Result<Option<i64>, StoreError> {
+        let _ = now;
+        Ok(None)
+    }
 
     /// A task with its latest state and full history.
     async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError>;

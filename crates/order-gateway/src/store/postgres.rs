@@ -20,7 +20,7 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
@@ -29,7 +29,7 @@ use sqlx::{ConnectOptions, PgConnection};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{StoreError, Transition};
+use super::{StoreError, Transition, bounded};
 use crate::lease::notify::LeaseNotifier;
 
 /// `NOTIFY` channel of the order tasks: a task was submitted, the gate was freed, a stale task was
@@ -37,6 +37,10 @@ use crate::lease::notify::LeaseNotifier;
 pub const TASKS_CHANNEL: &str = "order_gateway_tasks";
 /// `NOTIFY` channel of the account queries: a query was submitted or redelivered.
 pub const QUERIES_CHANNEL: &str = "order_gateway_queries";
+
+/// Longest wait for a row or table lock, and longest statement; under [`super::STORE_OP_BOUND`].
+const LOCK_TIMEOUT: &str = "2s";
+const STATEMENT_TIMEOUT: &str = "2500ms";
 
 /// Connections per instance. Long-polls hold none while they wait, so a few suffice.
 const POOL_CONNECTIONS: u32 = 10;
@@ -71,16 +75,19 @@ pub fn migrator() -> Migrator {
 /// any data transaction. Requests arriving while it sends are coalesced into the next round.
 #[derive(Debug, Default)]
 struct NotifyPump {
-    tasks: AtomicBool,
-    queries: AtomicBool,
+    /// Leasable things announced since the last send, per channel (the payload of the next one).
+    tasks: AtomicU64,
+    queries: AtomicU64,
     closed: AtomicBool,
     wake: tokio::sync::Notify,
 }
 
 impl NotifyPump {
-    fn request(&self, channel: &AtomicBool) {
-        channel.store(true, Ordering::Release);
-        self.wake.notify_one();
+    fn request(&self, channel: &AtomicU64, n: usize) {
+        if n > 0 {
+            channel.fetch_add(n as u64, Ordering::AcqRel);
+            self.wake.notify_one();
+        }
     }
 
     async fn run(self: Arc<Self>, pool: PgPool) {
@@ -93,9 +100,12 @@ impl NotifyPump {
                 (&self.tasks, TASKS_CHANNEL),
                 (&self.queries, QUERIES_CHANNEL),
             ] {
-                if flag.swap(false, Ordering::AcqRel)
-                    && let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
+                let n = flag.swap(0, Ordering::AcqRel);
+                // The payload carries the count, so the listeners wake that many waiters.
+                if n > 0
+                    && let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
                         .bind(channel)
+                        .bind(n.to_string())
                         .execute(&pool)
                         .await
                 {
@@ -117,6 +127,19 @@ pub struct PgStore {
     leader: Arc<tokio::sync::Mutex<Option<(PgConnection, bool)>>>,
 }
 
+/// Most waiters one notification wakes; also what a reclaim announces ("everyone": it names one
+/// worker, which may be any of the waiters).
+pub(crate) const WAKE_EVERYONE: usize = 1000;
+
+/// Wakes as many of this instance's waiters as the payload counts (issue #12 item 9); a payload
+/// that is not a count (an older instance sends '') wakes them all.
+fn wake(notifier: &LeaseNotifier, payload: &str) {
+    match payload.parse::<usize>() {
+        Ok(n) if n < WAKE_EVERYONE => notifier.notify_leasable_n(n),
+        _ => notifier.notify_everyone(),
+    }
+}
+
 /// The alert-leader lock key: per schema, so deployments (and tests) in separate schemas of one
 /// database elect separately.
 const LEADER_LOCK: &str =
@@ -135,15 +158,25 @@ impl PgStore {
         if options.get_application_name().is_none() {
             options = options.application_name("order-gateway");
         }
-        let pool = PgPoolOptions::new()
-            .max_connections(POOL_CONNECTIONS)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options.clone())
-            .await?;
+        // Migrations first, on a session of their own without the timeouts below: a second
+        // instance starting at the same moment waits on sqlx's migration lock as long as needed.
+        let mut migrating = options.connect().await?;
         migrator()
-            .run(&pool)
+            .run(&mut migrating)
             .await
             .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
+        let _ = sqlx::Connection::close(migrating).await;
+        // A statement never waits on a lock (or runs) past the store's bound: the server gives up
+        // too, not only our side (issue #12 item 8).
+        let options = options.options([
+            ("lock_timeout", LOCK_TIMEOUT),
+            ("statement_timeout", STATEMENT_TIMEOUT),
+        ]);
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_CONNECTIONS)
+            .acquire_timeout(super::STORE_OP_BOUND)
+            .connect_with(options.clone())
+            .await?;
         let pump = Arc::new(NotifyPump::default());
         tokio::spawn(pump.clone().run(pool.clone()));
         Ok(PgStore {
@@ -203,22 +236,24 @@ impl PgStore {
                     },
                 };
                 // Anything committed while we were not listening is found by this wake-up.
-                tasks.notify_leasable();
-                queries.notify_leasable();
+                tasks.notify_everyone();
+                queries.notify_everyone();
                 loop {
                     let next = tokio::select! {
                         _ = shutdown.cancelled() => return,
                         n = listener.try_recv() => n,
                     };
                     match next {
-                        Ok(Some(n)) if n.channel() == TASKS_CHANNEL => tasks.notify_leasable(),
-                        Ok(Some(n)) if n.channel() == QUERIES_CHANNEL => queries.notify_leasable(),
+                        Ok(Some(n)) if n.channel() == TASKS_CHANNEL => wake(&tasks, n.payload()),
+                        Ok(Some(n)) if n.channel() == QUERIES_CHANNEL => {
+                            wake(&queries, n.payload())
+                        }
                         Ok(Some(_)) => {}
                         Ok(None) => {
                             // Connection lost; the next try_recv reconnects and re-LISTENs.
                             tracing::warn!("LISTEN connection lost; reconnecting");
-                            tasks.notify_leasable();
-                            queries.notify_leasable();
+                            tasks.notify_everyone();
+                            queries.notify_everyone();
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "LISTEN failed; reconnecting in 1 s");
@@ -239,17 +274,21 @@ impl PgStore {
         &self,
         op: Transition<PgConnection, T>,
     ) -> Result<T, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        match op(&mut tx).await {
-            Ok(v) => {
-                tx.commit().await?;
-                Ok(v)
+        // Bounded: a transaction stuck behind a lock answers Busy; dropping it rolls it back.
+        bounded(async move {
+            let mut tx = self.pool.begin().await?;
+            match op(&mut tx).await {
+                Ok(v) => {
+                    tx.commit().await?;
+                    Ok(v)
+                }
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    Err(e)
+                }
             }
-            Err(e) => {
-                let _ = tx.rollback().await;
-                Err(e)
-            }
-        }
+        })
+        .await
     }
 
     /// [`Self::write`]: a lease attempt whose caller is gone rolls back with its transaction.
@@ -264,14 +303,29 @@ impl PgStore {
         &self.pool
     }
 
-    /// Asks for a `NOTIFY` on [`TASKS_CHANNEL`] (sent after this commit, outside it).
-    pub(crate) fn notify_tasks(&self) {
-        self.pump.request(&self.pump.tasks);
+    /// Asks for a `NOTIFY` on [`TASKS_CHANNEL`] announcing `n` leasable things (sent after this
+    /// commit, outside it).
+    pub(crate) fn notify_tasks(&self, n: usize) {
+        self.pump.request(&self.pump.tasks, n);
     }
 
-    /// Asks for a `NOTIFY` on [`QUERIES_CHANNEL`].
-    pub(crate) fn notify_queries(&self) {
-        self.pump.request(&self.pump.queries);
+    /// Asks for a `NOTIFY` on [`QUERIES_CHANNEL`] announcing `n` leasable queries.
+    pub(crate) fn notify_queries(&self, n: usize) {
+        self.pump.request(&self.pump.queries, n);
+    }
+
+    /// The database's clock minus `now`, milliseconds: the one clock the instances sharing this
+    /// database are checked against (issue #12 item 6).
+    pub(crate) async fn database_clock_offset_ms(
+        &self,
+        now: rakuten_types::Timestamp,
+    ) -> Result<Option<i64>, StoreError> {
+        let db_ms: i64 = sqlx::query_scalar(
+            "SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(Some(db_ms - now.as_millis()))
     }
 
     /// Whether this instance logs the alerts this tick: the holder of a session advisory lock,

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::sqlite_writer::{self, WriteOp, WriteStats};
-use super::{StoreError, Transition};
+use super::{StoreError, Transition, bounded};
 
 /// The migrations of `migrations/sqlite`, embedded at compile time. (Built by hand rather than
 /// with `sqlx::migrate!`, which needs sqlx's `macros` feature and with it a second build of
@@ -45,6 +45,10 @@ pub fn migrator() -> Migrator {
         ),
     ])
 }
+
+/// How long a connection waits for another process's lock before `SQLITE_BUSY` (→ 503): less
+/// than [`super::STORE_OP_BOUND`], so the writer gives up before its callers do.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Queue depth in front of the writer; senders wait (backpressure) when it is full.
 const WRITE_QUEUE: usize = 8192;
@@ -77,7 +81,7 @@ impl SqliteStore {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10))
+            .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
         let mut wconn = opts.connect().await?;
         migrator()
@@ -117,11 +121,17 @@ impl SqliteStore {
             .clone()
             .ok_or(StoreError::Closed)?;
         let (reply, answer) = oneshot::channel();
-        sender
-            .send(WriteOp::new(op, reply, lease))
-            .await
-            .map_err(|_| StoreError::Closed)?;
-        answer.await.map_err(|_| StoreError::Closed)?
+        // Bounded: a writer stuck behind another process's lock answers Busy, not never. (An
+        // operation already queued still runs; only a lease attempt is skipped once its caller
+        // is gone.)
+        bounded(async move {
+            sender
+                .send(WriteOp::new(op, reply, lease))
+                .await
+                .map_err(|_| StoreError::Closed)?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        })
+        .await
     }
 
     /// Runs one transition through the group-commit writer.
@@ -145,10 +155,18 @@ impl SqliteStore {
     }
 
     /// Nothing to send: every long-poll on this database lives in this process.
-    pub(crate) fn notify_tasks(&self) {}
+    pub(crate) fn notify_tasks(&self, _n: usize) {}
 
     /// Nothing to send, as [`Self::notify_tasks`].
-    pub(crate) fn notify_queries(&self) {}
+    pub(crate) fn notify_queries(&self, _n: usize) {}
+
+    /// One process per database file, one clock: nothing to compare.
+    pub(crate) async fn database_clock_offset_ms(
+        &self,
+        _now: rakuten_types::Timestamp,
+    ) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
 
     /// One process per database file: it always logs the alerts.
     pub(crate) async fn elect_alerts_leader(&self) -> Result<bool, StoreError> {

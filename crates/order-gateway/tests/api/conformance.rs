@@ -338,20 +338,95 @@ async fn a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_i
             .unwrap()
             .starts_with("undecodable row")
     );
-    let all = h
-        .store
-        .task_list(TaskFilter {
-            limit: 200,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(all.total, 2);
+    let everything = TaskFilter {
+        limit: 200,
+        ..Default::default()
+    };
+    assert_eq!(h.store.task_list(everything).await.unwrap().total, 2);
     // The schema allows leaving `queued` without a grant only this way.
     let refused = h
         .raw("UPDATE tasks SET status = 'failed', outcome = 'failed' WHERE task_id = 'poison'")
         .await;
     assert!(refused.is_err(), "a set-aside task is needs_human only");
+}
+
+/// Another session holding the database locked, as long as it is kept (never read: it is held
+/// for its lock).
+#[allow(dead_code)]
+enum LockHolder {
+    Sqlite(sqlx::SqliteConnection),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl Harness {
+    /// Locks the tasks from another session: SQLite's write lock (`BEGIN IMMEDIATE`),
+    /// PostgreSQL's `ACCESS EXCLUSIVE` on `tasks` (blocks readers too).
+    async fn lock_tasks_elsewhere(&self) -> LockHolder {
+        match &self.raw {
+            Raw::Sqlite(path) => {
+                let url = format!("sqlite://{}", path.display());
+                let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
+                sqlx::query("BEGIN IMMEDIATE")
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+                sqlx::query("UPDATE workers SET last_seen_at = last_seen_at")
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+                LockHolder::Sqlite(c)
+            }
+            Raw::Postgres(pool) => {
+                let mut tx = pool.begin().await.unwrap();
+                sqlx::query("LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE")
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                LockHolder::Postgres(tx)
+            }
+        }
+    }
+}
+
+/// Issue #12 item 8: a long-poll while another session held the tasks locked answered only when
+/// the lock went (PostgreSQL: 20 s and more) or with a 500 (SQLite, after its 10 s busy timeout).
+async fn a_locked_database_answers_busy_within_the_bound_instead_of_hanging(h: &Harness) {
+    h.insert("a").await;
+    let holder = h.lock_tasks_elsewhere().await;
+    let bound = order_gateway::store::STORE_OP_BOUND + Duration::from_millis(1500);
+    let started = std::time::Instant::now();
+    let leased = tokio::time::timeout(
+        bound,
+        h.store.task_lease(
+            LeaseRequest {
+                worker_id: wid("w1"),
+                site: None,
+                ttl: TTL,
+                scope: LeaseScope::Global,
+            },
+            h.now(),
+        ),
+    )
+    .await
+    .expect("the lease answers within its bound");
+    assert!(matches!(leased, Err(StoreError::Busy(_))), "{leased:?}");
+    if matches!(holder, LockHolder::Postgres(_)) {
+        // PostgreSQL's lock blocks readers too; they answer Busy as well.
+        let listed = tokio::time::timeout(
+            bound,
+            h.store.task_list(TaskFilter {
+                limit: 10,
+                ..Default::default()
+            }),
+        )
+        .await
+        .expect("the list answers within its bound");
+        assert!(matches!(listed, Err(StoreError::Busy(_))), "{listed:?}");
+    }
+    eprintln!("busy answered after {:?}", started.elapsed());
+    drop(holder);
+    // Once the lock is gone the queue works again.
+    h.granted("w1").await;
 }
 
 macro_rules! conformance {
@@ -401,6 +476,7 @@ conformance!(
     concurrent_query_sweeps_redeliver_each_lapsed_lease_once,
     a_lone_instance_is_the_alert_leader,
     a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_is_leased,
+    a_locked_database_answers_busy_within_the_bound_instead_of_hanging,
 );
 
 async fn insert_is_idempotent_on_task_id(h: &Harness) {

@@ -161,3 +161,27 @@ async fn reclaiming_a_task_that_is_not_stale_is_6003_and_unknown_is_6001() {
         crate::helpers::answer(app.post("/api/orders/po-q/reclaim").send().await.unwrap()).await;
     missing.assert_err(422, 1003);
 }
+
+/// Issue #12 item 6: with a 4 s lease, a grant made while the clock ran an hour ahead kept the task
+/// `leased` for an hour after the clock was corrected, and the global gate refused every other
+/// task meanwhile.
+#[tokio::test]
+async fn a_lease_granted_while_the_clock_ran_an_hour_ahead_is_clamped_once_it_is_corrected() {
+    let app = crate::helpers::spawn_app_with(|s| s.lease_ttl_seconds = 4.0).await;
+    let correct = rakuten_types::Clock::now(&app.clock);
+    app.clock.advance(Duration::from_secs(3600));
+    app.leased("po-1", "w1").await;
+    app.clock.set(correct);
+    // The first sweep clamps the lease to now + TTL + margin; it is still held.
+    assert!(app.sweep().await.is_empty());
+    assert_eq!(app.status_of("po-1").await, "leased");
+    app.submit("po-2").await.assert_ok();
+    // Past TTL + margin by the corrected clock it lapses, and the gate is free again.
+    app.clock
+        .advance(order_gateway::jobs::sweeper::LEASE_CLAMP_MARGIN + Duration::from_secs(5));
+    let staled = app.sweep().await;
+    assert_eq!(staled.len(), 1);
+    assert_eq!(app.status_of("po-1").await, "stale");
+    let g = app.lease("w2", 0.0).await;
+    assert_eq!(g.assert_ok()["task_id"], "po-2");
+}

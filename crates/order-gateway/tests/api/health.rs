@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{spawn_app, spawn_app_with};
 
 fn alert_kinds(h: &serde_json::Value) -> Vec<(String, String)> {
     h["alerts"]
@@ -110,4 +110,36 @@ async fn openapi_document_lists_every_endpoint() {
     ] {
         assert!(doc["paths"][path].is_object(), "{path} missing");
     }
+}
+
+/// Issue #12 item 10: with the offline threshold at 2 s, one poll as `zz-real` then one each as
+/// `aa-0000` … `aa-0999`; `/health` listed only the first 1,000 workers by name, so `zz-real` and
+/// its offline alert were missing.
+#[tokio::test]
+async fn an_offline_worker_and_its_alert_stay_in_view_past_a_thousand_workers() {
+    let app = std::sync::Arc::new(spawn_app_with(|s| s.worker_offline_alert_seconds = 2.0).await);
+    app.lease("zz-real", 0.0).await;
+    app.clock.advance(Duration::from_secs(3));
+    let mut polls = tokio::task::JoinSet::new();
+    for chunk in 0..20 {
+        let app = app.clone();
+        polls.spawn(async move {
+            for i in 0..50 {
+                app.lease(&format!("aa-{:04}", chunk * 50 + i), 0.0).await;
+            }
+        });
+    }
+    while let Some(r) = polls.join_next().await {
+        r.unwrap();
+    }
+    let h = app.health().await;
+    let d = h.assert_ok();
+    assert_eq!(d["workers_total"], 1001);
+    assert_eq!(d["workers"].as_array().unwrap().len(), 1000);
+    assert_eq!(d["workers"][0]["worker_id"], "zz-real", "offline first");
+    assert_eq!(d["workers"][0]["offline"], true);
+    assert_eq!(
+        alert_kinds(d),
+        [("worker_offline".to_owned(), "zz-real".to_owned())]
+    );
 }

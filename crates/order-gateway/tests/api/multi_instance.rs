@@ -327,3 +327,32 @@ async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_e
     assert_eq!(g2["data"]["lease_count"], 1);
     drop(b);
 }
+
+/// Issue #12 item 6: with several instances on PostgreSQL each stamped and swept leases with its
+/// own clock; one instance running 120 s ahead made another instance's healthy 60 s lease `stale`
+/// at its next sweep. An instance whose clock is off from the database's now raises `clock_skew`
+/// and leaves the sweeping to the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_whose_clock_runs_ahead_does_not_stale_a_healthy_lease() {
+    let db = Arc::new(TestDb::new().await);
+    let real = rakuten_types::Timestamp::now_utc();
+    let checked = |s: &mut order_gateway::Settings| {
+        s.clock_skew_alert_seconds = 2.0;
+        s.lease_ttl_seconds = 60.0;
+    };
+    let fast = spawn_pg_app(
+        db.clone(),
+        ManualClock::new(real.plus(Duration::from_secs(120))),
+        checked,
+    )
+    .await;
+    let healthy = spawn_pg_app(db.clone(), ManualClock::new(real), checked).await;
+    healthy.leased("po-1", "w1").await;
+    assert!(
+        fast.sweep().await.is_empty(),
+        "the fast instance does not sweep"
+    );
+    assert_eq!(healthy.status_of("po-1").await, "leased");
+    assert!(healthy.sweep().await.is_empty());
+    assert_eq!(fast.status_of("po-1").await, "leased");
+}

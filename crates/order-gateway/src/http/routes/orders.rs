@@ -438,7 +438,7 @@ pub async fn reclaim(
     };
     let grant = st.store.task_reclaim(req, st.clock.now()).await?;
     // The named worker may be waiting in a long-poll right now.
-    st.lease_notifier.notify_leasable();
+    st.lease_notifier.notify_everyone();
     Ok(Json(Envelope::ok(grant)))
 }
 

@@ -12,7 +12,7 @@ use crate::settings::LeaseScope;
 use crate::store::dialect::Dialect;
 use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, decode_report, ts};
 use crate::store::sql::{eq_if_set, oldest_first_page};
-use crate::store::{HealthSnapshot, StoreError, TaskFilter, WorkerSeen};
+use crate::store::{HEALTH_WORKERS_LISTED, HealthSnapshot, StoreError, TaskFilter, WorkerSeen};
 
 pub(crate) async fn task_get(
     pool: &Pool,
@@ -164,8 +164,19 @@ pub(crate) async fn health_snapshot(
         Some(queued_before.to_rfc3339()),
     )
     .await?;
+    let queued_too_long_count: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE status = 'queued' AND created_at < $1")
+            .bind(queued_before.to_rfc3339())
+            .fetch_one(&mut *tx)
+            .await?;
+    let workers_total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM workers WHERE retired_at IS NULL")
+        .fetch_one(&mut *tx)
+        .await?;
+    // Longest silent first: whatever the threshold, every offline worker precedes every online
+    // one, so a long list never hides an offline worker behind healthy ones (issue #12 item 10).
     let sql = format!(
-        "SELECT worker_id, last_seen_at FROM workers WHERE retired_at IS NULL ORDER BY worker_id{} LIMIT 1000",
+        "SELECT worker_id, last_seen_at FROM workers WHERE retired_at IS NULL \
+         ORDER BY last_seen_at, worker_id{} LIMIT {HEALTH_WORKERS_LISTED}",
         Db::BYTE_ORDER
     );
     let workers = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -186,6 +197,8 @@ pub(crate) async fn health_snapshot(
         active,
         stale,
         queued_too_long,
+        queued_too_long_count,
         workers,
+        workers_total,
     })
 }

@@ -2,7 +2,8 @@
 //! transition through the engine's `write` (SQLite: the group-commit writer; PostgreSQL: one
 //! transaction), reads go to its read pool, and a commit that may make something leasable asks
 //! for a cross-instance wake-up (`notify_*`: PostgreSQL `NOTIFY`, nothing on SQLite, whose
-//! long-polls all live in this process).
+//! long-polls all live in this process). Every operation is [`bounded`]: a locked or stalled
+//! database answers `Busy` (503) instead of holding the request.
 
 use async_trait::async_trait;
 use rakuten_types::order::{
@@ -15,10 +16,12 @@ use rakuten_types::{QueryId, TaskId, Timestamp, WorkerId};
 
 use super::{Store, queries, reads, tasks};
 use crate::settings::LeaseScope;
+use crate::store::postgres::WAKE_EVERYONE;
 use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord, QueryStore,
 };
 use crate::store::{
+    bounded,
     HealthSnapshot, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
     RenewRequest, StaleTask, StoreError, TaskFilter,
 };
@@ -34,7 +37,7 @@ impl OrderStore for Store {
             .write(Box::new(move |c| Box::pin(tasks::task_insert(c, task, now))))
             .await?;
         if ack.created {
-            self.notify_tasks();
+            self.notify_tasks(1);
         }
         Ok(ack)
     }
@@ -55,7 +58,7 @@ impl OrderStore for Store {
         scope: LeaseScope,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        reads::task_leasable_exists(self.read_pool(), worker_id, site, scope, now).await
+        bounded(reads::task_leasable_exists(self.read_pool(), worker_id, site, scope, now)).await
     }
 
     async fn task_renew(&self, req: RenewRequest, now: Timestamp) -> Result<RenewAck, StoreError> {
@@ -73,7 +76,7 @@ impl OrderStore for Store {
             .await?;
         if ack.status.is_terminal() {
             // The gate may be free again.
-            self.notify_tasks();
+            self.notify_tasks(1);
         }
         Ok(ack)
     }
@@ -86,8 +89,8 @@ impl OrderStore for Store {
         let grant = self
             .write(Box::new(move |c| Box::pin(tasks::task_reclaim(c, req, now))))
             .await?;
-        // The named worker may be long-polling on another instance.
-        self.notify_tasks();
+        // The named worker may be long-polling on another instance, as any of its waiters.
+        self.notify_tasks(WAKE_EVERYONE);
         Ok(grant)
     }
 
@@ -95,25 +98,39 @@ impl OrderStore for Store {
         let staled = self
             .write(Box::new(move |c| Box::pin(tasks::task_mark_stale_expired(c, now))))
             .await?;
-        if !staled.is_empty() {
-            self.notify_tasks();
-        }
+        // Each staled task may have freed a gate.
+        self.notify_tasks(staled.len());
         Ok(staled)
     }
 
+    async fn task_clamp_leases(
+        &self,
+        limit: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, StoreError> {
+        self.write(Box::new(move |c| {
+            Box::pin(tasks::task_clamp_leases(c, limit, now))
+        }))
+        .await
+    }
+
+    async fn clock_offset_ms(&self, now: Timestamp) -> Result<Option<i64>, StoreError> {
+        bounded(self.database_clock_offset_ms(now)).await
+    }
+
     async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError> {
-        reads::task_get(self.read_pool(), task_id).await
+        bounded(reads::task_get(self.read_pool(), task_id)).await
     }
 
     async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
-        reads::task_list(self.read_pool(), filter).await
+        bounded(reads::task_list(self.read_pool(), filter)).await
     }
 
     async fn health_snapshot(
         &self,
         queued_before: Timestamp,
     ) -> Result<HealthSnapshot, StoreError> {
-        reads::health_snapshot(self.read_pool(), queued_before).await
+        bounded(reads::health_snapshot(self.read_pool(), queued_before)).await
     }
 
     async fn alerts_leader(&self) -> Result<bool, StoreError> {
@@ -136,7 +153,7 @@ impl QueryStore for Store {
             .write(Box::new(move |c| Box::pin(queries::query_insert(c, query, now))))
             .await?;
         if ack.created {
-            self.notify_queries();
+            self.notify_queries(1);
         }
         Ok(ack)
     }
@@ -155,7 +172,7 @@ impl QueryStore for Store {
         site: Option<&str>,
         created_after: Timestamp,
     ) -> Result<bool, StoreError> {
-        queries::query_leasable_exists(self.read_pool(), site, created_after).await
+        bounded(queries::query_leasable_exists(self.read_pool(), site, created_after)).await
     }
 
     async fn query_record_result(
@@ -174,9 +191,7 @@ impl QueryStore for Store {
         let lapsed = self
             .write(Box::new(move |c| Box::pin(queries::query_requeue_expired_leases(c, now))))
             .await?;
-        if lapsed.iter().any(|q| q.status == QueryStatus::Queued) {
-            self.notify_queries();
-        }
+        self.notify_queries(lapsed.iter().filter(|q| q.status == QueryStatus::Queued).count());
         Ok(lapsed)
     }
 
@@ -198,10 +213,10 @@ impl QueryStore for Store {
     }
 
     async fn query_get(&self, query_id: &QueryId) -> Result<Option<QueryView>, StoreError> {
-        queries::query_get(self.read_pool(), query_id).await
+        bounded(queries::query_get(self.read_pool(), query_id)).await
     }
 
     async fn query_list(&self, filter: QueryFilter) -> Result<Page<QuerySummary>, StoreError> {
-        queries::query_list(self.read_pool(), filter).await
+        bounded(queries::query_list(self.read_pool(), filter)).await
     }
 }

@@ -652,3 +652,27 @@ pub(crate) async fn task_mark_stale_expired(
     });
     Ok(staled)
 }
+
+/// Clamps every active lease expiring after `limit` to `limit` (issue #12 item 6); returns the
+/// tasks clamped. Rows another transaction holds are left for the next sweep.
+pub(crate) async fn task_clamp_leases(
+    conn: &mut Conn,
+    limit: Timestamp,
+    now: Timestamp,
+) -> Result<Vec<TaskId>, StoreError> {
+    let sql = format!(
+        "UPDATE tasks SET lease_expires_at = $1, updated_at = $2 \
+         WHERE task_id IN (SELECT task_id FROM tasks \
+           WHERE status IN ('leased','running') AND lease_expires_at > $1 LIMIT 1000{}) \
+         AND status IN ('leased','running') AND lease_expires_at > $1 RETURNING task_id",
+        Db::SKIP_LOCKED
+    );
+    let ids: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(limit.to_rfc3339())
+        .bind(now.to_rfc3339())
+        .fetch_all(&mut *conn)
+        .await?;
+    ids.iter()
+        .map(|s| TaskId::parse(s).map_err(|e| StoreError::Corrupt(format!("task_id: {e}"))))
+        .collect()
+}
