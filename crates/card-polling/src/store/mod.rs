@@ -7,8 +7,11 @@
 //! a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
 
 mod common;
+mod dialect;
 pub mod postgres;
 pub mod sqlite;
+#[cfg(test)]
+mod tests;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

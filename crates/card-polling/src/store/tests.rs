@@ -10,7 +10,7 @@ use std::time::Duration;
 use rakuten_types::{Clock, ManualClock, Timestamp};
 use sqlx::Connection;
 
-use super::PgStore;
+use crate::store::postgres::PgStore;
 use crate::domain::asset::{AssetRef, AssetType, CardRow};
 use crate::domain::{Scope, Shop, TaskTypes};
 use crate::priority::item_status::ItemStatus;
