@@ -15,14 +15,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::store::common::MigrationFile;
 
-/// The sqlx driver `store/sql/` is compiled for in this module.
-pub(crate) type Db = sqlx::Postgres;
-pub(crate) use crate::store::dialect::postgres as dialect;
-
-// The one SQL implementation, compiled for this engine (D-pstore-1).
-#[allow(clippy::duplicate_mod)]
-#[path = "sql/mod.rs"]
-mod sql;
+super::one_implementation!(sqlx::Postgres, postgres);
 
 /// The PostgreSQL store.
 pub type PgStore = sql::SqlStore;

@@ -10,14 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use crate::store::common::MigrationFile;
 
-/// The sqlx driver `store/sql/` is compiled for in this module.
-pub(crate) type Db = sqlx::Sqlite;
-pub(crate) use crate::store::dialect::sqlite as dialect;
-
-// The one SQL implementation, compiled for this engine (D-pstore-1).
-#[allow(clippy::duplicate_mod)]
-#[path = "sql/mod.rs"]
-mod sql;
+super::one_implementation!(sqlx::Sqlite, sqlite);
 
 /// The SQLite store.
 pub type SqliteStore = sql::SqlStore;

@@ -165,10 +165,7 @@ pub(crate) async fn import(
     Ok(counts)
 }
 
-pub(crate) async fn binding_upsert(
-    tx: &mut Tx,
-    b: &BindingRow,
-) -> StoreResult<()> {
+pub(crate) async fn binding_upsert(tx: &mut Tx, b: &BindingRow) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO bindings (device_no, iccid, active) VALUES ($1, $2, $3) \
          ON CONFLICT (device_no, iccid) DO UPDATE SET active = excluded.active",
@@ -183,10 +180,7 @@ pub(crate) async fn binding_upsert(
 }
 
 /// The shop of an asset, `None` when the asset does not exist.
-pub(crate) async fn asset_shop(
-    conn: &mut Conn,
-    asset: &AssetRef,
-) -> StoreResult<Option<String>> {
+pub(crate) async fn asset_shop(conn: &mut Conn, asset: &AssetRef) -> StoreResult<Option<String>> {
     let sql = match asset.asset_type {
         AssetType::Card => "SELECT shop_id FROM cards WHERE iccid = $1",
         AssetType::Device => "SELECT shop_id FROM devices WHERE device_no = $1",

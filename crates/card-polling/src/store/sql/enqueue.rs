@@ -88,6 +88,18 @@ pub(crate) async fn audit(
     Ok(())
 }
 
+/// An audit fact of an execution or of the expiry job: no trigger, source or operator.
+pub(crate) async fn audit_outcome(
+    conn: &mut Conn,
+    item_id: i64,
+    kind: &str,
+    reason: Option<&str>,
+    result: Option<&str>,
+    now: Timestamp,
+) -> StoreResult<()> {
+    audit(conn, item_id, kind, None, None, None, reason, result, now).await
+}
+
 /// Enqueue-or-merge of one demand for every target card and task type.
 ///
 /// - A trigger event already applied to this card and task type is a replay: it changes nothing

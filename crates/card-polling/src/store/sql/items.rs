@@ -7,19 +7,20 @@ use sqlx::Row;
 
 use rakuten_types::Timestamp;
 
-use super::enqueue::{audit, shop_in_scope};
+use super::enqueue::{audit, audit_outcome, shop_in_scope};
 use super::{Pool, Tx, dialect, t};
 use crate::domain::Scope;
 use crate::priority::item_status::{ItemEvent, ItemStatus};
-use crate::store::{CardScope, ClaimedItem, Finish, NewLog, StoreError, StoreResult};
+use crate::store::{CardScope, ClaimedItem, DueItem, Finish, NewLog, StoreError, StoreResult};
 
-pub(crate) async fn due(pool: &Pool, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>> {
-    // Two index range scans: due pending items, then running items whose lease passed.
-    let ids = sqlx::query_scalar(
-        "SELECT id FROM (SELECT id, next_run_at AS k FROM priority_items \
+/// Claimable items and their task types: two index range scans, due pending items, then running
+/// items whose lease passed.
+pub(crate) async fn due(pool: &Pool, now: Timestamp, limit: i64) -> StoreResult<Vec<DueItem>> {
+    let rows: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
             WHERE status = 'pending' AND next_run_at <= $1 ORDER BY next_run_at LIMIT $2) AS p \
          UNION ALL \
-         SELECT id FROM (SELECT id, claim_expires_at AS k FROM priority_items \
+         SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
             WHERE status = 'running' AND claim_expires_at <= $1 ORDER BY claim_expires_at LIMIT $2) AS r \
          LIMIT $2",
     )
@@ -27,7 +28,10 @@ pub(crate) async fn due(pool: &Pool, now: Timestamp, limit: i64) -> StoreResult<
     .bind(limit)
     .fetch_all(pool)
     .await?;
-    Ok(ids)
+    Ok(rows
+        .into_iter()
+        .map(|(id, task_type)| DueItem { id, task_type })
+        .collect())
 }
 
 pub(crate) async fn claim(
@@ -75,13 +79,10 @@ pub(crate) async fn claim(
         max_attempts: row.try_get("max_attempts")?,
         took_over: event == ItemEvent::TakeOver,
     };
-    audit(
+    audit_outcome(
         tx,
         id,
         "claim",
-        None,
-        None,
-        None,
         None,
         Some(if claimed.took_over {
             "taken_over_after_lease"
@@ -215,48 +216,23 @@ pub(crate) async fn finish(
     }
     match finish {
         Finish::Completed { result } => {
-            audit(
-                tx,
-                claim.id,
-                "complete",
-                None,
-                None,
-                None,
-                None,
-                Some(result),
-                now,
-            )
-            .await?;
+            audit_outcome(tx, claim.id, "complete", None, Some(result), now).await?;
         }
         Finish::Retry {
             reason,
             next_run_at,
         } => {
-            audit(
+            audit_outcome(
                 tx,
                 claim.id,
                 "failure",
-                None,
-                None,
-                None,
                 Some(reason),
                 Some("recoverable"),
                 now,
             )
             .await?;
             let at = format!("next_run_at={}", t(*next_run_at));
-            audit(
-                tx,
-                claim.id,
-                "retry",
-                None,
-                None,
-                None,
-                None,
-                Some(&at),
-                now,
-            )
-            .await?;
+            audit_outcome(tx, claim.id, "retry", None, Some(&at), now).await?;
         }
         Finish::Failed {
             reason,
@@ -264,26 +240,12 @@ pub(crate) async fn finish(
             after_call,
         } => {
             if *after_call {
-                audit(
-                    tx,
-                    claim.id,
-                    "failure",
-                    None,
-                    None,
-                    None,
-                    Some(reason),
-                    Some(result),
-                    now,
-                )
-                .await?;
+                audit_outcome(tx, claim.id, "failure", Some(reason), Some(result), now).await?;
             }
-            audit(
+            audit_outcome(
                 tx,
                 claim.id,
                 "fail_dequeue",
-                None,
-                None,
-                None,
                 Some(reason),
                 Some(result),
                 now,
@@ -363,18 +325,7 @@ pub(crate) async fn mark_expired(
     .fetch_all(&mut **tx)
     .await?;
     for id in &ids {
-        audit(
-            tx,
-            *id,
-            "expire",
-            None,
-            None,
-            None,
-            None,
-            Some("validity period passed"),
-            now,
-        )
-        .await?;
+        audit_outcome(tx, *id, "expire", None, Some("validity period passed"), now).await?;
     }
     Ok(ids.len() as u64)
 }

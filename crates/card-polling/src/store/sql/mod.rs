@@ -45,6 +45,17 @@ type DbRow = <Db as sqlx::Database>::Row;
 /// What an `execute` returns (rows affected).
 type QueryResult = <Db as sqlx::Database>::QueryResult;
 
+/// One write transaction around a call: `in_write_tx!(self, tx => f(&mut tx).await?)` begins
+/// (`dialect::begin_write`), evaluates the call, commits, and returns `Ok` of its value.
+macro_rules! in_write_tx {
+    ($store:expr, $tx:ident => $call:expr) => {{
+        let mut $tx = $store.begin().await?;
+        let out = $call;
+        $tx.commit().await?;
+        StoreResult::Ok(out)
+    }};
+}
+
 /// The store over one engine's pool.
 #[derive(Debug, Clone)]
 pub struct SqlStore {
@@ -129,10 +140,7 @@ impl Store for SqlStore {
         batch: &ImportBatch,
         now: Timestamp,
     ) -> StoreResult<ImportCounts> {
-        let mut tx = self.begin().await?;
-        let counts = domain::import(&mut tx, batch, now).await?;
-        tx.commit().await?;
-        Ok(counts)
+        in_write_tx!(self, tx => domain::import(&mut tx, batch, now).await?)
     }
 
     async fn order_create(
@@ -142,10 +150,7 @@ impl Store for SqlStore {
         kind: PackageKind,
         now: Timestamp,
     ) -> StoreResult<OrderView> {
-        let mut tx = self.begin().await?;
-        let v = domain::order_create(&mut tx, id, asset, kind, now).await?;
-        tx.commit().await?;
-        Ok(v)
+        in_write_tx!(self, tx => domain::order_create(&mut tx, id, asset, kind, now).await?)
     }
 
     async fn payment_apply(
@@ -154,10 +159,7 @@ impl Store for SqlStore {
         task_types: &[String],
         now: Timestamp,
     ) -> StoreResult<PaymentOutcome> {
-        let mut tx = self.begin().await?;
-        let out = domain::payment_apply(&mut tx, cb, task_types, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => domain::payment_apply(&mut tx, cb, task_types, now).await?)
     }
 
     async fn usage_activate_queued(
@@ -166,10 +168,9 @@ impl Store for SqlStore {
         task_types: &[String],
         now: Timestamp,
     ) -> StoreResult<Vec<EnqueuedItem>> {
-        let mut tx = self.begin().await?;
-        let out = domain::usage_activate_queued(&mut tx, usage_id, task_types, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => {
+            domain::usage_activate_queued(&mut tx, usage_id, task_types, now).await?
+        })
     }
 
     async fn package_poll_asset(
@@ -184,10 +185,9 @@ impl Store for SqlStore {
                 return Ok(out);
             }
         }
-        let mut tx = self.begin().await?;
-        let out = domain::package_poll_asset(&mut tx, asset, task_types, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => {
+            domain::package_poll_asset(&mut tx, asset, task_types, now).await?
+        })
     }
 
     async fn card_set_polling(&self, iccid: &str, enabled: bool) -> StoreResult<()> {
@@ -237,10 +237,7 @@ impl Store for SqlStore {
     }
 
     async fn binding_upsert(&self, b: &BindingRow) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
-        domain::binding_upsert(&mut tx, b).await?;
-        tx.commit().await?;
-        Ok(())
+        in_write_tx!(self, tx => domain::binding_upsert(&mut tx, b).await?)
     }
 
     async fn device_report_slot(&self, device_no: &str, iccid: Option<&str>) -> StoreResult<()> {
@@ -260,10 +257,7 @@ impl Store for SqlStore {
         demand: &Demand,
         now: Timestamp,
     ) -> StoreResult<Vec<EnqueuedItem>> {
-        let mut tx = self.begin().await?;
-        let out = enqueue::manual(&mut tx, scope, asset, demand, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => enqueue::manual(&mut tx, scope, asset, demand, now).await?)
     }
 
     async fn item_retrigger(
@@ -274,14 +268,14 @@ impl Store for SqlStore {
         reason: &str,
         now: Timestamp,
     ) -> StoreResult<EnqueuedItem> {
-        let mut tx = self.begin().await?;
-        let out = enqueue::retrigger(&mut tx, scope, item_id, operator, reason, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => {
+            enqueue::retrigger(&mut tx, scope, item_id, operator, reason, now).await?
+        })
     }
 
     async fn item_due(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>> {
-        items::due(&self.pool, now, limit).await
+        let due = items::due(&self.pool, now, limit).await?;
+        Ok(due.into_iter().map(|d| d.id).collect())
     }
 
     async fn item_claim(
@@ -318,9 +312,8 @@ impl Store for SqlStore {
         logs: &[NewLog],
         now: Timestamp,
     ) -> StoreResult<ItemStatus> {
-        let mut tx = self.begin().await?;
-        let out = items::finish(&mut tx, claim, finish, logs, now).await?;
-        tx.commit().await?;
+        let out: Option<ItemStatus> =
+            in_write_tx!(self, tx => items::finish(&mut tx, claim, finish, logs, now).await?)?;
         out.ok_or(StoreError::ClaimLost)
     }
 
@@ -332,10 +325,7 @@ impl Store for SqlStore {
         reason: &str,
         now: Timestamp,
     ) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
-        items::close(&mut tx, scope, id, operator, reason, now).await?;
-        tx.commit().await?;
-        Ok(())
+        in_write_tx!(self, tx => items::close(&mut tx, scope, id, operator, reason, now).await?)
     }
 
     async fn item_mark_expired(
@@ -350,10 +340,7 @@ impl Store for SqlStore {
         if feature > cutoff {
             return Ok(0);
         }
-        let mut tx = self.begin().await?;
-        let n = items::mark_expired(&mut tx, now, cutoff, batch).await?;
-        tx.commit().await?;
-        Ok(n)
+        in_write_tx!(self, tx => items::mark_expired(&mut tx, now, cutoff, batch).await?)
     }
 
     async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>> {
@@ -365,7 +352,7 @@ impl Store for SqlStore {
     }
 
     async fn item_due_typed(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<DueItem>> {
-        schedule::item_due_typed(&self.pool, now, limit).await
+        items::due(&self.pool, now, limit).await
     }
 
     async fn schedule_sync(
@@ -385,20 +372,16 @@ impl Store for SqlStore {
         per_shard: i64,
         now: Timestamp,
     ) -> StoreResult<Vec<ShardBatch>> {
-        let mut tx = self.begin().await?;
-        let out = schedule::take_due(&mut tx, task_type, interval, shards, per_shard, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => {
+            schedule::take_due(&mut tx, task_type, interval, shards, per_shard, now).await?
+        })
     }
 
     async fn poll_record(&self, records: &[PollRecord]) -> StoreResult<()> {
         if records.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin().await?;
-        schedule::record(&mut tx, records).await?;
-        tx.commit().await?;
-        Ok(())
+        in_write_tx!(self, tx => schedule::record(&mut tx, records).await?)
     }
 
     async fn card_package_asset(&self, iccid: &str) -> StoreResult<Option<AssetRef>> {
@@ -411,10 +394,7 @@ impl Store for SqlStore {
         req: &ManualTriggerRequest,
         now: Timestamp,
     ) -> StoreResult<ManualTriggerOutcome> {
-        let mut tx = self.begin().await?;
-        let out = schedule::manual_trigger_request(&mut tx, scope, req, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => schedule::manual_trigger_request(&mut tx, scope, req, now).await?)
     }
 
     async fn manual_trigger_queued(

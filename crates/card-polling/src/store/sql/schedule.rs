@@ -13,8 +13,8 @@ use crate::domain::asset::{AssetRef, AssetType};
 use crate::domain::{Scope, TaskTypes};
 use crate::scheduler::shard_queue::{first_poll_at, shard_of};
 use crate::store::{
-    DueItem, ManualTriggerOutcome, ManualTriggerRequest, PollRecord, QueuedTrigger, ShardBatch,
-    StoreError, StoreResult,
+    ManualTriggerOutcome, ManualTriggerRequest, PollRecord, QueuedTrigger, ShardBatch, StoreError,
+    StoreResult,
 };
 
 /// Cards per transaction while syncing the schedule.
@@ -165,22 +165,19 @@ pub(crate) async fn take_due(
     let mut out = Vec::with_capacity(shards.len());
     for &shard in shards {
         let iccids: Vec<String> = sqlx::query_scalar(dialect::SCHEDULE_TAKE_DUE)
-        .bind(t(now.plus(interval)))
-        .bind(task_type)
-        .bind(i64::from(shard))
-        .bind(t(now))
-        .bind(per_shard)
-        .fetch_all(&mut **tx)
-        .await?;
+            .bind(t(now.plus(interval)))
+            .bind(task_type)
+            .bind(i64::from(shard))
+            .bind(t(now))
+            .bind(per_shard)
+            .fetch_all(&mut **tx)
+            .await?;
         out.push(ShardBatch { shard, iccids });
     }
     Ok(out)
 }
 
-pub(crate) async fn record(
-    tx: &mut Tx,
-    records: &[PollRecord],
-) -> StoreResult<()> {
+pub(crate) async fn record(tx: &mut Tx, records: &[PollRecord]) -> StoreResult<()> {
     for r in records {
         for log in &r.logs {
             sqlx::query(
@@ -237,33 +234,7 @@ pub(crate) async fn record(
     Ok(())
 }
 
-pub(crate) async fn item_due_typed(
-    pool: &Pool,
-    now: Timestamp,
-    limit: i64,
-) -> StoreResult<Vec<DueItem>> {
-    let rows: Vec<(i64, String)> = sqlx::query_as(
-        "SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
-            WHERE status = 'pending' AND next_run_at <= $1 ORDER BY next_run_at LIMIT $2) AS p \
-         UNION ALL \
-         SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
-            WHERE status = 'running' AND claim_expires_at <= $1 ORDER BY claim_expires_at LIMIT $2) AS r \
-         LIMIT $2",
-    )
-    .bind(t(now))
-    .bind(limit)
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, task_type)| DueItem { id, task_type })
-        .collect())
-}
-
-pub(crate) async fn card_package_asset(
-    pool: &Pool,
-    iccid: &str,
-) -> StoreResult<Option<AssetRef>> {
+pub(crate) async fn card_package_asset(pool: &Pool, iccid: &str) -> StoreResult<Option<AssetRef>> {
     let row: Option<(Option<String>,)> = sqlx::query_as(concat!(
         "SELECT b.device_no FROM cards c LEFT JOIN bindings b ON b.iccid = c.iccid AND ",
         dialect::active_binding!(),
