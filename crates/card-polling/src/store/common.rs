@@ -1,7 +1,6 @@
-//! Code shared by both drivers ([`super::sqlite`], [`super::postgres`]): row decoding, the
-//! timestamp bind format and the item-list filter. Only database-independent Rust lives here; the
-//! SQL that differs (select lists, aggregates, literals) stays in each driver, and placeholders are
-//! written by sqlx's `QueryBuilder` (`?` or `$n`).
+//! Database-independent Rust of the store, generic over `sqlx::Database`: row decoding, the
+//! timestamp bind format, the item-list filter and pagination, and the embedded migration source.
+//! Placeholders in built queries are written by sqlx's `QueryBuilder` (`?` or `$n`).
 
 use sqlx::{ColumnIndex, Database, Decode, Encode, QueryBuilder, Row, Type};
 
@@ -176,14 +175,9 @@ where
 }
 
 /// Appends the item-list conditions after `… FROM priority_items i WHERE 1 = 1`: scope, filter,
-/// then `ORDER BY i.id DESC LIMIT`. `false_sql` is the driver's false literal (`0` on SQLite,
-/// `FALSE` on PostgreSQL) that starts the OR-chain of exception conditions.
-pub(crate) fn push_item_list_filter<DB>(
-    qb: &mut QueryBuilder<DB>,
-    scope: &Scope,
-    f: &ItemFilter,
-    false_sql: &str,
-) where
+/// then `ORDER BY i.id DESC LIMIT`.
+pub(crate) fn push_item_list_filter<DB>(qb: &mut QueryBuilder<DB>, scope: &Scope, f: &ItemFilter)
+where
     DB: Database,
     String: for<'t> Encode<'t, DB> + Type<DB>,
     &'static str: for<'t> Encode<'t, DB> + Type<DB>,
@@ -209,7 +203,8 @@ pub(crate) fn push_item_list_filter<DB>(
         qb.push(" AND i.enqueued_at < ").push_bind(t(to));
     }
     if !f.exceptions.is_empty() {
-        qb.push(" AND (").push(false_sql);
+        // `1 = 0` is false on both engines (SQLite has no boolean type, PostgreSQL no `0` boolean).
+        qb.push(" AND (1 = 0");
         for c in &f.exceptions {
             qb.push(match c {
                 ExceptionCondition::Failed => " OR i.status = 'failed'",
@@ -252,4 +247,37 @@ where
         perm_manual_trigger: row.try_get("perm_manual_trigger")?,
         perm_card_data: row.try_get("perm_card_data")?,
     }))
+}
+
+/// (version, description, SQL) of one embedded migration.
+pub(crate) type MigrationFile = (i64, &'static str, &'static str);
+
+/// The migrations of one engine's folder, embedded in the binary (the workspace's sqlx has no
+/// `macros` feature, so `sqlx::migrate!` is not available; this source is its equivalent).
+#[derive(Debug)]
+pub(crate) struct Embedded(pub(crate) &'static [MigrationFile]);
+
+impl sqlx::migrate::MigrationSource<'static> for Embedded {
+    fn resolve(
+        self,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>,
+    > {
+        Box::pin(async move {
+            Ok(self
+                .0
+                .iter()
+                .map(|(v, d, sql)| {
+                    sqlx::migrate::Migration::new(
+                        *v,
+                        (*d).into(),
+                        sqlx::migrate::MigrationType::Simple,
+                        sqlx::SqlSafeStr::into_sql_str(*sql),
+                        false,
+                    )
+                })
+                .collect())
+        })
+    }
 }

@@ -2,14 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::*;
-
-fn assert_envelope(v: &Value, code: i64) {
-    assert_eq!(v["success"], false, "{v}");
-    assert_eq!(v["code"], code, "{v}");
-    assert!(v["data"].is_null());
-    assert!(v["msg"].is_string());
-}
+use super::helpers::*;
 
 #[tokio::test]
 async fn missing_or_wrong_tokens_get_401_in_the_envelope() {

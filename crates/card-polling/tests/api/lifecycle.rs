@@ -9,7 +9,7 @@ use card_polling::store::{Finish, StoreError};
 use card_polling::upstream::SimBehavior;
 use rakuten_types::{Clock, Timestamp};
 
-use crate::helpers::*;
+use super::helpers::*;
 
 async fn one_item(app: &TestApp, iccid: &str, task_type: &str) -> i64 {
     let (s, v) = app
@@ -268,11 +268,11 @@ async fn items_enqueued_before_the_feature_went_live_count_from_go_live() {
     sqlx::query(
         "INSERT INTO priority_items (iccid, task_type, asset_type, asset_id, shop_id, status, trigger_type, \
            last_trigger_type, trigger_count, enqueued_at, last_triggered_at, attempts, max_attempts, next_run_at) \
-         VALUES ('CA1', 'package', 'card', 'CA1', 'A', 'pending', 'purchase_activated', 'purchase_activated', 1, ?1, ?1, 0, 3, ?2)",
+         VALUES ('CA1', 'package', 'card', 'CA1', 'A', 'pending', 'purchase_activated', 'purchase_activated', 1, $1, $1, 0, 3, $2)",
     )
     .bind(&old)
     .bind(Timestamp::from_millis(i64::MAX / 4).to_rfc3339())
-    .execute(app.sqlite.pool())
+    .execute(app.db.pool())
     .await
     .unwrap();
     assert_eq!(

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 #[tokio::test]
 async fn manual_enqueue_succeeds_after_the_daily_manual_trigger_quota_is_used_up() {

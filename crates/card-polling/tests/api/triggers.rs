@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 const DAY: u64 = 86_400;
 
