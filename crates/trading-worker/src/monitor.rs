@@ -10,8 +10,8 @@ use std::time::Duration;
 use rakuten_types::OrderState;
 use tokio_util::sync::CancellationToken;
 
+use crate::ctx::WorkerCtx;
 use crate::journal::{LocalStatus, RecordMode, StepRecord};
-use crate::worker::WorkerCtx;
 
 /// How long before the pay deadline the warning is reported.
 pub const DEADLINE_WARNING: Duration = Duration::from_secs(24 * 3600);

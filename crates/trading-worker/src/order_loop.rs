@@ -11,10 +11,10 @@ use rakuten_types::{SITE_RAKUTEN, TaskId};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::ctx::WorkerCtx;
 use crate::execute::{Stop, TaskRun};
 use crate::gateway_client::{GatewayError, run_turns};
 use crate::journal::{LocalStatus, RecordMode, StepRecord};
-use crate::worker::WorkerCtx;
 
 /// What one turn of the loop did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -31,9 +31,9 @@ use rakuten_types::{ErrorCode, QueryId, SITE_RAKUTEN, Timestamp};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::ctx::WorkerCtx;
 use crate::gateway_client::{GatewayError, run_turns};
 use crate::site::{Site, SiteError};
-use crate::worker::WorkerCtx;
 
 /// Longest error message sent, characters (the gateway takes 4096).
 const MAX_MESSAGE_CHARS: usize = 2000;

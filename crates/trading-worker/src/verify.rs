@@ -22,10 +22,10 @@ use std::time::Duration;
 
 use rakuten_types::{ErrorCode, OrderState, TaskId, Timestamp};
 
+use crate::ctx::WorkerCtx;
 use crate::intent::Intent;
 use crate::journal::OrderRow;
 use crate::site::{PageSnapshot, Purchase, Remark, SiteError};
-use crate::worker::WorkerCtx;
 
 /// Slack subtracted from the window start (clock differences between this host and the site).
 pub const WINDOW_SLACK: Duration = Duration::from_secs(600);
