@@ -58,7 +58,8 @@ pub struct Settings {
     #[arg(long, env = "CHAOS_BIN_DIR")]
     pub bin_dir: Option<PathBuf>,
 
-    /// Run `cargo build -p order-gateway -p trading-worker -p shop-sim` first.
+    /// Run `cargo build -p order-gateway -p trading-worker -p shop-sim --features
+    /// trading-worker/failpoints` first.
     #[arg(long, env = "CHAOS_BUILD")]
     pub build: bool,
 

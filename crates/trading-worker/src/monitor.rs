@@ -68,7 +68,13 @@ impl Monitor {
             };
             let now = ctx.clock.now();
             let mut result = Ok(());
-            if let Some(state) = step.value.state.filter(|s| *s != row.state) {
+            // A site shows an order stopped by a payment challenge as plain `ordered`; the
+            // journal calls it `awaiting_payment` (§10.1): not a change.
+            let same = |s: &OrderState| {
+                *s == row.state
+                    || (*s == OrderState::Ordered && row.state == OrderState::AwaitingPayment)
+            };
+            if let Some(state) = step.value.state.filter(|s| !same(s)) {
                 let mut rec = StepRecord::new(
                     &row.task_id,
                     &format!("monitor-{}", state.as_str().replace('_', "-")),

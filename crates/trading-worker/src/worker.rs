@@ -10,7 +10,6 @@ use tokio_util::sync::CancellationToken;
 use crate::account_lock::AccountLocks;
 use crate::ctx::WorkerCtx;
 use crate::evidence::EvidenceStore;
-use crate::failpoint::Failpoint;
 use crate::gateway_client::GatewayClient;
 use crate::instance_lock::InstanceLock;
 use crate::journal::Journal;
@@ -84,7 +83,7 @@ impl Worker {
             settings.api_token.clone(),
             settings.http_timeout,
         )?;
-        let failpoint = Failpoint::parse(&settings.failpoint).map_err(anyhow::Error::msg)?;
+        let failpoint = settings.failpoint;
         Ok(Worker {
             ctx: Arc::new(WorkerCtx {
                 evidence: EvidenceStore::new(settings.evidence_dir.clone()),

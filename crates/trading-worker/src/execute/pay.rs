@@ -6,7 +6,7 @@ use rakuten_types::{ErrorCode, OrderState, Outcome};
 
 use super::{SEQ_PAYMENT, Stop, TaskRun, clip};
 use crate::journal::{Action, IntentResolution};
-use crate::site::PayOutcome;
+use crate::site::{PayOutcome, SiteErrorKind};
 
 impl TaskRun<'_> {
     /// 05 payment (irreversible).
@@ -72,14 +72,16 @@ impl TaskRun<'_> {
                     .await
                 }
                 PayOutcome::ChallengeRequired(kind) => {
+                    // §10.1: a challenge means the order stays placed and unpaid, waiting for a
+                    // human to pay it: `awaiting_payment` + `needs_human`.
                     let msg = format!(
-                        "payment needs a human: {kind} challenge; nothing bypassed, order {order_number} left unpaid"
+                        "payment needs a human: {kind} challenge; nothing bypassed, order {order_number} awaiting payment"
                     );
                     self.finish(
                         Some(SEQ_PAYMENT),
                         "payment",
                         Some(&step.page),
-                        OrderState::Ordered,
+                        OrderState::AwaitingPayment,
                         Outcome::NeedsHuman,
                         Some(ErrorCode::SiteChallenge),
                         msg.clone(),
@@ -164,11 +166,17 @@ impl TaskRun<'_> {
             }
             Err(e) => {
                 let msg = format!("site refused the payment: {}", e.message);
+                // A challenge page met as an error ends like a challenge answer (§10.1).
+                let state = if e.kind == SiteErrorKind::Challenge {
+                    OrderState::AwaitingPayment
+                } else {
+                    OrderState::Ordered
+                };
                 self.finish(
                     Some(SEQ_PAYMENT),
                     "payment",
                     e.page.as_ref(),
-                    OrderState::Ordered,
+                    state,
                     Outcome::NeedsHuman,
                     Some(e.kind.code()),
                     msg.clone(),

@@ -143,7 +143,7 @@ async fn price_change_between_cart_and_confirm_stops_with_needs_human() {
 }
 
 #[tokio::test]
-async fn three_d_secure_challenge_ends_needs_human_with_the_order_unpaid() {
+async fn three_d_secure_challenge_ends_awaiting_payment_and_needs_human() {
     let h = Harness::with_shop(ShopConfig {
         faults: Faults {
             three_d_secure: true,
@@ -157,7 +157,7 @@ async fn three_d_secure_challenge_ends_needs_human_with_the_order_unpaid() {
     run_until_handled(&w).await;
     let t = h.task("t-3ds").await;
     assert_eq!(t["status"], "needs_human", "{t}");
-    assert_eq!(t["latest_state"], "ordered");
+    assert_eq!(t["latest_state"], "awaiting_payment", "{t}");
     assert_eq!(
         t["history"].as_array().unwrap().last().unwrap()["error_code"],
         5005
@@ -170,6 +170,9 @@ async fn three_d_secure_challenge_ends_needs_human_with_the_order_unpaid() {
         pay.reason.as_deref().unwrap().contains("3d_secure"),
         "{pay:?}"
     );
+    // The shop still shows the order as plain `ordered`: the monitor sees no change.
+    assert_eq!(w.monitor().run_once().await, 0);
+    assert_eq!(h.task("t-3ds").await["latest_state"], "awaiting_payment");
 }
 
 #[tokio::test]

@@ -415,10 +415,10 @@ pub(crate) async fn task_report(
          evidence_ref, detail, reported_at, error_code, worker_id, seq) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
                  (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_reports WHERE task_id = ?)) \
-         ON CONFLICT (task_id, state) DO UPDATE SET payable_yen = excluded.payable_yen, \
-         pay_deadline = excluded.pay_deadline, site_order_id = excluded.site_order_id, \
-         evidence_ref = excluded.evidence_ref, detail = excluded.detail, \
-         error_code = excluded.error_code, worker_id = excluded.worker_id",
+         ON CONFLICT (task_id, state) DO UPDATE SET payable_yen = COALESCE(excluded.payable_yen, task_reports.payable_yen), \
+         pay_deadline = COALESCE(excluded.pay_deadline, task_reports.pay_deadline), site_order_id = COALESCE(excluded.site_order_id, task_reports.site_order_id), \
+         evidence_ref = COALESCE(excluded.evidence_ref, task_reports.evidence_ref), detail = COALESCE(excluded.detail, task_reports.detail), \
+         error_code = COALESCE(excluded.error_code, task_reports.error_code), worker_id = excluded.worker_id",
     )
     .bind(r.task_id.as_str())
     .bind(r.state.as_str())
