@@ -57,6 +57,16 @@ pub enum SiteKind {
     Sim,
 }
 
+impl fmt::Display for SiteKind {
+    /// The setting's own spelling (`rakuten`, `sim`), as in `RAKUTEN_SITE`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SiteKind::Rakuten => "rakuten",
+            SiteKind::Sim => "sim",
+        })
+    }
+}
+
 /// `trading-worker` command line.
 #[derive(Debug, Parser)]
 #[command(

@@ -5,5 +5,6 @@ mod crash;
 mod execution;
 mod helpers;
 mod instance;
+mod process;
 mod queries;
 mod recovery;
