@@ -31,3 +31,13 @@ fn an_unknown_argument_is_refused_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!dir.path().join("data").exists());
 }
+
+#[test]
+fn the_env_example_lists_every_setting_of_help_and_nothing_else() {
+    rakuten_cli::assert_env_example_matches_help(
+        env!("CARGO_BIN_EXE_demo"),
+        &[],
+        concat!(env!("CARGO_MANIFEST_DIR"), "/.env.example"),
+        &[],
+    );
+}

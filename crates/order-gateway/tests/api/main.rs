@@ -7,6 +7,7 @@
 mod bad_input;
 mod conformance;
 mod crash;
+mod env_example;
 mod expiry;
 mod health;
 mod helpers;

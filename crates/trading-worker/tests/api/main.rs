@@ -2,6 +2,7 @@
 //! issue's crash and fault tests).
 
 mod crash;
+mod env_example;
 mod execution;
 mod helpers;
 mod instance;

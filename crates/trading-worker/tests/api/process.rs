@@ -8,29 +8,10 @@ use std::time::{Duration, Instant};
 use rakuten_types::TaskId;
 use trading_worker::journal::Journal;
 
-use crate::helpers::{Harness, TOKEN};
-
-fn worker_command(h: &Harness) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_trading-worker"));
-    c.arg("run")
-        .env_clear()
-        .env("RAKUTEN_ORDER_GATEWAY_URL", &h.gw_address)
-        .env("RAKUTEN_API_TOKEN", TOKEN)
-        .env("RAKUTEN_WORKER_ID", "process-worker")
-        .env("RAKUTEN_TRADING_DB_PATH", &h.db_path)
-        .env("RAKUTEN_EVIDENCE_DIR", &h.evidence_dir)
-        .env("RAKUTEN_SITE", "sim")
-        .env("RAKUTEN_SITE_BASE_URL", &h.shop.base_url)
-        .env("RAKUTEN_LEASE_WAIT_SECONDS", "1")
-        .env("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", "0.5")
-        .env("RAKUTEN_MONITOR_INTERVAL_SECONDS", "3600")
-        .env("RUST_LOG", "warn")
-        .current_dir(h.dir.path());
-    c
-}
+use crate::helpers::Harness;
 
 fn bad_start(h: &Harness, env: &[(&str, &str)]) -> Output {
-    let mut c = worker_command(h);
+    let mut c = h.worker_command("process-worker");
     c.env("RUST_BACKTRACE", "1");
     for (k, v) in env {
         c.env(k, v);
@@ -71,7 +52,8 @@ async fn a_bad_setting_prints_the_flag_and_the_variable_and_exits_2_without_a_ba
 async fn a_clean_stop_leaves_the_whole_journal_in_the_database_file() {
     let h = Harness::new().await;
     h.submit_tea("t-backup").await;
-    let mut child = worker_command(&h)
+    let mut child = h
+        .worker_command("process-worker")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
