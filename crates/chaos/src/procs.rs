@@ -312,7 +312,7 @@ fn bin(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let p = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     if !p.is_file() {
         bail!(
-            "{} not found: build it first (cargo build -p order-gateway -p trading-worker -p shop-sim) or pass --build / --bin-dir",
+            "{} not found: build it first (cargo build -p order-gateway -p trading-worker -p shop-sim --features trading-worker/failpoints) or pass --build / --bin-dir",
             p.display()
         );
     }

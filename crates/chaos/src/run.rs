@@ -42,7 +42,8 @@ pub fn bin_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// `cargo build -p order-gateway -p trading-worker -p shop-sim` (debug), with the `cargo` that
+/// `cargo build -p order-gateway -p trading-worker -p shop-sim --features
+/// trading-worker/failpoints` (debug), with the `cargo` that
 /// runs us when there is one.
 ///
 /// # Errors
@@ -58,6 +59,9 @@ pub fn build_services() -> anyhow::Result<()> {
             "trading-worker",
             "-p",
             "shop-sim",
+            // The worker's crash injection exists only with this feature (never in a release).
+            "--features",
+            "trading-worker/failpoints",
         ])
         .status()
         .context("run cargo build")?;

@@ -22,14 +22,26 @@ const TOKEN: &str = "demo-token-not-a-secret-0123456789";
 /// How long the order may take before the demo gives up.
 const ORDER_TIMEOUT: Duration = Duration::from_secs(20);
 
-#[tokio::main]
-async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    match run().await {
+/// The demo's command line: no options; `--help` and `--version` answer without running.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "demo",
+    version,
+    about = "The main job end to end: shop-sim, order-gateway and trading-worker in one process; \
+             one sample order walked to paid and shipped, evidence under data/demo-<timestamp>/"
+)]
+struct Cli {}
+
+fn main() {
+    let Cli {} = rakuten_cli::start("warn", &[]);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("demo failed: {e}");
+            std::process::exit(2);
+        }
+    };
+    match rt.block_on(run()) {
         Ok(true) => std::process::exit(0),
         Ok(false) => std::process::exit(1),
         Err(e) => {
@@ -160,7 +172,10 @@ async fn run() -> anyhow::Result<bool> {
             break d;
         }
         if Instant::now() > deadline {
-            println!("!! the order did not finish within {ORDER_TIMEOUT:?}");
+            println!(
+                "!! the order did not finish within {} s",
+                ORDER_TIMEOUT.as_secs()
+            );
             break d;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -191,12 +206,17 @@ async fn run() -> anyhow::Result<bool> {
     // 7. Summary.
     let final_task = task(&gateway, &task_id).await?;
     let submissions = shop.submissions().len();
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    };
     println!(
-        "\n== final task: status={} latest_state={} lease_count={} outcome={}",
-        final_task["status"],
-        final_task["latest_state"],
-        final_task["lease_count"],
-        final_task["outcome"]
+        "\n== final task: status {}, latest state {}, lease count {}, outcome {}",
+        text(&final_task["status"]),
+        text(&final_task["latest_state"]),
+        text(&final_task["lease_count"]),
+        text(&final_task["outcome"])
     );
     println!("== shop order submissions: {submissions}");
     println!("== evidence: {}", evidence_dir.join(&task_id).display());
@@ -225,6 +245,8 @@ async fn run() -> anyhow::Result<bool> {
     // 8. Shut down: worker, then gateway, then shop.
     worker_stop.cancel();
     let _ = worker_task.await;
+    // The journal checkpointed into trading.db: a copy of the run directory is complete.
+    worker.close().await;
     gw_stop.cancel();
     let _ = gw_task.await;
     shop.stop().await;

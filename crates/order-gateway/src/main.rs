@@ -8,7 +8,6 @@ use clap::{Parser, Subcommand};
 use order_gateway::ops::{self, OpsArgs};
 use order_gateway::{Application, Settings};
 use rakuten_types::SystemClock;
-use tracing_subscriber::EnvFilter;
 
 /// Durable, leased, at-most-once order task queue (spec order-gateway.md).
 #[derive(Debug, Parser)]
@@ -27,37 +26,35 @@ enum Command {
     Ops(OpsArgs),
 }
 
-fn main() -> anyhow::Result<ExitCode> {
-    // A missing .env is normal; the environment and flags still apply.
-    let _ = dotenvy::dotenv();
-    let cli = Cli::parse();
+fn main() -> ExitCode {
+    // `ops` prints its answer on standard output, so its logs (warnings only) go to standard error.
+    let is_ops = std::env::args_os().nth(1).is_some_and(|a| a == "ops");
+    let cli: Cli = if is_ops {
+        rakuten_cli::start_with("warn", &[], rakuten_cli::LogOutput::Stderr)
+    } else {
+        rakuten_cli::start("info", &[])
+    };
     let settings = match cli.command {
         Command::Serve(settings) => settings,
-        Command::Ops(args) => return Ok(ops_main(&args)),
+        Command::Ops(args) => return ops_main(&args),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
-    settings.validate()?;
-    tokio::runtime::Runtime::new()?.block_on(async move {
-        let app = Application::build(settings, Arc::new(SystemClock)).await?;
-        app.run_until_stopped(shutdown_signal()).await
-    })?;
-    Ok(ExitCode::SUCCESS)
+    if let Err(e) = settings.validate() {
+        rakuten_cli::exit_invalid::<Cli>(e.name, &e.reason);
+    }
+    rakuten_cli::exit_on_error(
+        tokio::runtime::Runtime::new()
+            .map_err(Into::into)
+            .and_then(|rt| {
+                rt.block_on(async move {
+                    let app = Application::build(settings, Arc::new(SystemClock)).await?;
+                    app.run_until_stopped(shutdown_signal()).await
+                })
+            }),
+    )
 }
 
-/// `order-gateway ops`: logs (warnings only by default) go to standard error so that standard
-/// output holds the answer alone.
+/// `order-gateway ops`: the answer alone on standard output; exit codes as documented.
 fn ops_main(args: &OpsArgs) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let status = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

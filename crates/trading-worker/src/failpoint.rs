@@ -1,6 +1,10 @@
 //! TEST-ONLY crash injection (`RAKUTEN_WORKER_FAILPOINT`): the process calls
 //! [`std::process::abort`] at a named step boundary, so crash tests can run the real binary, kill
-//! it exactly there, and restart it. Empty = off (production).
+//! it exactly there, and restart it. Empty = off.
+//!
+//! Compiled in only with the cargo feature `failpoints` (the tests and the chaos harness turn it
+//! on): without it the setting does not exist and [`Failpoint::hit`] does nothing, so a release
+//! binary cannot be made to abort this way.
 //!
 //! | value | where the process dies |
 //! |---|---|
@@ -28,7 +32,13 @@ pub enum Point {
 
 /// The configured crash point, if any.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Failpoint(Option<Point>);
+pub struct Failpoint(
+    #[cfg_attr(
+        not(feature = "failpoints"),
+        allow(dead_code, reason = "read only by `hit` with the feature")
+    )]
+    Option<Point>,
+);
 
 impl Failpoint {
     /// Parses the setting.
@@ -58,12 +68,16 @@ impl Failpoint {
         Ok(Failpoint(Some(p)))
     }
 
-    /// Aborts the process when `p` is the configured point.
+    /// Aborts the process when `p` is the configured point (feature `failpoints` only; without
+    /// it, nothing).
     pub fn hit(&self, p: Point) {
+        #[cfg(feature = "failpoints")]
         if self.0 == Some(p) {
             eprintln!("RAKUTEN_WORKER_FAILPOINT: aborting at {p:?}");
             std::process::abort();
         }
+        #[cfg(not(feature = "failpoints"))]
+        let _ = p;
     }
 }
 

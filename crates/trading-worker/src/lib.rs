@@ -14,19 +14,27 @@
 //! - [`journal`]: local SQLite: orders, state events, evidence index, write-ahead intents, outbox.
 //! - [`evidence`]: `{task_id}/NN-step.html|.meta.json`, fsynced (§6.1); `.png` only when the
 //!   site seam took a screenshot (neither seam does yet).
-//! - [`execute`]: the steps of one task and the recovery branch's actions.
+//! - [`ctx`]: the shared context ([`ctx::WorkerCtx`]: settings, clients, journal, evidence,
+//!   site seam, account locks) and the outbox flush; every loop and step imports it, it imports
+//!   none of them.
+//! - [`execute`]: the steps of one task, one file per step of §6: `execute/cart.rs`,
+//!   `confirm.rs` (with the amount guard), `submit.rs`, `pay.rs`, `recovery.rs` (the recovery
+//!   hand-off), over `record.rs` (evidence → journal → report) and `safe_step.rs` (retries).
 //! - [`verify`]: the recovery check on the site's order list (§5).
 //! - [`order_loop`]: the serial loop of §6 (`run_once`, `run`).
 //! - [`query_loop`]: the account-query loop of §11 (`run_once`, `run`): its own lease polling,
 //!   reads under the account lock within the query timeout, exactly one result per lease.
 //! - [`monitor`]: post-payment monitoring (`run_once`, `run`).
 //! - [`failpoint`]: TEST-ONLY crash injection (`RAKUTEN_WORKER_FAILPOINT`).
-//! - [`worker`]: the shared context, the outbox flush, and assembly from settings.
+//! - [`worker`]: assembly, on top: builds the context from settings and runs the loops.
 //!
-//! The account-query loop shares [`worker::WorkerCtx`] (site seam, account locks) with the order
-//! loop and uses `Site::list_orders` / `Site::order_detail`.
+//! Imports go one way: `worker` → loops (`order_loop`, `query_loop`, `monitor`) → `execute` /
+//! `verify` → `ctx` → the clients and stores. The account-query loop shares
+//! [`ctx::WorkerCtx`] (site seam, account locks) with the order loop and uses
+//! `Site::list_orders` / `Site::order_detail`.
 
 pub mod account_lock;
+pub mod ctx;
 pub mod evidence;
 pub mod execute;
 pub mod failpoint;

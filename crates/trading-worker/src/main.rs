@@ -1,29 +1,30 @@
 //! `trading-worker run`: the local trading worker as a process (settings from the environment and
 //! `.env`; see `trading_worker::settings`).
 
+use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser;
 use rakuten_types::SystemClock;
 use tokio_util::sync::CancellationToken;
 use trading_worker::Worker;
-use trading_worker::settings::{Cli, Command};
+use trading_worker::settings::{Cli, Command, Valid};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    // A missing .env is normal; the environment wins over it.
-    let _ = dotenvy::dotenv();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        // fmt writes to stdout: colour codes only when a terminal reads them, not in log files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+fn main() -> ExitCode {
     let Cli {
         command: Command::Run(settings),
-    } = Cli::parse();
-    let valid = settings.validate()?;
+    } = rakuten_cli::start("info", &[]);
+    let valid = match settings.validate() {
+        Ok(v) => v,
+        Err(e) => rakuten_cli::exit_invalid::<Cli>(e.name, &e.reason),
+    };
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => return rakuten_cli::exit_on_error(Err(e.into())),
+    };
+    rakuten_cli::exit_on_error(rt.block_on(run(valid)))
+}
+
+async fn run(valid: Valid) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let s = shutdown.clone();
     tokio::spawn(async move {
@@ -38,9 +39,10 @@ async fn main() -> anyhow::Result<()> {
         shutdown.cancelled().await;
         return Ok(());
     }
-    tracing::info!(worker_id = %valid.worker_id, site = ?valid.site, db = %valid.db_path.display(), evidence = %valid.evidence_dir.display(), "trading worker starting");
+    tracing::info!(worker_id = %valid.worker_id, site = %valid.site, db = %valid.db_path.display(), evidence = %valid.evidence_dir.display(), "trading worker starting");
     let worker = Worker::build(valid, Arc::new(SystemClock), shutdown).await?;
-    worker.run().await;
+    worker.clone().run().await;
+    worker.close().await;
     Ok(())
 }
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use rakuten_types::OrderState;
 use tokio_util::sync::CancellationToken;
 
+use crate::ctx::WorkerCtx;
 use crate::journal::{LocalStatus, RecordMode, StepRecord};
-use crate::worker::WorkerCtx;
 
 /// How long before the pay deadline the warning is reported.
 pub const DEADLINE_WARNING: Duration = Duration::from_secs(24 * 3600);
@@ -68,7 +68,13 @@ impl Monitor {
             };
             let now = ctx.clock.now();
             let mut result = Ok(());
-            if let Some(state) = step.value.state.filter(|s| *s != row.state) {
+            // A site shows an order stopped by a payment challenge as plain `ordered`; the
+            // journal calls it `awaiting_payment` (§10.1): not a change.
+            let same = |s: &OrderState| {
+                *s == row.state
+                    || (*s == OrderState::Ordered && row.state == OrderState::AwaitingPayment)
+            };
+            if let Some(state) = step.value.state.filter(|s| !same(s)) {
                 let mut rec = StepRecord::new(
                     &row.task_id,
                     &format!("monitor-{}", state.as_str().replace('_', "-")),
@@ -77,8 +83,11 @@ impl Monitor {
                 );
                 rec.mode = RecordMode::Monitoring;
                 rec.detail = Some(format!(
-                    "monitor: order {order_number} now {:?} ({state})",
-                    step.value.stage_label.as_deref().unwrap_or("")
+                    "monitor: order {order_number} now {} ({state})",
+                    step.value
+                        .stage_label
+                        .as_deref()
+                        .unwrap_or("without a stage label")
                 ));
                 rec.monitoring = Some(!matches!(
                     state,

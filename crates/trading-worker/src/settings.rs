@@ -57,6 +57,16 @@ pub enum SiteKind {
     Sim,
 }
 
+impl fmt::Display for SiteKind {
+    /// The setting's own spelling (`rakuten`, `sim`), as in `RAKUTEN_SITE`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SiteKind::Rakuten => "rakuten",
+            SiteKind::Sim => "sim",
+        })
+    }
+}
+
 /// `trading-worker` command line.
 #[derive(Debug, Parser)]
 #[command(
@@ -176,7 +186,8 @@ pub struct Settings {
     pub account_query_default_max_pages: u32,
     /// TEST ONLY: abort the process at a step boundary:
     /// `before_submit | after_submit | before_report[:state] | after_report[:state]` (state
-    /// defaults to `ordered`).
+    /// defaults to `ordered`). Only in builds with the cargo feature `failpoints`.
+    #[cfg(feature = "failpoints")]
     #[arg(long, env = "RAKUTEN_WORKER_FAILPOINT", default_value = "")]
     pub failpoint: String,
 }
@@ -203,6 +214,7 @@ impl Default for Settings {
             verify_max_pages: 5,
             account_query_timeout_seconds: 120.0,
             account_query_default_max_pages: 3,
+            #[cfg(feature = "failpoints")]
             failpoint: String::new(),
         }
     }
@@ -284,8 +296,8 @@ pub struct Valid {
     pub account_query_timeout: Duration,
     /// Default `max_pages` of an `order_list` query.
     pub account_query_default_max_pages: u32,
-    /// Raw failpoint spec (parsed by [`crate::failpoint::Failpoint::parse`]).
-    pub failpoint: String,
+    /// The crash point (feature `failpoints`; otherwise always off).
+    pub failpoint: crate::failpoint::Failpoint,
 }
 
 impl Settings {
@@ -341,8 +353,18 @@ impl Settings {
                 "required when RAKUTEN_ORDER_GATEWAY_URL is set",
             ));
         }
-        crate::failpoint::Failpoint::parse(&self.failpoint)
+        if self.site == SiteKind::Rakuten && scraper_base_url.is_none() && gateway_url.is_some() {
+            // Without it every task would fail at its first step (item detail): refuse to start.
+            return Err(bad(
+                "RAKUTEN_SCRAPER_BASE_URL",
+                "required with RAKUTEN_SITE=rakuten: every order reads the item's purchase block from the scraper (POST /api/item_detail)",
+            ));
+        }
+        #[cfg(feature = "failpoints")]
+        let failpoint = crate::failpoint::Failpoint::parse(&self.failpoint)
             .map_err(|e| bad("RAKUTEN_WORKER_FAILPOINT", e))?;
+        #[cfg(not(feature = "failpoints"))]
+        let failpoint = crate::failpoint::Failpoint::default();
         Ok(Valid {
             gateway_url,
             worker_id,
@@ -371,7 +393,7 @@ impl Settings {
                 self.account_query_timeout_seconds,
             )?,
             account_query_default_max_pages: self.account_query_default_max_pages,
-            failpoint: self.failpoint.clone(),
+            failpoint,
         })
     }
 }
@@ -418,6 +440,23 @@ mod tests {
             url.validate().unwrap_err().name,
             "RAKUTEN_ORDER_GATEWAY_URL"
         );
+    }
+
+    #[test]
+    fn rakuten_site_without_a_scraper_url_is_refused_at_start() {
+        let s = Settings {
+            gateway_url: "http://127.0.0.1:31109".into(),
+            api_token: Secret::new("t"),
+            ..Settings::default()
+        };
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.name, "RAKUTEN_SCRAPER_BASE_URL");
+        assert!(e.reason.contains("RAKUTEN_SITE=rakuten"), "{e}");
+        let ok = Settings {
+            scraper_base_url: "http://127.0.0.1:31107".into(),
+            ..s
+        };
+        assert!(ok.validate().is_ok());
     }
 
     #[test]

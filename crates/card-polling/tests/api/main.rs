@@ -44,6 +44,7 @@ macro_rules! scenarios {
     };
 }
 
+mod env_example;
 mod postgres;
 mod sqlite;
 

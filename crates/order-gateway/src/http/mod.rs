@@ -1,6 +1,7 @@
 //! The HTTP layer: shared state, the router, and one module per concern.
 //!
 //! - [`error`]: the one error type and its envelope rendering.
+//! - [`access_log`]: one info line per request (route, status, latency, task and worker ids).
 //! - [`auth`]: Bearer token middleware for `/api/*`, the [`auth::Actor`] extractor, and
 //!   [`auth::guarded`], which builds each router from its table of who may call what.
 //! - [`extract`]: extractors whose rejections are envelopes.
@@ -11,6 +12,7 @@
 //! `/health` and `/openapi.json` are unauthenticated (probes and tooling); everything under
 //! `/api` needs a token of a role the route's table allows (operators may call everything).
 
+pub mod access_log;
 pub mod auth;
 pub mod error;
 pub mod extract;
@@ -78,6 +80,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn(access_log::access_log))
         .with_state(state)
 }
 

@@ -1,6 +1,11 @@
 use serde_json::json;
 
-use crate::helpers::spawn_app;
+use std::sync::Arc;
+
+use rakuten_types::ManualClock;
+
+use crate::helpers::{TestApp, spawn_app, spawn_pg_app};
+use crate::pg::TestDb;
 
 #[tokio::test]
 async fn first_report_moves_leased_to_running() {
@@ -36,6 +41,49 @@ async fn repeating_a_report_for_the_same_state_keeps_one_row() {
         history[0]["reported_at"], first_at,
         "the first report time is kept"
     );
+}
+
+/// A report re-sent with fewer fields (a retry that lost its optional fields) keeps what the
+/// first one stored; fields it does carry still replace the stored ones.
+async fn assert_resent_report_keeps_fields_it_omits(app: TestApp) {
+    app.leased("po-1", "w1").await;
+    let first = json!({"worker_id": "w1", "state": "awaiting_payment", "payable_yen": 12800,
+        "pay_deadline": "2026-12-03T00:00:00Z", "site_order_id": "1-2-3",
+        "evidence_ref": "po-1/05-payment", "detail": "first", "error_code": 5005});
+    app.report("po-1", first).await.assert_ok();
+    let again = app
+        .report(
+            "po-1",
+            json!({"worker_id": "w1", "state": "awaiting_payment", "detail": "resent"}),
+        )
+        .await;
+    assert_eq!(again.assert_ok()["duplicate"], true);
+    let t = app.task("po-1").await;
+    let h = &t.data()["history"][0];
+    assert_eq!(h["detail"], "resent", "{h}");
+    assert_eq!(h["payable_yen"], 12800, "{h}");
+    assert!(
+        h["pay_deadline"]
+            .as_str()
+            .unwrap()
+            .starts_with("2026-12-03"),
+        "{h}"
+    );
+    assert_eq!(h["site_order_id"], "1-2-3", "{h}");
+    assert_eq!(h["evidence_ref"], "po-1/05-payment", "{h}");
+    assert_eq!(h["error_code"], 5005, "{h}");
+}
+
+#[tokio::test]
+async fn a_resent_report_with_fewer_fields_never_blanks_stored_fields() {
+    assert_resent_report_keeps_fields_it_omits(spawn_app().await).await;
+}
+
+#[tokio::test]
+async fn a_resent_report_with_fewer_fields_never_blanks_stored_fields_on_postgres() {
+    let db = Arc::new(TestDb::new().await);
+    let app = spawn_pg_app(db, ManualClock::at_fixed_date(), |_| {}).await;
+    assert_resent_report_keeps_fields_it_omits(app).await;
 }
 
 #[tokio::test]

@@ -78,6 +78,52 @@ async fn an_order_walks_to_paid_with_every_state_reported() {
 }
 
 #[tokio::test]
+async fn each_state_is_reported_once_with_the_evidence_of_the_same_step_every_run() {
+    let h = Harness::new().await;
+    let shirt = "https://item.rakuten.co.jp/simshop/sample-shirt/";
+    h.submit(
+        "t-once",
+        serde_json::json!({"item_url": shirt, "quantity": 1, "variant_id": "blue-m"}),
+    )
+    .await;
+    let w = h.worker().await;
+    run_until_handled(&w).await;
+    let sent: Vec<(String, String)> = h
+        .reports()
+        .iter()
+        .map(|r| {
+            (
+                r.body["state"].as_str().unwrap().to_owned(),
+                r.body["evidence_ref"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = [
+        ("in_cart", "t-once/03-order-confirm"),
+        ("ordered", "t-once/04-order-submit"),
+        ("paid", "t-once/05-payment"),
+    ]
+    .map(|(s, e)| (s.to_owned(), e.to_owned()));
+    assert_eq!(sent, want);
+    // Nothing a person reads shows Rust's debug formatting.
+    let t = h.task("t-once").await;
+    for row in t["history"].as_array().unwrap() {
+        let detail = row["detail"].as_str().unwrap_or_default();
+        assert!(
+            !detail.contains("Some(") && !detail.contains("None"),
+            "{detail}"
+        );
+    }
+    for e in w.ctx().journal.events(&tid("t-once")).await.unwrap() {
+        let d = e.detail.unwrap_or_default();
+        assert!(!d.contains("Some(") && !d.contains("None"), "{d}");
+    }
+    let cart_add =
+        std::fs::read_to_string(h.evidence_dir.join("t-once/01-cart-add.meta.json")).unwrap();
+    assert!(cart_add.contains("item 1002, variant blue-m"), "{cart_add}");
+}
+
+#[tokio::test]
 async fn evidence_files_exist_before_the_gateway_sees_the_report() {
     let h = Harness::new().await;
     h.submit_tea("t-evidence").await;
@@ -143,7 +189,7 @@ async fn price_change_between_cart_and_confirm_stops_with_needs_human() {
 }
 
 #[tokio::test]
-async fn three_d_secure_challenge_ends_needs_human_with_the_order_unpaid() {
+async fn three_d_secure_challenge_ends_awaiting_payment_and_needs_human() {
     let h = Harness::with_shop(ShopConfig {
         faults: Faults {
             three_d_secure: true,
@@ -157,7 +203,7 @@ async fn three_d_secure_challenge_ends_needs_human_with_the_order_unpaid() {
     run_until_handled(&w).await;
     let t = h.task("t-3ds").await;
     assert_eq!(t["status"], "needs_human", "{t}");
-    assert_eq!(t["latest_state"], "ordered");
+    assert_eq!(t["latest_state"], "awaiting_payment", "{t}");
     assert_eq!(
         t["history"].as_array().unwrap().last().unwrap()["error_code"],
         5005
@@ -170,6 +216,9 @@ async fn three_d_secure_challenge_ends_needs_human_with_the_order_unpaid() {
         pay.reason.as_deref().unwrap().contains("3d_secure"),
         "{pay:?}"
     );
+    // The shop still shows the order as plain `ordered`: the monitor sees no change.
+    assert_eq!(w.monitor().run_once().await, 0);
+    assert_eq!(h.task("t-3ds").await["latest_state"], "awaiting_payment");
 }
 
 #[tokio::test]

@@ -2,8 +2,10 @@
 //! issue's crash and fault tests).
 
 mod crash;
+mod env_example;
 mod execution;
 mod helpers;
 mod instance;
+mod process;
 mod queries;
 mod recovery;

@@ -229,10 +229,12 @@ async fn site_error_codes_are_passed_through() {
     // The rakuten seam has no verified reads: 5003, nothing sent to the site. One worker per
     // journal (D-worker-12): the sim worker goes first.
     drop(w);
+    let scraper = h.shop.base_url.clone();
     let rk = h
         .worker_with(|s| {
             s.site = SiteKind::Rakuten;
             s.site_base_url = String::new();
+            s.scraper_base_url = scraper;
         })
         .await;
     h.submit_query("aq-rakuten", "order_list", json!({})).await;

@@ -524,10 +524,14 @@ pub(crate) async fn task_report(
          evidence_ref, detail, reported_at, error_code, worker_id, seq) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
                  (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_reports WHERE task_id = $1)) \
-         ON CONFLICT (task_id, state) DO UPDATE SET payable_yen = EXCLUDED.payable_yen, \
-         pay_deadline = EXCLUDED.pay_deadline, site_order_id = EXCLUDED.site_order_id, \
-         evidence_ref = EXCLUDED.evidence_ref, detail = EXCLUDED.detail, \
-         error_code = EXCLUDED.error_code, worker_id = EXCLUDED.worker_id",
+         ON CONFLICT (task_id, state) DO UPDATE SET \
+         payable_yen = COALESCE(EXCLUDED.payable_yen, task_reports.payable_yen), \
+         pay_deadline = COALESCE(EXCLUDED.pay_deadline, task_reports.pay_deadline), \
+         site_order_id = COALESCE(EXCLUDED.site_order_id, task_reports.site_order_id), \
+         evidence_ref = COALESCE(EXCLUDED.evidence_ref, task_reports.evidence_ref), \
+         detail = COALESCE(EXCLUDED.detail, task_reports.detail), \
+         error_code = COALESCE(EXCLUDED.error_code, task_reports.error_code), \
+         worker_id = EXCLUDED.worker_id",
     )
     .bind(r.task_id.as_str())
     .bind(r.state.as_str())
