@@ -21,4 +21,37 @@ pub fn engine_store(app: &Application) -> EngineStore {
     app.postgres().expect("the app runs on PostgreSQL").clone()
 }
 
+/// Another session holding an exclusive lock on `priority_items` until [`WriteLock::release`].
+pub struct WriteLock(sqlx::PgConnection);
+
+/// Locks the app's `priority_items` table from a second session.
+pub async fn hold_write_lock(settings: &Settings) -> WriteLock {
+    use sqlx::Connection;
+    let url = settings
+        .db_url
+        .as_ref()
+        .expect("a PostgreSQL app")
+        .expose()
+        .to_owned();
+    let mut c = sqlx::PgConnection::connect(&url)
+        .await
+        .expect("second session");
+    sqlx::query("BEGIN").execute(&mut c).await.expect("begin");
+    sqlx::query("LOCK TABLE priority_items IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut c)
+        .await
+        .expect("table lock");
+    WriteLock(c)
+}
+
+impl WriteLock {
+    /// Ends the other session's transaction.
+    pub async fn release(mut self) {
+        sqlx::query("ROLLBACK")
+            .execute(&mut self.0)
+            .await
+            .expect("rollback");
+    }
+}
+
 scenarios!();

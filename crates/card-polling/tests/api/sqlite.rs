@@ -19,6 +19,33 @@ pub fn engine_store(app: &Application) -> EngineStore {
     app.sqlite().clone()
 }
 
+/// Another session holding SQLite's write lock (`BEGIN IMMEDIATE`) until [`WriteLock::release`].
+pub struct WriteLock(sqlx::SqliteConnection);
+
+/// Takes the write lock of the app's database file from a second connection.
+pub async fn hold_write_lock(settings: &Settings) -> WriteLock {
+    use sqlx::Connection;
+    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&settings.db_path);
+    let mut c = sqlx::SqliteConnection::connect_with(&opts)
+        .await
+        .expect("second connection");
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut c)
+        .await
+        .expect("write lock");
+    WriteLock(c)
+}
+
+impl WriteLock {
+    /// Ends the other session's transaction.
+    pub async fn release(mut self) {
+        sqlx::query("ROLLBACK")
+            .execute(&mut self.0)
+            .await
+            .expect("rollback");
+    }
+}
+
 scenarios!();
 
 // Simulated hours of random traffic: long, so on one engine only (D-pstore-3).

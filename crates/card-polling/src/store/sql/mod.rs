@@ -114,7 +114,7 @@ pub(crate) fn map_constraint(e: sqlx::Error, what: &str) -> StoreError {
             return StoreError::Invalid(format!("{what} breaks a rule"));
         }
     }
-    StoreError::Db(e)
+    StoreError::from(e)
 }
 
 pub(crate) use crate::store::common::t;
@@ -285,12 +285,13 @@ impl Store for SqlStore {
         now: Timestamp,
         lease: Duration,
     ) -> StoreResult<Option<ClaimedItem>> {
-        let mut tx = self.begin().await?;
-        let out = items::claim(&mut tx, id, token, now, lease).await?;
-        if out.is_some() {
-            tx.commit().await?;
-        }
-        Ok(out)
+        // max(enqueued_at, feature_enabled_at) <= cutoff  ⇔  both are; the second is a constant.
+        let feature = self.feature().await?;
+        let cutoff = now.minus(crate::priority::VALIDITY);
+        let expired_before = (feature <= cutoff).then_some(cutoff);
+        in_write_tx!(self, tx => {
+            items::claim(&mut tx, id, token, now, lease, expired_before).await?
+        })
     }
 
     async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope> {
