@@ -10,7 +10,7 @@ async fn a_locked_database_answers_503_with_retry_after_within_its_bound_never_a
     // 500 after the busy timeout; PostgreSQL: for as long as the lock lasted).
     let app = spawn_with(Backend::Memory, |s| s.db_lock_timeout_ms = 300).await;
     app.seed().await;
-    let lock = super::hold_write_lock(&app.settings).await;
+    let mut lock = super::hold_write_lock(&app.settings).await;
     let body = json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "t"});
     let started = std::time::Instant::now();
     let resp = app
@@ -32,7 +32,7 @@ async fn a_locked_database_answers_503_with_retry_after_within_its_bound_never_a
     assert_eq!(v["code"], 1503, "{v}");
     // The bound is the lock timeout (0.3 s) plus a margin, not the lock's lifetime.
     assert!(waited < std::time::Duration::from_secs(10), "{waited:?}");
-    lock.release().await;
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
     let (s, v) = app.enqueue(PLATFORM, body).await;
     assert_eq!(s, 200, "{v}");
 }

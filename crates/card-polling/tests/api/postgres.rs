@@ -21,11 +21,9 @@ pub fn engine_store(app: &Application) -> EngineStore {
     app.postgres().expect("the app runs on PostgreSQL").clone()
 }
 
-/// Another session holding an exclusive lock on `priority_items` until [`WriteLock::release`].
-pub struct WriteLock(sqlx::PgConnection);
-
-/// Locks the app's `priority_items` table from a second session.
-pub async fn hold_write_lock(settings: &Settings) -> WriteLock {
+/// Locks the app's `priority_items` table (`ACCESS EXCLUSIVE`) from a second session; the test
+/// ends it with `ROLLBACK`.
+pub async fn hold_write_lock(settings: &Settings) -> sqlx::PgConnection {
     use sqlx::Connection;
     let url = settings
         .db_url
@@ -41,17 +39,7 @@ pub async fn hold_write_lock(settings: &Settings) -> WriteLock {
         .execute(&mut c)
         .await
         .expect("table lock");
-    WriteLock(c)
-}
-
-impl WriteLock {
-    /// Ends the other session's transaction.
-    pub async fn release(mut self) {
-        sqlx::query("ROLLBACK")
-            .execute(&mut self.0)
-            .await
-            .expect("rollback");
-    }
+    c
 }
 
 scenarios!();

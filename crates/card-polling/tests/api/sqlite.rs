@@ -19,11 +19,9 @@ pub fn engine_store(app: &Application) -> EngineStore {
     app.sqlite().clone()
 }
 
-/// Another session holding SQLite's write lock (`BEGIN IMMEDIATE`) until [`WriteLock::release`].
-pub struct WriteLock(sqlx::SqliteConnection);
-
-/// Takes the write lock of the app's database file from a second connection.
-pub async fn hold_write_lock(settings: &Settings) -> WriteLock {
+/// Takes the write lock of the app's database file from a second connection (`BEGIN IMMEDIATE`);
+/// the test ends it with `ROLLBACK`.
+pub async fn hold_write_lock(settings: &Settings) -> sqlx::SqliteConnection {
     use sqlx::Connection;
     let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&settings.db_path);
     let mut c = sqlx::SqliteConnection::connect_with(&opts)
@@ -33,17 +31,7 @@ pub async fn hold_write_lock(settings: &Settings) -> WriteLock {
         .execute(&mut c)
         .await
         .expect("write lock");
-    WriteLock(c)
-}
-
-impl WriteLock {
-    /// Ends the other session's transaction.
-    pub async fn release(mut self) {
-        sqlx::query("ROLLBACK")
-            .execute(&mut self.0)
-            .await
-            .expect("rollback");
-    }
+    c
 }
 
 scenarios!();
