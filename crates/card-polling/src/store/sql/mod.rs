@@ -3,8 +3,8 @@
 //! sqlx driver `Db` and its [`crate::store::dialect`]); see D-pstore-1 for why not generics.
 //!
 //! SQL here is portable: `$n` placeholders (sqlx's SQLite driver binds `$n` by number, proven by
-//! `store::tests::sqlite_binds_numbered_placeholders_by_number`), `CAST(x AS …)`, subqueries with
-//! aliases. What the engines force apart comes from `dialect`: the write transaction, the item
+//! `tests/api/engine.rs`, `numbered_placeholders_bind_by_number_reused_and_out_of_order`),
+//! `CAST(x AS …)`, subqueries with aliases. What the engines force apart comes from `dialect`: the write transaction, the item
 //! select list, the active-binding literal, the schedule take, `greatest` and time differences.
 //!
 //! Files: `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
