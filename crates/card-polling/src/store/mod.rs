@@ -67,10 +67,28 @@ pub enum StoreError {
     /// Input that only the database can judge (unknown parent shop, unknown shop of a card, …).
     #[error("invalid: {0}")]
     Invalid(String),
+    /// The database did not answer within its bound: a lock wait, busy or statement timeout, or
+    /// no free connection (issue #12 item 8). Retry later: HTTP 503 with `Retry-After`.
+    #[error("the database is busy")]
+    Busy(#[source] sqlx::Error),
     /// The database failed.
     #[error("database error")]
-    Db(#[from] sqlx::Error),
+    Db(#[source] sqlx::Error),
 }
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        if common::is_busy(&e) {
+            StoreError::Busy(e)
+        } else {
+            StoreError::Db(e)
+        }
+    }
+}
+
+/// How long a request waits for the database (SQLite busy timeout, PostgreSQL `lock_timeout`,
+/// a pool connection) unless `RAKUTEN_POLL_DB_LOCK_TIMEOUT_MS` says otherwise.
+pub const DEFAULT_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Result alias.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -644,6 +662,8 @@ pub trait Store: Send + Sync + 'static {
     /// Ids of claimable items: pending and due, or running with a passed claim lease.
     async fn item_due(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>>;
     /// Claims an item (conditional update); `None` when another claimer holds it or it is not due.
+    /// An item past its validity is expired here instead, with its `expire` audit fact, and `None`
+    /// returned: no item is handed out after `valid_until` (issue #14 item 4).
     async fn item_claim(
         &self,
         id: i64,

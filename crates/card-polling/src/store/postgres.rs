@@ -41,10 +41,25 @@ impl PgStore {
     /// # Errors
     /// When PostgreSQL is unreachable or a migration fails.
     pub async fn open(url: &str) -> Result<Self, sqlx::Error> {
-        let opts = PgConnectOptions::from_str(url)?.application_name("card-polling");
+        Self::open_with(url, crate::store::DEFAULT_LOCK_TIMEOUT).await
+    }
+
+    /// [`Self::open`] with `lock_timeout` as PostgreSQL's `lock_timeout` (row, table and the
+    /// writer's advisory lock) and the pool acquire timeout, and a `statement_timeout` of 30 s: a
+    /// request that cannot get the database in time fails with `StoreError::Busy` (HTTP 503).
+    ///
+    /// # Errors
+    /// When PostgreSQL is unreachable or a migration fails.
+    pub async fn open_with(url: &str, lock_timeout: Duration) -> Result<Self, sqlx::Error> {
+        let opts = PgConnectOptions::from_str(url)?
+            .application_name("card-polling")
+            .options([
+                ("lock_timeout", format!("{}ms", lock_timeout.as_millis())),
+                ("statement_timeout", "30s".to_owned()),
+            ]);
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .acquire_timeout(Duration::from_secs(30))
+            .acquire_timeout(lock_timeout)
             .connect_with(opts)
             .await?;
         Self::migrate(pool, MIGRATIONS).await

@@ -35,6 +35,15 @@ impl SqliteStore {
     /// # Errors
     /// When the file cannot be opened or a migration fails.
     pub async fn open(path: &Path) -> Result<Self, sqlx::Error> {
+        Self::open_with(path, crate::store::DEFAULT_LOCK_TIMEOUT).await
+    }
+
+    /// [`Self::open`] with the busy timeout and pool acquire timeout `lock_timeout`: a request
+    /// that cannot get the database within it fails with `StoreError::Busy` (HTTP 503).
+    ///
+    /// # Errors
+    /// When the file cannot be opened or a migration fails.
+    pub async fn open_with(path: &Path, lock_timeout: Duration) -> Result<Self, sqlx::Error> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(sqlx::Error::Io)?;
         }
@@ -44,9 +53,10 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(30));
+            .busy_timeout(lock_timeout);
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            .acquire_timeout(lock_timeout)
             .connect_with(opts)
             .await?;
         Self::migrate(pool, MIGRATIONS).await

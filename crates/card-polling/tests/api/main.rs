@@ -6,6 +6,9 @@
 //! scheduling scenarios (`scheduler`) run once per hint backend (in-process and the machine's
 //! Redis); `soak` checks every invariant after simulated hours, on SQLite only (D-pstore-3).
 
+// The scenario files are compiled once per engine module, on purpose (D-pstore-2).
+#![allow(clippy::duplicate_mod)]
+
 /// The scenario modules and their helpers, compiled once per engine module (`sqlite.rs`,
 /// `postgres.rs`), which names `EngineStore`, `fresh_database` and `engine_store` for them.
 macro_rules! scenarios {

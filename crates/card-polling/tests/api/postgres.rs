@@ -21,4 +21,25 @@ pub fn engine_store(app: &Application) -> EngineStore {
     app.postgres().expect("the app runs on PostgreSQL").clone()
 }
 
+/// Locks the app's `priority_items` table (`ACCESS EXCLUSIVE`) from a second session; the test
+/// ends it with `ROLLBACK`.
+pub async fn hold_write_lock(settings: &Settings) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let url = settings
+        .db_url
+        .as_ref()
+        .expect("a PostgreSQL app")
+        .expose()
+        .to_owned();
+    let mut c = sqlx::PgConnection::connect(&url)
+        .await
+        .expect("second session");
+    sqlx::query("BEGIN").execute(&mut c).await.expect("begin");
+    sqlx::query("LOCK TABLE priority_items IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut c)
+        .await
+        .expect("table lock");
+    c
+}
+
 scenarios!();

@@ -19,6 +19,21 @@ pub fn engine_store(app: &Application) -> EngineStore {
     app.sqlite().clone()
 }
 
+/// Takes the write lock of the app's database file from a second connection (`BEGIN IMMEDIATE`);
+/// the test ends it with `ROLLBACK`.
+pub async fn hold_write_lock(settings: &Settings) -> sqlx::SqliteConnection {
+    use sqlx::Connection;
+    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&settings.db_path);
+    let mut c = sqlx::SqliteConnection::connect_with(&opts)
+        .await
+        .expect("second connection");
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut c)
+        .await
+        .expect("write lock");
+    c
+}
+
 scenarios!();
 
 // Simulated hours of random traffic: long, so on one engine only (D-pstore-3).

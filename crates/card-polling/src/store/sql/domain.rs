@@ -247,7 +247,8 @@ pub(crate) async fn payment_apply(
     task_types: &[String],
     now: Timestamp,
 ) -> StoreResult<PaymentOutcome> {
-    // Idempotency by payment id: a repeated callback changes nothing and enqueues nothing.
+    // Idempotency by payment id: a repeated callback changes nothing and enqueues nothing. A
+    // "replay" that says something else is not a replay: 409 naming both values (issue #12 #11).
     let seen = sqlx::query("SELECT * FROM package_orders WHERE payment_id = $1")
         .bind(&cb.payment_id)
         .fetch_optional(&mut **tx)
@@ -255,9 +256,19 @@ pub(crate) async fn payment_apply(
     if let Some(row) = seen {
         let order = order_from_row(&row)?;
         if order.id != cb.order_id {
-            return Err(StoreError::Conflict(
-                "payment id already applied to another order".into(),
-            ));
+            return Err(StoreError::Conflict(format!(
+                "payment {} was already applied to order {}, not order {}",
+                cb.payment_id, order.id, cb.order_id
+            )));
+        }
+        let settled_as = cb.status.order_status();
+        if order.status != settled_as {
+            return Err(StoreError::Conflict(format!(
+                "payment {} was already applied with status {}, not {}",
+                cb.payment_id,
+                order.status.as_str(),
+                settled_as.as_str()
+            )));
         }
         let usage: Option<(String, String)> =
             sqlx::query_as("SELECT id, status FROM package_usages WHERE order_id = $1")

@@ -10,6 +10,7 @@ use rakuten_types::Timestamp;
 use super::enqueue::{audit, audit_outcome, shop_in_scope};
 use super::{Pool, Tx, dialect, t};
 use crate::domain::Scope;
+use crate::store::common::{UNDECODABLE_ROW, undecodable_item};
 use crate::priority::item_status::{ItemEvent, ItemStatus};
 use crate::store::{CardScope, ClaimedItem, DueItem, Finish, NewLog, StoreError, StoreResult};
 
@@ -34,12 +35,36 @@ pub(crate) async fn due(pool: &Pool, now: Timestamp, limit: i64) -> StoreResult<
         .collect())
 }
 
+/// Sets a claimed item whose row does not decode aside as `failed` (issue #12 item 7): it is never
+/// executed, the rest of the queue keeps flowing, and lists show it with `reason`.
+async fn set_aside(tx: &mut Tx, id: i64, reason: &str, now: Timestamp) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE priority_items SET status = 'failed', claim_token = NULL, claim_expires_at = NULL, \
+           dequeued_at = $1, result = $2, failure_reason = $3 WHERE id = $4 AND status = 'running'",
+    )
+    .bind(t(now))
+    .bind(UNDECODABLE_ROW)
+    .bind(reason)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    tracing::warn!(item = id, %reason, "priority item set aside as failed");
+    audit_outcome(tx, id, "fail_dequeue", Some(reason), Some(UNDECODABLE_ROW), now).await
+}
+
+/// The result of an `expire` audit fact.
+const VALIDITY_PASSED: &str = "validity period passed";
+
+/// Claims item `id` (or takes it over after a lapsed lease). An item enqueued at or before
+/// `expired_before` is past its validity: it is expired here, with its audit fact, instead of being
+/// handed out (issue #14 item 4; the expiry job may not have run yet). `None`: not claimable.
 pub(crate) async fn claim(
     tx: &mut Tx,
     id: i64,
     token: &str,
     now: Timestamp,
     lease: Duration,
+    expired_before: Option<Timestamp>,
 ) -> StoreResult<Option<ClaimedItem>> {
     let before: Option<String> =
         sqlx::query_scalar("SELECT status FROM priority_items WHERE id = $1")
@@ -57,11 +82,30 @@ pub(crate) async fn claim(
     if before.transition(event).is_err() {
         return Ok(None);
     }
+    if let Some(cutoff) = expired_before {
+        let expired: Option<i64> = sqlx::query_scalar(
+            "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, \
+               dequeued_at = $1 \
+             WHERE id = $2 AND enqueued_at <= $3 AND ((status = 'pending' AND next_run_at <= $1) \
+                                                   OR (status = 'running' AND claim_expires_at <= $1)) \
+             RETURNING id",
+        )
+        .bind(t(now))
+        .bind(id)
+        .bind(t(cutoff))
+        .fetch_optional(&mut **tx)
+        .await?;
+        if expired.is_some() {
+            before.transition(ItemEvent::Expire).map_err(|e| StoreError::Conflict(e.to_string()))?;
+            audit_outcome(tx, id, "expire", None, Some(VALIDITY_PASSED), now).await?;
+            return Ok(None);
+        }
+    }
     let row = sqlx::query(
         "UPDATE priority_items SET status = 'running', claim_token = $1, claimed_at = $2, claim_expires_at = $3 \
          WHERE id = $4 AND ((status = 'pending' AND next_run_at <= $2) \
                          OR (status = 'running' AND claim_expires_at <= $2)) \
-         RETURNING iccid, task_type, attempts, max_attempts",
+         RETURNING *",
     )
     .bind(token)
     .bind(t(now))
@@ -70,6 +114,10 @@ pub(crate) async fn claim(
     .fetch_optional(&mut **tx)
     .await?;
     let Some(row) = row else { return Ok(None) };
+    if let Some(reason) = undecodable_item(&row) {
+        set_aside(tx, id, &reason, now).await?;
+        return Ok(None);
+    }
     let claimed = ClaimedItem {
         id,
         iccid: row.try_get("iccid")?,
@@ -325,7 +373,7 @@ pub(crate) async fn mark_expired(
     .fetch_all(&mut **tx)
     .await?;
     for id in &ids {
-        audit_outcome(tx, *id, "expire", None, Some("validity period passed"), now).await?;
+        audit_outcome(tx, *id, "expire", None, Some(VALIDITY_PASSED), now).await?;
     }
     Ok(ids.len() as u64)
 }

@@ -3,8 +3,8 @@
 //! sqlx driver `Db` and its [`crate::store::dialect`]); see D-pstore-1 for why not generics.
 //!
 //! SQL here is portable: `$n` placeholders (sqlx's SQLite driver binds `$n` by number, proven by
-//! `store::tests::sqlite_binds_numbered_placeholders_by_number`), `CAST(x AS …)`, subqueries with
-//! aliases. What the engines force apart comes from `dialect`: the write transaction, the item
+//! `tests/api/engine.rs`, `numbered_placeholders_bind_by_number_reused_and_out_of_order`),
+//! `CAST(x AS …)`, subqueries with aliases. What the engines force apart comes from `dialect`: the write transaction, the item
 //! select list, the active-binding literal, the schedule take, `greatest` and time differences.
 //!
 //! Files: `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
@@ -114,7 +114,7 @@ pub(crate) fn map_constraint(e: sqlx::Error, what: &str) -> StoreError {
             return StoreError::Invalid(format!("{what} breaks a rule"));
         }
     }
-    StoreError::Db(e)
+    StoreError::from(e)
 }
 
 pub(crate) use crate::store::common::t;
@@ -285,12 +285,13 @@ impl Store for SqlStore {
         now: Timestamp,
         lease: Duration,
     ) -> StoreResult<Option<ClaimedItem>> {
-        let mut tx = self.begin().await?;
-        let out = items::claim(&mut tx, id, token, now, lease).await?;
-        if out.is_some() {
-            tx.commit().await?;
-        }
-        Ok(out)
+        // max(enqueued_at, feature_enabled_at) <= cutoff  ⇔  both are; the second is a constant.
+        let feature = self.feature().await?;
+        let cutoff = now.minus(crate::priority::VALIDITY);
+        let expired_before = (feature <= cutoff).then_some(cutoff);
+        in_write_tx!(self, tx => {
+            items::claim(&mut tx, id, token, now, lease, expired_before).await?
+        })
     }
 
     async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope> {

@@ -6,7 +6,7 @@ use sqlx::QueryBuilder;
 use rakuten_types::Timestamp;
 
 use super::dialect::ITEM_COLUMNS;
-use super::rows::item_view;
+use crate::store::common::item_view;
 use super::{Db, Pool};
 use crate::domain::Scope;
 use crate::priority::VALIDITY;

@@ -7,7 +7,7 @@ use rakuten_types::Timestamp;
 use super::Db;
 use crate::store::StoreResult;
 use crate::store::common::corrupt;
-pub(crate) use crate::store::common::{item_view, ts};
+pub(crate) use crate::store::common::ts;
 
 /// The stored go-live instant of the priority feature.
 pub(crate) async fn feature_enabled_at<'e>(
