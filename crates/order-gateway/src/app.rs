@@ -76,6 +76,7 @@ pub struct Application {
     sweeper: Sweeper,
     query_sweeper: QuerySweeper,
     shutdown: CancellationToken,
+    edge: rakuten_edge::EdgeConfig,
 }
 
 impl Application {
@@ -86,6 +87,8 @@ impl Application {
     pub async fn build(settings: Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         settings.validate()?;
         let addr = settings.listen_addr()?;
+        let edge = settings.edge.edge_config()?;
+        rakuten_edge::warn_if_plain_public("order-gateway", addr, edge.tls.is_some());
         let backend = Backend::open(&settings).await?;
         let listener = TcpListener::bind(addr)
             .await
@@ -133,6 +136,7 @@ impl Application {
             sweeper,
             query_sweeper,
             shutdown,
+            edge,
         })
     }
 
@@ -174,7 +178,9 @@ impl Application {
     }
 
     /// Serves until `shutdown` completes, then drains: waiting long-polls return at once, the
-    /// sweeper stops, in-flight requests finish, the writer commits what it accepted.
+    /// sweeper stops, in-flight requests finish (connections still open after
+    /// `RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS` are dropped), the writer commits what it
+    /// accepted. HTTP goes through `rakuten_edge::serve` (TLS, timeouts, connection cap).
     ///
     /// # Errors
     /// I/O errors of the server.
@@ -195,14 +201,17 @@ impl Application {
             Backend::Sqlite(_) => None,
         };
         let app = router(self.state);
-        tracing::info!(port = self.port, "order-gateway listening");
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                tracing::info!("shutting down: no new connections, draining");
-                token.cancel();
-            })
-            .await;
+        tracing::info!(
+            port = self.port,
+            tls = self.edge.tls.is_some(),
+            "order-gateway listening"
+        );
+        let served = rakuten_edge::serve(self.listener, app, self.edge, async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new connections, draining");
+            token.cancel();
+        })
+        .await;
         self.shutdown.cancel();
         let _ = sweeper.await;
         let _ = query_sweeper.await;

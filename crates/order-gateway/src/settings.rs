@@ -148,6 +148,82 @@ pub struct Settings {
         default_value_t = 1_048_576
     )]
     pub query_result_max_bytes: usize,
+
+    /// TLS, connection bounds and shutdown deadline of the HTTP edge (issue #12).
+    #[command(flatten)]
+    pub edge: EdgeSettings,
+}
+
+/// The HTTP edge: HTTPS from PEM files (reloaded on SIGHUP), head/idle timeout, connection cap,
+/// shutdown deadline (served by `rakuten_edge::serve`).
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct EdgeSettings {
+    /// Certificate chain (PEM) to serve HTTPS with; set together with the key. Unset = plain HTTP.
+    #[arg(long, env = "RAKUTEN_GATEWAY_TLS_CERT_PATH")]
+    pub tls_cert_path: Option<PathBuf>,
+    /// Private key (PEM) of the TLS certificate.
+    #[arg(long, env = "RAKUTEN_GATEWAY_TLS_KEY_PATH")]
+    pub tls_key_path: Option<PathBuf>,
+    /// A request head must be complete within this many seconds of the connection opening or
+    /// of the previous response (so it is also the idle keep-alive timeout).
+    #[arg(long, env = "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS", default_value_t = 10.0)]
+    pub header_timeout_seconds: f64,
+    /// Most open connections, long-polls included; past it a new connection gets a 503.
+    #[arg(long, env = "RAKUTEN_GATEWAY_MAX_CONNECTIONS", default_value_t = 2048)]
+    pub max_connections: usize,
+    /// Longest graceful shutdown, seconds; connections still open then are dropped.
+    #[arg(long, env = "RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS", default_value_t = 10.0)]
+    pub shutdown_deadline_seconds: f64,
+    /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file (for scripts
+    /// and tests that start the gateway on port 0).
+    #[arg(long, env = "RAKUTEN_GATEWAY_ADDR_FILE")]
+    pub addr_file: Option<PathBuf>,
+}
+
+impl Default for EdgeSettings {
+    fn default() -> Self {
+        EdgeSettings {
+            tls_cert_path: None,
+            tls_key_path: None,
+            header_timeout_seconds: 10.0,
+            max_connections: 2048,
+            shutdown_deadline_seconds: 10.0,
+            addr_file: None,
+        }
+    }
+}
+
+impl EdgeSettings {
+    /// The TLS files, when both paths are set.
+    ///
+    /// # Errors
+    /// Only one of the two is set.
+    pub fn tls_files(&self) -> Result<Option<rakuten_edge::TlsFiles>, SettingsError> {
+        rakuten_edge::TlsFiles::from_pair(
+            self.tls_cert_path.clone(),
+            self.tls_key_path.clone(),
+            ("RAKUTEN_GATEWAY_TLS_CERT_PATH", "RAKUTEN_GATEWAY_TLS_KEY_PATH"),
+        )
+        .map_err(|reason| SettingsError {
+            name: "RAKUTEN_GATEWAY_TLS_CERT_PATH",
+            reason,
+        })
+    }
+
+    /// The edge configuration, loading the TLS files when set.
+    ///
+    /// # Errors
+    /// Unpaired or unreadable TLS files, a key that does not match its certificate.
+    pub fn edge_config(&self) -> anyhow::Result<rakuten_edge::EdgeConfig> {
+        let mut config = rakuten_edge::EdgeConfig::load(
+            self.tls_files()?,
+            Duration::from_secs_f64(self.header_timeout_seconds),
+            self.max_connections,
+            Duration::from_secs_f64(self.shutdown_deadline_seconds),
+        )?;
+        config.addr_file = self.addr_file.clone();
+        Ok(config)
+    }
 }
 
 /// A setting out of range.
@@ -181,6 +257,7 @@ impl Settings {
             query_max_attempts: 3,
             query_retention_seconds: 604_800.0,
             query_result_max_bytes: 1_048_576,
+            edge: EdgeSettings::default(),
         }
     }
 
@@ -214,6 +291,14 @@ impl Settings {
             (
                 "RAKUTEN_QUERY_RETENTION_SECONDS",
                 self.query_retention_seconds,
+            ),
+            (
+                "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS",
+                self.edge.header_timeout_seconds,
+            ),
+            (
+                "RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS",
+                self.edge.shutdown_deadline_seconds,
             ),
         ];
         for (name, v) in positive {
@@ -255,6 +340,13 @@ impl Settings {
                 });
             }
         }
+        if !(1..=1_000_000).contains(&self.edge.max_connections) {
+            return Err(SettingsError {
+                name: "RAKUTEN_GATEWAY_MAX_CONNECTIONS",
+                reason: format!("must be 1..=1000000, got {}", self.edge.max_connections),
+            });
+        }
+        self.edge.tls_files()?;
         if self.db_path.as_os_str().is_empty() {
             return Err(SettingsError {
                 name: "RAKUTEN_GATEWAY_DB_PATH",

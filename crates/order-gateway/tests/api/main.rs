@@ -5,8 +5,10 @@
 //! `postgres://postgres@127.0.0.1:5432/test`), a fresh schema per test; it must be running.
 
 mod bad_input;
+mod binary;
 mod conformance;
 mod crash;
+mod edge;
 mod expiry;
 mod health;
 mod helpers;
