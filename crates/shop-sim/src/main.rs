@@ -18,6 +18,9 @@ async fn main() -> anyhow::Result<()> {
     } = Cli::parse();
     let app = shop_sim::Application::build(args.into_config()).await?;
     tracing::info!(addr = %app.addr(), "shop-sim listening");
+    if let Some(file) = &args.addr_file {
+        rakuten_edge::write_addr_file(file, app.addr())?;
+    }
     let shutdown = CancellationToken::new();
     let s = shutdown.clone();
     tokio::spawn(async move {
