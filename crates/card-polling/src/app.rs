@@ -35,6 +35,7 @@ pub struct Application {
     executor: Executor,
     scheduler: Scheduler,
     expiry: ExpiryJob,
+    edge: rakuten_edge::EdgeConfig,
 }
 
 impl std::fmt::Debug for Application {
@@ -95,7 +96,12 @@ impl Application {
             tracing::info!(rows = synced, "ordinary polling schedule synced");
         }
         let hints = connect_hints(&settings).await?;
-        let listener = TcpListener::bind(settings.listen_addr()).await?;
+        let edge = settings.edge.edge_config()?;
+        let listen = settings.listen_addr();
+        rakuten_edge::warn_if_plain_public("card-polling", listen, edge.tls.is_some());
+        let listener = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
         let executor = Executor::new(
             store.clone(),
             upstream,
@@ -147,6 +153,7 @@ impl Application {
             executor,
             scheduler,
             expiry,
+            edge,
         })
     }
 
@@ -190,14 +197,17 @@ impl Application {
         &self.expiry
     }
 
-    /// Serves HTTP only, until `shutdown` (tests drive the scheduler, pool and jobs themselves).
+    /// Serves HTTP only, until `shutdown` (tests drive the scheduler, pool and jobs themselves),
+    /// through `rakuten_edge::serve`: TLS when configured, head/idle timeout, connection cap,
+    /// and connections still open `RAKUTEN_POLL_SHUTDOWN_DEADLINE_SECS` after shutdown dropped.
     ///
     /// # Errors
     /// Server failures.
     pub async fn serve_http(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        axum::serve(self.listener, router(self.state))
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await?;
+        rakuten_edge::serve(self.listener, router(self.state), self.edge, async move {
+            shutdown.cancelled().await
+        })
+        .await?;
         Ok(())
     }
 

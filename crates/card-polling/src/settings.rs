@@ -195,6 +195,71 @@ pub struct Settings {
     /// Simulated carrier: ICCIDs it does not know (comma-separated).
     #[arg(long, env = "RAKUTEN_POLL_SIM_UNKNOWN_ICCIDS", value_delimiter = ',')]
     pub sim_unknown_iccids: Vec<String>,
+    /// TLS, connection bounds and shutdown deadline of the HTTP edge (issue #12).
+    #[command(flatten)]
+    pub edge: EdgeSettings,
+}
+
+/// The HTTP edge: HTTPS from PEM files (reloaded on SIGHUP), head/idle timeout, connection cap,
+/// shutdown deadline (served by `rakuten_edge::serve`).
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct EdgeSettings {
+    /// Certificate chain (PEM) to serve HTTPS with; set together with the key. Unset = plain HTTP.
+    #[arg(long, env = "RAKUTEN_POLL_TLS_CERT_PATH", requires = "tls_key_path")]
+    pub tls_cert_path: Option<PathBuf>,
+    /// Private key (PEM) of the TLS certificate.
+    #[arg(long, env = "RAKUTEN_POLL_TLS_KEY_PATH", requires = "tls_cert_path")]
+    pub tls_key_path: Option<PathBuf>,
+    /// Seconds within which a request head must be complete, from the connection opening or
+    /// the previous response (so also the idle keep-alive timeout).
+    #[arg(long, env = "RAKUTEN_POLL_HEADER_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout_secs: u64,
+    /// Most open connections; past it a new connection gets a 503.
+    #[arg(long, env = "RAKUTEN_POLL_MAX_CONNECTIONS", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// Longest graceful shutdown, seconds; connections still open then are dropped.
+    #[arg(long, env = "RAKUTEN_POLL_SHUTDOWN_DEADLINE_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_deadline_secs: u64,
+    /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file (for scripts
+    /// and tests that start the service on port 0).
+    #[arg(long, env = "RAKUTEN_POLL_ADDR_FILE")]
+    pub addr_file: Option<PathBuf>,
+}
+
+impl Default for EdgeSettings {
+    fn default() -> Self {
+        EdgeSettings {
+            tls_cert_path: None,
+            tls_key_path: None,
+            header_timeout_secs: 10,
+            max_connections: 2048,
+            shutdown_deadline_secs: 10,
+            addr_file: None,
+        }
+    }
+}
+
+impl EdgeSettings {
+    /// The edge configuration, loading the TLS files when set.
+    ///
+    /// # Errors
+    /// Only one TLS path set, unreadable files, a key that does not match its certificate.
+    pub fn edge_config(&self) -> anyhow::Result<rakuten_edge::EdgeConfig> {
+        let tls = rakuten_edge::TlsFiles::from_pair(
+            self.tls_cert_path.clone(),
+            self.tls_key_path.clone(),
+            ("RAKUTEN_POLL_TLS_CERT_PATH", "RAKUTEN_POLL_TLS_KEY_PATH"),
+        )
+        .map_err(anyhow::Error::msg)?;
+        let mut config = rakuten_edge::EdgeConfig::load(
+            tls,
+            Duration::from_secs(self.header_timeout_secs),
+            usize::try_from(self.max_connections)?,
+            Duration::from_secs(self.shutdown_deadline_secs),
+        )?;
+        config.addr_file = self.addr_file.clone();
+        Ok(config)
+    }
 }
 
 impl Settings {
@@ -224,6 +289,7 @@ impl Settings {
             sim_failure_rate: 0.0,
             sim_timeout_rate: 0.0,
             sim_unknown_iccids: vec![],
+            edge: EdgeSettings::default(),
         }
     }
 

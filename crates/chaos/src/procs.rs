@@ -1,9 +1,10 @@
 //! The real binaries as child processes: each with its own directory under the run directory,
-//! its log file (appended across restarts), fixed 127.0.0.1 ports (a restart comes back on the
-//! same port, with the same database, journal and evidence directory, as a real restart would),
-//! `kill -9` and restart.
+//! its log file (appended across restarts), 127.0.0.1 ports the processes bind themselves (port 0,
+//! read back from the address file each service writes; a restart comes back on the same port,
+//! with the same database, journal and evidence directory, as a real restart would, retrying if
+//! the port was taken meanwhile), `kill -9` and restart.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -16,14 +17,6 @@ pub const API_TOKEN: &str = "chaos-token";
 
 /// The worker id (the same across restarts).
 pub const WORKER_ID: &str = "chaos-w1";
-
-/// A free 127.0.0.1 port (bound, read, released).
-///
-/// # Errors
-/// No port could be bound.
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
 
 /// One child process that can be killed and started again with the same command.
 #[derive(Debug)]
@@ -175,12 +168,34 @@ async fn wait_http_ok(url: &str, proc_: &mut Proc, within: Duration) -> anyhow::
     Ok(false)
 }
 
+/// Waits until the process has written its bound address to `file` (it was started on port 0);
+/// `None` when it exits or `within` passes first.
+async fn wait_addr_file(
+    file: &Path,
+    proc_: &mut Proc,
+    within: Duration,
+) -> anyhow::Result<Option<SocketAddr>> {
+    let until = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < until {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            return Ok(Some(text.trim().parse().with_context(|| {
+                format!("address file {} holds {text:?}", file.display())
+            })?));
+        }
+        if proc_.exited() {
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(None)
+}
+
 /// A gateway instance.
 #[derive(Debug)]
 pub struct Gateway {
     /// The process.
     pub proc_: Proc,
-    /// Its address.
+    /// Its address; port 0 until the first start has bound one.
     pub addr: SocketAddr,
 }
 
@@ -190,8 +205,9 @@ impl Gateway {
         format!("http://{}", self.addr)
     }
 
-    /// Starts it unless it runs, and waits until `/health` answers (retries a failed bind a few
-    /// times).
+    /// Starts it unless it runs, and waits until `/health` answers. The first start binds port 0
+    /// and reads the port back from `RAKUTEN_GATEWAY_ADDR_FILE`; a restart asks for the same
+    /// port (retried a few times if something else took it meanwhile).
     ///
     /// # Errors
     /// It does not come up within 20 s.
@@ -200,8 +216,38 @@ impl Gateway {
         if self.proc_.running() {
             return Ok(());
         }
+        if self.addr.port() == 0 {
+            let file = self.proc_.cwd.join("gateway.addr");
+            let _ = std::fs::remove_file(&file);
+            self.proc_.spawn(&[
+                ("RAKUTEN_GATEWAY_PORT", "0"),
+                ("RAKUTEN_GATEWAY_ADDR_FILE", &file.display().to_string()),
+            ])?;
+            match wait_addr_file(&file, &mut self.proc_, Duration::from_secs(20)).await? {
+                Some(addr) => self.addr = addr,
+                None => bail!(
+                    "gateway did not come up; see {}",
+                    self.proc_.log_path().display()
+                ),
+            }
+            if wait_http_ok(
+                &format!("{}/health", self.url()),
+                &mut self.proc_,
+                Duration::from_secs(20),
+            )
+            .await?
+            {
+                return Ok(());
+            }
+            bail!(
+                "gateway on {} did not answer; see {}",
+                self.addr,
+                self.proc_.log_path().display()
+            );
+        }
+        let port = self.addr.port().to_string();
         for _ in 0..5 {
-            self.proc_.spawn(&[])?;
+            self.proc_.spawn(&[("RAKUTEN_GATEWAY_PORT", &port)])?;
             if wait_http_ok(
                 &format!("{}/health", self.url()),
                 &mut self.proc_,
@@ -329,7 +375,7 @@ fn env(pairs: &[(&str, String)]) -> Vec<(String, String)> {
 impl Cluster {
     /// Starts the shop and the gateways (waiting until they answer); the worker is described but
     /// started by [`Cluster::start_worker`] once the proxies listen: the gateway proxy at
-    /// `proxy_port`, the shop proxy at `shop_proxy_port`.
+    /// `proxy_port`, the shop proxy at `shop_proxy_port` (both already bound by the caller).
     ///
     /// # Errors
     /// A binary is missing or a process does not come up.
@@ -344,19 +390,33 @@ impl Cluster {
 
         let shop_dir = spec.dir.join("shop");
         std::fs::create_dir_all(&shop_dir)?;
-        let shop_port = free_port()?;
         let submission_log = shop_dir.join("submissions.jsonl");
-        let port_s = shop_port.to_string();
         let log_s = submission_log.display().to_string();
+        let addr_file = shop_dir.join("shop.addr");
+        let addr_s = addr_file.display().to_string();
         let mut shop_proc = Proc::new(
             "shop-sim",
             shop_bin,
-            &["serve", "--port", &port_s, "--submission-log", &log_s],
+            &[
+                "serve",
+                "--port",
+                "0",
+                "--addr-file",
+                &addr_s,
+                "--submission-log",
+                &log_s,
+            ],
             env(&[("RUST_LOG", "warn".into())]),
             shop_dir,
         );
         shop_proc.spawn(&[])?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], shop_port));
+        let Some(addr) = wait_addr_file(&addr_file, &mut shop_proc, Duration::from_secs(20)).await?
+        else {
+            bail!(
+                "shop-sim did not come up; see {}",
+                shop_proc.log_path().display()
+            );
+        };
         if !wait_http_ok(
             &format!("http://{addr}/health"),
             &mut shop_proc,
@@ -379,11 +439,9 @@ impl Cluster {
         for i in 0..spec.gateways {
             let dir = spec.dir.join(format!("gateway-{i}"));
             std::fs::create_dir_all(&dir)?;
-            let port = free_port()?;
             let mut e = env(&[
                 ("RAKUTEN_API_TOKEN", API_TOKEN.into()),
                 ("RAKUTEN_GATEWAY_HOST", "127.0.0.1".into()),
-                ("RAKUTEN_GATEWAY_PORT", port.to_string()),
                 (
                     "RAKUTEN_GATEWAY_DB_PATH",
                     dir.join("gateway.db").display().to_string(),
@@ -401,7 +459,7 @@ impl Cluster {
             }
             let mut g = Gateway {
                 proc_: Proc::new("order-gateway", gw_bin.clone(), &["serve"], e, dir),
-                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             };
             g.start().await?;
             gateways.push(g);

@@ -167,18 +167,25 @@ impl ProxyHandle {
     }
 }
 
-/// Starts a proxy on 127.0.0.1 (`port` 0 = any) in front of `upstreams`; it runs until
-/// `shutdown`.
+/// A listener for a proxy on a free 127.0.0.1 port, bound now so its port can be handed out
+/// before [`start`] knows the upstreams.
 ///
 /// # Errors
-/// The port cannot be bound.
+/// No port can be bound.
+pub async fn bind() -> std::io::Result<TcpListener> {
+    TcpListener::bind("127.0.0.1:0").await
+}
+
+/// Runs a proxy on `listener` in front of `upstreams` until `shutdown`.
+///
+/// # Errors
+/// The listener's address cannot be read.
 pub async fn start(
-    port: u16,
+    listener: TcpListener,
     upstreams: Vec<SocketAddr>,
     seed: u64,
     shutdown: CancellationToken,
 ) -> std::io::Result<(ProxyHandle, SocketAddr)> {
-    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
         upstreams,

@@ -16,7 +16,7 @@ use crate::checks::{self, Evidence};
 use crate::faults::{FaultLog, Injector, InjectorParts};
 use crate::gateway_api::{self, GatewayApi};
 use crate::operator::{self, OperatorLog};
-use crate::procs::{Cluster, ClusterSpec, free_port};
+use crate::procs::{Cluster, ClusterSpec};
 use crate::proxy;
 use crate::report::RunReport;
 use crate::settings::Settings;
@@ -169,12 +169,16 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
     );
 
     let shutdown = CancellationToken::new();
-    let proxy_port = free_port()?;
-    let shop_proxy_port = free_port()?;
+    // The proxies' listeners are bound first (port 0) and handed on; the worker is told their
+    // ports, the gateways and the shop behind them come up on ports of their own choosing.
+    let proxy_listener = proxy::bind().await.context("bind the proxy")?;
+    let shop_proxy_listener = proxy::bind().await.context("bind the shop proxy")?;
+    let proxy_port = proxy_listener.local_addr()?.port();
+    let shop_proxy_port = shop_proxy_listener.local_addr()?.port();
     let cluster = Cluster::start(&spec, proxy_port, shop_proxy_port).await?;
     let gw_addrs = cluster.gateways.iter().map(|g| g.addr).collect();
     let (proxy, _) = proxy::start(
-        proxy_port,
+        proxy_listener,
         gw_addrs,
         settings.seed ^ 0x9e37_79b9,
         shutdown.clone(),
@@ -182,7 +186,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
     .await
     .context("start the proxy")?;
     let (shop_proxy, _) = proxy::start(
-        shop_proxy_port,
+        shop_proxy_listener,
         vec![cluster.shop.addr],
         settings.seed ^ 0x51_0e,
         shutdown.clone(),

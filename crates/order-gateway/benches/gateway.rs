@@ -622,29 +622,28 @@ async fn run() {
     server.await.unwrap().unwrap();
 
     // RSS of the real binary.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Port 0: the binary writes the address it bound; nothing picks a port in advance.
+    let addr_file = dir.path().join("rss.addr");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_order-gateway"))
         .arg("serve")
         .env("RAKUTEN_API_TOKEN", TOKEN)
-        .env("RAKUTEN_GATEWAY_PORT", port.to_string())
+        .env("RAKUTEN_GATEWAY_PORT", "0")
+        .env("RAKUTEN_GATEWAY_ADDR_FILE", &addr_file)
         .env("RAKUTEN_GATEWAY_DB_PATH", dir.path().join("rss.db"))
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let probe = reqwest::Client::new();
-    for _ in 0..200 {
-        if probe.get(format!("{base}/health")).send().await.is_ok() {
+    let mut base = String::new();
+    for _ in 0..400 {
+        if let Ok(addr) = std::fs::read_to_string(&addr_file) {
+            base = format!("http://{}", addr.trim());
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(!base.is_empty(), "the gateway did not write its address");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = rss_kib(child.id());
     let polls = 1000;

@@ -86,6 +86,7 @@ pub struct Application {
     alert_job: AlertJob,
     webhooks: WebhookDelivery,
     shutdown: CancellationToken,
+    edge: rakuten_edge::EdgeConfig,
 }
 
 impl Application {
@@ -96,6 +97,8 @@ impl Application {
     pub async fn build(settings: Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         settings.validate()?;
         let addr = settings.listen_addr()?;
+        let edge = settings.edge.edge_config()?;
+        rakuten_edge::warn_if_plain_public("order-gateway", addr, edge.tls.is_some());
         let backend = Backend::open(&settings).await?;
         let listener = TcpListener::bind(addr)
             .await
@@ -179,6 +182,7 @@ impl Application {
             alert_job,
             webhooks,
             shutdown,
+            edge,
         })
     }
 
@@ -230,7 +234,9 @@ impl Application {
     }
 
     /// Serves until `shutdown` completes, then drains: waiting long-polls return at once, the
-    /// sweeper stops, in-flight requests finish, the writer commits what it accepted.
+    /// sweeper stops, in-flight requests finish (connections still open after
+    /// `RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS` are dropped), the writer commits what it
+    /// accepted. HTTP goes through `rakuten_edge::serve` (TLS, timeouts, connection cap).
     ///
     /// # Errors
     /// I/O errors of the server.
@@ -262,14 +268,14 @@ impl Application {
             .listener
             .local_addr()
             .map_or_else(|_| format!("port {}", self.port), |a| a.to_string());
-        tracing::info!(addr = %addr, storage, database = %database, "order-gateway listening on {addr} ({storage}: {database})");
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                tracing::info!("shutting down: no new connections, draining");
-                token.cancel();
-            })
-            .await;
+        let tls = self.edge.tls.is_some();
+        tracing::info!(addr = %addr, storage, database = %database, tls, "order-gateway listening on {addr} ({storage}: {database})");
+        let served = rakuten_edge::serve(self.listener, app, self.edge, async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new connections, draining");
+            token.cancel();
+        })
+        .await;
         self.shutdown.cancel();
         let _ = sweeper.await;
         let _ = query_sweeper.await;

@@ -175,6 +175,10 @@ pub struct Settings {
     /// Alert delivery and stale-task evidence (issue #10).
     #[command(flatten)]
     pub alerts: AlertSettings,
+
+    /// TLS, connection bounds and shutdown deadline of the HTTP edge (issue #12).
+    #[command(flatten)]
+    pub edge: EdgeSettings,
 }
 
 /// How a webhook body is shaped.
@@ -237,6 +241,45 @@ impl Default for AlertSettings {
             webhook_max_backoff_seconds: 300.0,
             webhook_failing_after: 3,
             stale_evidence_margin_seconds: 3600.0,
+        }
+    }
+}
+
+/// The HTTP edge: HTTPS from PEM files (reloaded on SIGHUP), head/idle timeout, connection cap,
+/// shutdown deadline (served by `rakuten_edge::serve`).
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct EdgeSettings {
+    /// Certificate chain (PEM) to serve HTTPS with; set together with the key. Unset = plain HTTP.
+    #[arg(long, env = "RAKUTEN_GATEWAY_TLS_CERT_PATH")]
+    pub tls_cert_path: Option<PathBuf>,
+    /// Private key (PEM) of the TLS certificate.
+    #[arg(long, env = "RAKUTEN_GATEWAY_TLS_KEY_PATH")]
+    pub tls_key_path: Option<PathBuf>,
+    /// A request head must be complete within this many seconds of the connection opening or
+    /// of the previous response (so it is also the idle keep-alive timeout).
+    #[arg(long, env = "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS", default_value_t = 10.0)]
+    pub header_timeout_seconds: f64,
+    /// Most open connections, long-polls included; past it a new connection gets a 503.
+    #[arg(long, env = "RAKUTEN_GATEWAY_MAX_CONNECTIONS", default_value_t = 2048)]
+    pub max_connections: usize,
+    /// Longest graceful shutdown, seconds; connections still open then are dropped.
+    #[arg(long, env = "RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS", default_value_t = 10.0)]
+    pub shutdown_deadline_seconds: f64,
+    /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file (for scripts
+    /// and tests that start the gateway on port 0).
+    #[arg(long, env = "RAKUTEN_GATEWAY_ADDR_FILE")]
+    pub addr_file: Option<PathBuf>,
+}
+
+impl Default for EdgeSettings {
+    fn default() -> Self {
+        EdgeSettings {
+            tls_cert_path: None,
+            tls_key_path: None,
+            header_timeout_seconds: 10.0,
+            max_connections: 2048,
+            shutdown_deadline_seconds: 10.0,
+            addr_file: None,
         }
     }
 }
@@ -309,6 +352,39 @@ impl AlertSettings {
     }
 }
 
+impl EdgeSettings {
+    /// The TLS files, when both paths are set.
+    ///
+    /// # Errors
+    /// Only one of the two is set.
+    pub fn tls_files(&self) -> Result<Option<rakuten_edge::TlsFiles>, SettingsError> {
+        rakuten_edge::TlsFiles::from_pair(
+            self.tls_cert_path.clone(),
+            self.tls_key_path.clone(),
+            ("RAKUTEN_GATEWAY_TLS_CERT_PATH", "RAKUTEN_GATEWAY_TLS_KEY_PATH"),
+        )
+        .map_err(|reason| SettingsError {
+            name: "RAKUTEN_GATEWAY_TLS_CERT_PATH",
+            reason,
+        })
+    }
+
+    /// The edge configuration, loading the TLS files when set.
+    ///
+    /// # Errors
+    /// Unpaired or unreadable TLS files, a key that does not match its certificate.
+    pub fn edge_config(&self) -> anyhow::Result<rakuten_edge::EdgeConfig> {
+        let mut config = rakuten_edge::EdgeConfig::load(
+            self.tls_files()?,
+            Duration::from_secs_f64(self.header_timeout_seconds),
+            self.max_connections,
+            Duration::from_secs_f64(self.shutdown_deadline_seconds),
+        )?;
+        config.addr_file = self.addr_file.clone();
+        Ok(config)
+    }
+}
+
 /// A setting out of range.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid setting {name}: {reason}")]
@@ -347,6 +423,7 @@ impl Settings {
             worker_tokens: None,
             operator_tokens: None,
             metrics_tokens: None,
+            edge: EdgeSettings::default(),
         }
     }
 
@@ -375,6 +452,14 @@ impl Settings {
             (
                 "RAKUTEN_QUERY_RETENTION_SECONDS",
                 self.query_retention_seconds,
+            ),
+            (
+                "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS",
+                self.edge.header_timeout_seconds,
+            ),
+            (
+                "RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS",
+                self.edge.shutdown_deadline_seconds,
             ),
         ];
         for (name, v) in positive {
@@ -416,6 +501,13 @@ impl Settings {
                 });
             }
         }
+        if !(1..=1_000_000).contains(&self.edge.max_connections) {
+            return Err(SettingsError {
+                name: "RAKUTEN_GATEWAY_MAX_CONNECTIONS",
+                reason: format!("must be 1..=1000000, got {}", self.edge.max_connections),
+            });
+        }
+        self.edge.tls_files()?;
         if self.db_path.as_os_str().is_empty() {
             return Err(SettingsError {
                 name: "RAKUTEN_GATEWAY_DB_PATH",

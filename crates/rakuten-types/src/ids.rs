@@ -9,6 +9,23 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// Longest accepted id, in characters.
 pub const MAX_ID_LEN: usize = 128;
 
+/// Fixed path segments that sit where an id may stand, in any service of this workspace
+/// (order-gateway, card-polling), plus the dot segments clients normalise away. No id equals one.
+pub const ROUTE_WORDS: &[&str] = &[
+    "lease",
+    "renew",
+    "report",
+    "reclaim",
+    "result",
+    "activate",
+    "polling",
+    "stop-lock",
+    "reported-slot",
+    "close",
+    "retrigger",
+    ".",
+];
+
 /// Why an id was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
@@ -21,6 +38,9 @@ pub enum IdError {
     /// Contains a control character, whitespace at an end, a path separator or `..`.
     #[error("{0} contains a forbidden character (control, path separator, '..', edge whitespace)")]
     BadChar(&'static str),
+    /// Equal to a route word or a dot segment ([`ROUTE_WORDS`]).
+    #[error("{0} must not be a route word ({words}) or `.`", words = ROUTE_WORDS[..ROUTE_WORDS.len() - 1].join(", "))]
+    RouteWord(&'static str),
 }
 
 /// Checks an id and returns it unchanged. `what` names the field in the error.
@@ -39,6 +59,9 @@ pub fn parse_id(what: &'static str, s: &str) -> Result<String, IdError> {
         || s.trim() != s
     {
         return Err(IdError::BadChar(what));
+    }
+    if ROUTE_WORDS.contains(&s) {
+        return Err(IdError::RouteWord(what));
     }
     Ok(s.to_owned())
 }
@@ -133,6 +156,19 @@ mod tests {
                 Err(IdError::BadChar("task_id")),
                 "{bad:?}"
             );
+        }
+    }
+
+    #[test]
+    fn an_id_equal_to_a_route_word_is_refused_in_every_id_space() {
+        for word in ["lease", "result", "renew", "close", "."] {
+            assert_eq!(TaskId::parse(word), Err(IdError::RouteWord("task_id")));
+            assert_eq!(QueryId::parse(word), Err(IdError::RouteWord("query_id")));
+            assert_eq!(WorkerId::parse(word), Err(IdError::RouteWord("worker_id")));
+        }
+        // Only the exact word: case and neighbours are ordinary ids.
+        for ok in ["Lease", "lease-1", "leases", ".x"] {
+            assert!(TaskId::parse(ok).is_ok(), "{ok}");
         }
     }
 }

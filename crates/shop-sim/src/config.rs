@@ -225,6 +225,10 @@ pub struct ServeArgs {
     /// Listen port (0 = any free port).
     #[arg(long, env = "RAKUTEN_SHOP_SIM_PORT", default_value_t = 31120)]
     pub port: u16,
+    /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file (start on port 0
+    /// and read the port back).
+    #[arg(long, env = "SHOP_SIM_ADDR_FILE")]
+    pub addr_file: Option<PathBuf>,
     /// Session cookie value of the one account.
     #[arg(long, env = "RAKUTEN_SHOP_SIM_SESSION_TOKEN", default_value = DEFAULT_SESSION_TOKEN)]
     pub session_token: String,
@@ -264,11 +268,11 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The in-process configuration these options describe.
-    pub fn into_config(self) -> ShopConfig {
+    pub fn into_config(&self) -> ShopConfig {
         ShopConfig {
             addr: SocketAddr::new(self.host, self.port),
-            session_token: self.session_token,
-            submission_log: self.submission_log,
+            session_token: self.session_token.clone(),
+            submission_log: self.submission_log.clone(),
             payment_method: self.payment_method,
             page_size: self.page_size.clamp(1, 100),
             faults: Faults {

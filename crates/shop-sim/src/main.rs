@@ -19,6 +19,9 @@ fn main() -> ExitCode {
 async fn serve(args: shop_sim::config::ServeArgs) -> anyhow::Result<()> {
     let app = shop_sim::Application::build(args.into_config()).await?;
     tracing::info!(addr = %app.addr(), "shop-sim listening on {}", app.addr());
+    if let Some(file) = &args.addr_file {
+        rakuten_edge::write_addr_file(file, app.addr())?;
+    }
     let shutdown = CancellationToken::new();
     let s = shutdown.clone();
     tokio::spawn(async move {

@@ -39,3 +39,7 @@ scenarios!();
 // Simulated hours of random traffic: long, so on one engine only (D-pstore-3).
 #[path = "soak.rs"]
 mod soak;
+
+// The HTTP edge (TLS, connection bounds, strict JSON) does not depend on the engine.
+#[path = "edge.rs"]
+mod edge;

@@ -1,6 +1,6 @@
 //! Extractors whose rejections are [`ApiError`]s, so malformed JSON, bad query strings and bad
 //! path segments get the envelope with a clear `msg` (422, or 413 for an oversized body), never
-//! axum's plain-text answers.
+//! axum's plain-text answers. JSON bodies are strict: a duplicate key anywhere is a 422.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
@@ -37,8 +37,10 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
     })
 }
 
+/// Strict: a key repeated in one object, at any depth, is a 422 (issue #12: two parsers must
+/// not read two different spending limits from one body).
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes)
+    rakuten_edge::json::from_slice(bytes)
         .map_err(|e| ApiError::Validation(short(format!("invalid JSON body: {e}"))))
 }
 

@@ -92,3 +92,9 @@ async fn not_found(uri: Uri) -> ApiError {
 async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
 }
+
+/// The `HEAD` handler of the lease routes: 405. axum answers `HEAD` with the `GET` handler and
+/// drops the body, and a request that cannot see the answer must never take a lease.
+pub(crate) async fn head_takes_no_lease() -> ApiError {
+    ApiError::MethodNotAllowed
+}

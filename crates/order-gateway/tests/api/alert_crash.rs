@@ -2,30 +2,25 @@
 //! together, so the restarted gateway delivers the same event (same `event_id`). Runs the real
 //! binary with real time (short TTL and periods); the receiver binds 127.0.0.1:0.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::crash::{free_port, wait_up};
+use crate::binary::Binary;
 use crate::helpers::TOKEN;
 use crate::receiver::Receiver;
 
-fn start(db: &std::path::Path, port: u16, hook: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_order-gateway"))
-        .arg("serve")
-        .env("RAKUTEN_API_TOKEN", TOKEN)
-        .env("RAKUTEN_GATEWAY_PORT", port.to_string())
-        .env("RAKUTEN_GATEWAY_DB_PATH", db)
-        .env("RAKUTEN_LEASE_TTL_SECONDS", "1")
-        .env("RAKUTEN_SWEEP_INTERVAL_SECONDS", "0.2")
-        .env("RAKUTEN_ALERT_WEBHOOK_URLS", hook)
-        .env("RAKUTEN_ALERT_WEBHOOK_MAX_BACKOFF_SECONDS", "1")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start order-gateway")
+async fn start(dir: &std::path::Path, db: &std::path::Path, hook: &str) -> Binary {
+    Binary::start(
+        dir,
+        &[
+            ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap()),
+            ("RAKUTEN_LEASE_TTL_SECONDS", "1"),
+            ("RAKUTEN_ALERT_WEBHOOK_URLS", hook),
+            ("RAKUTEN_ALERT_WEBHOOK_MAX_BACKOFF_SECONDS", "1"),
+        ],
+    )
+    .await
 }
 
 async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
@@ -46,12 +41,10 @@ async fn kill_9_between_an_alert_raise_and_its_delivery_still_delivers_it_after_
     rx.fail_next(usize::MAX);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("gw.db");
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
 
-    let mut child = start(&db, port, &rx.url);
-    wait_up(&client, &base).await;
+    let mut gw = start(dir.path(), &db, &rx.url).await;
+    let base = gw.base.clone();
     let submitted: Value = client
         .post(format!("{base}/api/orders"))
         .bearer_auth(TOKEN)
@@ -84,13 +77,13 @@ async fn kill_9_between_an_alert_raise_and_its_delivery_still_delivers_it_after_
     })
     .await;
     assert!(rx.delivered().is_empty());
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    gw.child.kill().unwrap(); // SIGKILL
+    gw.child.wait().unwrap();
 
     // The receiver is back; so is the gateway, which finds the event still pending.
     rx.fail_next(0);
-    let mut child = start(&db, port, &rx.url);
-    wait_up(&client, &base).await;
+    // A new port: the old one may be taken meanwhile.
+    let _gw = start(dir.path(), &db, &rx.url).await;
     let delivered = until("the delivery after restart", async || {
         rx.delivered()
             .into_iter()
@@ -99,6 +92,4 @@ async fn kill_9_between_an_alert_raise_and_its_delivery_still_delivers_it_after_
     .await;
     assert_eq!(delivered["event_id"], event_id.as_str(), "the same event");
     assert_eq!(delivered["kind"], "task_stale");
-    child.kill().unwrap();
-    child.wait().unwrap();
 }

@@ -6,9 +6,11 @@
 
 mod alert_crash;
 mod bad_input;
+mod binary;
 mod conformance;
 mod crash;
 mod env_example;
+mod edge;
 mod expiry;
 mod health;
 mod helpers;

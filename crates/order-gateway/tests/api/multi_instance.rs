@@ -3,13 +3,13 @@
 //! another (through `LISTEN/NOTIFY`, well before the 1 s fallback check); kill -9 of an instance
 //! mid-lease loses nothing (the real binary).
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rakuten_types::ManualClock;
 use serde_json::{Value, json};
 
+use crate::binary::Binary;
 use crate::helpers::{TOKEN, TestApp, spawn_pg_app};
 use crate::pg::TestDb;
 
@@ -200,40 +200,6 @@ async fn a_listener_whose_connection_is_killed_reconnects_and_still_wakes_long_p
     admin.close().await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_binary(db_url: &str, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_order-gateway"))
-        .arg("serve")
-        .env("RAKUTEN_API_TOKEN", TOKEN)
-        .env("RAKUTEN_GATEWAY_PORT", port.to_string())
-        .env("RAKUTEN_GATEWAY_DB_URL", db_url)
-        .env("RAKUTEN_LEASE_TTL_SECONDS", "3")
-        .env("RAKUTEN_SWEEP_INTERVAL_SECONDS", "0.2")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start order-gateway")
-}
-
-async fn wait_up(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if client.get(format!("{base}/health")).send().await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("gateway did not come up at {base}");
-}
-
 async fn call(req: reqwest::RequestBuilder) -> Value {
     req.bearer_auth(TOKEN)
         .send()
@@ -244,27 +210,15 @@ async fn call(req: reqwest::RequestBuilder) -> Value {
         .unwrap()
 }
 
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_expire_it() {
     let db = TestDb::new().await;
-    let (pa, pb) = (free_port(), free_port());
-    let (a_url, b_url) = (
-        format!("http://127.0.0.1:{pa}"),
-        format!("http://127.0.0.1:{pb}"),
-    );
+    let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
-    let mut a = Killed(start_binary(&db.url, pa));
-    let b = Killed(start_binary(&db.url, pb));
-    wait_up(&client, &a_url).await;
-    wait_up(&client, &b_url).await;
+    let env = [("RAKUTEN_GATEWAY_DB_URL", db.url.as_str())];
+    let mut a = Binary::start(dir.path(), &env).await;
+    let b = Binary::start(dir.path(), &env).await;
+    let (a_url, b_url) = (a.base.clone(), b.base.clone());
 
     // Two tasks submitted on A; w1 leases the first on A.
     for id in ["po-k1", "po-k2"] {
@@ -281,8 +235,8 @@ async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_e
     let token = g["data"]["lease_token"].as_str().unwrap().to_owned();
 
     // kill -9 A mid-lease.
-    a.0.kill().unwrap();
-    a.0.wait().unwrap();
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
 
     // B sees the acknowledged lease intact and serves its holder.
     let t = call(client.get(format!("{b_url}/api/orders/po-k1"))).await;

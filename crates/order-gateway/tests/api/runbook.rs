@@ -3,9 +3,9 @@
 //! drill's settings (2 s lease TTL, 0.2 s ticks) and a webhook receiver on 127.0.0.1:0. Each paste
 //! must exit 0, and the receiver must get one `raised` and one `cleared` per pasted task.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use crate::crash::{free_port, wait_up};
+use crate::binary::Binary;
 use crate::receiver::Receiver;
 
 const README: &str = include_str!("../../README.md");
@@ -33,24 +33,19 @@ fn drill_block() -> String {
 async fn the_readme_runbook_walks_a_stale_task_from_alert_to_resolution_twice() {
     let rx = Receiver::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let gw = format!("http://127.0.0.1:{port}");
+    let db = dir.path().join("gw.db");
+    let server = Binary::start(
+        dir.path(),
+        &[
+            ("RAKUTEN_API_TOKEN", "drill"),
+            ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap()),
+            ("RAKUTEN_LEASE_TTL_SECONDS", "2"),
+            ("RAKUTEN_ALERT_WEBHOOK_URLS", &rx.url),
+        ],
+    )
+    .await;
+    let gw = server.base.clone();
     let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_order-gateway"));
-    let mut server = Command::new(&bin)
-        .arg("serve")
-        .current_dir(dir.path())
-        .env("RAKUTEN_API_TOKEN", "drill")
-        .env("RAKUTEN_GATEWAY_PORT", port.to_string())
-        .env("RAKUTEN_GATEWAY_DB_PATH", dir.path().join("gw.db"))
-        .env("RAKUTEN_LEASE_TTL_SECONDS", "2")
-        .env("RAKUTEN_SWEEP_INTERVAL_SECONDS", "0.2")
-        .env("RAKUTEN_ALERT_WEBHOOK_URLS", &rx.url)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start order-gateway");
-    wait_up(&reqwest::Client::new(), &gw).await;
 
     let path = format!(
         "{}:{}",
@@ -116,6 +111,5 @@ async fn the_readme_runbook_walks_a_stale_task_from_alert_to_resolution_twice() 
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    server.kill().unwrap();
-    server.wait().unwrap();
+    drop(server);
 }

@@ -44,7 +44,11 @@ pub fn router() -> Router<AppState> {
     guarded(vec![
         ("/api/orders", post(submit), &[Upstream]),
         ("/api/orders", get(list), &[Upstream]),
-        ("/api/orders/lease", get(lease), &[Worker]),
+        (
+            "/api/orders/lease",
+            get(lease).head(crate::http::head_takes_no_lease),
+            &[Worker],
+        ),
         ("/api/orders/{task_id}", get(get_task), &[Upstream]),
         ("/api/orders/{task_id}/renew", post(renew), &[Worker]),
         ("/api/orders/{task_id}/report", post(report), &[Worker]),

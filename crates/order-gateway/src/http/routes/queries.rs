@@ -35,7 +35,11 @@ pub fn router(settings: &Settings) -> Router<AppState> {
     guarded(vec![
         ("/api/account/queries", post(submit), &[Upstream]),
         ("/api/account/queries", get(list), &[Upstream]),
-        ("/api/account/queries/lease", get(lease), &[Worker]),
+        (
+            "/api/account/queries/lease",
+            get(lease).head(crate::http::head_takes_no_lease),
+            &[Worker],
+        ),
         (
             "/api/account/queries/{query_id}",
             get(get_query),

@@ -1,0 +1,210 @@
+//! The public edge (issue #12), as card-polling serves it: TLS, connection bounds, strict JSON,
+//! ids that equal a route word or a dot segment. Each input the issue lists is a test here.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rakuten_edge::testing::TestCa;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::helpers::*;
+
+const INCOMPLETE_HEAD: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n";
+
+fn host_port(base: &str) -> &str {
+    base.split("://").nth(1).unwrap()
+}
+
+/// Reads until the peer closes; `true` when it closed within `within`.
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header_timeout() {
+    let app = spawn_with(Backend::Memory, |s| s.edge.header_timeout_secs = 1).await;
+    let mut conns = Vec::new();
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(host_port(&app.base)).await.unwrap();
+        s.write_all(INCOMPLETE_HEAD).await.unwrap();
+        conns.push(s);
+    }
+    let started = Instant::now();
+    for s in &mut conns {
+        assert!(closed_within(s, Duration::from_secs(5)).await);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let (status, _) = app.get("/health", ADMIN).await;
+    assert_eq!(status, 200);
+}
+
+/// `card-polling serve` on port 0; the address it wrote to `RAKUTEN_POLL_ADDR_FILE`.
+async fn start_binary(dir: &Path, env: &[(&str, &str)]) -> (Child, String) {
+    let addr_file = dir.join("addr");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_card-polling"));
+    cmd.arg("serve")
+        .env("RAKUTEN_POLL_ADMIN_TOKEN", ADMIN)
+        .env("RAKUTEN_POLL_LISTEN", "127.0.0.1:0")
+        .env("RAKUTEN_POLL_DB_PATH", dir.join("cp.db"))
+        .env("RAKUTEN_POLL_ADDR_FILE", &addr_file)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start card-polling");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(addr) = std::fs::read_to_string(&addr_file) {
+            return (child, format!("http://{}", addr.trim()));
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("card-polling exited before listening: {status}");
+        }
+        assert!(Instant::now() < deadline, "card-polling did not come up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn sigterm_with_an_incomplete_head_open_still_exits_within_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, base) = start_binary(
+        dir.path(),
+        &[
+            ("RAKUTEN_POLL_HEADER_TIMEOUT_SECS", "600"),
+            ("RAKUTEN_POLL_SHUTDOWN_DEADLINE_SECS", "1"),
+        ],
+    )
+    .await;
+    let mut stuck = TcpStream::connect(host_port(&base)).await.unwrap();
+    stuck.write_all(INCOMPLETE_HEAD).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t = Instant::now();
+    let killed = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(8) {
+            let _ = child.kill();
+            panic!("card-polling still running 8 s after SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(closed_within(&mut stuck, Duration::from_secs(1)).await);
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_get_a_503_envelope() {
+    let app = spawn_with(Backend::Memory, |s| s.edge.max_connections = 1).await;
+    let mut held = TcpStream::connect(host_port(&app.base)).await.unwrap();
+    held.write_all(INCOMPLETE_HEAD).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, v) = app.get("/health", ADMIN).await;
+    assert_eq!(status, 503, "{v}");
+    assert_eq!((v["success"].as_bool(), v["code"].as_i64()), (Some(false), Some(1503)));
+}
+
+#[tokio::test]
+async fn a_duplicate_key_at_any_depth_of_any_body_is_a_422() {
+    let app = spawn_seeded().await;
+    let order = app.order("card", "CA1", "main").await;
+    for (path, body) in [
+        (
+            "/api/payments/callback",
+            format!(
+                r#"{{"payment_id":"P29","order_id":"{order}","status":"failed","status":"paid"}}"#
+            ),
+        ),
+        (
+            "/api/priority-items",
+            r#"{"asset_type":"card","asset_id":"CA1","asset_id":"CB1","reason":"x"}"#.to_owned(),
+        ),
+        (
+            "/api/admin/import",
+            r#"{"cards":[{"iccid":"NEW1","shop_id":"A","shop_id":"B"}]}"#.to_owned(),
+        ),
+    ] {
+        let resp = app
+            .client
+            .post(format!("{}{path}", app.base))
+            .bearer_auth(ADMIN)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 422, "{path}");
+        let v: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(v["code"], 1003, "{v}");
+        assert!(v["msg"].as_str().unwrap().contains("duplicate key"), "{v}");
+    }
+    // Nothing was paid.
+    let paid = app.pay(&order, "P29", "paid").await;
+    assert_eq!(paid["replayed"], false, "{paid}");
+}
+
+#[tokio::test]
+async fn an_id_equal_to_a_route_word_or_a_dot_segment_is_a_422() {
+    let app = spawn_seeded().await;
+    for iccid in [".", "polling", "close"] {
+        let (s, v) = app
+            .post(
+                "/api/admin/import",
+                ADMIN,
+                json!({"cards": [{"iccid": iccid, "shop_id": "A"}]}),
+            )
+            .await;
+        assert_eq!((s, v["code"].as_i64()), (422, Some(1003)), "{iccid}: {v}");
+    }
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "retrigger", "reason": "x"}),
+        )
+        .await;
+    assert_eq!((s, v["code"].as_i64()), (422, Some(1003)), "{v}");
+}
+
+#[tokio::test]
+async fn card_polling_over_tls_answers_a_client_trusting_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("card-polling test CA");
+    let files = ca.write_leaf(dir.path());
+    let mut app = spawn_with(Backend::Memory, |s| {
+        s.edge.tls_cert_path = Some(files.cert.clone());
+        s.edge.tls_key_path = Some(files.key.clone());
+    })
+    .await;
+    let plain = app.base.clone();
+    app.base = plain.replace("http://", "https://");
+    app.client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    app.seed().await;
+    let (s, v) = app.get("/api/priority-items", PLATFORM).await;
+    assert_eq!(s, 200, "{v}");
+    assert!(reqwest::get(format!("{plain}/health")).await.is_err());
+    assert!(reqwest::get(format!("{}/health", app.base)).await.is_err());
+}

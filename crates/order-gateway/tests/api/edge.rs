@@ -1,0 +1,234 @@
+//! The public edge (issue #12): TLS, connection bounds, lease routes answer GET only, strict
+//! JSON, ids that equal a route word. Each input the issue lists is a test here.
+
+use std::time::{Duration, Instant};
+
+use rakuten_edge::testing::TestCa;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::binary::Binary;
+use crate::helpers::{TestApp, answer, spawn_app, spawn_app_with};
+
+const INCOMPLETE_HEAD: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n";
+
+fn host_port(base: &str) -> &str {
+    base.split("://").nth(1).unwrap()
+}
+
+/// Reads until the peer closes; `true` when it closed within `within`.
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header_timeout() {
+    let app = spawn_app_with(|s| s.edge.header_timeout_seconds = 1.0).await;
+    let mut conns = Vec::new();
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(host_port(&app.address)).await.unwrap();
+        s.write_all(INCOMPLETE_HEAD).await.unwrap();
+        conns.push(s);
+    }
+    let started = Instant::now();
+    for s in &mut conns {
+        assert!(closed_within(s, Duration::from_secs(5)).await);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    app.health().await.assert_ok();
+}
+
+#[tokio::test]
+async fn sigterm_with_an_incomplete_head_open_still_exits_within_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("gw.db");
+    let mut gw = Binary::start(
+        dir.path(),
+        &[
+            ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap()),
+            ("RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS", "600"),
+            ("RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS", "1"),
+        ],
+    )
+    .await;
+    let mut stuck = TcpStream::connect(host_port(&gw.base)).await.unwrap();
+    stuck.write_all(INCOMPLETE_HEAD).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t = Instant::now();
+    gw.terminate();
+    let status = gw.exited_within(Duration::from_secs(8)).await;
+    assert!(status.success(), "{status}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(closed_within(&mut stuck, Duration::from_secs(1)).await);
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_get_a_503_envelope() {
+    let app = spawn_app_with(|s| s.edge.max_connections = 2).await;
+    let mut held = Vec::new();
+    for w in ["w1", "w2"] {
+        let mut s = TcpStream::connect(host_port(&app.address)).await.unwrap();
+        let head = format!(
+            "GET /api/orders/lease?worker_id={w}&wait=30 HTTP/1.1\r\nHost: x\r\n\
+             Authorization: Bearer {}\r\n\r\n",
+            app.token
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let a = answer(app.client.get(app.url("/health")).send().await.unwrap()).await;
+    a.assert_err(503, 1503);
+}
+
+#[tokio::test]
+async fn head_on_a_lease_route_answers_405_and_takes_no_lease() {
+    let app = spawn_app().await;
+    app.submit("po-head").await.assert_ok();
+    app.submit_list_query("q-head").await.assert_ok();
+    for path in [
+        "/api/orders/lease?worker_id=probe&wait=0",
+        "/api/account/queries/lease?worker_id=probe&wait=0",
+    ] {
+        let r = app
+            .client
+            .head(app.url(path))
+            .bearer_auth(&app.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "HEAD {path}");
+        for method in ["POST", "PUT", "DELETE", "PATCH"] {
+            let r = app
+                .client
+                .request(method.parse().unwrap(), app.url(path))
+                .bearer_auth(&app.token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 405, "{method} {path}");
+        }
+    }
+    assert_eq!(app.status_of("po-head").await, "queued");
+    assert_eq!(app.query_status("q-head").await, "queued");
+    // GET still leases.
+    app.lease("probe", 0.0).await.assert_ok();
+}
+
+async fn post_raw(app: &TestApp, path: &str, body: &str) -> crate::helpers::Answer {
+    answer(
+        app.post(path)
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_duplicate_key_at_any_depth_of_any_body_is_a_422() {
+    let app = spawn_app().await;
+    // The issue's input: two spending limits in one intent.
+    let a = post_raw(
+        &app,
+        "/api/orders",
+        r#"{"task_id":"t24","site":"rakuten","intent":{"item_url":"https://item.rakuten.co.jp/shop/x/","max_total_yen":1000,"max_total_yen":999999}}"#,
+    )
+    .await;
+    a.assert_err(422, 1003);
+    assert!(a.body["msg"].as_str().unwrap().contains("duplicate key `max_total_yen`"));
+    app.task("t24").await.assert_err(404, 6001);
+    // Top level, and in the other bodies.
+    post_raw(
+        &app,
+        "/api/orders",
+        r#"{"task_id":"t25","task_id":"t26","site":"rakuten","intent":{"item_url":"https://item.rakuten.co.jp/shop/x/"}}"#,
+    )
+    .await
+    .assert_err(422, 1003);
+    post_raw(
+        &app,
+        "/api/account/queries",
+        r#"{"query_id":"q25","site":"rakuten","kind":"order_list","params":{"max_pages":1,"max_pages":9}}"#,
+    )
+    .await
+    .assert_err(422, 1003);
+    app.submit("po-dup").await.assert_ok();
+    let lease = app.lease("w1", 0.0).await;
+    let token = lease.assert_ok()["lease_token"].as_str().unwrap().to_owned();
+    let a = post_raw(
+        &app,
+        "/api/orders/po-dup/report",
+        &format!(
+            r#"{{"worker_id":"w1","lease_token":"{token}","state":"ordered","state":"failed"}}"#
+        ),
+    )
+    .await;
+    a.assert_err(422, 1003);
+    assert_eq!(app.status_of("po-dup").await, "leased");
+}
+
+#[tokio::test]
+async fn an_id_equal_to_a_route_word_is_a_422_in_every_id_space() {
+    let app = spawn_app().await;
+    // The issue's input: a task `lease` could never be read back.
+    app.submit("lease").await.assert_err(422, 1003);
+    app.submit(".").await.assert_err(422, 1003);
+    app.submit_list_query("lease").await.assert_err(422, 1003);
+    app.submit_list_query("result").await.assert_err(422, 1003);
+    app.submit("po-rw").await.assert_ok();
+    app.lease("lease", 0.0).await.assert_err(422, 1003);
+    app.lease_query("report", 0.0).await.assert_err(422, 1003);
+    // Near misses are ordinary ids.
+    app.submit("lease-2").await.assert_ok();
+    app.task("lease-2").await.assert_ok();
+}
+
+#[tokio::test]
+async fn the_gateway_over_tls_hands_a_lease_to_a_client_trusting_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("gateway test CA");
+    let files = ca.write_leaf(dir.path());
+    let mut app = spawn_app_with(|s| {
+        s.edge.tls_cert_path = Some(files.cert.clone());
+        s.edge.tls_key_path = Some(files.key.clone());
+    })
+    .await;
+    let plain = app.address.clone();
+    app.address = plain.replace("http://", "https://");
+    app.client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    app.submit("po-tls").await.assert_ok();
+    let grant = app.lease("w-tls", 0.0).await;
+    assert_eq!(grant.assert_ok()["task_id"], "po-tls");
+    // Plain HTTP gets no answer, and a client without the CA refuses the server.
+    assert!(reqwest::get(format!("{plain}/health")).await.is_err());
+    assert!(reqwest::get(app.url("/health")).await.is_err());
+}
+
+#[tokio::test]
+async fn a_tls_setting_without_its_pair_or_with_a_bad_file_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = order_gateway::Settings::for_tests(dir.path().join("gw.db"), "t");
+    s.edge.tls_cert_path = Some(dir.path().join("cert.pem"));
+    assert_eq!(
+        s.validate().unwrap_err().name,
+        "RAKUTEN_GATEWAY_TLS_CERT_PATH"
+    );
+    s.edge.tls_key_path = Some(dir.path().join("missing-key.pem"));
+    let clock = std::sync::Arc::new(rakuten_types::ManualClock::at_fixed_date());
+    let e = order_gateway::Application::build(s, clock).await.unwrap_err();
+    assert!(format!("{e:#}").contains("cert.pem"), "{e:#}");
+}

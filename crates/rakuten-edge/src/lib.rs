@@ -1,0 +1,20 @@
+//! rakuten-edge: the public HTTP edge that order-gateway and card-polling share (issue #12), so
+//! both services bound their connections the same way and neither keeps its own copy.
+//!
+//! Layout:
+//! - [`serve`]: [`serve::serve`], the accept loop over an already bound listener: HTTP/1.1 through
+//!   hyper-util, optional TLS, a header-read timeout that also closes idle keep-alive connections,
+//!   a cap on open connections (503 envelope past it), graceful shutdown with a hard deadline.
+//! - [`tls`]: rustls server configuration from PEM files, reloaded on SIGHUP without dropping
+//!   connections (one crypto provider, aws-lc-rs, for the whole workspace).
+//! - [`json`]: strict JSON parsing: a duplicate key at any depth is an error.
+//! - `testing` (feature `test-util`): a throw-away CA and certificates for the suites.
+
+pub mod json;
+pub mod serve;
+#[cfg(feature = "test-util")]
+pub mod testing;
+pub mod tls;
+
+pub use serve::{EdgeConfig, serve, warn_if_plain_public, write_addr_file};
+pub use tls::{TlsFiles, TlsReloader};

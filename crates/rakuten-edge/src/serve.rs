@@ -1,0 +1,317 @@
+//! The accept loop both services serve through (issue #12 items 1 and 2).
+//!
+//! Each accepted connection is one task speaking HTTP/1.1 (hyper), over TLS when configured.
+//! Bounds, all from [`EdgeConfig`]:
+//! - a request head must be complete within `header_timeout` of the connection opening or of the
+//!   previous response (hyper's header-read timer restarts when a keep-alive connection goes
+//!   idle), so the same bound closes slow heads and idle keep-alive connections; a TLS handshake
+//!   gets the same bound;
+//! - at most `max_connections` connections are served, long-polls included; one past the cap is
+//!   answered `503` with the envelope (`code` 1503, `Retry-After: 1`, `Connection: close`), and
+//!   past a further small overflow allowance closed at once;
+//! - on shutdown the listener closes, every connection finishes its current response and closes,
+//!   and whatever is still open after `shutdown_deadline` is dropped.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rakuten_types::{Envelope, ErrorCode};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+use crate::tls::TlsReloader;
+
+/// Connections past the cap that still get their 503 answer; beyond these they are closed
+/// unanswered, so a flood cannot make the overflow path itself unbounded.
+const OVERFLOW_ANSWERS: usize = 64;
+
+/// How a service's edge is bounded. Each service fills it from its own settings.
+#[derive(Debug, Clone)]
+pub struct EdgeConfig {
+    /// Serve HTTPS with these certificates (reloaded on SIGHUP); `None` = plain HTTP.
+    pub tls: Option<Arc<TlsReloader>>,
+    /// Longest wait for a complete request head (also the idle keep-alive bound and the TLS
+    /// handshake bound).
+    pub header_timeout: Duration,
+    /// Most connections served at once, long-polls included.
+    pub max_connections: usize,
+    /// Longest graceful shutdown; connections still open then are dropped.
+    pub shutdown_deadline: Duration,
+    /// Once accepting, write the bound address (`127.0.0.1:40123`) to this file, so whoever
+    /// started the service on port 0 reads the port back instead of guessing a free one.
+    pub addr_file: Option<PathBuf>,
+}
+
+impl EdgeConfig {
+    /// A configuration from a service's settings, loading the TLS files when given.
+    ///
+    /// # Errors
+    /// The TLS files are unreadable, malformed, or the key does not match the certificate.
+    pub fn load(
+        tls: Option<crate::TlsFiles>,
+        header_timeout: Duration,
+        max_connections: usize,
+        shutdown_deadline: Duration,
+    ) -> Result<Self, crate::tls::TlsError> {
+        Ok(EdgeConfig {
+            tls: tls.map(TlsReloader::new).transpose()?,
+            header_timeout,
+            max_connections,
+            shutdown_deadline,
+            addr_file: None,
+        })
+    }
+
+    /// Plain HTTP with the default bounds (10 s head, 2048 connections, 10 s shutdown): tests.
+    pub fn plain() -> Self {
+        EdgeConfig {
+            tls: None,
+            header_timeout: Duration::from_secs(10),
+            max_connections: 2048,
+            shutdown_deadline: Duration::from_secs(10),
+            addr_file: None,
+        }
+    }
+}
+
+/// Logs a warning when `addr` is not loopback and TLS is off: tokens would cross the network in
+/// clear text. Returns whether it warned.
+pub fn warn_if_plain_public(service: &str, addr: SocketAddr, tls: bool) -> bool {
+    let exposed = !tls && !addr.ip().is_loopback();
+    if exposed {
+        tracing::warn!(
+            %addr,
+            "{service} listens on a non-loopback address WITHOUT TLS: Bearer tokens and bodies \
+             cross the network in clear text; set the TLS certificate and key paths or put a \
+             TLS-terminating proxy in front"
+        );
+    }
+    exposed
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then drains within the deadline.
+///
+/// # Errors
+/// The TLS configuration cannot be built. Accept errors (e.g. out of file descriptors) are
+/// logged and retried, never returned.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    config: EdgeConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let acceptor = match &config.tls {
+        Some(reloader) => Some(TlsAcceptor::from(
+            reloader.server_config().map_err(std::io::Error::other)?,
+        )),
+        None => None,
+    };
+    let permits = Arc::new(Semaphore::new(config.max_connections));
+    let overflow = Arc::new(Semaphore::new(OVERFLOW_ANSWERS));
+    let at_cap = AtomicBool::new(false);
+    let graceful = CancellationToken::new();
+    let hard = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    if let Some(reloader) = config.tls.clone() {
+        tokio::spawn(reload_on_sighup(reloader, graceful.clone()));
+    }
+    if let Some(path) = &config.addr_file {
+        write_addr_file(path, listener.local_addr()?)?;
+    }
+    tokio::pin!(shutdown);
+    loop {
+        let tcp = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Per-connection failures (reset before accept) are normal; anything else
+                    // (EMFILE) is waited out rather than spun on.
+                    if !is_connection_error(&e) {
+                        tracing::error!(error = %e, "accept failed; retrying in 100 ms");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    continue;
+                }
+            },
+        };
+        let (permit, overloaded) = match permits.clone().try_acquire_owned() {
+            Ok(p) => {
+                at_cap.store(false, Ordering::Relaxed);
+                (p, false)
+            }
+            Err(_) => {
+                if !at_cap.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        max = config.max_connections,
+                        "connection cap reached: answering 503 to new connections"
+                    );
+                }
+                match overflow.clone().try_acquire_owned() {
+                    Ok(p) => (p, true),
+                    Err(_) => continue,
+                }
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let service = hyper::service::service_fn({
+            let router = router.clone();
+            move |req: Request<Incoming>| {
+                let router = router.clone();
+                async move {
+                    if overloaded {
+                        Ok(too_many_connections())
+                    } else {
+                        router.oneshot(req.map(Body::new)).await
+                    }
+                }
+            }
+        });
+        let (acceptor, graceful, hard) = (acceptor.clone(), graceful.clone(), hard.clone());
+        let timeout = config.header_timeout;
+        tracker.spawn(async move {
+            let _permit = permit;
+            let work = async {
+                match acceptor {
+                    None => connection(tcp, service, timeout, !overloaded, &graceful).await,
+                    Some(acceptor) => {
+                        if let Ok(Ok(tls)) = tokio::time::timeout(timeout, acceptor.accept(tcp)).await
+                        {
+                            connection(tls, service, timeout, !overloaded, &graceful).await;
+                        }
+                    }
+                }
+            };
+            tokio::select! {
+                () = work => {}
+                () = hard.cancelled() => {}
+            }
+        });
+    }
+    drop(listener);
+    graceful.cancel();
+    tracker.close();
+    if tokio::time::timeout(config.shutdown_deadline, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = tracker.len(),
+            deadline = ?config.shutdown_deadline,
+            "shutdown deadline passed: dropping the connections still open"
+        );
+        hard.cancel();
+        tracker.wait().await;
+    }
+    Ok(())
+}
+
+/// One HTTP/1.1 connection until it closes, or until `graceful` asks it to finish its current
+/// response and close.
+async fn connection<IO, S>(
+    io: IO,
+    service: S,
+    header_timeout: Duration,
+    keep_alive: bool,
+    graceful: &CancellationToken,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(keep_alive);
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = graceful.cancelled() => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// Writes `addr` and a newline to `path` atomically (a temporary file renamed over it), so a
+/// reader polling for the file never sees it half written.
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_addr_file(path: &Path, addr: SocketAddr) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, format!("{addr}\n"))?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The answer on a connection past the cap.
+fn too_many_connections() -> Response<Body> {
+    let body = Envelope::<()>::error(
+        ErrorCode::Unavailable,
+        "too many open connections; retry later",
+    );
+    let mut response = Response::new(Body::from(
+        serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()),
+    ));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+async fn reload_on_sighup(reloader: Arc<TlsReloader>, stop: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: TLS certificates reload only on restart");
+            return;
+        };
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                got = hup.recv() => if got.is_none() { return },
+            }
+            match reloader.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: TLS reload failed; keeping the old certificate")
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (reloader, stop);
+    }
+}
+
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}

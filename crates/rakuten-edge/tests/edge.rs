@@ -1,0 +1,244 @@
+//! The edge's bounds, against a real listener on 127.0.0.1:0.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::get;
+use rakuten_edge::testing::TestCa;
+use rakuten_edge::{EdgeConfig, TlsReloader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+fn router() -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                "late"
+            }),
+        )
+}
+
+struct Running {
+    addr: SocketAddr,
+    stop: CancellationToken,
+    handle: JoinHandle<std::io::Result<()>>,
+}
+
+async fn start(config: EdgeConfig) -> Running {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    let handle = tokio::spawn(rakuten_edge::serve(listener, router(), config, async move {
+        s.cancelled().await
+    }));
+    Running { addr, stop, handle }
+}
+
+/// Reads until the peer closes; `true` when it closed within `within`.
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+const INCOMPLETE_HEAD: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n";
+
+#[tokio::test]
+async fn fifty_incomplete_heads_are_dropped_within_the_header_timeout() {
+    let running = start(EdgeConfig {
+        header_timeout: Duration::from_secs(1),
+        ..EdgeConfig::plain()
+    })
+    .await;
+    let mut conns = Vec::new();
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(running.addr).await.unwrap();
+        s.write_all(INCOMPLETE_HEAD).await.unwrap();
+        conns.push(s);
+    }
+    for s in &mut conns {
+        assert!(closed_within(s, Duration::from_secs(5)).await);
+    }
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_the_timeout() {
+    let running = start(EdgeConfig {
+        header_timeout: Duration::from_secs(1),
+        ..EdgeConfig::plain()
+    })
+    .await;
+    let mut s = TcpStream::connect(running.addr).await.unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).await.unwrap();
+    assert!(std::str::from_utf8(&buf[..n]).unwrap().starts_with("HTTP/1.1 200"));
+    assert!(closed_within(&mut s, Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
+async fn shutdown_finishes_within_the_deadline_whatever_clients_do() {
+    let running = start(EdgeConfig {
+        header_timeout: Duration::from_secs(600),
+        shutdown_deadline: Duration::from_millis(500),
+        ..EdgeConfig::plain()
+    })
+    .await;
+    let mut stuck = TcpStream::connect(running.addr).await.unwrap();
+    stuck.write_all(INCOMPLETE_HEAD).await.unwrap();
+    let mut slow = TcpStream::connect(running.addr).await.unwrap();
+    slow.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t = Instant::now();
+    running.stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), running.handle)
+        .await
+        .expect("serve returned within the deadline")
+        .unwrap()
+        .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(closed_within(&mut stuck, Duration::from_secs(1)).await);
+    assert!(closed_within(&mut slow, Duration::from_secs(1)).await);
+}
+
+#[tokio::test]
+async fn a_connection_past_the_cap_gets_a_503_envelope() {
+    let running = start(EdgeConfig {
+        max_connections: 2,
+        ..EdgeConfig::plain()
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(running.addr).await.unwrap();
+        s.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = reqwest::get(format!("http://{}/health", running.addr))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["code"], 1503);
+    assert_eq!(body["success"], false);
+    drop(held);
+    // The cap frees as connections close.
+    let mut ok = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = reqwest::get(format!("http://{}/health", running.addr))
+            .await
+            .unwrap();
+        if r.status() == 200 {
+            ok = true;
+            break;
+        }
+    }
+    assert!(ok, "the cap never freed");
+}
+
+#[tokio::test]
+async fn https_is_served_and_a_reloaded_certificate_applies_to_new_connections_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("first CA");
+    let files = ca.write_leaf(dir.path());
+    let reloader = TlsReloader::new(files.clone()).unwrap();
+    let running = start(EdgeConfig {
+        tls: Some(reloader.clone()),
+        ..EdgeConfig::plain()
+    })
+    .await;
+    let url = format!("https://localhost:{}/health", running.addr.port());
+    let client = |ca_pem: &str| {
+        reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+            .resolve("localhost", running.addr)
+            .build()
+            .unwrap()
+    };
+    let trusting = client(&ca.pem());
+    assert_eq!(trusting.get(&url).send().await.unwrap().status(), 200);
+    // A client that does not trust the CA is refused.
+    let other = TestCa::new("second CA");
+    assert!(client(&other.pem()).get(&url).send().await.is_err());
+    // Plain HTTP on the TLS port gets no answer.
+    assert!(
+        reqwest::get(format!("http://{}/health", running.addr))
+            .await
+            .is_err()
+    );
+
+    // Swap to a leaf of another CA: the open keep-alive connection keeps working, new ones
+    // need the new CA.
+    let _ = other.write_leaf(dir.path());
+    Arc::clone(&reloader).reload().unwrap();
+    assert_eq!(trusting.get(&url).send().await.unwrap().status(), 200);
+    assert!(client(&ca.pem()).get(&url).send().await.is_err());
+    assert_eq!(
+        client(&other.pem())
+            .get(&url)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    // A broken file keeps the current certificate.
+    std::fs::write(&files.key, "not a key").unwrap();
+    assert!(reloader.reload().is_err());
+    assert_eq!(
+        client(&other.pem())
+            .get(&url)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+}
+
+#[test]
+fn a_plain_listener_on_a_public_address_warns() {
+    assert!(rakuten_edge::warn_if_plain_public(
+        "t",
+        "0.0.0.0:1".parse().unwrap(),
+        false
+    ));
+    assert!(!rakuten_edge::warn_if_plain_public(
+        "t",
+        "0.0.0.0:1".parse().unwrap(),
+        true
+    ));
+    assert!(!rakuten_edge::warn_if_plain_public(
+        "t",
+        "127.0.0.1:1".parse().unwrap(),
+        false
+    ));
+    assert!(!rakuten_edge::warn_if_plain_public(
+        "t",
+        "[::1]:1".parse().unwrap(),
+        false
+    ));
+}
