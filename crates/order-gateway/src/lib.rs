@@ -3,7 +3,8 @@
 //!
 //! Layout, one file per concept:
 //! - `main.rs`: thin binary, `order-gateway serve` and `order-gateway ops …`.
-//! - [`ops`]: the operator's CLI (`tasks`, `show`, `reclaim`) over [`gateway_client`]; tables in
+//! - [`ops`]: the operator's CLI (`tasks`, `show`, `reclaim`, `resolve`, `cancel`, `alerts`,
+//!   `workers`, `retire`) over [`gateway_client`]; tables in
 //!   [`ops::render`].
 //! - [`roles`]: roles, named tokens and the credential table (who may call what).
 //! - [`settings`]: typed settings (`RAKUTEN_*`, `.env`), validated once.
@@ -20,8 +21,11 @@
 //!   `migrations/postgres`, `LISTEN/NOTIFY` wake-ups); [`app::Backend`] picks one.
 //! - [`lease`]: in-process wake-up of long-polls ([`lease::notify`]) and the long-poll
 //!   ([`lease::long_poll`]).
-//! - [`jobs`]: the lease-expiry sweeper ([`jobs::sweeper`]), alerts ([`jobs::alerts`]) and the
-//!   account-query sweeper ([`jobs::query_sweeper`]).
+//! - [`jobs`]: the lease-expiry sweeper ([`jobs::sweeper`]), alerts ([`jobs::alerts`]: `/health`'s
+//!   alerts and the alert records job), alert delivery from the outbox ([`jobs::webhooks`]) and
+//!   the account-query sweeper ([`jobs::query_sweeper`]).
+//! - [`store::operator`]: the operator's-loop store trait (alerts, outbox, operator actions,
+//!   workers), implemented once in `store/sql/operator.rs`; routes in [`http::routes::operator`].
 //! - [`query_queue`]: the account read-only query channel (§11): the side-by-side comparison of
 //!   the two channels' semantics, submit validation, result size limit, query long-poll. Its
 //!   storage is [`store::QueryStore`] (table `account_queries`), its routes

@@ -312,23 +312,13 @@ impl AlertJob {
     /// Runs every interval until `shutdown`, on the elected instance only when several share
     /// one database.
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.settings.interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {
-                    match self.orders.alerts_leader().await {
-                        Ok(true) => {
-                            if let Err(e) = self.run_once(self.clock.now()).await {
-                                tracing::error!(error = ?e, "alert run failed");
-                            }
-                        }
-                        Ok(false) => {}
-                        Err(e) => tracing::warn!(error = ?e, "alert leader election failed"),
-                    }
-                }
-            }
-        }
+        super::every_tick_as_leader(
+            self.settings.interval,
+            shutdown,
+            self.orders.clone(),
+            "alert records",
+            || self.run_once(self.clock.now()),
+        )
+        .await;
     }
 }

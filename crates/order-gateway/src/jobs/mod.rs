@@ -13,3 +13,34 @@ pub mod alerts;
 pub mod query_sweeper;
 pub mod sweeper;
 pub mod webhooks;
+
+/// Calls `run_once` every `interval` until `shutdown`, only while this instance is the elected
+/// alert leader (several instances on one database: one runs it, another takes over when it
+/// dies). A failed run is logged as `what` and retried on the next tick.
+pub(crate) async fn every_tick_as_leader<F, Fut, T>(
+    interval: std::time::Duration,
+    shutdown: tokio_util::sync::CancellationToken,
+    leader: std::sync::Arc<dyn crate::store::OrderStore>,
+    what: &'static str,
+    run_once: F,
+) where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
+{
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tick.tick() => match leader.alerts_leader().await {
+                Ok(true) => {
+                    if let Err(e) = run_once().await {
+                        tracing::error!(error = ?e, job = what, "background run failed");
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = ?e, job = what, "alert leader election failed"),
+            },
+        }
+    }
+}
