@@ -111,13 +111,17 @@ impl GatewayClient {
         timeout: Duration,
         retry_max: Duration,
         shutdown: CancellationToken,
+        ca: Option<reqwest::Certificate>,
     ) -> Result<Self, reqwest::Error> {
         Ok(GatewayClient {
             base: base.trim_end_matches('/').to_owned(),
             token,
             worker_id,
             // No client-wide timeout: each request sets its own (the long-poll needs longer).
-            http: reqwest::Client::builder().build()?,
+            // The server certificate is verified: system roots plus `RAKUTEN_GATEWAY_CA_FILE`.
+            http: (ca.into_iter())
+                .fold(reqwest::Client::builder(), |b, c| b.add_root_certificate(c))
+                .build()?,
             timeout,
             retry_max,
             shutdown,

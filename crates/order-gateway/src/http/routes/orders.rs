@@ -39,7 +39,10 @@ const MAX_TOKEN_CHARS: usize = 128;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/orders", post(submit).get(list))
-        .route("/api/orders/lease", get(lease).head(crate::http::head_takes_no_lease))
+        .route(
+            "/api/orders/lease",
+            get(lease).head(crate::http::head_takes_no_lease),
+        )
         .route("/api/orders/{task_id}", get(get_task))
         .route("/api/orders/{task_id}/renew", post(renew))
         .route("/api/orders/{task_id}/report", post(report))

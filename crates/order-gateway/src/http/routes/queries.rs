@@ -30,7 +30,10 @@ const MAX_TOKEN_CHARS: usize = 128;
 pub fn router(settings: &Settings) -> Router<AppState> {
     Router::new()
         .route("/api/account/queries", post(submit).get(list))
-        .route("/api/account/queries/lease", get(lease).head(crate::http::head_takes_no_lease))
+        .route(
+            "/api/account/queries/lease",
+            get(lease).head(crate::http::head_takes_no_lease),
+        )
         .route("/api/account/queries/{query_id}", get(get_query))
         .route(
             "/api/account/queries/{query_id}/result",
