@@ -410,7 +410,8 @@ impl Cluster {
             shop_dir,
         );
         shop_proc.spawn(&[])?;
-        let Some(addr) = wait_addr_file(&addr_file, &mut shop_proc, Duration::from_secs(20)).await?
+        let Some(addr) =
+            wait_addr_file(&addr_file, &mut shop_proc, Duration::from_secs(20)).await?
         else {
             bail!(
                 "shop-sim did not come up; see {}",

@@ -45,9 +45,17 @@ pub struct Builder {
     retry_max: Duration,
     retry: Retry,
     shutdown: CancellationToken,
+    roots: Vec<reqwest::Certificate>,
 }
 
 impl Builder {
+    /// Trusts `cert` as a root besides the system's (a private CA of the gateway's certificate;
+    /// the server certificate is always verified).
+    pub fn root_certificate(mut self, cert: reqwest::Certificate) -> Self {
+        self.roots.push(cert);
+        self
+    }
+
     /// Timeout of one request, added to the `wait` of a long-poll (default 10 s).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -82,7 +90,9 @@ impl Builder {
             bases: self.bases,
             token: self.token,
             // No client-wide timeout: each request sets its own (a long-poll needs longer).
-            http: reqwest::Client::builder().build()?,
+            http: (self.roots.into_iter())
+                .fold(reqwest::Client::builder(), |b, c| b.add_root_certificate(c))
+                .build()?,
             timeout: self.timeout,
             retry_max: self.retry_max,
             retry: self.retry,
@@ -154,6 +164,7 @@ impl Client {
             retry_max: Duration::from_secs(30),
             retry: Retry::Never,
             shutdown: CancellationToken::new(),
+            roots: Vec::new(),
         }
     }
 

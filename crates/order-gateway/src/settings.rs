@@ -257,13 +257,21 @@ pub struct EdgeSettings {
     pub tls_key_path: Option<PathBuf>,
     /// A request head must be complete within this many seconds of the connection opening or
     /// of the previous response (so it is also the idle keep-alive timeout).
-    #[arg(long, env = "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS", default_value_t = 10.0)]
+    #[arg(
+        long,
+        env = "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS",
+        default_value_t = 10.0
+    )]
     pub header_timeout_seconds: f64,
     /// Most open connections, long-polls included; past it a new connection gets a 503.
     #[arg(long, env = "RAKUTEN_GATEWAY_MAX_CONNECTIONS", default_value_t = 2048)]
     pub max_connections: usize,
     /// Longest graceful shutdown, seconds; connections still open then are dropped.
-    #[arg(long, env = "RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS", default_value_t = 10.0)]
+    #[arg(
+        long,
+        env = "RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS",
+        default_value_t = 10.0
+    )]
     pub shutdown_deadline_seconds: f64,
     /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file (for scripts
     /// and tests that start the gateway on port 0).
@@ -361,7 +369,10 @@ impl EdgeSettings {
         rakuten_edge::TlsFiles::from_pair(
             self.tls_cert_path.clone(),
             self.tls_key_path.clone(),
-            ("RAKUTEN_GATEWAY_TLS_CERT_PATH", "RAKUTEN_GATEWAY_TLS_KEY_PATH"),
+            (
+                "RAKUTEN_GATEWAY_TLS_CERT_PATH",
+                "RAKUTEN_GATEWAY_TLS_KEY_PATH",
+            ),
         )
         .map_err(|reason| SettingsError {
             name: "RAKUTEN_GATEWAY_TLS_CERT_PATH",

@@ -190,7 +190,8 @@ pub async fn serve(
                 match acceptor {
                     None => connection(tcp, service, timeout, !overloaded, &graceful).await,
                     Some(acceptor) => {
-                        if let Ok(Ok(tls)) = tokio::time::timeout(timeout, acceptor.accept(tcp)).await
+                        if let Ok(Ok(tls)) =
+                            tokio::time::timeout(timeout, acceptor.accept(tcp)).await
                         {
                             connection(tls, service, timeout, !overloaded, &graceful).await;
                         }

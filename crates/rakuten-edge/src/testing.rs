@@ -51,7 +51,9 @@ impl TestCa {
         let key = rcgen::KeyPair::generate().expect("leaf key");
         let params = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
             .expect("leaf params");
-        let cert = params.signed_by(&key, &self.issuer).expect("leaf certificate");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("leaf certificate");
         let files = TlsFiles {
             cert: dir.join("cert.pem"),
             key: dir.join("key.pem"),

@@ -76,8 +76,8 @@ fn load(files: &TlsFiles) -> Result<Arc<CertifiedKey>, TlsError> {
     if certs.is_empty() {
         return Err(file_err(&files.cert, "no CERTIFICATE section".into()));
     }
-    let key =
-        PrivateKeyDer::from_pem_file(&files.key).map_err(|e| file_err(&files.key, e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| file_err(&files.key, e.to_string()))?;
     Ok(Arc::new(CertifiedKey::from_der(certs, key, &provider())?))
 }
 
@@ -132,6 +132,11 @@ impl TlsReloader {
 
 impl ResolvesServerCert for TlsReloader {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current.read().unwrap_or_else(|p| p.into_inner()).clone())
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        )
     }
 }

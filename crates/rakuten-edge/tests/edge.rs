@@ -36,9 +36,12 @@ async fn start(config: EdgeConfig) -> Running {
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
     let s = stop.clone();
-    let handle = tokio::spawn(rakuten_edge::serve(listener, router(), config, async move {
-        s.cancelled().await
-    }));
+    let handle = tokio::spawn(rakuten_edge::serve(
+        listener,
+        router(),
+        config,
+        async move { s.cancelled().await },
+    ));
     Running { addr, stop, handle }
 }
 
@@ -88,7 +91,11 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_timeout() {
         .unwrap();
     let mut buf = [0u8; 512];
     let n = s.read(&mut buf).await.unwrap();
-    assert!(std::str::from_utf8(&buf[..n]).unwrap().starts_with("HTTP/1.1 200"));
+    assert!(
+        std::str::from_utf8(&buf[..n])
+            .unwrap()
+            .starts_with("HTTP/1.1 200")
+    );
     assert!(closed_within(&mut s, Duration::from_secs(5)).await);
 }
 

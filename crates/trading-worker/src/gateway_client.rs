@@ -37,11 +37,16 @@ impl GatewayClient {
         timeout: Duration,
         retry_max: Duration,
         shutdown: CancellationToken,
+        ca: Option<reqwest::Certificate>,
     ) -> Result<Self, reqwest::Error> {
-        let inner = gateway_client::Client::builder(base, token.expose())
+        let builder = gateway_client::Client::builder(base, token.expose())
             .timeout(timeout)
             .retry_max(retry_max)
-            .shutdown(shutdown)
+            .shutdown(shutdown);
+        // The server certificate is verified: system roots plus `RAKUTEN_GATEWAY_CA_FILE`.
+        let inner = ca
+            .into_iter()
+            .fold(builder, gateway_client::Builder::root_certificate)
             .build()?;
         Ok(GatewayClient { inner, worker_id })
     }

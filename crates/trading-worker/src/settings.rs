@@ -166,6 +166,10 @@ pub struct Settings {
     /// Timeout of one site or gateway request (not the long-poll), seconds.
     #[arg(long, env = "RAKUTEN_HTTP_TIMEOUT_SECONDS", default_value_t = 30.0)]
     pub http_timeout_seconds: f64,
+    /// PEM CA certificate the gateway's HTTPS certificate may chain to, besides the system roots
+    /// (a private CA or a self-signed gateway). The certificate is always verified.
+    #[arg(long, env = "RAKUTEN_GATEWAY_CA_FILE")]
+    pub gateway_ca_file: Option<PathBuf>,
     /// How many order-list pages the recovery check reads at most.
     #[arg(long, env = "RAKUTEN_VERIFY_MAX_PAGES", default_value_t = 5)]
     pub verify_max_pages: u32,
@@ -211,6 +215,7 @@ impl Default for Settings {
             monitor_interval_seconds: 300.0,
             retry_max_seconds: 10.0,
             http_timeout_seconds: 30.0,
+            gateway_ca_file: None,
             verify_max_pages: 5,
             account_query_timeout_seconds: 120.0,
             account_query_default_max_pages: 3,
@@ -290,6 +295,8 @@ pub struct Valid {
     pub retry_max: Duration,
     /// Per-request timeout.
     pub http_timeout: Duration,
+    /// Extra root the gateway's certificate may chain to (`RAKUTEN_GATEWAY_CA_FILE`).
+    pub gateway_ca: Option<reqwest::Certificate>,
     /// Recovery listing page limit.
     pub verify_max_pages: u32,
     /// One account query's bound, lock wait included.
@@ -387,6 +394,15 @@ impl Settings {
             )?,
             retry_max: positive("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", self.retry_max_seconds)?,
             http_timeout: positive("RAKUTEN_HTTP_TIMEOUT_SECONDS", self.http_timeout_seconds)?,
+            gateway_ca: (self.gateway_ca_file.as_ref())
+                .map(|p| {
+                    let pem = std::fs::read(p).map_err(|e| e.to_string());
+                    pem.and_then(|b| reqwest::Certificate::from_pem(&b).map_err(|e| e.to_string()))
+                        .map_err(|e| {
+                            bad("RAKUTEN_GATEWAY_CA_FILE", format!("{}: {e}", p.display()))
+                        })
+                })
+                .transpose()?,
             verify_max_pages: self.verify_max_pages,
             account_query_timeout: positive(
                 "RAKUTEN_ACCOUNT_QUERY_TIMEOUT_SECONDS",
@@ -457,6 +473,25 @@ mod tests {
             ..s
         };
         assert!(ok.validate().is_ok());
+    }
+
+    #[test]
+    fn a_gateway_ca_file_is_read_once_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("ca.pem");
+        std::fs::write(&pem, rakuten_edge::testing::TestCa::new("gw CA").pem()).unwrap();
+        let ok = Settings {
+            gateway_ca_file: Some(pem),
+            ..Settings::default()
+        };
+        assert!(ok.validate().unwrap().gateway_ca.is_some());
+        for bad in [dir.path().join("missing.pem"), dir.path().to_path_buf()] {
+            let s = Settings {
+                gateway_ca_file: Some(bad),
+                ..Settings::default()
+            };
+            assert_eq!(s.validate().unwrap_err().name, "RAKUTEN_GATEWAY_CA_FILE");
+        }
     }
 
     #[test]

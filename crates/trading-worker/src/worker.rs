@@ -77,6 +77,7 @@ impl Worker {
             settings.http_timeout,
             settings.retry_max,
             shutdown.clone(),
+            settings.gateway_ca.clone(),
         )?;
         let scraper = ScraperClient::new(
             settings.scraper_base_url.clone(),

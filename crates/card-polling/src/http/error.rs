@@ -182,3 +182,12 @@ impl IntoResponse for ApiError {
 pub async fn not_found_route() -> ApiError {
     ApiError::not_found("route")
 }
+
+/// A known path with a method it does not answer: 405 in the envelope (code 1005).
+pub async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        code: ErrorCode::NotFound.as_i32(),
+        msg: "method not allowed on this path".into(),
+    }
+}

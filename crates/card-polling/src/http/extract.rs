@@ -45,7 +45,12 @@ fn is_json(headers: &HeaderMap) -> bool {
     else {
         return false;
     };
-    let mime = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let mime = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 

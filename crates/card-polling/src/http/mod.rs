@@ -3,10 +3,12 @@
 //! - [`error`]: the one error type and its status/code mapping.
 //! - [`auth`]: the Bearer token extractor.
 //! - [`extract`]: JSON/query/path extractors whose rejections become envelope errors.
+//! - [`openapi`]: the OpenAPI document of every route.
 //! - [`routes`]: one file per resource.
 //!
 //! | method and path | who | what |
 //! |---|---|---|
+//! | `GET /openapi.json` | anyone | the OpenAPI document ([`openapi`]) |
 //! | `GET /health`, `GET /api/task-types` | anyone | liveness with queue depths per task type and lane; configured task types |
 //! | `POST /api/admin/import` | super_admin | shops, accounts, cards, devices, bindings (32 MiB) |
 //! | `POST /api/orders` | super_admin, platform | unpaid package order |
@@ -25,6 +27,7 @@
 pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod openapi;
 pub mod routes;
 
 use std::sync::Arc;
@@ -102,7 +105,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/priority-items/{id}/retrigger", post(items::retrigger))
         .route("/api/manual-triggers", post(manual_triggers::create))
         .route("/api/scheduler/last-cycle", get(scheduler::last_cycle))
+        .merge(openapi::router())
         .fallback(error::not_found_route)
+        .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }

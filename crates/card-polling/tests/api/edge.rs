@@ -122,7 +122,10 @@ async fn connections_past_the_cap_get_a_503_envelope() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (status, v) = app.get("/health", ADMIN).await;
     assert_eq!(status, 503, "{v}");
-    assert_eq!((v["success"].as_bool(), v["code"].as_i64()), (Some(false), Some(1503)));
+    assert_eq!(
+        (v["success"].as_bool(), v["code"].as_i64()),
+        (Some(false), Some(1503))
+    );
 }
 
 #[tokio::test]
@@ -207,4 +210,32 @@ async fn card_polling_over_tls_answers_a_client_trusting_its_ca() {
     assert_eq!(s, 200, "{v}");
     assert!(reqwest::get(format!("{plain}/health")).await.is_err());
     assert!(reqwest::get(format!("{}/health", app.base)).await.is_err());
+}
+
+/// `rediss://` is accepted and speaks TLS: against the machine's plain-text Redis the handshake
+/// fails (it would connect in clear text, or refuse the scheme, without TLS support).
+#[tokio::test]
+async fn a_rediss_url_speaks_tls_to_redis() {
+    let plain = redis_url();
+    let tls = plain.replacen("redis://", "rediss://", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = card_polling::Settings::for_tests(dir.path().join("cp.db"), ADMIN);
+    s.hint_channel =
+        card_polling::settings::HintChannelSetting::Redis(card_polling::settings::Secret::new(tls));
+    let e = tokio::time::timeout(
+        Duration::from_secs(20),
+        card_polling::app::connect_hints(&s),
+    )
+    .await
+    .expect("the TLS attempt ends")
+    .expect_err("a TLS handshake with a plain-text Redis fails");
+    let msg = format!("{e:#}");
+    assert!(!msg.contains("feature"), "TLS support missing: {msg}");
+    // The same server over redis:// works.
+    s.hint_channel = card_polling::settings::HintChannelSetting::Redis(
+        card_polling::settings::Secret::new(plain),
+    );
+    card_polling::app::connect_hints(&s)
+        .await
+        .expect("Redis must be running (REDIS_URL_TEST)");
 }

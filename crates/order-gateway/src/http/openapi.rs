@@ -1,5 +1,5 @@
-//! The OpenAPI document, generated from the handlers' `#[utoipa::path]` attributes and served
-//! unauthenticated at `/openapi.json`.
+//! The OpenAPI document, generated from the handlers' `#[utoipa::path]` attributes (plus the
+//! edge's statuses) and served unauthenticated at `/openapi.json`.
 
 use axum::routing::get;
 use axum::{Json, Router};
@@ -55,7 +55,44 @@ impl Modify for BearerAuth {
     }
 }
 
+/// The served document: [`ApiDoc`] plus the statuses the edge and the extractors can answer on
+/// any operation (401/403/413/422/503, `rakuten_edge::openapi`).
+pub fn document() -> serde_json::Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    rakuten_edge::openapi::add_edge_responses(&mut doc, "ErrorEnvelope");
+    nullable_envelope_data(&mut doc);
+    doc
+}
+
+/// utoipa describes the generic `Envelope<T>::data: Option<T>` as a bare `T`, but an empty
+/// long-poll answers `data: null` (schemathesis found the mismatch, issue #12): every
+/// `Envelope_*` schema's `data` becomes `T` or `null`.
+fn nullable_envelope_data(doc: &mut serde_json::Value) {
+    let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    for (name, schema) in schemas.iter_mut() {
+        if let (true, Some(data)) = (
+            name.starts_with("Envelope"),
+            schema.pointer_mut("/properties/data"),
+        ) {
+            let inner = data.take();
+            *data = serde_json::json!({"oneOf": [inner, {"type": "null"}]});
+        }
+    }
+}
+
 /// The `/openapi.json` route.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
+    let doc = document();
+    Router::new().route(
+        "/openapi.json",
+        get(move || {
+            let doc = doc.clone();
+            async move { Json(doc) }
+        }),
+    )
 }

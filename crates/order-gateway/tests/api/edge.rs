@@ -146,7 +146,12 @@ async fn a_duplicate_key_at_any_depth_of_any_body_is_a_422() {
     )
     .await;
     a.assert_err(422, 1003);
-    assert!(a.body["msg"].as_str().unwrap().contains("duplicate key `max_total_yen`"));
+    assert!(
+        a.body["msg"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate key `max_total_yen`")
+    );
     app.task("t24").await.assert_err(404, 6001);
     // Top level, and in the other bodies.
     post_raw(
@@ -165,7 +170,10 @@ async fn a_duplicate_key_at_any_depth_of_any_body_is_a_422() {
     .assert_err(422, 1003);
     app.submit("po-dup").await.assert_ok();
     let lease = app.lease("w1", 0.0).await;
-    let token = lease.assert_ok()["lease_token"].as_str().unwrap().to_owned();
+    let token = lease.assert_ok()["lease_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let a = post_raw(
         &app,
         "/api/orders/po-dup/report",
@@ -229,6 +237,108 @@ async fn a_tls_setting_without_its_pair_or_with_a_bad_file_refuses_to_start() {
     );
     s.edge.tls_key_path = Some(dir.path().join("missing-key.pem"));
     let clock = std::sync::Arc::new(rakuten_types::ManualClock::at_fixed_date());
-    let e = order_gateway::Application::build(s, clock).await.unwrap_err();
+    let e = order_gateway::Application::build(s, clock)
+        .await
+        .unwrap_err();
     assert!(format!("{e:#}").contains("cert.pem"), "{e:#}");
+}
+
+/// Whether the session `url` opens runs over TLS (`pg_stat_ssl`).
+async fn pg_session_uses_tls(url: &str) -> Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await?;
+    let (ssl,): (bool,) =
+        sqlx::query_as("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(&mut conn)
+            .await?;
+    conn.close().await?;
+    Ok(ssl)
+}
+
+fn with_param(url: &str, param: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{param}")
+}
+
+#[tokio::test]
+async fn postgres_sslmode_in_the_url_is_honoured() {
+    let base = crate::pg::base_url();
+    assert!(
+        !pg_session_uses_tls(&with_param(&base, "sslmode=disable"))
+            .await
+            .expect("sslmode=disable connects (PostgreSQL must be running)")
+    );
+    // `prefer` takes TLS when the server offers it and still connects when it does not.
+    let prefer = pg_session_uses_tls(&with_param(&base, "sslmode=prefer"))
+        .await
+        .expect("sslmode=prefer connects");
+    // A URL with a CA file parses; a CA file that does not exist is refused at connect, never
+    // silently ignored.
+    let url = with_param(&base, "sslmode=verify-full&sslrootcert=/nonexistent/ca.pem");
+    let opts: sqlx::postgres::PgConnectOptions = url.parse().expect("verify-full URL parses");
+    assert!(
+        <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts)
+            .await
+            .is_err()
+    );
+    if prefer {
+        assert!(
+            pg_session_uses_tls(&with_param(&base, "sslmode=require"))
+                .await
+                .unwrap()
+        );
+    }
+}
+
+/// The machine's PostgreSQL serves TLS with the Debian snakeoil certificate (`localhost`,
+/// self-signed): `verify-full` against it as the CA file connects over TLS, and against another
+/// CA is refused.
+#[tokio::test]
+async fn postgres_verify_full_with_a_ca_file_connects_over_tls() {
+    let snakeoil = "/etc/ssl/certs/ssl-cert-snakeoil.pem";
+    assert!(
+        std::path::Path::new(snakeoil).is_file(),
+        "{snakeoil} missing: this test needs the machine's PostgreSQL with its default TLS set-up"
+    );
+    let url = "postgres://postgres@localhost:5432/test";
+    let ok = with_param(url, &format!("sslmode=verify-full&sslrootcert={snakeoil}"));
+    assert!(
+        pg_session_uses_tls(&ok)
+            .await
+            .expect("verify-full with the server's CA")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other-ca.pem");
+    std::fs::write(&other, TestCa::new("not the server's CA").pem()).unwrap();
+    let bad = with_param(
+        url,
+        &format!("sslmode=verify-full&sslrootcert={}", other.display()),
+    );
+    assert!(pg_session_uses_tls(&bad).await.is_err());
+}
+
+/// Found by schemathesis: an empty long-poll answers `data: null`, which the document described
+/// as an object only.
+#[tokio::test]
+async fn the_document_allows_the_null_data_of_an_empty_long_poll_and_lists_the_edge_statuses() {
+    let app = spawn_app().await;
+    let doc: serde_json::Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for name in ["Envelope_LeaseGrant", "Envelope_QueryGrant"] {
+        let data = &doc["components"]["schemas"][name]["properties"]["data"];
+        assert_eq!(data["oneOf"][1]["type"], "null", "{name}: {data}");
+    }
+    let submit = &doc["paths"]["/api/orders"]["post"]["responses"];
+    for s in ["200", "401", "403", "409", "413", "422", "503"] {
+        assert!(submit.get(s).is_some(), "POST /api/orders lacks {s}");
+    }
+    let lease = app.lease("w-doc", 0.0).await;
+    assert!(lease.assert_ok().is_null());
 }

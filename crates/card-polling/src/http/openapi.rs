@@ -1,0 +1,370 @@
+//! The OpenAPI document at `/openapi.json` (unauthenticated, like the gateway's): every route of
+//! [`super::router`], its parameters, request body shape and every status it can answer, each
+//! error in the envelope. Written as one table in this file (the handlers carry no `utoipa`
+//! attributes: their request and answer types live in the store and domain modules); the edge's
+//! statuses (401/403/413/422/503) are added by `rakuten_edge::openapi::add_edge_responses`.
+
+use axum::Router;
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use super::AppState;
+
+fn string() -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": 128})
+}
+
+fn object(required: &[&str], props: Value) -> Value {
+    json!({"type": "object", "required": required, "properties": props})
+}
+
+fn asset() -> Value {
+    object(
+        &["asset_type", "asset_id"],
+        json!({"asset_type": {"type": "string", "enum": ["card", "device"]}, "asset_id": string()}),
+    )
+}
+
+fn reason() -> Value {
+    object(
+        &["reason"],
+        json!({"reason": {"type": "string", "minLength": 1, "maxLength": 500}}),
+    )
+}
+
+fn with(base: Value, extra: Value) -> Value {
+    let mut v = base;
+    let (Some(props), Some(extra)) = (v["properties"].as_object_mut(), extra.as_object()) else {
+        return v;
+    };
+    for (k, s) in extra {
+        props.insert(k.clone(), s.clone());
+    }
+    v
+}
+
+/// One operation: method, path, tag, summary, whether it needs a token, body schema, extra
+/// error statuses beyond the edge's (404, 409, 429), query parameters.
+struct Op {
+    method: &'static str,
+    path: &'static str,
+    tag: &'static str,
+    summary: &'static str,
+    auth: bool,
+    body: Option<Value>,
+    errors: &'static [(&'static str, &'static str)],
+    query: Value,
+}
+
+const NOT_FOUND: (&str, &str) = ("404", "not found (1005, or 7001 for a priority item)");
+const CONFLICT: (&str, &str) = ("409", "conflicting state (1006, 7002, 7003, 7005)");
+
+fn ops() -> Vec<Op> {
+    let switch = object(&["enabled"], json!({"enabled": {"type": "boolean"}}));
+    let task_types = json!({"type": "array", "items": {"type": "string"}, "maxItems": 16});
+    let list_query = json!([
+        {"name": "status", "in": "query", "schema": {"type": "string"}},
+        {"name": "task_type", "in": "query", "schema": {"type": "string"}},
+        {"name": "trigger_type", "in": "query", "schema": {"type": "string"}},
+        {"name": "iccid", "in": "query", "schema": {"type": "string"}},
+        {"name": "enqueued_from", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+        {"name": "enqueued_to", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+        {"name": "exception", "in": "query", "schema": {"type": "string"}},
+        {"name": "before_id", "in": "query", "schema": {"type": "integer", "format": "int64"}},
+        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
+    ]);
+    let rows = |required: &[&str], props: Value| json!({"type": "array", "items": object(required, props)});
+    let import = json!({"type": "object", "properties": {
+        "shops": rows(&["id", "name"], json!({"id": string(), "parent_id": string(), "name": {"type": "string"}})),
+        "accounts": rows(&["id", "role", "token"], json!({"id": string(), "role": {"type": "string", "enum": ["super_admin", "platform", "agent", "enterprise"]}, "shop_id": string(), "token": {"type": "string", "minLength": 16, "maxLength": 256}, "perm_card_data": {"type": "boolean"}, "perm_manual_trigger": {"type": "boolean"}})),
+        "cards": rows(&["iccid", "shop_id"], json!({"iccid": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "stop_locked": {"type": "boolean"}})),
+        "devices": rows(&["device_no", "shop_id"], json!({"device_no": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "reported_slot_iccid": string()})),
+        "bindings": rows(&["device_no", "iccid"], json!({"device_no": string(), "iccid": string(), "active": {"type": "boolean"}})),
+    }});
+    let op = |method, path, tag, summary, body: Option<Value>, errors| Op {
+        method,
+        path,
+        tag,
+        summary,
+        auth: true,
+        body,
+        errors,
+        query: json!([]),
+    };
+    vec![
+        Op {
+            auth: false,
+            ..op(
+                "get",
+                "/health",
+                "health",
+                "liveness and queue depths per task type and lane",
+                None,
+                &[],
+            )
+        },
+        Op {
+            auth: false,
+            ..op(
+                "get",
+                "/api/task-types",
+                "health",
+                "configured task types",
+                None,
+                &[],
+            )
+        },
+        op(
+            "post",
+            "/api/admin/import",
+            "admin",
+            "import shops, accounts, cards, devices, bindings (32 MiB)",
+            Some(import),
+            &[CONFLICT],
+        ),
+        op(
+            "post",
+            "/api/orders",
+            "orders",
+            "create an unpaid package order",
+            Some(with(
+                asset(),
+                json!({"id": string(), "kind": {"type": "string", "enum": ["main", "addon"]}}),
+            )),
+            &[NOT_FOUND, CONFLICT],
+        ),
+        op(
+            "post",
+            "/api/payments/callback",
+            "orders",
+            "settle an order (idempotent by payment id)",
+            Some(object(
+                &["payment_id", "order_id", "status"],
+                json!({"payment_id": string(), "order_id": string(), "status": {"type": "string", "enum": ["paid", "failed", "cancelled"]}}),
+            )),
+            &[NOT_FOUND, CONFLICT],
+        ),
+        op(
+            "post",
+            "/api/usages/{id}/activate",
+            "orders",
+            "activate a queued main package",
+            None,
+            &[NOT_FOUND, CONFLICT],
+        ),
+        op(
+            "post",
+            "/api/package-poll",
+            "orders",
+            "the ordinary package poll's verdict for an asset",
+            Some(asset()),
+            &[NOT_FOUND, CONFLICT],
+        ),
+        op(
+            "put",
+            "/api/cards/{iccid}/polling",
+            "assets",
+            "card polling switch",
+            Some(switch.clone()),
+            &[NOT_FOUND],
+        ),
+        op(
+            "put",
+            "/api/cards/{iccid}/stop-lock",
+            "assets",
+            "carrier stop lock",
+            Some(object(&["locked"], json!({"locked": {"type": "boolean"}}))),
+            &[NOT_FOUND],
+        ),
+        op(
+            "delete",
+            "/api/cards/{iccid}",
+            "assets",
+            "delete a card",
+            None,
+            &[NOT_FOUND],
+        ),
+        op(
+            "put",
+            "/api/devices/{device_no}/polling",
+            "assets",
+            "device polling switch",
+            Some(switch),
+            &[NOT_FOUND],
+        ),
+        op(
+            "put",
+            "/api/devices/{device_no}/reported-slot",
+            "assets",
+            "the slot the device reports",
+            Some(object(&[], json!({"iccid": string()}))),
+            &[NOT_FOUND],
+        ),
+        op(
+            "put",
+            "/api/bindings",
+            "assets",
+            "bind or unbind a card and a device",
+            Some(object(
+                &["device_no", "iccid"],
+                json!({"device_no": string(), "iccid": string(), "active": {"type": "boolean"}}),
+            )),
+            &[NOT_FOUND],
+        ),
+        Op {
+            query: list_query,
+            ..op(
+                "get",
+                "/api/priority-items",
+                "priority items",
+                "list (scoped to the caller's shops)",
+                None,
+                &[],
+            )
+        },
+        op(
+            "post",
+            "/api/priority-items",
+            "priority items",
+            "manual enqueue",
+            Some(with(
+                asset(),
+                json!({"task_types": task_types, "reason": {"type": "string", "minLength": 1, "maxLength": 500}, "event_id": string()}),
+            )),
+            &[NOT_FOUND, CONFLICT, ("429", "manual quota used up (7004)")],
+        ),
+        op(
+            "get",
+            "/api/priority-items/{id}",
+            "priority items",
+            "detail",
+            None,
+            &[NOT_FOUND],
+        ),
+        op(
+            "post",
+            "/api/priority-items/{id}/close",
+            "priority items",
+            "close",
+            Some(reason()),
+            &[NOT_FOUND, CONFLICT],
+        ),
+        op(
+            "post",
+            "/api/priority-items/{id}/retrigger",
+            "priority items",
+            "retrigger a failed or expired item",
+            Some(reason()),
+            &[NOT_FOUND, CONFLICT],
+        ),
+        op(
+            "post",
+            "/api/manual-triggers",
+            "manual triggers",
+            "ordinary manual trigger (quota, 24 h dedupe)",
+            Some(object(
+                &["iccid"],
+                json!({"iccid": string(), "task_types": task_types}),
+            )),
+            &[NOT_FOUND, CONFLICT, ("429", "daily quota used up (7004)")],
+        ),
+        op(
+            "get",
+            "/api/scheduler/last-cycle",
+            "scheduler",
+            "the last scheduling cycle",
+            None,
+            &[],
+        ),
+    ]
+}
+
+fn path_params(path: &str) -> Vec<Value> {
+    path.split('/')
+        .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": string()}))
+        .collect()
+}
+
+/// The document as written in the table (without the edge's statuses).
+pub fn document() -> Value {
+    let mut paths = serde_json::Map::new();
+    for o in ops() {
+        let mut responses = json!({"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Envelope"}}}}});
+        for (status, what) in o.errors {
+            responses[*status] = json!({"description": what, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}});
+        }
+        let mut params = path_params(o.path);
+        params.extend(o.query.as_array().cloned().unwrap_or_default());
+        let mut operation = json!({
+            "tags": [o.tag],
+            "summary": o.summary,
+            "operationId": format!("{} {}", o.method, o.path),
+            "responses": responses,
+        });
+        if !params.is_empty() {
+            operation["parameters"] = Value::Array(params);
+        }
+        if let Some(body) = o.body {
+            operation["requestBody"] =
+                json!({"required": true, "content": {"application/json": {"schema": body}}});
+        }
+        if o.auth {
+            operation["security"] = json!([{"bearer": []}]);
+        }
+        paths
+            .entry(o.path)
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .map(|item| item.insert(o.method.to_owned(), operation));
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "card-polling", "version": env!("CARGO_PKG_VERSION"), "description": "Priority polling queue for IoT cards (spec priority-polling-queue.md)"},
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Envelope": {"type": "object", "required": ["success", "msg", "data", "code"], "properties": {
+                    "success": {"type": "boolean", "const": true}, "msg": {"type": "string"}, "data": {}, "code": {"type": "integer"}}},
+                "ErrorEnvelope": {"type": "object", "required": ["success", "msg", "data", "code"], "properties": {
+                    "success": {"type": "boolean", "const": false}, "msg": {"type": "string", "minLength": 1}, "data": {"type": "null"}, "code": {"type": "integer"}}},
+            },
+        },
+    })
+}
+
+/// The served document: the table with the edge's statuses added.
+pub fn openapi() -> Value {
+    let mut doc = document();
+    rakuten_edge::openapi::add_edge_responses(&mut doc, "ErrorEnvelope");
+    doc
+}
+
+/// The `/openapi.json` route.
+pub fn router() -> Router<AppState> {
+    let doc = openapi();
+    Router::new().route(
+        "/openapi.json",
+        get(move || {
+            let doc = doc.clone();
+            async move { axum::Json(doc) }
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_document_lists_every_route_with_the_edge_statuses() {
+        let doc = super::openapi();
+        let paths = doc["paths"].as_object().unwrap();
+        assert_eq!(paths.len(), 19);
+        let import = &doc["paths"]["/api/admin/import"]["post"]["responses"];
+        for s in ["200", "401", "403", "409", "413", "422", "503"] {
+            assert!(import.get(s).is_some(), "import lacks {s}");
+        }
+        let health = &doc["paths"]["/health"]["get"]["responses"];
+        assert!(health.get("503").is_some() && health.get("401").is_none());
+    }
+}

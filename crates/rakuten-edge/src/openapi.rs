@@ -1,0 +1,85 @@
+//! The answers the edge itself can give, added to a service's OpenAPI document so a client (and
+//! schemathesis) sees every status an operation can return (issue #12 item 12). Works on the
+//! document as JSON, so it serves a `utoipa`-generated document and a hand-written one alike.
+
+use serde_json::{Value, json};
+
+/// Adds, where missing, to every operation of `doc` (an OpenAPI 3 document as JSON): 503
+/// (connection cap, storage unavailable); 401 and 403 when it needs a token; 413 when it takes
+/// a body; 422 when it takes a body or parameters. Each answers the envelope described by the
+/// component schema `error_schema`.
+pub fn add_edge_responses(doc: &mut Value, error_schema: &str) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let content = json!({"application/json": {"schema": {"$ref": format!("#/components/schemas/{error_schema}")}}});
+    for (path, item) in paths.iter_mut() {
+        let path_params = path.contains('{');
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in item.iter_mut() {
+            if !["get", "put", "post", "delete", "patch", "head"].contains(&method.as_str()) {
+                continue;
+            }
+            let secured = op["security"].as_array().is_some_and(|s| !s.is_empty());
+            let body = op.get("requestBody").is_some();
+            let params = path_params || op["parameters"].as_array().is_some_and(|p| !p.is_empty());
+            let mut add = |status: &str, what: &str| {
+                if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
+                    responses
+                        .entry(status)
+                        .or_insert_with(|| json!({"description": what, "content": content}));
+                }
+            };
+            add(
+                "503",
+                "too many open connections, or storage unavailable (1503); `Retry-After`",
+            );
+            if secured {
+                add("401", "missing or wrong Bearer token (1001)");
+                add("403", "the token's role may not do this (1002)");
+            }
+            if body {
+                add("413", "request body over its limit (1004)");
+            }
+            if body || params {
+                add(
+                    "422",
+                    "invalid body, query or path: JSON, types, ranges, duplicate keys (1003)",
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_added_by_what_an_operation_takes() {
+        let mut doc = json!({"paths": {
+            "/health": {"get": {"responses": {"200": {"description": "ok"}}}},
+            "/api/x/{id}": {"post": {"security": [{"bearer": []}], "requestBody": {},
+                "responses": {"200": {"description": "ok"}, "422": {"description": "mine"}}}},
+        }});
+        add_edge_responses(&mut doc, "E");
+        let health = doc["paths"]["/health"]["get"]["responses"]
+            .as_object()
+            .unwrap();
+        assert_eq!(health.keys().collect::<Vec<_>>(), ["200", "503"]);
+        let x = doc["paths"]["/api/x/{id}"]["post"]["responses"]
+            .as_object()
+            .unwrap();
+        assert_eq!(
+            x.keys().collect::<Vec<_>>(),
+            ["200", "401", "403", "413", "422", "503"]
+        );
+        assert_eq!(x["422"]["description"], "mine");
+        assert_eq!(
+            x["401"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/E"
+        );
+    }
+}
