@@ -219,7 +219,11 @@ impl Site for SimSite {
         })
     }
 
-    async fn pay(&self, site_order_id: &str) -> Result<Step<PayOutcome>, SiteError> {
+    async fn pay(
+        &self,
+        site_order_id: &str,
+        _task_id: &str,
+    ) -> Result<Step<PayOutcome>, SiteError> {
         let path = format!("/orders/{}/pay", urlencode(site_order_id));
         let (page, st) = self.fetch("POST", &path, None).await?;
         let p = &st["payment"];

@@ -8,6 +8,22 @@ use std::time::{Duration, Instant};
 use crate::helpers::{Harness, TOKEN};
 
 fn spawn_worker(h: &Harness, failpoint: Option<&str>) -> Child {
+    spawn_worker_on(
+        h,
+        failpoint,
+        &[
+            ("RAKUTEN_SITE", "sim"),
+            ("RAKUTEN_SITE_BASE_URL", &h.shop.base_url),
+        ],
+    )
+}
+
+/// The worker binary against the harness's gateway, on the site the `site` variables name.
+pub(crate) fn spawn_worker_on(
+    h: &Harness,
+    failpoint: Option<&str>,
+    site: &[(&str, &str)],
+) -> Child {
     let mut c = Command::new(env!("CARGO_BIN_EXE_trading-worker"));
     c.arg("run")
         .env_clear()
@@ -16,8 +32,7 @@ fn spawn_worker(h: &Harness, failpoint: Option<&str>) -> Child {
         .env("RAKUTEN_WORKER_ID", "crash-worker")
         .env("RAKUTEN_TRADING_DB_PATH", &h.db_path)
         .env("RAKUTEN_EVIDENCE_DIR", &h.evidence_dir)
-        .env("RAKUTEN_SITE", "sim")
-        .env("RAKUTEN_SITE_BASE_URL", &h.shop.base_url)
+        .envs(site.iter().copied())
         .env("RAKUTEN_LEASE_WAIT_SECONDS", "1")
         .env("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", "0.5")
         .env("RAKUTEN_MONITOR_INTERVAL_SECONDS", "3600")
@@ -31,7 +46,7 @@ fn spawn_worker(h: &Harness, failpoint: Option<&str>) -> Child {
     c.spawn().expect("spawn trading-worker")
 }
 
-async fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+pub(crate) async fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -45,7 +60,7 @@ async fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
-async fn wait_terminal(h: &Harness, task_id: &str) -> serde_json::Value {
+pub(crate) async fn wait_terminal(h: &Harness, task_id: &str) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let t = h.task(task_id).await;
