@@ -94,7 +94,7 @@ impl Application {
             tracing::info!(rows = synced, "ordinary polling schedule synced");
         }
         let hints = connect_hints(&settings).await?;
-        let listener = TcpListener::bind(settings.listen).await?;
+        let listener = TcpListener::bind(settings.listen_addr()).await?;
         let executor = Executor::new(
             store.clone(),
             upstream,

@@ -53,8 +53,14 @@ pub use settings::Settings;
 /// Start-up or server failures.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let upstream = Arc::new(upstream::SimCarrier::new(settings.sim_config()));
+    let ip = settings.listen_addr().ip();
+    let (storage, database) = match settings.db_url {
+        Some(_) => ("postgres", "RAKUTEN_POLL_DB_URL".to_owned()),
+        None => ("sqlite", settings.db_path.display().to_string()),
+    };
     let app = Application::build(settings, Arc::new(rakuten_types::SystemClock), upstream).await?;
-    tracing::info!(port = app.port(), "card-polling listening");
+    let addr = std::net::SocketAddr::new(ip, app.port());
+    tracing::info!(addr = %addr, storage, database = %database, "card-polling listening on {addr} ({storage}: {database})");
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {

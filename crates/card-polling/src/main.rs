@@ -1,19 +1,21 @@
 //! `card-polling serve`: thin entry point over the library.
 
-use clap::Parser;
+use std::process::ExitCode;
 
 use card_polling::settings::{Cli, Command};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let _ = dotenvy::dotenv();
-    tracing_subscriber::fmt()
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    match Cli::parse().command {
-        Command::Serve(settings) => card_polling::serve(settings).await,
+fn main() -> ExitCode {
+    let cli: Cli = rakuten_cli::start("info", &[]);
+    let Command::Serve(settings) = cli.command;
+    if let Some(addr) = settings.listen {
+        tracing::warn!(
+            listen = %addr,
+            "deprecated setting RAKUTEN_POLL_LISTEN / --listen: use RAKUTEN_POLL_HOST and RAKUTEN_POLL_PORT"
+        );
     }
+    rakuten_cli::exit_on_error(
+        tokio::runtime::Runtime::new()
+            .map_err(Into::into)
+            .and_then(|rt| rt.block_on(card_polling::serve(settings))),
+    )
 }

@@ -119,9 +119,16 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 /// Settings of `card-polling serve`.
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
-    /// Listen address.
-    #[arg(long, env = "RAKUTEN_POLL_LISTEN", default_value = "127.0.0.1:8090")]
-    pub listen: SocketAddr,
+    /// Address to listen on (named like the gateway's `RAKUTEN_GATEWAY_HOST`).
+    #[arg(long, env = "RAKUTEN_POLL_HOST", default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+    /// Port to listen on (0 picks a free port).
+    #[arg(long, env = "RAKUTEN_POLL_PORT", default_value_t = 8090)]
+    pub port: u16,
+    /// DEPRECATED `host:port` (D-polish-5): when set it wins over host and port, with a warning
+    /// at start. Not listed in `--help`.
+    #[arg(long, env = "RAKUTEN_POLL_LISTEN", hide = true)]
+    pub listen: Option<SocketAddr>,
     /// SQLite database file.
     #[arg(
         long,
@@ -190,7 +197,9 @@ impl Settings {
     /// Settings for tests: given database and admin token, defaults elsewhere.
     pub fn for_tests(db_path: PathBuf, admin_token: &str) -> Self {
         Settings {
-            listen: "127.0.0.1:0".parse().expect("literal address"),
+            host: std::net::Ipv4Addr::LOCALHOST.into(),
+            port: 0,
+            listen: None,
             db_path,
             db_url: None,
             admin_token: Secret::new(admin_token),
@@ -211,6 +220,12 @@ impl Settings {
             sim_timeout_rate: 0.0,
             sim_unknown_iccids: vec![],
         }
+    }
+
+    /// The address to bind: the deprecated `RAKUTEN_POLL_LISTEN` when set, else host and port.
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen
+            .unwrap_or_else(|| SocketAddr::new(self.host, self.port))
     }
 
     /// The simulated carrier's configuration.

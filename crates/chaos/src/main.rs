@@ -1,17 +1,13 @@
 //! `chaos`: one fault-injection run (see the library docs). Exit 0: every check passed; 1: a
 //! violation (the run directory is kept); 2: the harness itself failed.
 
-use clap::Parser;
-use tracing_subscriber::EnvFilter;
-
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let settings = chaos::Settings::parse();
+    // Logs on stderr: stdout carries the report table.
+    let settings: chaos::Settings = rakuten_cli::start_with(
+        "warn",
+        &chaos::settings::DEPRECATED_ENV,
+        rakuten_cli::LogOutput::Stderr,
+    );
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -17,68 +17,72 @@ use crate::faults::FaultKind;
 )]
 pub struct Settings {
     /// Order intents the upstream submits (each with its own task_id).
-    #[arg(long, env = "CHAOS_ORDERS", default_value_t = 300)]
+    #[arg(long, env = "RAKUTEN_CHAOS_ORDERS", default_value_t = 300)]
     pub orders: u32,
 
     /// Seed of every random choice (fault kinds, moments, rates, intents). Printed at start.
-    #[arg(long, env = "CHAOS_SEED", default_value_t = 7)]
+    #[arg(long, env = "RAKUTEN_CHAOS_SEED", default_value_t = 7)]
     pub seed: u64,
 
     /// Global deadline of the whole run, seconds: orders still unfinished then are violations.
-    #[arg(long, env = "CHAOS_DEADLINE_SECONDS", default_value_t = 900)]
+    #[arg(long, env = "RAKUTEN_CHAOS_DEADLINE_SECONDS", default_value_t = 900)]
     pub deadline_seconds: u64,
 
     /// Upstream submission rate, orders per second.
-    #[arg(long, env = "CHAOS_SUBMIT_RATE", default_value_t = 10.0)]
+    #[arg(long, env = "RAKUTEN_CHAOS_SUBMIT_RATE", default_value_t = 10.0)]
     pub submit_rate: f64,
 
     /// Mean pause between two faults, seconds (the actual pause is uniform in 0.5×…1.5×).
-    #[arg(long, env = "CHAOS_FAULT_INTERVAL_SECONDS", default_value_t = 2.0)]
+    #[arg(
+        long,
+        env = "RAKUTEN_CHAOS_FAULT_INTERVAL_SECONDS",
+        default_value_t = 2.0
+    )]
     pub fault_interval_seconds: f64,
 
     /// Fault kinds to inject (comma separated); default: all of them. Every listed kind is
     /// injected at least once, in a seeded order, before kinds are drawn at random.
-    #[arg(long, env = "CHAOS_FAULTS", value_delimiter = ',', value_enum)]
+    #[arg(long, env = "RAKUTEN_CHAOS_FAULTS", value_delimiter = ',', value_enum)]
     pub faults: Vec<FaultKind>,
 
     /// Injectors running at once (their faults overlap); each has its own seeded RNG.
-    #[arg(long, env = "CHAOS_INJECTORS", default_value_t = 1)]
+    #[arg(long, env = "RAKUTEN_CHAOS_INJECTORS", default_value_t = 1)]
     pub injectors: u32,
 
     /// The gateway's `RAKUTEN_LEASE_TTL_SECONDS` (short, so that lease expiry happens).
-    #[arg(long, env = "CHAOS_LEASE_TTL_SECONDS", default_value_t = 4.0)]
+    #[arg(long, env = "RAKUTEN_CHAOS_LEASE_TTL_SECONDS", default_value_t = 4.0)]
     pub lease_ttl_seconds: f64,
 
     /// How many times the operator reclaims one stale task before leaving it to a human.
-    #[arg(long, env = "CHAOS_MAX_RECLAIMS", default_value_t = 8)]
+    #[arg(long, env = "RAKUTEN_CHAOS_MAX_RECLAIMS", default_value_t = 8)]
     pub max_reclaims: u32,
 
     /// Directory holding `order-gateway`, `trading-worker` and `shop-sim`; default: the directory
     /// of this executable (`target/debug` for `cargo run -p chaos`).
-    #[arg(long, env = "CHAOS_BIN_DIR")]
+    #[arg(long, env = "RAKUTEN_CHAOS_BIN_DIR")]
     pub bin_dir: Option<PathBuf>,
 
     /// Run `cargo build -p order-gateway -p trading-worker -p shop-sim --features
     /// trading-worker/failpoints` first.
-    #[arg(long, env = "CHAOS_BUILD")]
+    #[arg(long, env = "RAKUTEN_CHAOS_BUILD")]
     pub build: bool,
 
     /// Keep the run directory (databases, logs, evidence) here instead of a temporary one that is
     /// deleted on success.
-    #[arg(long, env = "CHAOS_DATA_DIR")]
+    #[arg(long, env = "RAKUTEN_CHAOS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
 
     /// Gateway database URL (`RAKUTEN_GATEWAY_DB_URL`), e.g. `postgres://…`; empty = the
     /// default SQLite file in the run directory. Needed for more than one gateway.
-    #[arg(long, env = "CHAOS_GATEWAY_DB_URL", default_value = "")]
+    #[arg(long, env = "RAKUTEN_CHAOS_GATEWAY_DB_URL", default_value = "")]
     pub gateway_db_url: String,
 
     /// Gateway instances behind the proxy (more than one needs a shared database URL).
-    #[arg(long, env = "CHAOS_GATEWAYS", default_value_t = 1)]
+    #[arg(long, env = "RAKUTEN_CHAOS_GATEWAYS", default_value_t = 1)]
     pub gateways: u32,
 
     /// Print each fault as it is injected.
-    #[arg(long, short, env = "CHAOS_VERBOSE")]
+    #[arg(long, short, env = "RAKUTEN_CHAOS_VERBOSE")]
     pub verbose: bool,
 }
 
@@ -211,3 +215,68 @@ impl Settings {
         Duration::from_secs(self.deadline_seconds)
     }
 }
+
+/// The variables' names before they followed the `RAKUTEN_*` convention; still read, with a
+/// warning, when the new name is not set (D-polish-5).
+pub const DEPRECATED_ENV: [rakuten_cli::Alias; 15] = [
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_ORDERS",
+        current: "RAKUTEN_CHAOS_ORDERS",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_SEED",
+        current: "RAKUTEN_CHAOS_SEED",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_DEADLINE_SECONDS",
+        current: "RAKUTEN_CHAOS_DEADLINE_SECONDS",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_SUBMIT_RATE",
+        current: "RAKUTEN_CHAOS_SUBMIT_RATE",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_FAULT_INTERVAL_SECONDS",
+        current: "RAKUTEN_CHAOS_FAULT_INTERVAL_SECONDS",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_FAULTS",
+        current: "RAKUTEN_CHAOS_FAULTS",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_INJECTORS",
+        current: "RAKUTEN_CHAOS_INJECTORS",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_LEASE_TTL_SECONDS",
+        current: "RAKUTEN_CHAOS_LEASE_TTL_SECONDS",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_MAX_RECLAIMS",
+        current: "RAKUTEN_CHAOS_MAX_RECLAIMS",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_BIN_DIR",
+        current: "RAKUTEN_CHAOS_BIN_DIR",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_BUILD",
+        current: "RAKUTEN_CHAOS_BUILD",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_DATA_DIR",
+        current: "RAKUTEN_CHAOS_DATA_DIR",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_GATEWAY_DB_URL",
+        current: "RAKUTEN_CHAOS_GATEWAY_DB_URL",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_GATEWAYS",
+        current: "RAKUTEN_CHAOS_GATEWAYS",
+    },
+    rakuten_cli::Alias {
+        deprecated: "CHAOS_VERBOSE",
+        current: "RAKUTEN_CHAOS_VERBOSE",
+    },
+];

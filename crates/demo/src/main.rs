@@ -27,15 +27,31 @@ const ORDER_TIMEOUT: Duration = Duration::from_secs(20);
 /// The same through a browser: each step loads pages and takes a screenshot.
 const BROWSER_ORDER_TIMEOUT: Duration = Duration::from_secs(90);
 
-#[tokio::main]
-async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    let browser = std::env::args().skip(1).any(|a| a == "--browser");
-    match run(browser).await {
+/// The demo's command line; `--help` and `--version` answer without running.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "demo",
+    version,
+    about = "The main job end to end: shop-sim, order-gateway and trading-worker in one process; \
+             one sample order walked to paid and shipped, evidence under data/demo-<timestamp>/"
+)]
+struct Cli {
+    /// Run the order through the browser adapter (headless Chromium over WebDriver, a
+    /// screenshot per step) instead of the plain HTTP seam.
+    #[arg(long)]
+    browser: bool,
+}
+
+fn main() {
+    let Cli { browser } = rakuten_cli::start("warn", &[]);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("demo failed: {e}");
+            std::process::exit(2);
+        }
+    };
+    match rt.block_on(run(browser)) {
         Ok(true) => std::process::exit(0),
         Ok(false) => std::process::exit(1),
         Err(e) => {
@@ -194,7 +210,7 @@ async fn run(browser: bool) -> anyhow::Result<bool> {
             break d;
         }
         if Instant::now() > deadline {
-            println!("!! the order did not finish within {timeout:?}");
+            println!("!! the order did not finish within {} s", timeout.as_secs());
             break d;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -225,12 +241,17 @@ async fn run(browser: bool) -> anyhow::Result<bool> {
     // 7. Summary.
     let final_task = task(&http, &gw_url, &task_id).await?;
     let submissions = shop.submissions().len();
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    };
     println!(
-        "\n== final task: status={} latest_state={} lease_count={} outcome={}",
-        final_task["status"],
-        final_task["latest_state"],
-        final_task["lease_count"],
-        final_task["outcome"]
+        "\n== final task: status {}, latest state {}, lease count {}, outcome {}",
+        text(&final_task["status"]),
+        text(&final_task["latest_state"]),
+        text(&final_task["lease_count"]),
+        text(&final_task["outcome"])
     );
     println!("== shop order submissions: {submissions}");
     println!("== evidence: {}", evidence_dir.join(&task_id).display());
@@ -270,6 +291,8 @@ async fn run(browser: bool) -> anyhow::Result<bool> {
     if let Some(a) = adapter {
         a.stop().await;
     }
+    // The journal checkpointed into trading.db: a copy of the run directory is complete.
+    worker.close().await;
     gw_stop.cancel();
     let _ = gw_task.await;
     shop.stop().await;

@@ -194,8 +194,17 @@ impl Application {
             )),
             Backend::Sqlite(_) => None,
         };
+        let settings = self.state.settings.clone();
         let app = router(self.state);
-        tracing::info!(port = self.port, "order-gateway listening");
+        let (storage, database) = match &settings.db_url {
+            Some(url) => ("postgres", redact_url(url.expose())),
+            None => ("sqlite", settings.db_path.display().to_string()),
+        };
+        let addr = self
+            .listener
+            .local_addr()
+            .map_or_else(|_| format!("port {}", self.port), |a| a.to_string());
+        tracing::info!(addr = %addr, storage, database = %database, "order-gateway listening on {addr} ({storage}: {database})");
         let served = axum::serve(self.listener, app)
             .with_graceful_shutdown(async move {
                 shutdown.await;
@@ -212,5 +221,35 @@ impl Application {
         self.backend.order_store().close().await;
         tracing::info!("order-gateway stopped");
         served.context("serving HTTP")
+    }
+}
+
+/// A database URL fit for a log line: the password (if any) replaced by `***`.
+fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "***".into();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            let pass = if userinfo.contains(':') { ":***" } else { "" };
+            format!("{scheme}://{user}{pass}@{host}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn a_database_url_in_the_start_line_never_shows_its_password() {
+        assert_eq!(
+            redact_url("postgres://gw:s3cret@db:5432/gateway"),
+            "postgres://gw:***@db:5432/gateway"
+        );
+        assert_eq!(redact_url("postgres://db/gateway"), "postgres://db/gateway");
+        assert_eq!(redact_url("nonsense"), "***");
     }
 }

@@ -1,11 +1,11 @@
 //! The `order-gateway` binary: `order-gateway serve` (see the library docs).
 
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use order_gateway::{Application, Settings};
 use rakuten_types::SystemClock;
-use tracing_subscriber::EnvFilter;
 
 /// Durable, leased, at-most-once order task queue (spec order-gateway.md).
 #[derive(Debug, Parser)]
@@ -21,22 +21,22 @@ enum Command {
     Serve(Settings),
 }
 
-fn main() -> anyhow::Result<()> {
-    // A missing .env is normal; the environment and flags still apply.
-    let _ = dotenvy::dotenv();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
-    let cli = Cli::parse();
+fn main() -> ExitCode {
+    let cli: Cli = rakuten_cli::start("info", &[]);
     let Command::Serve(settings) = cli.command;
-    settings.validate()?;
-    tokio::runtime::Runtime::new()?.block_on(async move {
-        let app = Application::build(settings, Arc::new(SystemClock)).await?;
-        app.run_until_stopped(shutdown_signal()).await
-    })
+    if let Err(e) = settings.validate() {
+        rakuten_cli::exit_invalid::<Cli>(e.name, &e.reason);
+    }
+    rakuten_cli::exit_on_error(
+        tokio::runtime::Runtime::new()
+            .map_err(Into::into)
+            .and_then(|rt| {
+                rt.block_on(async move {
+                    let app = Application::build(settings, Arc::new(SystemClock)).await?;
+                    app.run_until_stopped(shutdown_signal()).await
+                })
+            }),
+    )
 }
 
 async fn shutdown_signal() {

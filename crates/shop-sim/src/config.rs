@@ -195,44 +195,70 @@ pub enum Command {
     Serve(ServeArgs),
 }
 
+/// The shop-sim variables' names before they followed the `RAKUTEN_*` convention; still read,
+/// with a warning, when the new name is not set (D-polish-5).
+pub const DEPRECATED_ENV: [rakuten_cli::Alias; 4] = [
+    rakuten_cli::Alias {
+        deprecated: "SHOP_SIM_HOST",
+        current: "RAKUTEN_SHOP_SIM_HOST",
+    },
+    rakuten_cli::Alias {
+        deprecated: "SHOP_SIM_PORT",
+        current: "RAKUTEN_SHOP_SIM_PORT",
+    },
+    rakuten_cli::Alias {
+        deprecated: "SHOP_SIM_SESSION_TOKEN",
+        current: "RAKUTEN_SHOP_SIM_SESSION_TOKEN",
+    },
+    rakuten_cli::Alias {
+        deprecated: "SHOP_SIM_SUBMISSION_LOG",
+        current: "RAKUTEN_SHOP_SIM_SUBMISSION_LOG",
+    },
+];
+
 /// `shop-sim serve` options.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Listen host.
-    #[arg(long, env = "SHOP_SIM_HOST", default_value = "127.0.0.1")]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_HOST", default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
     /// Listen port (0 = any free port).
-    #[arg(long, env = "SHOP_SIM_PORT", default_value_t = 31120)]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_PORT", default_value_t = 31120)]
     pub port: u16,
     /// Session cookie value of the one account.
-    #[arg(long, env = "SHOP_SIM_SESSION_TOKEN", default_value = DEFAULT_SESSION_TOKEN)]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_SESSION_TOKEN", default_value = DEFAULT_SESSION_TOKEN)]
     pub session_token: String,
     /// Append every order submission to this JSONL file.
-    #[arg(long, env = "SHOP_SIM_SUBMISSION_LOG")]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_SUBMISSION_LOG")]
     pub submission_log: Option<PathBuf>,
     /// How the account pays.
-    #[arg(long, value_enum, default_value = "credit-card")]
+    #[arg(
+        long,
+        env = "RAKUTEN_SHOP_SIM_PAYMENT_METHOD",
+        value_enum,
+        default_value = "credit-card"
+    )]
     pub payment_method: PaymentMethod,
     /// Orders per order-list page.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_PAGE_SIZE", default_value_t = 5)]
     pub page_size: usize,
     /// Fault: yen added to unit prices from the confirm page on.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_PRICE_CHANGE_YEN", default_value_t = 0)]
     pub price_change_yen: i64,
     /// Fault: paying asks for 3-D Secure.
-    #[arg(long)]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_THREE_D_SECURE")]
     pub three_d_secure: bool,
     /// Fault: delay every shop response by this many milliseconds.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_SLOW_MS", default_value_t = 0)]
     pub slow_ms: u64,
     /// Fault: break the connection after an order is created.
-    #[arg(long)]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_DROP_AFTER_ORDER")]
     pub drop_after_order: bool,
     /// Fault: every account page says "logged out".
-    #[arg(long)]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_LOGGED_OUT")]
     pub logged_out: bool,
     /// Fault: the order list page changes shape.
-    #[arg(long)]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_ORDER_LIST_CHANGED")]
     pub order_list_changed: bool,
 }
 

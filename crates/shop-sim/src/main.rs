@@ -1,23 +1,24 @@
 //! `shop-sim serve --port …`: the simulated shop as a process.
 
-use clap::Parser;
-use shop_sim::config::{Cli, Command};
+use std::process::ExitCode;
+
+use shop_sim::config::{Cli, Command, DEPRECATED_ENV};
 use tokio_util::sync::CancellationToken;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        // fmt writes to stdout: colour codes only when a terminal reads them, not in log files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+fn main() -> ExitCode {
     let Cli {
         command: Command::Serve(args),
-    } = Cli::parse();
+    } = rakuten_cli::start("info", &DEPRECATED_ENV);
+    rakuten_cli::exit_on_error(
+        tokio::runtime::Runtime::new()
+            .map_err(Into::into)
+            .and_then(|rt| rt.block_on(serve(args))),
+    )
+}
+
+async fn serve(args: shop_sim::config::ServeArgs) -> anyhow::Result<()> {
     let app = shop_sim::Application::build(args.into_config()).await?;
-    tracing::info!(addr = %app.addr(), "shop-sim listening");
+    tracing::info!(addr = %app.addr(), "shop-sim listening on {}", app.addr());
     let shutdown = CancellationToken::new();
     let s = shutdown.clone();
     tokio::spawn(async move {

@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::Parser;
 use site_adapter::serve::{Kind, spawn_on};
 
 /// `site-adapter` command line.
@@ -43,17 +42,12 @@ enum Cli {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
     let Cli::Serve {
         listen,
         shop_url,
         session,
         kind,
-    } = Cli::parse();
+    } = rakuten_cli::start("info", &[]);
     anyhow::ensure!(
         listen.ip().is_loopback(),
         "--listen {listen}: an adapter listens on loopback only"

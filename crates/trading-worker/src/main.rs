@@ -2,32 +2,39 @@
 //! `.env`; see `trading_worker::settings`). `trading-worker adapter-check`: the site adapter
 //! protocol's conformance kit (`trading_worker::site::adapter::check`).
 
+use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser;
 use rakuten_types::SystemClock;
 use tokio_util::sync::CancellationToken;
 use trading_worker::Worker;
-use trading_worker::settings::{AdapterCheckArgs, Cli, Command};
+use trading_worker::settings::{AdapterCheckArgs, Cli, Command, Valid};
 use trading_worker::site::adapter::check::Kit;
 use trading_worker::site::adapter::{AdapterSite, check_adapter_url};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    // A missing .env is normal; the environment wins over it.
-    let _ = dotenvy::dotenv();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        // fmt writes to stdout: colour codes only when a terminal reads them, not in log files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
-    let settings = match Cli::parse().command {
+fn main() -> ExitCode {
+    let Cli { command } = rakuten_cli::start("info", &[]);
+    let settings = match command {
         Command::Run(s) => s,
-        Command::AdapterCheck(a) => return adapter_check(a).await,
+        Command::AdapterCheck(a) => {
+            return match tokio::runtime::Runtime::new() {
+                Ok(rt) => rakuten_cli::exit_on_error(rt.block_on(adapter_check(a))),
+                Err(e) => rakuten_cli::exit_on_error(Err(e.into())),
+            };
+        }
     };
-    let valid = settings.validate()?;
+    let valid = match settings.validate() {
+        Ok(v) => v,
+        Err(e) => rakuten_cli::exit_invalid::<Cli>(e.name, &e.reason),
+    };
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => return rakuten_cli::exit_on_error(Err(e.into())),
+    };
+    rakuten_cli::exit_on_error(rt.block_on(run(valid)))
+}
+
+async fn run(valid: Valid) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let s = shutdown.clone();
     tokio::spawn(async move {
@@ -42,9 +49,10 @@ async fn main() -> anyhow::Result<()> {
         shutdown.cancelled().await;
         return Ok(());
     }
-    tracing::info!(worker_id = %valid.worker_id, site = ?valid.site, db = %valid.db_path.display(), evidence = %valid.evidence_dir.display(), "trading worker starting");
+    tracing::info!(worker_id = %valid.worker_id, site = %valid.site, db = %valid.db_path.display(), evidence = %valid.evidence_dir.display(), "trading worker starting");
     let worker = Worker::build(valid, Arc::new(SystemClock), shutdown).await?;
-    worker.run().await;
+    worker.clone().run().await;
+    worker.close().await;
     Ok(())
 }
 

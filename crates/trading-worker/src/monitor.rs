@@ -83,8 +83,11 @@ impl Monitor {
                 );
                 rec.mode = RecordMode::Monitoring;
                 rec.detail = Some(format!(
-                    "monitor: order {order_number} now {:?} ({state})",
-                    step.value.stage_label.as_deref().unwrap_or("")
+                    "monitor: order {order_number} now {} ({state})",
+                    step.value
+                        .stage_label
+                        .as_deref()
+                        .unwrap_or("without a stage label")
                 ));
                 rec.monitoring = Some(!matches!(
                     state,

@@ -96,7 +96,7 @@ impl OrderLoop {
             return Ok(Tick::Idle);
         };
         let id = grant.task_id.clone();
-        tracing::info!(task_id = %id, lease_count = grant.lease_count, known_state = ?grant.known_state, "lease granted");
+        tracing::info!(task_id = %id, lease_count = grant.lease_count, known_state = grant.known_state.map_or("none", |s| s.as_str()), "lease granted");
         if let Err(e) = self.handle(&grant).await {
             match e {
                 Stop::LeaseLost(m) => {
@@ -125,7 +125,7 @@ impl OrderLoop {
             }
         }
         if row.status == LocalStatus::Finished {
-            tracing::info!(task_id = %grant.task_id, state = %row.state, outcome = ?row.outcome, "finished locally: re-reporting, not executing again");
+            tracing::info!(task_id = %grant.task_id, state = %row.state, outcome = row.outcome.map_or("none", |o| o.as_str()), "finished locally: re-reporting, not executing again");
             let mut rec = StepRecord::new(&grant.task_id, "rereport", row.state, ctx.clock.now());
             rec.mode = RecordMode::Rereport;
             rec.detail = row.detail.clone();

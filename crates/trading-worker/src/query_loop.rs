@@ -192,7 +192,7 @@ impl QueryLoop {
             match self.ctx.gateway.query_result(id, &body).await {
                 Ok(ack) => {
                     if body.success && ack.status == QueryStatus::Failed {
-                        tracing::warn!(query_id = %id, msg = ?ack.error_message, "result stored as a failure (too large)");
+                        tracing::warn!(query_id = %id, msg = ack.error_message.as_deref().unwrap_or(""), "result stored as a failure (too large)");
                     } else {
                         tracing::info!(query_id = %id, status = %ack.status, raw_omitted = ack.raw_omitted, duplicate = ack.duplicate, "account query result stored");
                     }

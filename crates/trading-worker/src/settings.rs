@@ -62,6 +62,17 @@ pub enum SiteKind {
 /// Default `RAKUTEN_SITE_ADAPTER_URL`: loopback.
 pub const DEFAULT_SITE_ADAPTER_URL: &str = "http://127.0.0.1:31111";
 
+impl fmt::Display for SiteKind {
+    /// The setting's own spelling (`rakuten`, `sim`, `adapter`), as in `RAKUTEN_SITE`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SiteKind::Rakuten => "rakuten",
+            SiteKind::Sim => "sim",
+            SiteKind::Adapter => "adapter",
+        })
+    }
+}
+
 /// `trading-worker` command line.
 #[derive(Debug, Parser)]
 #[command(

@@ -54,6 +54,22 @@ pub enum Verdict {
     },
 }
 
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::AlreadyOrdered {
+                order_number,
+                state,
+            } => write!(f, "already ordered: order {order_number} ({state})"),
+            Verdict::NotOrdered { detail } => write!(f, "not ordered: {detail}"),
+            Verdict::Unknown { reason, code } => match code {
+                Some(c) => write!(f, "unknown ({}): {reason}", c.as_i32()),
+                None => write!(f, "unknown: {reason}"),
+            },
+        }
+    }
+}
+
 /// A verdict and the pages it was read from (evidence), as `(step name, page)`.
 #[derive(Debug)]
 pub struct Verification {
@@ -233,7 +249,10 @@ async fn verify_inner(
     }
     if ours.len() > 1 {
         return Verdict::Unknown {
-            reason: format!("several orders are attributed to this task: {ours:?}"),
+            reason: format!(
+                "several orders are attributed to this task: {}",
+                ours.join(", ")
+            ),
             code: None,
         };
     }
@@ -244,8 +263,9 @@ async fn verify_inner(
     if !undetermined.is_empty() {
         return Verdict::Unknown {
             reason: format!(
-                "order(s) of item {} in the window that cannot be attributed to this task or another: {undetermined:?}",
-                purchase.item_id
+                "order(s) of item {} in the window that cannot be attributed to this task or another: {}",
+                purchase.item_id,
+                undetermined.join(", ")
             ),
             code: None,
         };
@@ -262,7 +282,7 @@ async fn verify_inner(
     let others = if excluded.is_empty() {
         String::new()
     } else {
-        format!(" (other tasks' orders: {excluded:?})")
+        format!(" (other tasks' orders: {})", excluded.join(", "))
     };
     Verdict::NotOrdered {
         detail: format!(

@@ -126,6 +126,12 @@ impl Worker {
         Monitor::new(self.ctx.clone())
     }
 
+    /// Clean stop, after [`run`](Self::run) returned: checkpoints and closes the journal
+    /// ([`Journal::close`]) so that the database file alone holds it.
+    pub async fn close(&self) {
+        self.ctx.journal.close().await;
+    }
+
     /// Runs the order loop, the account-query loop and the monitor until the shutdown token is
     /// cancelled. Pending reports of finished tasks are flushed first.
     pub async fn run(self) {

@@ -4,6 +4,7 @@
 //! backend (in-process and the machine's Redis); `soak` checks every invariant after simulated
 //! hours.
 
+mod env_example;
 mod helpers;
 
 mod claims;

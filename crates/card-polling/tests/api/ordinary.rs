@@ -63,7 +63,7 @@ async fn restart_does_not_repoll_every_card_at_once() {
     assert_eq!(r.ordinary_taken.values().sum::<usize>(), 21);
     // A second process on the same database (the first one "crashed" after its cycle).
     let mut settings = app.settings.clone();
-    settings.listen = "127.0.0.1:0".parse().unwrap();
+    settings.port = 0;
     let restarted = Application::build(
         settings,
         Arc::new(app.clock.clone()),

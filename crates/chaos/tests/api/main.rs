@@ -2,4 +2,5 @@
 //! binaries (built here if missing), and the checks' own behaviour on hand-made evidence.
 
 mod checks;
+mod env_example;
 mod short_run;

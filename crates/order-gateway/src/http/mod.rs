@@ -1,6 +1,7 @@
 //! The HTTP layer: shared state, the router, and one module per concern.
 //!
 //! - [`error`]: the one error type and its envelope rendering.
+//! - [`access_log`]: one info line per request (route, status, latency, task and worker ids).
 //! - [`auth`]: Bearer token middleware for `/api/*`.
 //! - [`extract`]: extractors whose rejections are envelopes.
 //! - [`openapi`]: the generated OpenAPI document at `/openapi.json`.
@@ -10,6 +11,7 @@
 //! `/health` and `/openapi.json` are unauthenticated (probes and tooling); everything under
 //! `/api` needs the token.
 
+pub mod access_log;
 pub mod auth;
 pub mod error;
 pub mod extract;
@@ -71,6 +73,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn(access_log::access_log))
         .with_state(state)
 }
 

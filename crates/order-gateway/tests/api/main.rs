@@ -7,11 +7,13 @@
 mod bad_input;
 mod conformance;
 mod crash;
+mod env_example;
 mod expiry;
 mod health;
 mod helpers;
 mod invariants;
 mod lease;
+mod logs;
 mod multi_instance;
 mod pg;
 mod queries;

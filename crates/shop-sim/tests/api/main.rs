@@ -1,3 +1,4 @@
 //! shop-sim over real HTTP.
 
+mod env_example;
 mod shop;

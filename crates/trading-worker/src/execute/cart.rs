@@ -4,7 +4,7 @@
 use rakuten_types::{ErrorCode, OrderState, Outcome};
 
 use super::{SEQ_CART_ADD, SEQ_CART_CHECK, Stop, TaskRun};
-use crate::site::CartLine;
+use crate::site::{CartLine, item_text};
 
 impl TaskRun<'_> {
     /// Adds `line` to the cart and checks the cart. `Some(subtotal)` (yen, from the cart page)
@@ -24,16 +24,20 @@ impl TaskRun<'_> {
             return Ok(None);
         };
         let detail = format!(
-            "added {} × item {} {:?}",
-            line.quantity, line.item_id, line.variant_id
+            "added {} × {}",
+            line.quantity,
+            item_text(line.item_id, line.variant_id.as_deref())
         );
+        // Journaled and evidenced, not reported: `in_cart` is reported once, by the last step in
+        // that state (03-order-confirm, with the payable amount), so its evidence reference is
+        // the same in every run (D-polish-6).
         self.record_step(
             SEQ_CART_ADD,
             "cart-add",
             OrderState::InCart,
             &step.page,
             detail,
-            |_| {},
+            |r| r.report = false,
         )
         .await?;
 
@@ -56,10 +60,22 @@ impl TaskRun<'_> {
             && cart.lines[0].1 == line.variant_id
             && cart.lines[0].2 == line.quantity;
         if !exact {
-            let msg = format!(
-                "cart does not hold exactly the intended line: {:?}",
-                cart.lines
-            );
+            let held: Vec<String> = cart
+                .lines
+                .iter()
+                .map(|(item, variant, qty, yen)| {
+                    format!(
+                        "{qty} × {} at {yen} yen",
+                        item_text(*item, variant.as_deref())
+                    )
+                })
+                .collect();
+            let held = if held.is_empty() {
+                "nothing".to_owned()
+            } else {
+                held.join("; ")
+            };
+            let msg = format!("cart does not hold exactly the intended line; it holds {held}");
             return self
                 .finish(
                     Some(SEQ_CART_CHECK),
@@ -82,7 +98,7 @@ impl TaskRun<'_> {
             OrderState::InCart,
             &step.page,
             detail,
-            |_| {},
+            |r| r.report = false,
         )
         .await?;
         Ok(Some(cart_subtotal))

@@ -194,10 +194,17 @@ impl<'a> TaskRun<'a> {
             _ => false,
         };
         if !variant_ok {
-            let msg = format!(
-                "invalid intent: variant {:?} does not match the item's variants {:?}",
-                intent.variant_id, purchase.variant_ids
-            );
+            let wanted = match &intent.variant_id {
+                Some(v) => format!("variant {v}"),
+                None => "no variant".to_owned(),
+            };
+            let offered = if purchase.variant_ids.is_empty() {
+                "none".to_owned()
+            } else {
+                purchase.variant_ids.join(", ")
+            };
+            let msg =
+                format!("invalid intent: {wanted} does not match the item's variants ({offered})");
             return self
                 .finish(
                     None,

@@ -126,8 +126,9 @@ impl TaskRun<'_> {
                     }
                     Ok(d) => {
                         let msg = format!(
-                            "payment answer lost ({}); the site shows {:?}; not retried",
-                            e.message, d.value.stage_label
+                            "payment answer lost ({}); the site shows {}; not retried",
+                            e.message,
+                            d.value.stage_label.as_deref().unwrap_or("no stage")
                         );
                         self.finish(
                             Some(SEQ_PAYMENT),

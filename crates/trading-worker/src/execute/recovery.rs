@@ -159,7 +159,7 @@ impl TaskRun<'_> {
             Some((s, p)) => (s, Some(p)),
             None => ("verify".to_owned(), None),
         };
-        tracing::info!(task_id = %task_id, verdict = ?v.verdict, "recovery check");
+        tracing::info!(task_id = %task_id, verdict = %v.verdict, "recovery check");
         match v.verdict {
             Verdict::AlreadyOrdered {
                 order_number,

@@ -58,6 +58,18 @@ pub enum SiteErrorKind {
 }
 
 impl SiteErrorKind {
+    /// A short name for logs and messages (`login_lost`, `timeout`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SiteErrorKind::LoginLost => "login_lost",
+            SiteErrorKind::UnexpectedPage => "unexpected_page",
+            SiteErrorKind::NotImplemented => "not_implemented",
+            SiteErrorKind::Challenge => "challenge",
+            SiteErrorKind::Unavailable => "unavailable",
+            SiteErrorKind::Timeout => "timeout",
+        }
+    }
+
     /// The error code reported.
     pub const fn code(self) -> ErrorCode {
         match self {
@@ -103,7 +115,7 @@ pub enum SiteErrorClass {
 
 /// A failed site call.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{kind:?} ({}): {message}", kind.code().as_i32())]
+#[error("{} ({}): {message}", kind.as_str(), kind.code().as_i32())]
 pub struct SiteError {
     /// What kind.
     pub kind: SiteErrorKind,
@@ -167,6 +179,15 @@ pub struct CartLine {
     pub variant_id: Option<String>,
     /// Units.
     pub quantity: u32,
+}
+
+/// `item 1002, variant blue-m` (or `item 1002, no variant`): an item and variant as people read
+/// them in evidence, reports and logs.
+pub fn item_text(item_id: i64, variant_id: Option<&str>) -> String {
+    match variant_id {
+        Some(v) => format!("item {item_id}, variant {v}"),
+        None => format!("item {item_id}, no variant"),
+    }
 }
 
 /// The cart as the cart page shows it.

@@ -2,44 +2,24 @@
 //! restarted without the failpoint; the shop must have logged at most one submission for the
 //! task, and the task must end in a correct state.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::helpers::{Harness, TOKEN};
+use crate::helpers::Harness;
 
 fn spawn_worker(h: &Harness, failpoint: Option<&str>) -> Child {
-    spawn_worker_on(
-        h,
-        failpoint,
-        &[
-            ("RAKUTEN_SITE", "sim"),
-            ("RAKUTEN_SITE_BASE_URL", &h.shop.base_url),
-        ],
-    )
+    spawn_worker_on(h, failpoint, &[])
 }
 
-/// The worker binary against the harness's gateway, on the site the `site` variables name.
+/// The worker binary against the harness's gateway; the `site` variables override the sim.
 pub(crate) fn spawn_worker_on(
     h: &Harness,
     failpoint: Option<&str>,
     site: &[(&str, &str)],
 ) -> Child {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_trading-worker"));
-    c.arg("run")
-        .env_clear()
-        .env("RAKUTEN_ORDER_GATEWAY_URL", &h.gw_address)
-        .env("RAKUTEN_API_TOKEN", TOKEN)
-        .env("RAKUTEN_WORKER_ID", "crash-worker")
-        .env("RAKUTEN_TRADING_DB_PATH", &h.db_path)
-        .env("RAKUTEN_EVIDENCE_DIR", &h.evidence_dir)
-        .envs(site.iter().copied())
-        .env("RAKUTEN_LEASE_WAIT_SECONDS", "1")
-        .env("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", "0.5")
-        .env("RAKUTEN_MONITOR_INTERVAL_SECONDS", "3600")
-        .env("RUST_LOG", "warn")
-        .current_dir(h.dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut c = h.worker_command("crash-worker");
+    c.envs(site.iter().copied());
+    c.stdout(Stdio::null()).stderr(Stdio::null());
     if let Some(f) = failpoint {
         c.env("RAKUTEN_WORKER_FAILPOINT", f);
     }

@@ -78,6 +78,52 @@ async fn an_order_walks_to_paid_with_every_state_reported() {
 }
 
 #[tokio::test]
+async fn each_state_is_reported_once_with_the_evidence_of_the_same_step_every_run() {
+    let h = Harness::new().await;
+    let shirt = "https://item.rakuten.co.jp/simshop/sample-shirt/";
+    h.submit(
+        "t-once",
+        serde_json::json!({"item_url": shirt, "quantity": 1, "variant_id": "blue-m"}),
+    )
+    .await;
+    let w = h.worker().await;
+    run_until_handled(&w).await;
+    let sent: Vec<(String, String)> = h
+        .reports()
+        .iter()
+        .map(|r| {
+            (
+                r.body["state"].as_str().unwrap().to_owned(),
+                r.body["evidence_ref"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = [
+        ("in_cart", "t-once/03-order-confirm"),
+        ("ordered", "t-once/04-order-submit"),
+        ("paid", "t-once/05-payment"),
+    ]
+    .map(|(s, e)| (s.to_owned(), e.to_owned()));
+    assert_eq!(sent, want);
+    // Nothing a person reads shows Rust's debug formatting.
+    let t = h.task("t-once").await;
+    for row in t["history"].as_array().unwrap() {
+        let detail = row["detail"].as_str().unwrap_or_default();
+        assert!(
+            !detail.contains("Some(") && !detail.contains("None"),
+            "{detail}"
+        );
+    }
+    for e in w.ctx().journal.events(&tid("t-once")).await.unwrap() {
+        let d = e.detail.unwrap_or_default();
+        assert!(!d.contains("Some(") && !d.contains("None"), "{d}");
+    }
+    let cart_add =
+        std::fs::read_to_string(h.evidence_dir.join("t-once/01-cart-add.meta.json")).unwrap();
+    assert!(cart_add.contains("item 1002, variant blue-m"), "{cart_add}");
+}
+
+#[tokio::test]
 async fn evidence_files_exist_before_the_gateway_sees_the_report() {
     let h = Harness::new().await;
     h.submit_tea("t-evidence").await;

@@ -308,6 +308,27 @@ impl Harness {
         }
     }
 
+    /// The real `trading-worker run` process on this harness (gateway direct, sim site, short
+    /// waits), clean environment, as `worker_id`; stdio is left to the caller.
+    pub fn worker_command(&self, worker_id: &str) -> std::process::Command {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_trading-worker"));
+        c.arg("run")
+            .env_clear()
+            .env("RAKUTEN_ORDER_GATEWAY_URL", &self.gw_address)
+            .env("RAKUTEN_API_TOKEN", TOKEN)
+            .env("RAKUTEN_WORKER_ID", worker_id)
+            .env("RAKUTEN_TRADING_DB_PATH", &self.db_path)
+            .env("RAKUTEN_EVIDENCE_DIR", &self.evidence_dir)
+            .env("RAKUTEN_SITE", "sim")
+            .env("RAKUTEN_SITE_BASE_URL", &self.shop.base_url)
+            .env("RAKUTEN_LEASE_WAIT_SECONDS", "1")
+            .env("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", "0.5")
+            .env("RAKUTEN_MONITOR_INTERVAL_SECONDS", "3600")
+            .env("RUST_LOG", "warn")
+            .current_dir(self.dir.path());
+        c
+    }
+
     pub async fn worker(&self) -> Worker {
         self.worker_with(|_| {}).await
     }

@@ -2,31 +2,17 @@
 //! second `trading-worker` process — refuses to start, naming the lock file and the worker id,
 //! and starts once the first is gone.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use trading_worker::Worker;
 use trading_worker::instance_lock::lock_path;
 
-use crate::helpers::{Harness, TOKEN};
+use crate::helpers::Harness;
 
 fn worker_process(h: &Harness, stderr: Stdio) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_trading-worker"))
-        .arg("run")
-        .env_clear()
-        .env("RAKUTEN_ORDER_GATEWAY_URL", &h.gw_address)
-        .env("RAKUTEN_API_TOKEN", TOKEN)
-        .env("RAKUTEN_WORKER_ID", "twin-worker")
-        .env("RAKUTEN_TRADING_DB_PATH", &h.db_path)
-        .env("RAKUTEN_EVIDENCE_DIR", &h.evidence_dir)
-        .env("RAKUTEN_SITE", "sim")
-        .env("RAKUTEN_SITE_BASE_URL", &h.shop.base_url)
-        .env("RAKUTEN_LEASE_WAIT_SECONDS", "1")
-        .env("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", "0.5")
-        .env("RAKUTEN_MONITOR_INTERVAL_SECONDS", "3600")
-        .env("RUST_LOG", "warn")
-        .current_dir(h.dir.path())
+    h.worker_command("twin-worker")
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()

@@ -3,8 +3,10 @@
 
 mod adapter;
 mod crash;
+mod env_example;
 mod execution;
 mod helpers;
 mod instance;
+mod process;
 mod queries;
 mod recovery;

@@ -1,0 +1,84 @@
+//! One `info` log line per request: method, route (the matched pattern, never the raw path),
+//! status, latency in milliseconds, and the task / query id and worker id when the request names
+//! them (path, `worker_id` query parameter, or a small JSON body's `worker_id`). Headers are never
+//! read, so a token cannot reach the log.
+
+use std::time::Instant;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{MatchedPath, Request};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// Bodies up to this size (declared in `Content-Length`) are read for their `worker_id`; larger
+/// ones (query results) are passed on untouched.
+const PEEK_MAX_BYTES: u64 = 64 * 1024;
+
+/// Longest id written to the log, characters.
+const ID_MAX_CHARS: usize = 128;
+
+#[derive(serde::Deserialize)]
+struct WorkerField {
+    worker_id: Option<String>,
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(ID_MAX_CHARS).collect()
+}
+
+/// The middleware (`axum::middleware::from_fn`).
+pub async fn access_log(matched: Option<MatchedPath>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let route = matched
+        .as_ref()
+        .map_or("(unmatched)", MatchedPath::as_str)
+        .to_owned();
+    // The path segment where the route pattern has `{task_id}` / `{query_id}`.
+    let id = route
+        .split('/')
+        .zip(req.uri().path().split('/'))
+        .find(|(pat, _)| matches!(*pat, "{task_id}" | "{query_id}"))
+        .map(|(_, v)| clip(v));
+    let mut worker = req.uri().query().and_then(|q| {
+        q.split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == "worker_id")
+            .map(|(_, v)| clip(v))
+    });
+    let small_json = method == Method::POST
+        && req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .is_some_and(|n| n <= PEEK_MAX_BYTES);
+    let req = if small_json && worker.is_none() {
+        let (parts, body) = req.into_parts();
+        match to_bytes(body, PEEK_MAX_BYTES as usize).await {
+            Ok(bytes) => {
+                worker = serde_json::from_slice::<WorkerField>(&bytes)
+                    .ok()
+                    .and_then(|w| w.worker_id)
+                    .map(|w| clip(&w));
+                Request::from_parts(parts, Body::from(bytes))
+            }
+            // The client lied about the length or the connection broke: the handler answers.
+            Err(_) => Request::from_parts(parts, Body::empty()),
+        }
+    } else {
+        req
+    };
+    let res = next.run(req).await;
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    tracing::info!(
+        method = %method,
+        route = %route,
+        status = res.status().as_u16(),
+        latency_ms = (latency_ms * 10.0).round() / 10.0,
+        task_id = id.as_deref().unwrap_or(""),
+        worker_id = worker.as_deref().unwrap_or(""),
+        "request"
+    );
+    res
+}

@@ -1,0 +1,461 @@
+//! What every binary of the workspace does at start, written once so that they all behave alike:
+//!
+//! - [`start`]: reads `.env` (the environment wins over it), parses the command line with the
+//!   binary's deprecated variable names still honoured (each use logged as a warning), lists the
+//!   logging variables in every subcommand's `--help`, and starts the logs;
+//! - logs: `RUST_LOG` filters (default given by the binary), `RAKUTEN_LOG_FORMAT` picks `text`
+//!   (default; ANSI colours only on a terminal) or `json` (one JSON object per line), on stdout;
+//! - [`exit_invalid`]: a setting that fails validation prints one line naming the flag and its
+//!   variable (`error: invalid setting --port / RAKUTEN_GATEWAY_PORT: …`) and exits 2, without a
+//!   backtrace whatever `RUST_BACKTRACE` says; clap's own errors (unparsable value, unknown
+//!   flag) also exit 2 and name the variable too;
+//! - [`exit_on_error`]: a run-time error prints `error: …` with its cause chain and exits 1;
+//! - [`check_env_example`]: the test every binary runs on its `.env.example` against `--help`.
+
+use std::ffi::OsString;
+use std::fmt::Display;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Arg, ArgMatches, Command, CommandFactory, FromArgMatches};
+
+/// The variable choosing the log format.
+pub const LOG_FORMAT_VAR: &str = "RAKUTEN_LOG_FORMAT";
+
+/// Shown at the end of every subcommand's `--help`: the two variables every binary reads.
+pub const LOG_HELP: &str = "\
+Logs (every binary):
+      RUST_LOG       log filter, e.g. `info` or `order_gateway=debug,info` [env: RUST_LOG]
+      RAKUTEN_LOG_FORMAT
+                     `text` (default) or `json`: one JSON object per line [env: RAKUTEN_LOG_FORMAT]";
+
+/// A deprecated environment variable still read in place of its current name.
+#[derive(Debug, Clone, Copy)]
+pub struct Alias {
+    /// The old name (read only when `current` is not set).
+    pub deprecated: &'static str,
+    /// The name the setting has now.
+    pub current: &'static str,
+}
+
+/// Loads `.env`, parses the command line of `C`, starts the logs (filter `default_log` unless
+/// `RUST_LOG` says otherwise) and returns the parsed command line. `--help` / `--version` print
+/// and exit 0; a command-line error exits 2 (see the crate docs).
+pub fn start<C: CommandFactory + FromArgMatches>(default_log: &str, aliases: &[Alias]) -> C {
+    start_with(default_log, aliases, LogOutput::Stdout)
+}
+
+/// Where the logs go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOutput {
+    /// Standard output (services).
+    Stdout,
+    /// Standard error (tools whose stdout is their result).
+    Stderr,
+}
+
+/// [`start`] with the logs on `output`.
+pub fn start_with<C: CommandFactory + FromArgMatches>(
+    default_log: &str,
+    aliases: &[Alias],
+    output: LogOutput,
+) -> C {
+    let dotenv = dotenvy::dotenv();
+    let mut cmd = C::command().mut_subcommands(|sc| sc.after_help(LOG_HELP));
+    if cmd.get_subcommands().next().is_none() {
+        cmd = cmd.after_help(LOG_HELP);
+    }
+    let (mut cmd, used) = apply_aliases(cmd, aliases, |k| std::env::var_os(k));
+    let parsed = cmd
+        .try_get_matches_from_mut(std::env::args_os())
+        .and_then(|m: ArgMatches| C::from_arg_matches(&m));
+    let cli = match parsed {
+        Ok(c) => c,
+        Err(e) => exit_clap(&cmd, e),
+    };
+    init_logs(default_log, output);
+    if let Err(e) = dotenv
+        && !e.not_found()
+    {
+        tracing::warn!(error = %e, "cannot read .env; using the environment and flags only");
+    }
+    for a in used {
+        tracing::warn!(
+            deprecated = a.deprecated,
+            current = a.current,
+            "deprecated setting name: {} is read because {} is not set; rename it",
+            a.deprecated,
+            a.current
+        );
+    }
+    cli
+}
+
+/// Points each argument whose variable is `current` at `deprecated` when only the deprecated
+/// one is set (`lookup` reads the environment). Returns the command and the aliases used.
+fn apply_aliases(
+    mut cmd: Command,
+    aliases: &[Alias],
+    lookup: impl Fn(&str) -> Option<OsString>,
+) -> (Command, Vec<Alias>) {
+    let mut used = Vec::new();
+    for a in aliases {
+        if lookup(a.current).is_some() || lookup(a.deprecated).is_none() {
+            continue;
+        }
+        let mut hit = false;
+        let subs: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_owned())
+            .collect();
+        for (sub, id) in args_with_env(&cmd, a.current) {
+            hit = true;
+            cmd = match sub {
+                Some(s) if subs.contains(&s) => {
+                    cmd.mut_subcommand(s, |sc| sc.mut_arg(id, |arg| arg.env(a.deprecated)))
+                }
+                _ => cmd.mut_arg(id, |arg| arg.env(a.deprecated)),
+            };
+        }
+        if hit {
+            used.push(*a);
+        }
+    }
+    (cmd, used)
+}
+
+/// `(subcommand, arg id)` of every argument read from `env`.
+fn args_with_env(cmd: &Command, env: &str) -> Vec<(Option<String>, String)> {
+    let is = |a: &Arg| a.get_env().is_some_and(|e| e == env);
+    let mut out: Vec<(Option<String>, String)> = cmd
+        .get_arguments()
+        .filter(|a| is(a))
+        .map(|a| (None, a.get_id().to_string()))
+        .collect();
+    for sc in cmd.get_subcommands() {
+        out.extend(
+            sc.get_arguments()
+                .filter(|a| is(a))
+                .map(|a| (Some(sc.get_name().to_owned()), a.get_id().to_string())),
+        );
+    }
+    out
+}
+
+/// The flag (`--port`) of the argument read from `env`, searched in `cmd` and its subcommands.
+pub fn flag_for_env(cmd: &Command, env: &str) -> Option<String> {
+    std::iter::once(cmd)
+        .chain(cmd.get_subcommands())
+        .flat_map(Command::get_arguments)
+        .find(|a| a.get_env().is_some_and(|e| e == env))
+        .and_then(Arg::get_long)
+        .map(|l| format!("--{l}"))
+}
+
+/// The variable of the argument whose flag is `--long`.
+fn env_for_flag(cmd: &Command, long: &str) -> Option<String> {
+    std::iter::once(cmd)
+        .chain(cmd.get_subcommands())
+        .flat_map(Command::get_arguments)
+        .find(|a| a.get_long() == Some(long))
+        .and_then(Arg::get_env)
+        .map(|e| e.to_string_lossy().into_owned())
+}
+
+/// The one line a bad setting prints: `invalid setting --flag / VAR: reason` (just the
+/// variable when it has no flag).
+pub fn invalid_setting_message(cmd: &Command, env: &str, reason: impl Display) -> String {
+    match flag_for_env(cmd, env) {
+        Some(flag) => format!("invalid setting {flag} / {env}: {reason}"),
+        None => format!("invalid setting {env}: {reason}"),
+    }
+}
+
+/// Prints `error: invalid setting --flag / VAR: reason` on stderr and exits 2 (no backtrace).
+pub fn exit_invalid<C: CommandFactory>(env: &str, reason: impl Display) -> ! {
+    eprintln!(
+        "error: {}",
+        invalid_setting_message(&C::command(), env, reason)
+    );
+    std::process::exit(2)
+}
+
+fn exit_clap(cmd: &Command, e: clap::Error) -> ! {
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let _ = e.print();
+    if let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)
+        && let Some(long) = arg
+            .split_whitespace()
+            .next()
+            .and_then(|f| f.strip_prefix("--"))
+        && let Some(env) = env_for_flag(cmd, long)
+    {
+        eprintln!("note: --{long} is also set by the variable {env} (environment or .env)");
+    }
+    std::process::exit(2)
+}
+
+/// Starts the global log subscriber: `RUST_LOG` (else `default_log`) as the filter,
+/// [`LOG_FORMAT_VAR`] `text` or `json`. An unknown format exits 2.
+fn init_logs(default_log: &str, output: LogOutput) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log));
+    let format = std::env::var(LOG_FORMAT_VAR).unwrap_or_default();
+    let format = match parse_log_format(&format) {
+        Ok(f) => f,
+        Err(reason) => {
+            eprintln!("error: invalid setting {LOG_FORMAT_VAR}: {reason}");
+            std::process::exit(2)
+        }
+    };
+    let writer = move || -> Box<dyn std::io::Write> {
+        match output {
+            LogOutput::Stdout => Box::new(std::io::stdout()),
+            LogOutput::Stderr => Box::new(std::io::stderr()),
+        }
+    };
+    let terminal = match output {
+        LogOutput::Stdout => std::io::stdout().is_terminal(),
+        LogOutput::Stderr => std::io::stderr().is_terminal(),
+    };
+    match format {
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_current_span(false)
+            .with_writer(writer)
+            .init(),
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            // Colour codes only when a terminal reads them, not in log files.
+            .with_ansi(terminal)
+            .with_writer(writer)
+            .init(),
+    }
+}
+
+/// A log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Parses [`LOG_FORMAT_VAR`]; empty = text.
+///
+/// # Errors
+/// Anything but `text`, `json` or empty.
+pub fn parse_log_format(s: &str) -> Result<LogFormat, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "" | "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        other => Err(format!("{other:?} is not a log format; use text or json")),
+    }
+}
+
+/// Ends `main`: `Ok` → success; `Err` → `error: …` with its causes on stderr, exit 1 (no
+/// backtrace).
+pub fn exit_on_error(r: anyhow::Result<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "stopped on an error");
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Checks a binary's `.env.example` against its `--help` output: every variable the help names
+/// (`[env: NAME…]`) must appear in the example (as `NAME=` or commented `#NAME=`), and the example
+/// must name nothing else. `ignore`: variables of test-only builds (e.g. failpoints).
+///
+/// # Errors
+/// A message saying which file is out of date, with the missing and the stale names, for a test
+/// to print as is.
+pub fn check_env_example(
+    example_path: &str,
+    example: &str,
+    help_command: &str,
+    help: &str,
+    ignore: &[&str],
+) -> Result<(), String> {
+    let in_help: std::collections::BTreeSet<String> = help
+        .split("[env:")
+        .skip(1)
+        .filter_map(|rest| {
+            let name: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            (!name.is_empty() && !ignore.contains(&name.as_str())).then_some(name)
+        })
+        .collect();
+    let in_example: std::collections::BTreeSet<String> = example
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim().trim_start_matches('#').trim_start();
+            let (name, _) = l.split_once('=')?;
+            let ok = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            ok.then(|| name.to_owned())
+        })
+        .collect();
+    let missing: Vec<&String> = in_help.difference(&in_example).collect();
+    let stale: Vec<&String> = in_example.difference(&in_help).collect();
+    if missing.is_empty() && stale.is_empty() {
+        return Ok(());
+    }
+    let list = |v: &[&String]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        }
+    };
+    Err(format!(
+        "{example_path} is out of date with `{help_command}`:\n  missing (add them, with a comment and the default): {}\n  stale (remove them, or add the setting back): {}",
+        list(&missing),
+        list(&stale)
+    ))
+}
+
+/// For a binary's test: runs `bin args… --help` (empty environment, so no value leaks in) and
+/// checks `example_path` against it with [`check_env_example`].
+///
+/// # Panics
+/// The binary cannot run, the file cannot be read, or they disagree (the message lists the
+/// missing and stale names).
+pub fn assert_env_example_matches_help(
+    bin: &str,
+    args: &[&str],
+    example_path: &str,
+    ignore: &[&str],
+) {
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .arg("--help")
+        .env_clear()
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
+    assert!(out.status.success(), "{bin} --help failed");
+    let help = String::from_utf8_lossy(&out.stdout);
+    let example = std::fs::read_to_string(example_path)
+        .unwrap_or_else(|e| panic!("cannot read {example_path}: {e}"));
+    let name = std::path::Path::new(bin)
+        .file_name()
+        .map_or_else(|| bin.to_owned(), |n| n.to_string_lossy().into_owned());
+    let command = std::iter::once(name.as_str())
+        .chain(args.iter().copied())
+        .chain(["--help"])
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let Err(msg) = check_env_example(example_path, &example, &command, &help, ignore) {
+        panic!("{msg}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    #[command(name = "t")]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: Sub,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum Sub {
+        Serve {
+            #[arg(long, env = "RAKUTEN_T_PORT", default_value_t = 1)]
+            port: u16,
+        },
+    }
+
+    #[test]
+    fn a_setting_error_names_the_flag_and_the_variable() {
+        let msg = invalid_setting_message(&Cli::command(), "RAKUTEN_T_PORT", "must be > 0");
+        assert_eq!(msg, "invalid setting --port / RAKUTEN_T_PORT: must be > 0");
+        let msg = invalid_setting_message(&Cli::command(), "RAKUTEN_LOG_FORMAT", "bad");
+        assert_eq!(msg, "invalid setting RAKUTEN_LOG_FORMAT: bad");
+    }
+
+    #[test]
+    fn a_deprecated_variable_is_read_only_when_the_current_one_is_unset() {
+        let aliases = [Alias {
+            deprecated: "T_OLD_PORT",
+            current: "RAKUTEN_T_PORT",
+        }];
+        let old_only = |k: &str| (k == "T_OLD_PORT").then(|| OsString::from("7"));
+        let (cmd, used) = apply_aliases(Cli::command(), &aliases, old_only);
+        assert_eq!(used.len(), 1);
+        assert_eq!(flag_for_env(&cmd, "T_OLD_PORT").as_deref(), Some("--port"));
+        let both = |_: &str| Some(OsString::from("7"));
+        let (cmd, used) = apply_aliases(Cli::command(), &aliases, both);
+        assert!(used.is_empty());
+        assert_eq!(
+            flag_for_env(&cmd, "RAKUTEN_T_PORT").as_deref(),
+            Some("--port")
+        );
+    }
+
+    #[test]
+    fn an_env_example_check_names_missing_and_stale_variables() {
+        let help = "--port <P>\n  Port [env: RAKUTEN_T_PORT=] [default: 1]\n--x [env: RAKUTEN_T_X]\n[env: RAKUTEN_T_TEST_ONLY=]";
+        let good = "# port\n#RAKUTEN_T_PORT=1\nRAKUTEN_T_X=y\n";
+        assert_eq!(
+            check_env_example(
+                "a.env",
+                good,
+                "t serve --help",
+                help,
+                &["RAKUTEN_T_TEST_ONLY"]
+            ),
+            Ok(())
+        );
+        let bad = "#RAKUTEN_T_PORT=1\nRAKUTEN_T_OLD=1\n";
+        let e = check_env_example(
+            "a.env",
+            bad,
+            "t serve --help",
+            help,
+            &["RAKUTEN_T_TEST_ONLY"],
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("a.env is out of date with `t serve --help`"),
+            "{e}"
+        );
+        assert!(
+            e.contains("missing (add them, with a comment and the default): RAKUTEN_T_X"),
+            "{e}"
+        );
+        assert!(
+            e.contains("stale (remove them, or add the setting back): RAKUTEN_T_OLD"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn log_format_is_text_or_json() {
+        assert_eq!(parse_log_format(""), Ok(LogFormat::Text));
+        assert_eq!(parse_log_format("JSON"), Ok(LogFormat::Json));
+        assert!(parse_log_format("xml").is_err());
+    }
+}
