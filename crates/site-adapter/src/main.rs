@@ -7,7 +7,7 @@ use std::time::Duration;
 use site_adapter::serve::{Kind, spawn_on};
 
 /// `site-adapter` command line.
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Parser)]
 #[command(
     name = "site-adapter",
     version,
