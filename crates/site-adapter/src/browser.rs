@@ -8,6 +8,9 @@
 //! is 5006, never 5002: the order may exist, so the worker verifies instead of taking it for a
 //! refusal ([`lost`]).
 
+// A `SiteError` carries the page it failed on (evidence), large by design.
+#![allow(clippy::result_large_err)]
+
 use std::time::Duration;
 
 use async_trait::async_trait;

@@ -2,6 +2,9 @@
 //! over the simulated shop's HTTP seam (`site::adapter::server`). The browser adapter's own
 //! tests live in `crates/site-adapter`.
 
+// A `SiteError` carries the page it failed on (evidence), large by design.
+#![allow(clippy::result_large_err)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
