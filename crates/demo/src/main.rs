@@ -5,6 +5,10 @@
 //! order and the worker's post-payment monitor reports that too; then the run prints the final
 //! status and the evidence files, shuts everything down and exits 0 — or 1 when the order did not
 //! reach a correct terminal state. No `.env` and no set-up needed.
+//!
+//! `--browser`: the same order through the browser adapter (`crates/site-adapter`: headless
+//! Chromium over WebDriver behind the site adapter protocol, `RAKUTEN_SITE=adapter`); the run then
+//! lists the screenshots each step left in the evidence directory.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,8 +25,10 @@ use trading_worker::settings::{Secret, SiteKind};
 const TOKEN: &str = "demo-token-not-a-secret-0123456789";
 /// How long the order may take before the demo gives up.
 const ORDER_TIMEOUT: Duration = Duration::from_secs(20);
+/// The same through a browser: each step loads pages and takes a screenshot.
+const BROWSER_ORDER_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// The demo's command line: no options; `--help` and `--version` answer without running.
+/// The demo's command line; `--help` and `--version` answer without running.
 #[derive(Debug, clap::Parser)]
 #[command(
     name = "demo",
@@ -30,10 +36,15 @@ const ORDER_TIMEOUT: Duration = Duration::from_secs(20);
     about = "The main job end to end: shop-sim, order-gateway and trading-worker in one process; \
              one sample order walked to paid and shipped, evidence under data/demo-<timestamp>/"
 )]
-struct Cli {}
+struct Cli {
+    /// Run the order through the browser adapter (headless Chromium over WebDriver, a
+    /// screenshot per step) instead of the plain HTTP seam.
+    #[arg(long)]
+    browser: bool,
+}
 
 fn main() {
-    let Cli {} = rakuten_cli::start("warn", &[]);
+    let Cli { browser } = rakuten_cli::start("warn", &[]);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -41,7 +52,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    match rt.block_on(run()) {
+    match rt.block_on(run(browser)) {
         Ok(true) => std::process::exit(0),
         Ok(false) => std::process::exit(1),
         Err(e) => {
@@ -63,7 +74,7 @@ fn run_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-async fn run() -> anyhow::Result<bool> {
+async fn run(browser: bool) -> anyhow::Result<bool> {
     let started = Instant::now();
     let dir = run_dir()?;
     println!("== demo run directory: {}", dir.display());
@@ -92,21 +103,46 @@ async fn run() -> anyhow::Result<bool> {
         dir.join("gateway.db").display()
     );
 
+    // 2b. With --browser: the browser adapter on loopback, working the shop in Chromium.
+    let adapter = if browser {
+        let a = site_adapter::serve::spawn(
+            site_adapter::serve::Kind::Browser,
+            &shop.base_url,
+            "sim-session",
+            Duration::from_secs(30),
+        )
+        .await
+        .context("starting the browser adapter (needs Debian's chromium and chromium-driver)")?;
+        println!(
+            "== site-adapter    {}  (headless Chromium over WebDriver)",
+            a.url
+        );
+        Some(a)
+    } else {
+        None
+    };
+
     // 3. The worker (outbound only).
     let evidence_dir = dir.join("evidence");
+    let (site, site_adapter_url, scraper_base_url) = match &adapter {
+        Some(a) => (SiteKind::Adapter, a.url.clone(), shop.base_url.clone()),
+        None => (SiteKind::Sim, String::new(), String::new()),
+    };
     let settings = trading_worker::Settings {
         gateway_url: gw_url.clone(),
         worker_id: Some("demo-worker".into()),
         db_path: dir.join("trading.db"),
         evidence_dir: evidence_dir.clone(),
         api_token: Secret::new(TOKEN),
-        site: SiteKind::Sim,
+        site,
         site_base_url: shop.base_url.clone(),
+        site_adapter_url,
+        scraper_base_url,
         lease_wait_seconds: 2,
         renew_interval_seconds: 5.0,
         monitor_interval_seconds: 0.5,
         retry_max_seconds: 1.0,
-        http_timeout_seconds: 10.0,
+        http_timeout_seconds: if browser { 60.0 } else { 10.0 },
         ..trading_worker::Settings::default()
     };
     let worker_stop = CancellationToken::new();
@@ -119,7 +155,8 @@ async fn run() -> anyhow::Result<bool> {
     .context("starting the worker")?;
     let worker_task = tokio::spawn(worker.clone().run());
     println!(
-        "== trading-worker  demo-worker (site: sim, journal {})",
+        "== trading-worker  demo-worker (site: {}, journal {})",
+        if browser { "adapter" } else { "sim" },
         dir.join("trading.db").display()
     );
 
@@ -156,7 +193,12 @@ async fn run() -> anyhow::Result<bool> {
     // 5. Follow the task on the gateway.
     let mut seen = 0usize;
     let mut last_status = String::new();
-    let deadline = Instant::now() + ORDER_TIMEOUT;
+    let timeout = if browser {
+        BROWSER_ORDER_TIMEOUT
+    } else {
+        ORDER_TIMEOUT
+    };
+    let deadline = Instant::now() + timeout;
     let detail = loop {
         let d = task(&gateway, &task_id).await?;
         seen = print_new(&d, seen, started);
@@ -172,10 +214,7 @@ async fn run() -> anyhow::Result<bool> {
             break d;
         }
         if Instant::now() > deadline {
-            println!(
-                "!! the order did not finish within {} s",
-                ORDER_TIMEOUT.as_secs()
-            );
+            println!("!! the order did not finish within {} s", timeout.as_secs());
             break d;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -191,7 +230,7 @@ async fn run() -> anyhow::Result<bool> {
             .json(&json!({"status": "shipped"}))
             .send()
             .await?;
-        let until = Instant::now() + Duration::from_secs(5);
+        let until = Instant::now() + Duration::from_secs(if browser { 20 } else { 5 });
         while Instant::now() < until {
             let d = task(&gateway, &task_id).await?;
             seen = print_new(&d, seen, started);
@@ -224,6 +263,14 @@ async fn run() -> anyhow::Result<bool> {
         println!("   {f}");
     }
 
+    let screenshots: Vec<PathBuf> = list_paths(&evidence_dir.join(&task_id), "png");
+    if browser {
+        println!("== screenshots (one per step, next to its .html and .meta.json):");
+        for p in &screenshots {
+            println!("   {}", p.display());
+        }
+    }
+
     if let Ok(id) = rakuten_types::TaskId::parse(&task_id)
         && let Ok(events) = worker.ctx().journal.events(&id).await
     {
@@ -245,6 +292,9 @@ async fn run() -> anyhow::Result<bool> {
     // 8. Shut down: worker, then gateway, then shop.
     worker_stop.cancel();
     let _ = worker_task.await;
+    if let Some(a) = adapter {
+        a.stop().await;
+    }
     // The journal checkpointed into trading.db: a copy of the run directory is complete.
     worker.close().await;
     gw_stop.cancel();
@@ -261,7 +311,8 @@ async fn run() -> anyhow::Result<bool> {
             final_task["latest_state"].as_str(),
             Some("paid" | "shipped")
         )
-        && submissions == 1;
+        && submissions == 1
+        && (!browser || screenshots.len() >= 4);
     if !ok {
         println!("!! the order did not reach a correct terminal state");
     } else if !shipped {
@@ -304,6 +355,20 @@ fn print_new(d: &Value, seen: usize, started: Instant) -> usize {
         }
     }
     hist.len().max(seen)
+}
+
+/// The files in `dir` ending in `.{ext}`, sorted.
+fn list_paths(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == ext))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 fn list_files(dir: &Path) -> Vec<String> {

@@ -8,6 +8,8 @@
 //! - [`catalog`]: the seed items.
 //! - [`store`]: in-memory state and the shop's rules (cart, confirm, submit, pay, orders).
 //! - [`page`]: HTML pages with the state embedded as JSON (`<script id="__INITIAL_STATE__">`).
+//! - [`html`]: the visible page a person or the browser adapter works: navigation, tables, links,
+//!   forms and buttons (every `POST` route also takes its form, `application/x-www-form-urlencoded`).
 //! - [`routes`]: the HTTP routes (shop pages, `/api/item_detail`, `/admin/*`).
 //! - [`app`]: [`Application::build`] and [`spawn`].
 //!
@@ -16,7 +18,8 @@
 //! | route | what |
 //! |---|---|
 //! | `POST /api/item_detail` `{url}` | envelope with the item's `purchase` block |
-//! | `GET /items/{code}` | item page |
+//! | `GET /` | item list |
+//! | `GET /items/{code}` | item page (`{code}` may also be the numeric item id) |
 //! | `GET /cart`, `POST /cart/add` `{item_id, variant_id?, quantity}`, `POST /cart/clear` | cart |
 //! | `GET /order/confirm` | payable amount, shipping, payment method, pay deadline |
 //! | `POST /order/submit` `{expected_payable_yen, note?}` | places the order |
@@ -31,6 +34,7 @@
 pub mod app;
 pub mod catalog;
 pub mod config;
+pub mod html;
 pub mod page;
 pub mod routes;
 pub mod store;

@@ -54,17 +54,17 @@ fn escape_html(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Renders a page. `</` inside the JSON is written `<\/` (a valid JSON escape) so that the state
-/// cannot close its script element.
+/// Renders a page: the visible shop page ([`crate::html`]) and the state. `</` inside the JSON
+/// is written `<\/` (a valid JSON escape) so that the state cannot close its script element.
 pub fn render(title: &str, state: &Value) -> String {
-    let pretty = serde_json::to_string_pretty(state).unwrap_or_default();
     let compact = serde_json::to_string(state)
         .unwrap_or_default()
         .replace("</", "<\\/");
+    let body = crate::html::layout(title, &crate::html::body(state));
     let title = escape_html(title);
     format!(
-        "<!doctype html>\n<html lang=\"ja\"><head><meta charset=\"utf-8\"><title>{title}</title></head>\n<body>\n<h1>{title}</h1>\n<pre>{}</pre>\n<script id=\"{STATE_SCRIPT_ID}\" type=\"application/json\">{compact}</script>\n</body></html>\n",
-        escape_html(&pretty)
+        "<!doctype html>\n<html lang=\"ja\"><head><meta charset=\"utf-8\"><title>{title}</title><style>{}</style></head>\n<body>\n{body}\n<script id=\"{STATE_SCRIPT_ID}\" type=\"application/json\">{compact}</script>\n</body></html>\n",
+        crate::html::CSS
     )
 }
 

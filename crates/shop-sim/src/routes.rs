@@ -27,6 +27,7 @@ type AppState = Arc<Shop>;
 pub fn router(shop: Arc<Shop>) -> Router {
     let shop_routes = Router::new()
         .route("/api/item_detail", post(item_detail))
+        .route("/", get(home_page))
         .route("/items/{code}", get(item_page))
         .route("/cart", get(cart_page))
         .route("/cart/add", post(cart_add))
@@ -112,6 +113,34 @@ fn shop_error(e: &ShopError) -> Page {
     Page::error(status, &e.to_string())
 }
 
+/// A body as JSON, or as the form a page's `<form method="post">` sends.
+struct JsonOrForm<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S>
+    for JsonOrForm<T>
+{
+    type Rejection = String;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, String> {
+        let form = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+        if form {
+            axum::Form::<T>::from_request(req, state)
+                .await
+                .map(|axum::Form(t)| JsonOrForm(t))
+                .map_err(|e| e.body_text())
+        } else {
+            Json::<T>::from_request(req, state)
+                .await
+                .map(|Json(t)| JsonOrForm(t))
+                .map_err(|e| e.body_text())
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct ItemDetailReq {
     #[serde(alias = "item_url")]
@@ -158,9 +187,18 @@ async fn item_detail(
     (StatusCode::OK, Json(Envelope::ok(data)))
 }
 
+async fn home_page(State(shop): State<AppState>) -> Page {
+    let g = shop.lock();
+    Page::ok("商品一覧", json!({"page": "home", "items": g.items}))
+}
+
 async fn item_page(State(shop): State<AppState>, Path(code): Path<String>) -> Page {
     let g = shop.lock();
-    match g.items.iter().find(|i| i.item_code == code) {
+    match g
+        .items
+        .iter()
+        .find(|i| i.item_code == code || i.item_id.to_string() == code)
+    {
         Some(item) => Page::ok(&item.name, json!({"page": "item", "item": item})),
         None => shop_error(&ShopError::ItemNotFound),
     }
@@ -195,18 +233,20 @@ fn one() -> i64 {
 async fn cart_add(
     State(shop): State<AppState>,
     headers: HeaderMap,
-    body: Result<Json<CartAddReq>, JsonRejection>,
+    body: Result<JsonOrForm<CartAddReq>, String>,
 ) -> Page {
     if let Some(p) = require_login(&shop, &headers) {
         return p;
     }
-    let Ok(Json(req)) = body else {
+    let Ok(JsonOrForm(req)) = body else {
         return Page::error(
             StatusCode::UNPROCESSABLE_ENTITY,
             "body must be {item_id, variant_id?, quantity}",
         );
     };
-    match shop.cart_add(req.item_id, req.variant_id, req.quantity) {
+    // A form without a variant select sends none; an empty one means none too.
+    let variant = req.variant_id.filter(|v| !v.is_empty());
+    match shop.cart_add(req.item_id, variant, req.quantity) {
         Ok(_) => Page::ok("買い物かごに追加しました", cart_state(&shop)),
         Err(e) => shop_error(&e),
     }
@@ -243,12 +283,12 @@ struct SubmitReq {
 async fn submit(
     State(shop): State<AppState>,
     headers: HeaderMap,
-    body: Result<Json<SubmitReq>, JsonRejection>,
+    body: Result<JsonOrForm<SubmitReq>, String>,
 ) -> Response {
     if let Some(p) = require_login(&shop, &headers) {
         return p.into_response();
     }
-    let Ok(Json(req)) = body else {
+    let Ok(JsonOrForm(req)) = body else {
         return Page::error(
             StatusCode::UNPROCESSABLE_ENTITY,
             "body must be {expected_payable_yen, note?}",
@@ -256,7 +296,11 @@ async fn submit(
         .into_response();
     };
     let drop = shop.faults().drop_after_order;
-    let note = req.note.map(|n| n.chars().take(500).collect());
+    // An empty remark field (a form's empty textarea) is no remark.
+    let note = req
+        .note
+        .filter(|n| !n.trim().is_empty())
+        .map(|n| n.chars().take(500).collect());
     match shop.submit(req.expected_payable_yen, note, drop) {
         Ok(order) if drop => {
             tracing::warn!(order_number = %order.order_number, "fault: breaking the connection after creating the order");

@@ -55,14 +55,20 @@ pub enum SiteKind {
     Rakuten,
     /// The simulated shop (`shop-sim`) at `RAKUTEN_SITE_BASE_URL`.
     Sim,
+    /// A site adapter process at `RAKUTEN_SITE_ADAPTER_URL` (the adapter protocol, issue #16).
+    Adapter,
 }
 
+/// Default `RAKUTEN_SITE_ADAPTER_URL`: loopback.
+pub const DEFAULT_SITE_ADAPTER_URL: &str = "http://127.0.0.1:31111";
+
 impl fmt::Display for SiteKind {
-    /// The setting's own spelling (`rakuten`, `sim`), as in `RAKUTEN_SITE`.
+    /// The setting's own spelling (`rakuten`, `sim`, `adapter`), as in `RAKUTEN_SITE`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             SiteKind::Rakuten => "rakuten",
             SiteKind::Sim => "sim",
+            SiteKind::Adapter => "adapter",
         })
     }
 }
@@ -81,10 +87,36 @@ pub struct Cli {
 }
 
 /// Subcommands.
+// Parsed once at start: the size difference of the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the order loop and the post-payment monitor until Ctrl-C / SIGTERM.
     Run(Settings),
+    /// Run the site adapter protocol's conformance kit against an adapter that drives the
+    /// simulated shop; prints one line per check, exits non-zero when one fails.
+    AdapterCheck(AdapterCheckArgs),
+}
+
+/// `trading-worker adapter-check`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AdapterCheckArgs {
+    /// The adapter's base URL.
+    #[arg(long, env = "RAKUTEN_SITE_ADAPTER_URL", default_value = DEFAULT_SITE_ADAPTER_URL)]
+    pub url: String,
+    /// The simulated shop the adapter drives (its `/admin/*` routes set up each check).
+    #[arg(long, env = "RAKUTEN_SITE_BASE_URL")]
+    pub shop_url: String,
+    /// Allow an adapter that is not on loopback.
+    #[arg(
+        long,
+        env = "RAKUTEN_SITE_ADAPTER_ALLOW_REMOTE",
+        default_value_t = false
+    )]
+    pub allow_remote: bool,
+    /// Timeout of one adapter call, seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout_seconds: f64,
 }
 
 /// Every setting of the worker.
@@ -130,6 +162,17 @@ pub struct Settings {
     /// Base URL of the simulated shop (site `sim` only).
     #[arg(long, env = "RAKUTEN_SITE_BASE_URL", default_value = "")]
     pub site_base_url: String,
+    /// Base URL of the site adapter (site `adapter` only); must be loopback unless
+    /// `RAKUTEN_SITE_ADAPTER_ALLOW_REMOTE` is true.
+    #[arg(long, env = "RAKUTEN_SITE_ADAPTER_URL", default_value = DEFAULT_SITE_ADAPTER_URL)]
+    pub site_adapter_url: String,
+    /// Allow a site adapter that is not on loopback (it sees the account's pages and session).
+    #[arg(
+        long,
+        env = "RAKUTEN_SITE_ADAPTER_ALLOW_REMOTE",
+        default_value_t = false
+    )]
+    pub site_adapter_allow_remote: bool,
     /// Session cookie value for the simulated shop.
     #[arg(
         long,
@@ -209,6 +252,8 @@ impl Default for Settings {
             api_token: Secret::default(),
             site: SiteKind::Rakuten,
             site_base_url: String::new(),
+            site_adapter_url: DEFAULT_SITE_ADAPTER_URL.into(),
+            site_adapter_allow_remote: false,
             site_session: Secret::new("sim-session"),
             lease_wait_seconds: 30,
             renew_interval_seconds: 60.0,
@@ -283,6 +328,8 @@ pub struct Valid {
     pub site: SiteKind,
     /// Simulated shop URL.
     pub site_base_url: Option<String>,
+    /// Site adapter URL (checked: loopback unless allowed), site `adapter` only.
+    pub site_adapter_url: Option<String>,
     /// Simulated shop session.
     pub site_session: Secret,
     /// Long-poll wait, seconds.
@@ -330,6 +377,17 @@ impl Settings {
                 "required when RAKUTEN_SITE=sim",
             ));
         }
+        let site_adapter_url = if self.site == SiteKind::Adapter {
+            Some(
+                crate::site::adapter::check_adapter_url(
+                    &self.site_adapter_url,
+                    self.site_adapter_allow_remote,
+                )
+                .map_err(|e| bad("RAKUTEN_SITE_ADAPTER_URL", e.to_string()))?,
+            )
+        } else {
+            None
+        };
         let mut scraper_base_url =
             url_or_empty("RAKUTEN_SCRAPER_BASE_URL", &self.scraper_base_url)?;
         if scraper_base_url.is_none() && self.site == SiteKind::Sim {
@@ -360,11 +418,11 @@ impl Settings {
                 "required when RAKUTEN_ORDER_GATEWAY_URL is set",
             ));
         }
-        if self.site == SiteKind::Rakuten && scraper_base_url.is_none() && gateway_url.is_some() {
+        if self.site != SiteKind::Sim && scraper_base_url.is_none() && gateway_url.is_some() {
             // Without it every task would fail at its first step (item detail): refuse to start.
             return Err(bad(
                 "RAKUTEN_SCRAPER_BASE_URL",
-                "required with RAKUTEN_SITE=rakuten: every order reads the item's purchase block from the scraper (POST /api/item_detail)",
+                "required with RAKUTEN_SITE=rakuten or adapter: every order reads the item's purchase block from the scraper (POST /api/item_detail)",
             ));
         }
         #[cfg(feature = "failpoints")]
@@ -382,6 +440,7 @@ impl Settings {
             api_token: self.api_token.clone(),
             site: self.site,
             site_base_url,
+            site_adapter_url,
             site_session: self.site_session.clone(),
             lease_wait_seconds: self.lease_wait_seconds,
             renew_interval: positive(
@@ -492,6 +551,34 @@ mod tests {
             };
             assert_eq!(s.validate().unwrap_err().name, "RAKUTEN_GATEWAY_CA_FILE");
         }
+    }
+
+    #[test]
+    fn non_loopback_site_adapter_url_is_refused_unless_allowed() {
+        let remote = Settings {
+            site: SiteKind::Adapter,
+            site_adapter_url: "http://192.0.2.7:31111".into(),
+            ..Settings::default()
+        };
+        let e = remote.validate().unwrap_err();
+        assert_eq!(e.name, "RAKUTEN_SITE_ADAPTER_URL");
+        assert!(e.reason.contains("loopback"), "{e}");
+        let allowed = Settings {
+            site_adapter_allow_remote: true,
+            ..remote.clone()
+        };
+        assert_eq!(
+            allowed.validate().unwrap().site_adapter_url.as_deref(),
+            Some("http://192.0.2.7:31111")
+        );
+        let default = Settings {
+            site: SiteKind::Adapter,
+            ..Settings::default()
+        };
+        assert_eq!(
+            default.validate().unwrap().site_adapter_url.as_deref(),
+            Some(DEFAULT_SITE_ADAPTER_URL)
+        );
     }
 
     #[test]

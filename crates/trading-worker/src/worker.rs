@@ -19,6 +19,7 @@ use crate::query_loop::QueryLoop;
 use crate::scraper::ScraperClient;
 use crate::settings::{SiteKind, Valid};
 use crate::site::Site;
+use crate::site::adapter::AdapterSite;
 use crate::site::rakuten::RakutenSite;
 use crate::site::sim::SimSite;
 
@@ -47,6 +48,10 @@ impl Worker {
             SiteKind::Sim => Arc::new(SimSite::new(
                 settings.site_base_url.as_deref().unwrap_or_default(),
                 settings.site_session.clone(),
+                settings.http_timeout,
+            )?),
+            SiteKind::Adapter => Arc::new(AdapterSite::new(
+                settings.site_adapter_url.as_deref().unwrap_or_default(),
                 settings.http_timeout,
             )?),
         };

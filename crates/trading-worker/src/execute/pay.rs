@@ -20,7 +20,7 @@ impl TaskRun<'_> {
         self.renew_before(Action::Pay).await?;
         let r = {
             let _g = self.ctx.locks.lock(self.ctx.site.account()).await;
-            self.ctx.site.pay(order_number).await
+            self.ctx.site.pay(order_number, task_id.as_str()).await
         };
         let done = |reason: &str| IntentResolution {
             action: Action::Pay,

@@ -1,11 +1,13 @@
 //! The site seam (spec §10): the steps of an order and the account's order reads, behind one
 //! trait. [`rakuten::RakutenSite`] answers "not implemented" (5003) for every step the spec calls
-//! unverified; [`sim::SimSite`] drives the simulated shop over HTTP.
+//! unverified; [`sim::SimSite`] drives the simulated shop over HTTP; [`adapter::AdapterSite`]
+//! asks a site adapter process over the adapter protocol (issue #16).
 //!
 //! Every call returns the page it read ([`PageSnapshot`]) with its value, so the caller can store
 //! evidence before it records or reports anything. The reads (`list_orders`, `order_detail`) serve
 //! the recovery check (§5), post-payment monitoring and the account-query channel (§11, issue #4).
 
+pub mod adapter;
 pub mod rakuten;
 pub mod sim;
 
@@ -25,7 +27,7 @@ pub struct PageSnapshot {
     pub http_status: u16,
     /// The HTML, when a page arrived.
     pub html: Option<String>,
-    /// A screenshot (PNG), when the interactor can take one (never for the sim).
+    /// A screenshot (PNG), when the interactor can take one (a browser adapter; never `sim`).
     pub png: Option<Vec<u8>>,
 }
 
@@ -281,7 +283,7 @@ impl OrderListPage {
 /// ([`crate::account_lock`]) around every call.
 #[async_trait]
 pub trait Site: Send + Sync + std::fmt::Debug {
-    /// `rakuten` or `sim`.
+    /// `rakuten`, `sim` or `adapter`.
     fn name(&self) -> &'static str;
     /// The account this site instance acts for (the account lock's key).
     fn account(&self) -> &str;
@@ -301,8 +303,9 @@ pub trait Site: Send + Sync + std::fmt::Debug {
         confirm: &ConfirmView,
         note: &str,
     ) -> Result<Step<String>, SiteError>;
-    /// Pays the order (step 05, irreversible).
-    async fn pay(&self, site_order_id: &str) -> Result<Step<PayOutcome>, SiteError>;
+    /// Pays the order (step 05, irreversible). `task_id` is the idempotency key an adapter
+    /// refuses a repeat under.
+    async fn pay(&self, site_order_id: &str, task_id: &str) -> Result<Step<PayOutcome>, SiteError>;
     /// One page (1-based) of the account's order list, newest first.
     async fn list_orders(&self, page: u32) -> Result<Step<OrderListPage>, SiteError>;
     /// One order's detail with its delivery stage.

@@ -43,7 +43,7 @@ impl Site for RakutenSite {
     async fn order_submit(&self, _c: &ConfirmView, _note: &str) -> Result<Step<String>, SiteError> {
         Err(SiteError::not_implemented("order-submit"))
     }
-    async fn pay(&self, _id: &str) -> Result<Step<PayOutcome>, SiteError> {
+    async fn pay(&self, _id: &str, _task_id: &str) -> Result<Step<PayOutcome>, SiteError> {
         Err(SiteError::not_implemented("payment"))
     }
     async fn list_orders(&self, _page: u32) -> Result<Step<OrderListPage>, SiteError> {

@@ -2,6 +2,10 @@
 //! `<script id="__INITIAL_STATE__" type="application/json">`; the HTML is kept as evidence and the
 //! state is read from the script element.
 
+// A `SiteError` carries the page it failed on (evidence, §6.1), so it is large by design, here as
+// in the `Site` trait's methods.
+#![allow(clippy::result_large_err)]
+
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -85,46 +89,50 @@ impl SimSite {
             );
             err
         })?;
-        snap.html = Some(html.clone());
-        let fail = |kind, msg: String, snap: &PageSnapshot| SiteError {
-            kind,
-            message: msg,
-            page: Some(snap.clone()),
-        };
-        if snap.http_status >= 500 {
-            return Err(fail(
-                SiteErrorKind::Unavailable,
-                format!("{method} {path}: HTTP {}", snap.http_status),
-                &snap,
-            ));
-        }
-        let Some(state) = extract_state(&html) else {
-            return Err(fail(
-                SiteErrorKind::UnexpectedPage,
-                format!("{method} {path}: no page state"),
-                &snap,
-            ));
-        };
-        if state.get("logged_in") == Some(&Value::Bool(false)) {
-            return Err(fail(
-                SiteErrorKind::LoginLost,
-                "the site session is logged out".into(),
-                &snap,
-            ));
-        }
-        if state.get("page").and_then(Value::as_str) == Some("error") {
-            let m = state["error"]["message"]
-                .as_str()
-                .unwrap_or("error page")
-                .to_owned();
-            return Err(fail(
-                SiteErrorKind::UnexpectedPage,
-                format!("{method} {path}: HTTP {}: {m}", snap.http_status),
-                &snap,
-            ));
-        }
-        Ok((snap, state))
+        snap.html = Some(html);
+        read_page(snap)
     }
+}
+
+/// Reads the state of a page that arrived (`snap.html` set): a 5xx is 5006, a page without state
+/// 5002, the login page 5001, the shop's error page 5002. Shared by every seam that works the
+/// simulated shop (this one, and the browser adapter of `crates/site-adapter`).
+///
+/// # Errors
+/// As above; the error keeps the page.
+pub fn read_page(snap: PageSnapshot) -> Result<(PageSnapshot, Value), SiteError> {
+    let (method, path) = (snap.method.as_str(), snap.url.as_str());
+    let fail = |kind, msg: String| SiteError {
+        kind,
+        message: msg,
+        page: Some(snap.clone()),
+    };
+    if snap.http_status >= 500 {
+        return Err(fail(
+            SiteErrorKind::Unavailable,
+            format!("{method} {path}: HTTP {}", snap.http_status),
+        ));
+    }
+    let Some(state) = snap.html.as_deref().and_then(extract_state) else {
+        return Err(fail(
+            SiteErrorKind::UnexpectedPage,
+            format!("{method} {path}: no page state"),
+        ));
+    };
+    if state.get("logged_in") == Some(&Value::Bool(false)) {
+        return Err(fail(
+            SiteErrorKind::LoginLost,
+            "the site session is logged out".into(),
+        ));
+    }
+    if state.get("page").and_then(Value::as_str) == Some("error") {
+        let m = state["error"]["message"].as_str().unwrap_or("error page");
+        return Err(fail(
+            SiteErrorKind::UnexpectedPage,
+            format!("{method} {path}: HTTP {}: {m}", snap.http_status),
+        ));
+    }
+    Ok((snap, state))
 }
 
 fn unexpected(snap: &PageSnapshot, what: &str) -> SiteError {
@@ -160,47 +168,12 @@ impl Site for SimSite {
 
     async fn cart_check(&self) -> Result<Step<CartView>, SiteError> {
         let (page, st) = self.fetch("GET", "/cart", None).await?;
-        let cart = &st["cart"];
-        let lines = cart["lines"]
-            .as_array()
-            .ok_or_else(|| unexpected(&page, "cart.lines"))?;
-        let lines = lines
-            .iter()
-            .map(|l| {
-                (
-                    l["item_id"].as_i64().unwrap_or(0),
-                    l["variant_id"].as_str().map(str::to_owned),
-                    l["quantity"].as_u64().unwrap_or(0) as u32,
-                    l["unit_price_yen"].as_i64().unwrap_or(0),
-                )
-            })
-            .collect();
-        let subtotal_yen = cart["subtotal_yen"]
-            .as_i64()
-            .ok_or_else(|| unexpected(&page, "cart.subtotal_yen"))?;
-        Ok(Step {
-            value: CartView {
-                lines,
-                subtotal_yen,
-            },
-            page,
-        })
+        cart_view(page, &st)
     }
 
     async fn order_confirm(&self) -> Result<Step<ConfirmView>, SiteError> {
         let (page, st) = self.fetch("GET", "/order/confirm", None).await?;
-        let c = &st["confirm"];
-        let payable_yen = c["payable_yen"]
-            .as_i64()
-            .ok_or_else(|| unexpected(&page, "confirm.payable_yen"))?;
-        let value = ConfirmView {
-            subtotal_yen: c["subtotal_yen"].as_i64().unwrap_or(payable_yen),
-            shipping_yen: c["shipping_yen"].as_i64().unwrap_or(0),
-            payable_yen,
-            payment_method: c["payment_method"].as_str().unwrap_or("unknown").to_owned(),
-            pay_deadline: ts(&c["pay_deadline"]),
-        };
-        Ok(Step { value, page })
+        confirm_view(page, &st)
     }
 
     async fn order_submit(
@@ -210,114 +183,204 @@ impl Site for SimSite {
     ) -> Result<Step<String>, SiteError> {
         let body = json!({"expected_payable_yen": confirm.payable_yen, "note": note});
         let (page, st) = self.fetch("POST", "/order/submit", Some(body)).await?;
-        let n = st["order"]["order_number"]
-            .as_str()
-            .ok_or_else(|| unexpected(&page, "order.order_number"))?;
-        Ok(Step {
-            value: n.to_owned(),
-            page,
-        })
+        submitted_order(page, &st)
     }
 
-    async fn pay(&self, site_order_id: &str) -> Result<Step<PayOutcome>, SiteError> {
+    async fn pay(
+        &self,
+        site_order_id: &str,
+        _task_id: &str,
+    ) -> Result<Step<PayOutcome>, SiteError> {
         let path = format!("/orders/{}/pay", urlencode(site_order_id));
         let (page, st) = self.fetch("POST", &path, None).await?;
-        let p = &st["payment"];
-        let value = match p["status"].as_str() {
-            Some("paid") => PayOutcome::Paid,
-            Some("challenge_required") => PayOutcome::ChallengeRequired(
-                p["challenge"].as_str().unwrap_or("challenge").to_owned(),
-            ),
-            Some("awaiting_payment") => PayOutcome::AwaitingPayment {
-                pay_deadline: ts(&p["pay_deadline"]),
-                detail: format!(
-                    "コンビニ払い: 払込票番号 {}",
-                    p["slip_number"].as_str().unwrap_or("?")
-                ),
-            },
-            _ => return Err(unexpected(&page, "payment.status")),
-        };
-        Ok(Step { value, page })
+        pay_outcome(page, &st)
     }
 
     async fn list_orders(&self, page_no: u32) -> Result<Step<OrderListPage>, SiteError> {
         let (page, st) = self
             .fetch("GET", &format!("/orders?page={page_no}"), None)
             .await?;
-        let data = st
-            .get("orderListData")
-            .ok_or_else(|| unexpected(&page, "orderListData (page changed?)"))?;
-        let list = data["orders"]
-            .as_array()
-            .ok_or_else(|| unexpected(&page, "orderListData.orders"))?;
-        let mut orders = Vec::with_capacity(list.len());
-        let mut remarks = Vec::with_capacity(list.len());
-        for o in list {
-            let (Some(n), Some(d)) = (o["order_number"].as_str(), o["order_date"].as_str()) else {
-                return Err(unexpected(&page, "order_number/order_date"));
-            };
-            let remark =
-                Remark::from_json(o.get("note")).ok_or_else(|| unexpected(&page, "a text note"))?;
-            remarks.push(remark);
-            orders.push(OrderSummary {
-                order_number: n.to_owned(),
-                order_date: d.to_owned(),
-                shop_id: o["shop_id"].as_i64().unwrap_or(0),
-                shop_name: o["shop_name"].as_str().unwrap_or("").to_owned(),
-                items: o["items"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .map(|i| OrderItem {
-                                item_id: i["item_id"].as_i64().unwrap_or(0),
-                                item_name: i["item_name"].as_str().unwrap_or("").to_owned(),
-                                item_url: i["item_url"].as_str().unwrap_or("").to_owned(),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            });
-        }
-        let has_next =
-            data["page"].as_u64().unwrap_or(1) < data["total_pages"].as_u64().unwrap_or(1);
-        Ok(Step {
-            value: OrderListPage {
-                orders,
-                remarks,
-                has_next,
-                raw: data.clone(),
-            },
-            page,
-        })
+        order_list_page(page, &st)
     }
 
     async fn order_detail(&self, order_number: &str) -> Result<Step<OrderDetailResult>, SiteError> {
         let (page, st) = self
             .fetch("GET", &format!("/orders/{}", urlencode(order_number)), None)
             .await?;
-        let d = st
-            .get("orderDetail")
-            .ok_or_else(|| unexpected(&page, "orderDetail"))?;
-        let found = d["found"]
-            .as_bool()
-            .ok_or_else(|| unexpected(&page, "orderDetail.found"))?;
-        let stage_label = d["order"]["stage_label"].as_str().map(str::to_owned);
-        let value = OrderDetailResult {
-            kind: QueryKind::OrderDetail,
-            order_number: order_number.to_owned(),
-            found,
-            order_state: stage_label.as_deref().and_then(stage_to_state),
-            stage_label,
-            raw: Some(d.clone()),
-            raw_available: true,
-            raw_omitted: false,
-        };
-        Ok(Step { value, page })
+        order_detail_of(order_number, page, &st)
     }
 }
 
+/// The cart page's [`CartView`].
+///
+/// # Errors
+/// 5002 when the page lacks the cart.
+pub fn cart_view(page: PageSnapshot, st: &Value) -> Result<Step<CartView>, SiteError> {
+    let cart = &st["cart"];
+    let lines = cart["lines"]
+        .as_array()
+        .ok_or_else(|| unexpected(&page, "cart.lines"))?;
+    let lines = lines
+        .iter()
+        .map(|l| {
+            (
+                l["item_id"].as_i64().unwrap_or(0),
+                l["variant_id"].as_str().map(str::to_owned),
+                l["quantity"].as_u64().unwrap_or(0) as u32,
+                l["unit_price_yen"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let subtotal_yen = cart["subtotal_yen"]
+        .as_i64()
+        .ok_or_else(|| unexpected(&page, "cart.subtotal_yen"))?;
+    Ok(Step {
+        value: CartView {
+            lines,
+            subtotal_yen,
+        },
+        page,
+    })
+}
+
+/// The confirm page's [`ConfirmView`].
+///
+/// # Errors
+/// 5002 when the page lacks the payable amount.
+pub fn confirm_view(page: PageSnapshot, st: &Value) -> Result<Step<ConfirmView>, SiteError> {
+    let c = &st["confirm"];
+    let payable_yen = c["payable_yen"]
+        .as_i64()
+        .ok_or_else(|| unexpected(&page, "confirm.payable_yen"))?;
+    let value = ConfirmView {
+        subtotal_yen: c["subtotal_yen"].as_i64().unwrap_or(payable_yen),
+        shipping_yen: c["shipping_yen"].as_i64().unwrap_or(0),
+        payable_yen,
+        payment_method: c["payment_method"].as_str().unwrap_or("unknown").to_owned(),
+        pay_deadline: ts(&c["pay_deadline"]),
+    };
+    Ok(Step { value, page })
+}
+
+/// The order-complete page's order number.
+///
+/// # Errors
+/// 5002 when the page lacks it.
+pub fn submitted_order(page: PageSnapshot, st: &Value) -> Result<Step<String>, SiteError> {
+    let n = st["order"]["order_number"]
+        .as_str()
+        .ok_or_else(|| unexpected(&page, "order.order_number"))?;
+    Ok(Step {
+        value: n.to_owned(),
+        page,
+    })
+}
+
+/// The payment page's [`PayOutcome`].
+///
+/// # Errors
+/// 5002 when the page lacks a known payment status.
+pub fn pay_outcome(page: PageSnapshot, st: &Value) -> Result<Step<PayOutcome>, SiteError> {
+    let p = &st["payment"];
+    let value = match p["status"].as_str() {
+        Some("paid") => PayOutcome::Paid,
+        Some("challenge_required") => {
+            PayOutcome::ChallengeRequired(p["challenge"].as_str().unwrap_or("challenge").to_owned())
+        }
+        Some("awaiting_payment") => PayOutcome::AwaitingPayment {
+            pay_deadline: ts(&p["pay_deadline"]),
+            detail: format!(
+                "コンビニ払い: 払込票番号 {}",
+                p["slip_number"].as_str().unwrap_or("?")
+            ),
+        },
+        _ => return Err(unexpected(&page, "payment.status")),
+    };
+    Ok(Step { value, page })
+}
+
+/// The order-list page's [`OrderListPage`].
+///
+/// # Errors
+/// 5002 when the list has another shape (the page changed).
+pub fn order_list_page(page: PageSnapshot, st: &Value) -> Result<Step<OrderListPage>, SiteError> {
+    let data = st
+        .get("orderListData")
+        .ok_or_else(|| unexpected(&page, "orderListData (page changed?)"))?;
+    let list = data["orders"]
+        .as_array()
+        .ok_or_else(|| unexpected(&page, "orderListData.orders"))?;
+    let mut orders = Vec::with_capacity(list.len());
+    let mut remarks = Vec::with_capacity(list.len());
+    for o in list {
+        let (Some(n), Some(d)) = (o["order_number"].as_str(), o["order_date"].as_str()) else {
+            return Err(unexpected(&page, "order_number/order_date"));
+        };
+        let remark =
+            Remark::from_json(o.get("note")).ok_or_else(|| unexpected(&page, "a text note"))?;
+        remarks.push(remark);
+        orders.push(OrderSummary {
+            order_number: n.to_owned(),
+            order_date: d.to_owned(),
+            shop_id: o["shop_id"].as_i64().unwrap_or(0),
+            shop_name: o["shop_name"].as_str().unwrap_or("").to_owned(),
+            items: o["items"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|i| OrderItem {
+                            item_id: i["item_id"].as_i64().unwrap_or(0),
+                            item_name: i["item_name"].as_str().unwrap_or("").to_owned(),
+                            item_url: i["item_url"].as_str().unwrap_or("").to_owned(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        });
+    }
+    let has_next = data["page"].as_u64().unwrap_or(1) < data["total_pages"].as_u64().unwrap_or(1);
+    Ok(Step {
+        value: OrderListPage {
+            orders,
+            remarks,
+            has_next,
+            raw: data.clone(),
+        },
+        page,
+    })
+}
+
+/// The order-detail page of `order_number`.
+///
+/// # Errors
+/// 5002 when the page lacks the detail.
+pub fn order_detail_of(
+    order_number: &str,
+    page: PageSnapshot,
+    st: &Value,
+) -> Result<Step<OrderDetailResult>, SiteError> {
+    let d = st
+        .get("orderDetail")
+        .ok_or_else(|| unexpected(&page, "orderDetail"))?;
+    let found = d["found"]
+        .as_bool()
+        .ok_or_else(|| unexpected(&page, "orderDetail.found"))?;
+    let stage_label = d["order"]["stage_label"].as_str().map(str::to_owned);
+    let value = OrderDetailResult {
+        kind: QueryKind::OrderDetail,
+        order_number: order_number.to_owned(),
+        found,
+        order_state: stage_label.as_deref().and_then(stage_to_state),
+        stage_label,
+        raw: Some(d.clone()),
+        raw_available: true,
+        raw_omitted: false,
+    };
+    Ok(Step { value, page })
+}
+
 /// Percent-encodes a path segment (order numbers are `[0-9-]`, but never trust a page).
-fn urlencode(s: &str) -> String {
+pub fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),

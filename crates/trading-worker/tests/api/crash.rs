@@ -8,7 +8,17 @@ use std::time::{Duration, Instant};
 use crate::helpers::Harness;
 
 fn spawn_worker(h: &Harness, failpoint: Option<&str>) -> Child {
+    spawn_worker_on(h, failpoint, &[])
+}
+
+/// The worker binary against the harness's gateway; the `site` variables override the sim.
+pub(crate) fn spawn_worker_on(
+    h: &Harness,
+    failpoint: Option<&str>,
+    site: &[(&str, &str)],
+) -> Child {
     let mut c = h.worker_command("crash-worker");
+    c.envs(site.iter().copied());
     c.stdout(Stdio::null()).stderr(Stdio::null());
     if let Some(f) = failpoint {
         c.env("RAKUTEN_WORKER_FAILPOINT", f);
@@ -16,7 +26,7 @@ fn spawn_worker(h: &Harness, failpoint: Option<&str>) -> Child {
     c.spawn().expect("spawn trading-worker")
 }
 
-async fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+pub(crate) async fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -30,7 +40,7 @@ async fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
-async fn wait_terminal(h: &Harness, task_id: &str) -> serde_json::Value {
+pub(crate) async fn wait_terminal(h: &Harness, task_id: &str) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let t = h.task(task_id).await;

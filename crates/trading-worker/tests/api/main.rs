@@ -1,6 +1,7 @@
 //! trading-worker against the real gateway and shop-sim over HTTP (spec §9, worker lines, and the
 //! issue's crash and fault tests).
 
+mod adapter;
 mod crash;
 mod env_example;
 mod execution;

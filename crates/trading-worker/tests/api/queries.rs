@@ -366,8 +366,8 @@ impl Site for FaultySite {
     async fn order_submit(&self, c: &ConfirmView, note: &str) -> Result<Step<String>, SiteError> {
         self.0.order_submit(c, note).await
     }
-    async fn pay(&self, id: &str) -> Result<Step<PayOutcome>, SiteError> {
-        self.0.pay(id).await
+    async fn pay(&self, id: &str, task_id: &str) -> Result<Step<PayOutcome>, SiteError> {
+        self.0.pay(id, task_id).await
     }
     async fn list_orders(&self, _page: u32) -> Result<Step<OrderListPage>, SiteError> {
         panic!("simulated bug in list_orders");

@@ -1,0 +1,61 @@
+//! `site-adapter serve`: an adapter for the simulated shop on a loopback port (the worker's
+//! `RAKUTEN_SITE=adapter`), working the shop through plain HTTP or headless Chromium.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use site_adapter::serve::{Kind, spawn_on};
+
+/// `site-adapter` command line.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "site-adapter",
+    version,
+    about = "Site adapters for the simulated shop"
+)]
+enum Cli {
+    /// Serve the adapter protocol until Ctrl-C.
+    Serve {
+        /// Listen address (loopback: the adapter holds the account's session).
+        #[arg(
+            long,
+            env = "RAKUTEN_SITE_ADAPTER_LISTEN",
+            default_value = "127.0.0.1:31111"
+        )]
+        listen: SocketAddr,
+        /// The simulated shop.
+        #[arg(long, env = "RAKUTEN_SITE_BASE_URL")]
+        shop_url: String,
+        /// The shop's session cookie.
+        #[arg(
+            long,
+            env = "RAKUTEN_SITE_SESSION",
+            default_value = "sim-session",
+            hide_env_values = true
+        )]
+        session: String,
+        /// `http` or `browser`.
+        #[arg(long, value_enum, default_value = "browser")]
+        kind: Kind,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let Cli::Serve {
+        listen,
+        shop_url,
+        session,
+        kind,
+    } = rakuten_cli::start("info", &[]);
+    anyhow::ensure!(
+        listen.ip().is_loopback(),
+        "--listen {listen}: an adapter listens on loopback only"
+    );
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let a = spawn_on(listener, kind, &shop_url, &session, Duration::from_secs(30)).await?;
+    tracing::info!(url = %a.url, ?kind, shop = %shop_url, "site adapter serving");
+    tokio::signal::ctrl_c().await?;
+    a.stop().await;
+    Ok(())
+}
