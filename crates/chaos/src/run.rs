@@ -156,14 +156,15 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
         lease_ttl_seconds: settings.lease_ttl_seconds,
     };
     eprintln!(
-        "chaos: seed {} · {} orders · faults {:?} · lease TTL {}s · run dir {}",
+        "chaos: seed {} · {} orders · faults {} · lease TTL {}s · run dir {}",
         settings.seed,
         settings.orders,
         settings
             .fault_kinds()
             .iter()
             .map(|k| k.name())
-            .collect::<Vec<_>>(),
+            .collect::<Vec<_>>()
+            .join(", "),
         settings.lease_ttl_seconds,
         dir.display()
     );

@@ -469,7 +469,7 @@ async fn admin_faults_set(
         Ok(Json(p)) => {
             let mut g = shop.lock();
             g.faults.apply(p);
-            tracing::info!(faults = ?g.faults, "faults changed");
+            tracing::info!(faults = %json!(g.faults), "faults changed");
             Json(json!(g.faults)).into_response()
         }
         Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, e.body_text()).into_response(),

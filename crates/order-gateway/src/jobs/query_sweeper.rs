@@ -114,7 +114,7 @@ impl QuerySweeper {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {
                     if let Err(e) = self.run_once(self.clock.now()).await {
-                        tracing::error!(error = ?e, "account query sweep failed");
+                        tracing::error!(error = %e, "account query sweep failed");
                     }
                 }
             }

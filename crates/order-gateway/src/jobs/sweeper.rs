@@ -55,7 +55,7 @@ impl Sweeper {
                 alert = "task_stale",
                 task_id = %t.task_id,
                 lease_owner = t.lease_owner.as_deref().unwrap_or("-"),
-                lease_expires_at = ?t.lease_expires_at.map(|e| e.to_rfc3339()),
+                lease_expires_at = %t.lease_expires_at.map_or_else(|| "-".to_owned(), |e| e.to_rfc3339()),
                 lease_count = t.lease_count,
                 "lease expired; task is stale and waits for an explicit reclaim (never re-queued)"
             );
@@ -86,18 +86,18 @@ impl Sweeper {
                 _ = tick.tick() => {
                     let now = self.clock.now();
                     if let Err(e) = self.run_once(now).await {
-                        tracing::error!(error = ?e, "lease sweep failed");
+                        tracing::error!(error = %e, "lease sweep failed");
                     }
                     // One instance logs the alerts when several share the database.
                     let leader = match self.store.alerts_leader().await {
                         Ok(l) => l,
                         Err(e) => {
-                            tracing::warn!(error = ?e, "alert leader election failed");
+                            tracing::warn!(error = %e, "alert leader election failed");
                             false
                         }
                     };
                     if leader && let Err(e) = self.check_alerts(now).await {
-                        tracing::error!(error = ?e, "alert check failed");
+                        tracing::error!(error = %e, "alert check failed");
                     }
                 }
             }
