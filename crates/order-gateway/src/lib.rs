@@ -8,11 +8,13 @@
 //! - [`http`]: router and shared state; [`http::error`] (the one error type), [`http::auth`]
 //!   (Bearer), [`http::extract`] (envelope rejections), [`http::openapi`] (`/openapi.json`),
 //!   [`http::routes`] (`orders`, `health`).
-//! - [`store`]: the [`store::OrderStore`] trait and its error; [`store::sqlite`] is the SQLite
-//!   driver (group-commit writer, read pool; schema in `migrations/sqlite`), the default;
-//!   [`store::postgres`] the PostgreSQL driver for several instances on one queue
-//!   (`RAKUTEN_GATEWAY_DB_URL`; schema in `migrations/postgres`, `LISTEN/NOTIFY` wake-ups);
-//!   [`app::Backend`] picks one.
+//! - [`store`]: the [`store::OrderStore`] trait and its error (`store/mod.rs`); ONE SQL
+//!   implementation for both databases in `store/sql/` (`tasks.rs`, `queries.rs`, `reads.rs`,
+//!   `store.rs`, row decoders in `rows.rs` / `query_row.rs`), compiled once per engine; the few
+//!   engine differences in `store/dialect.rs`. Engines: [`store::sqlite`], the default (group-commit
+//!   writer [`store::sqlite_writer`], read pool; schema in `migrations/sqlite`), and
+//!   [`store::postgres`] for several instances on one queue (`RAKUTEN_GATEWAY_DB_URL`; schema in
+//!   `migrations/postgres`, `LISTEN/NOTIFY` wake-ups); [`app::Backend`] picks one.
 //! - [`lease`]: in-process wake-up of long-polls ([`lease::notify`]) and the long-poll
 //!   ([`lease::long_poll`]).
 //! - [`jobs`]: the lease-expiry sweeper ([`jobs::sweeper`]), alerts ([`jobs::alerts`]) and the

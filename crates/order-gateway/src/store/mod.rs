@@ -1,6 +1,18 @@
-//! Storage behind one narrow trait, [`OrderStore`], with verb-noun methods. One driver per
-//! database: [`sqlite`] (the embedded default) and [`postgres`] (several instances sharing one
-//! queue; `migrations/postgres` with the same numbering).
+//! Storage behind one narrow trait, [`OrderStore`], with verb-noun methods, and one SQL
+//! implementation of it for both databases (D-store-1):
+//!
+//! - this file: the traits' contract, request types and [`StoreError`]; [`queries`]: the
+//!   account-query channel's trait [`QueryStore`] and its types;
+//! - `sql/`: the one implementation, one file per concern (`tasks.rs` transitions, `queries.rs`
+//!   the account-query channel, `reads.rs`, `store.rs` the trait impls, `rows.rs` /
+//!   `query_row.rs` the row decoders), compiled once per engine;
+//! - `dialect.rs`: the few SQL fragments the engines force apart, each with its reason;
+//! - [`sqlite`]: the embedded default engine (opens the file, read pool) and `sqlite_writer.rs`,
+//!   its group-commit writer; [`postgres`]: several instances sharing one queue (pool,
+//!   `LISTEN/NOTIFY` wake-ups, the alert-leader advisory lock).
+//!
+//! Migrations stay per engine (`migrations/sqlite`, `migrations/postgres`, same numbering): the
+//! column types differ.
 //!
 //! Contract every driver keeps (spec §3–§5):
 //! - every transition is a conditional update that repeats [`TaskStatus::transition`]'s guard in
@@ -11,13 +23,15 @@
 //! - `now` is always the caller's (the injected clock), never the database's.
 //!
 //! The account-query channel (§11) has its own narrow trait, [`queries::QueryStore`], with its own
-//! contract (redelivery instead of `stale`); the SQLite driver implements both and runs both
-//! through the same group-commit writer.
+//! contract (redelivery instead of `stale`); both engines implement both traits, and SQLite runs
+//! both through the same group-commit writer.
 
+mod dialect;
 pub mod postgres;
 pub mod queries;
-mod query_row;
+mod sql;
 pub mod sqlite;
+pub mod sqlite_writer;
 
 pub use queries::QueryStore;
 
@@ -25,6 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use rakuten_types::order::{
     LeaseGrant, Page, RenewAck, ReportAck, SubmitOrderAck, TaskDetail, TaskSummary,
 };
@@ -275,6 +290,31 @@ pub(crate) fn check_same_task(
         Some(f) => Err(idempotency_mismatch("task_id", id, &f)),
         None => Ok(()),
     }
+}
+
+/// One transition of the SQL implementation, to run on an engine's write connection `C` (inside
+/// the transaction or savepoint the engine opens for it).
+pub(crate) type Transition<C, T> =
+    Box<dyn for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, Result<T, StoreError>> + Send>;
+
+/// A migrator from `(version, description, sql)` triples embedded with `include_str!`.
+pub(crate) fn embedded_migrator(files: &[(i64, &str, &'static str)]) -> sqlx::migrate::Migrator {
+    use sqlx::SqlSafeStr;
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    Migrator::with_migrations(
+        files
+            .iter()
+            .map(|&(version, description, sql)| {
+                Migration::new(
+                    version,
+                    description.to_owned().into(),
+                    MigrationType::Simple,
+                    sqlx::AssertSqlSafe(sql).into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
 }
 
 impl From<sqlx::Error> for StoreError {

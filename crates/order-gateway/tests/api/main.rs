@@ -12,6 +12,7 @@ mod health;
 mod helpers;
 mod invariants;
 mod lease;
+mod migrations;
 mod multi_instance;
 mod pg;
 mod queries;

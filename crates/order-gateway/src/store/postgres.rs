@@ -1,9 +1,10 @@
-//! The PostgreSQL driver of [`OrderStore`] and [`QueryStore`], for several gateway instances
-//! sharing one queue (issue #7). Chosen by `RAKUTEN_GATEWAY_DB_URL=postgres://…`; SQLite stays the
-//! default. Migrations live in `migrations/postgres` (same numbering as SQLite's) and are embedded.
+//! The PostgreSQL engine of the store, for several gateway instances sharing one queue (issue #7).
+//! Chosen by `RAKUTEN_GATEWAY_DB_URL=postgres://…`; SQLite stays the default. The SQL is the one
+//! implementation of [`super::sql`]; this file opens the pool, runs each transition in its own
+//! transaction, and carries what only PostgreSQL has: `LISTEN/NOTIFY` wake-ups across instances
+//! and the alert-leader advisory lock. Migrations live in `migrations/postgres` (same numbering as
+//! SQLite's) and are embedded.
 //!
-//! - `ops`: the order task transitions; `queries`: the account-query channel; `reads`: reads;
-//!   `rows`: row decoding.
 //! - Every write method is ONE transaction (READ COMMITTED) committed before it returns: the guards
 //!   are conditional `UPDATE … RETURNING`, rows are locked or picked `FOR UPDATE SKIP LOCKED`, and
 //!   the partial unique index `one_active_task` is the last word on the gate. No group-commit
@@ -17,37 +18,19 @@
 //!   [`LeaseNotifier`] wake-ups. The long-poll's periodic database check stays the fallback (a
 //!   missed notification only delays).
 
-mod ops;
-mod queries;
-mod reads;
-mod rows;
-
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use rakuten_types::order::{
-    LeaseGrant, Page, RenewAck, ReportAck, SubmitOrderAck, TaskDetail, TaskSummary,
-};
-use rakuten_types::query::{QueryGrant, QueryResultAck, QuerySummary, QueryView, SubmitQueryAck};
-use rakuten_types::{QueryId, TaskId, Timestamp, WorkerId};
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sqlx::{ConnectOptions, PgConnection, SqlSafeStr};
+use sqlx::{ConnectOptions, PgConnection};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::queries::{
-    LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord, QueryStore,
-};
-use super::{
-    HealthSnapshot, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
-    RenewRequest, StaleTask, StoreError, TaskFilter,
-};
+use super::{StoreError, Transition};
 use crate::lease::notify::LeaseNotifier;
-use crate::settings::LeaseScope;
 
 /// `NOTIFY` channel of the order tasks: a task was submitted, the gate was freed, a stale task was
 /// reclaimed for a worker.
@@ -60,26 +43,16 @@ const POOL_CONNECTIONS: u32 = 10;
 
 /// The migrations of `migrations/postgres`, embedded at compile time (see D-gw-2).
 pub fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![
-        Migration::new(
+    super::embedded_migrator(&[
+        (
             1,
-            "order tasks".into(),
-            MigrationType::Simple,
-            sqlx::AssertSqlSafe(include_str!(
-                "../../../migrations/postgres/0001_order_tasks.sql"
-            ))
-            .into_sql_str(),
-            false,
+            "order tasks",
+            include_str!("../../migrations/postgres/0001_order_tasks.sql"),
         ),
-        Migration::new(
+        (
             2,
-            "account queries".into(),
-            MigrationType::Simple,
-            sqlx::AssertSqlSafe(include_str!(
-                "../../../migrations/postgres/0002_account_queries.sql"
-            ))
-            .into_sql_str(),
-            false,
+            "account queries",
+            include_str!("../../migrations/postgres/0002_account_queries.sql"),
         ),
     ])
 }
@@ -252,15 +225,10 @@ impl PgStore {
 
     /// Runs one transition in its own transaction: committed when it succeeds, rolled back when
     /// it fails. The caller is answered only after the commit.
-    async fn write<'a, T, F>(&'a self, op: F) -> Result<T, StoreError>
-    where
-        F: for<'c> FnOnce(
-                &'c mut PgConnection,
-            ) -> futures::future::BoxFuture<'c, Result<T, StoreError>>
-            + Send
-            + 'a,
-        T: Send,
-    {
+    pub(crate) async fn write<T: Send>(
+        &self,
+        op: Transition<PgConnection, T>,
+    ) -> Result<T, StoreError> {
         let mut tx = self.pool.begin().await?;
         match op(&mut tx).await {
             Ok(v) => {
@@ -273,100 +241,32 @@ impl PgStore {
             }
         }
     }
-}
 
-#[async_trait]
-impl OrderStore for PgStore {
-    async fn task_insert(
+    /// [`Self::write`]: a lease attempt whose caller is gone rolls back with its transaction.
+    pub(crate) async fn write_lease<T: Send>(
         &self,
-        task: NewTask,
-        now: Timestamp,
-    ) -> Result<SubmitOrderAck, StoreError> {
-        let ack = self
-            .write(|c| Box::pin(ops::task_insert(c, task, now)))
-            .await?;
-        if ack.created {
-            self.pump.request(&self.pump.tasks);
-        }
-        Ok(ack)
+        op: Transition<PgConnection, T>,
+    ) -> Result<T, StoreError> {
+        self.write(op).await
     }
 
-    async fn task_lease(
-        &self,
-        req: LeaseRequest,
-        now: Timestamp,
-    ) -> Result<LeaseAttempt, StoreError> {
-        self.write(|c| Box::pin(ops::task_lease(c, req, now))).await
+    pub(crate) fn read_pool(&self) -> &PgPool {
+        &self.pool
     }
 
-    async fn task_leasable_exists(
-        &self,
-        worker_id: &WorkerId,
-        site: Option<&str>,
-        scope: LeaseScope,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        reads::task_leasable_exists(&self.pool, worker_id, site, scope, now).await
-    }
-
-    async fn task_renew(&self, req: RenewRequest, now: Timestamp) -> Result<RenewAck, StoreError> {
-        self.write(|c| Box::pin(ops::task_renew(c, req, now))).await
-    }
-
-    async fn task_report(
-        &self,
-        report: NewReport,
-        now: Timestamp,
-    ) -> Result<ReportAck, StoreError> {
-        let ack = self
-            .write(|c| Box::pin(ops::task_report(c, report, now)))
-            .await?;
-        if ack.status.is_terminal() {
-            // The gate may be free again.
-            self.pump.request(&self.pump.tasks);
-        }
-        Ok(ack)
-    }
-
-    async fn task_reclaim(
-        &self,
-        req: ReclaimRequest,
-        now: Timestamp,
-    ) -> Result<LeaseGrant, StoreError> {
-        let grant = self
-            .write(|c| Box::pin(ops::task_reclaim(c, req, now)))
-            .await?;
-        // The named worker may be long-polling on another instance.
+    /// Asks for a `NOTIFY` on [`TASKS_CHANNEL`] (sent after this commit, outside it).
+    pub(crate) fn notify_tasks(&self) {
         self.pump.request(&self.pump.tasks);
-        Ok(grant)
     }
 
-    async fn task_mark_stale_expired(&self, now: Timestamp) -> Result<Vec<StaleTask>, StoreError> {
-        let staled = self
-            .write(|c| Box::pin(ops::task_mark_stale_expired(c, now)))
-            .await?;
-        if !staled.is_empty() {
-            self.pump.request(&self.pump.tasks);
-        }
-        Ok(staled)
+    /// Asks for a `NOTIFY` on [`QUERIES_CHANNEL`].
+    pub(crate) fn notify_queries(&self) {
+        self.pump.request(&self.pump.queries);
     }
 
-    async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError> {
-        reads::task_get(&self.pool, task_id).await
-    }
-
-    async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
-        reads::task_list(&self.pool, filter).await
-    }
-
-    async fn health_snapshot(
-        &self,
-        queued_before: Timestamp,
-    ) -> Result<HealthSnapshot, StoreError> {
-        reads::health_snapshot(&self.pool, queued_before).await
-    }
-
-    async fn alerts_leader(&self) -> Result<bool, StoreError> {
+    /// Whether this instance logs the alerts this tick: the holder of a session advisory lock,
+    /// taken over when its holder dies.
+    pub(crate) async fn elect_alerts_leader(&self) -> Result<bool, StoreError> {
         let mut slot = self.leader.lock().await;
         if let Some((conn, held)) = slot.as_mut() {
             let alive = sqlx::query("SELECT 1").execute(&mut *conn).await.is_ok();
@@ -388,7 +288,8 @@ impl OrderStore for PgStore {
         Ok(got)
     }
 
-    async fn close(&self) {
+    /// Stops the notification pump, releases the leader lock, closes the pool.
+    pub(crate) async fn shutdown(&self) {
         self.pump.closed.store(true, Ordering::Release);
         self.pump.wake.notify_one();
         // Releases the alert-leader lock with its session.
@@ -397,89 +298,5 @@ impl OrderStore for PgStore {
         }
         // Every acknowledged write is already committed; closing waits for in-flight ones.
         self.pool.close().await;
-    }
-}
-
-#[async_trait]
-impl QueryStore for PgStore {
-    async fn query_insert(
-        &self,
-        query: NewQuery,
-        now: Timestamp,
-    ) -> Result<SubmitQueryAck, StoreError> {
-        let ack = self
-            .write(|c| Box::pin(queries::query_insert(c, query, now)))
-            .await?;
-        if ack.created {
-            self.pump.request(&self.pump.queries);
-        }
-        Ok(ack)
-    }
-
-    async fn query_lease_next(
-        &self,
-        req: QueryLeaseRequest,
-        now: Timestamp,
-    ) -> Result<Option<QueryGrant>, StoreError> {
-        self.write(|c| Box::pin(queries::query_lease_next(c, req, now)))
-            .await
-    }
-
-    async fn query_leasable_exists(
-        &self,
-        site: Option<&str>,
-        created_after: Timestamp,
-    ) -> Result<bool, StoreError> {
-        queries::query_leasable_exists(&self.pool, site, created_after).await
-    }
-
-    async fn query_record_result(
-        &self,
-        rec: QueryResultRecord,
-        now: Timestamp,
-    ) -> Result<QueryResultAck, StoreError> {
-        self.write(|c| Box::pin(queries::query_record_result(c, rec, now)))
-            .await
-    }
-
-    async fn query_requeue_expired_leases(
-        &self,
-        now: Timestamp,
-    ) -> Result<Vec<LapsedQuery>, StoreError> {
-        let lapsed = self
-            .write(|c| Box::pin(queries::query_requeue_expired_leases(c, now)))
-            .await?;
-        if lapsed
-            .iter()
-            .any(|q| q.status == rakuten_types::query::QueryStatus::Queued)
-        {
-            self.pump.request(&self.pump.queries);
-        }
-        Ok(lapsed)
-    }
-
-    async fn query_mark_expired(
-        &self,
-        created_before: Timestamp,
-        now: Timestamp,
-    ) -> Result<Vec<QueryId>, StoreError> {
-        self.write(|c| Box::pin(queries::query_mark_expired(c, created_before, now)))
-            .await
-    }
-
-    async fn query_delete_terminal_before(
-        &self,
-        finished_before: Timestamp,
-    ) -> Result<u64, StoreError> {
-        self.write(|c| Box::pin(queries::query_delete_terminal_before(c, finished_before)))
-            .await
-    }
-
-    async fn query_get(&self, query_id: &QueryId) -> Result<Option<QueryView>, StoreError> {
-        queries::query_get(&self.pool, query_id).await
-    }
-
-    async fn query_list(&self, filter: QueryFilter) -> Result<Page<QuerySummary>, StoreError> {
-        queries::query_list(&self.pool, filter).await
     }
 }

@@ -1,18 +1,27 @@
-//! The `account_queries` row as both drivers load it, and its conversions to the wire views.
-//! Decoding stays in each driver (SQLite stores booleans as integers).
+//! The `account_queries` row as both engines load it, its one decoder (generic over the sqlx row
+//! type; sqlx reads SQLite's 0/1 integers and PostgreSQL's BOOLEAN alike as `bool`), and its
+//! conversions to the wire views.
 
 use rakuten_types::query::{
     QueryEvent, QueryKind, QueryResultAck, QueryStatus, QuerySummary, QueryView,
 };
 use rakuten_types::{QueryId, Timestamp};
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
+use super::rows::{corrupt, decode_ts, ts};
 use crate::store::StoreError;
 use crate::store::queries::{QueryOutcome, QueryResultRecord};
 
-/// A stored value that does not parse back into its Rust type.
-pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {e}"))
-}
+/// Columns every full query read selects.
+pub(crate) const QUERY_COLUMNS: &str = "query_id, site, kind, params_json, status, attempt, \
+    max_attempts, lease_owner, lease_token, lease_expires_at, result_json, raw_omitted, \
+    error_code, error_message, result_token, result_success, created_at, updated_at, finished_at";
+
+/// Columns of a listing (no result body).
+pub(crate) const QUERY_SUMMARY_COLUMNS: &str = "query_id, site, kind, params_json, status, \
+    attempt, max_attempts, lease_owner, lease_token, lease_expires_at, \
+    CAST(NULL AS TEXT) AS result_json, raw_omitted, error_code, error_message, result_token, \
+    result_success, created_at, updated_at, finished_at";
 
 /// One `account_queries` row.
 #[derive(Debug, Clone)]
@@ -39,6 +48,42 @@ pub(crate) struct QueryRow {
 }
 
 impl QueryRow {
+    /// Decodes a row selected with [`QUERY_COLUMNS`] or [`QUERY_SUMMARY_COLUMNS`] (either engine).
+    pub(crate) fn decode<R>(row: &R) -> Result<Self, StoreError>
+    where
+        R: Row,
+        for<'c> &'c str: ColumnIndex<R>,
+        String: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+        i64: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+        i32: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+        bool: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    {
+        let id: String = row.try_get("query_id")?;
+        let kind: String = row.try_get("kind")?;
+        let status: String = row.try_get("status")?;
+        Ok(QueryRow {
+            query_id: QueryId::parse(&id).map_err(|e| corrupt("query_id", e))?,
+            site: row.try_get("site")?,
+            kind: kind.parse().map_err(|e| corrupt("kind", e))?,
+            params_json: row.try_get("params_json")?,
+            status: status.parse().map_err(|e| corrupt("status", e))?,
+            attempt: row.try_get("attempt")?,
+            max_attempts: row.try_get("max_attempts")?,
+            lease_owner: row.try_get("lease_owner")?,
+            lease_token: row.try_get("lease_token")?,
+            lease_expires_at: decode_ts(row.try_get("lease_expires_at")?)?,
+            result_json: row.try_get("result_json")?,
+            raw_omitted: row.try_get("raw_omitted")?,
+            error_code: row.try_get("error_code")?,
+            error_message: row.try_get("error_message")?,
+            result_token: row.try_get("result_token")?,
+            result_success: row.try_get("result_success")?,
+            created_at: ts(&row.try_get::<String, _>("created_at")?)?,
+            updated_at: ts(&row.try_get::<String, _>("updated_at")?)?,
+            finished_at: decode_ts(row.try_get("finished_at")?)?,
+        })
+    }
+
     pub(crate) fn params(&self) -> Result<serde_json::Value, StoreError> {
         serde_json::from_str(&self.params_json).map_err(|e| corrupt("params_json", e))
     }

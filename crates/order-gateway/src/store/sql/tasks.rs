@@ -1,9 +1,10 @@
-//! The write transitions on PostgreSQL. Each runs inside its own transaction (opened and committed
-//! by [`super::PgStore`]); each decides with [`TaskStatus::transition`] and repeats the guard in
-//! SQL (`UPDATE … WHERE status IN (…) AND lease_owner = $ … RETURNING`), so a lost race — also one
-//! against another gateway instance — is a typed error, never a silent no-op.
+//! The order task transitions (§4.2–§5). Each runs inside one transaction of its own (PostgreSQL)
+//! or one SAVEPOINT of a group commit (SQLite, [`crate::store::sqlite_writer`]); each decides with
+//! [`TaskStatus::transition`] and repeats the guard in SQL (`UPDATE … WHERE status IN (…) AND
+//! lease_owner = $n … RETURNING`), so a lost race, also one against another gateway instance, is a
+//! typed error, never a silent no-op.
 //!
-//! Concurrency between instances (READ COMMITTED):
+//! Concurrency between PostgreSQL instances (READ COMMITTED), through the dialect:
 //! - rows a transition reads before it writes are locked (`FOR UPDATE`), so renew, report,
 //!   reclaim and the sweeper serialize per task;
 //! - a claim picks the oldest queued task `FOR UPDATE SKIP LOCKED`, so two instances never pick
@@ -11,44 +12,48 @@
 //!   different rows (unique violation → [`LeaseAttempt::GateBusy`]);
 //! - the sweeper takes only rows nobody holds (`SKIP LOCKED`), so when every instance sweeps at
 //!   once each lapsed lease turns `stale` exactly once, reported by the instance that did it.
-//!
-//! Transitions that may make something leasable are followed, after their commit, by a `NOTIFY`
-//! on [`super::TASKS_CHANNEL`] (sent by [`super::PgStore`], see D-pg-8).
 
 use rakuten_types::order::{LeaseGrant, RenewAck, ReportAck, SubmitOrderAck};
 use rakuten_types::{OrderState, TaskEvent, TaskId, TaskStatus, Timestamp, WorkerId};
-use sqlx::{PgConnection, Row};
+use sqlx::Row;
 use uuid::Uuid;
 
-use super::rows::{TASK_COLUMNS, task_row};
+use super::{Conn, Db};
 use crate::settings::LeaseScope;
-use crate::store::sqlite::rows::{TaskRow, order_state, ts};
+use crate::store::dialect::Dialect;
+use crate::store::sql::eq_if_set;
+use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, decode_ts, order_state};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, StaleTask,
     StoreError,
 };
 
-pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
+fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.kind() == sqlx::error::ErrorKind::UniqueViolation)
 }
 
-/// Loads a task and locks its row until the transaction ends.
-async fn load_task_locked(
-    conn: &mut PgConnection,
+/// Loads a task; `lock` also locks its row until the transaction ends (PostgreSQL).
+async fn load_task(
+    conn: &mut Conn,
     task_id: &TaskId,
+    lock: bool,
 ) -> Result<Option<TaskRow>, StoreError> {
-    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks t WHERE t.task_id = $1 FOR UPDATE OF t");
+    let lock = if lock { Db::FOR_UPDATE } else { "" };
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks t WHERE t.task_id = $1{lock}");
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(task_id.as_str())
         .fetch_optional(&mut *conn)
         .await?;
-    row.as_ref().map(task_row).transpose()
+    row.as_ref().map(TaskRow::decode).transpose()
 }
 
-async fn latest_state(
-    conn: &mut PgConnection,
-    task_id: &str,
-) -> Result<Option<OrderState>, StoreError> {
+async fn load_task_locked(conn: &mut Conn, task_id: &TaskId) -> Result<TaskRow, StoreError> {
+    load_task(conn, task_id, true)
+        .await?
+        .ok_or_else(|| StoreError::TaskNotFound(task_id.clone()))
+}
+
+async fn latest_state(conn: &mut Conn, task_id: &str) -> Result<Option<OrderState>, StoreError> {
     let s: Option<String> = sqlx::query_scalar(
         "SELECT state FROM task_reports WHERE task_id = $1 ORDER BY seq DESC LIMIT 1",
     )
@@ -59,20 +64,22 @@ async fn latest_state(
 }
 
 async fn worker_touch(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     worker_id: &WorkerId,
     now: Timestamp,
 ) -> Result<(), StoreError> {
-    // GREATEST: instances' clocks may differ slightly; a heartbeat never moves backwards.
-    sqlx::query(
+    // The maximum: instances' clocks may differ slightly; a heartbeat never moves backwards.
+    let sql = format!(
         "INSERT INTO workers (worker_id, last_seen_at) VALUES ($1, $2) \
          ON CONFLICT (worker_id) DO UPDATE \
-         SET last_seen_at = GREATEST(workers.last_seen_at, EXCLUDED.last_seen_at)",
-    )
-    .bind(worker_id.as_str())
-    .bind(now.to_rfc3339())
-    .execute(&mut *conn)
-    .await?;
+         SET last_seen_at = {}(workers.last_seen_at, EXCLUDED.last_seen_at)",
+        Db::GREATEST
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(worker_id.as_str())
+        .bind(now.to_rfc3339())
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -82,11 +89,10 @@ fn new_token() -> String {
 
 /// `POST /api/orders` (§4.2): insert or find.
 pub(crate) async fn task_insert(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     task: NewTask,
     now: Timestamp,
 ) -> Result<SubmitOrderAck, StoreError> {
-    let now_s = now.to_rfc3339();
     let inserted = sqlx::query(
         "INSERT INTO tasks (task_id, site, intent_json, status, lease_count, created_at, updated_at) \
          VALUES ($1, $2, $3, 'queued', 0, $4, $4) ON CONFLICT (task_id) DO NOTHING",
@@ -94,7 +100,7 @@ pub(crate) async fn task_insert(
     .bind(task.task_id.as_str())
     .bind(&task.site)
     .bind(&task.intent_json)
-    .bind(&now_s)
+    .bind(now.to_rfc3339())
     .execute(&mut *conn)
     .await?
     .rows_affected();
@@ -105,16 +111,10 @@ pub(crate) async fn task_insert(
             created: true,
         });
     }
-    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks t WHERE t.task_id = $1");
-    let existing = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(task.task_id.as_str())
-        .fetch_optional(&mut *conn)
+    let existing = load_task(conn, &task.task_id, false)
         .await?
-        .as_ref()
-        .map(task_row)
-        .transpose()?
         .ok_or_else(|| StoreError::TaskNotFound(task.task_id.clone()))?;
-    // Same write op as the insert: the row's site and intent never change after insert.
+    // Same transaction as the insert: the row's site and intent never change after insert.
     crate::store::check_same_task(&task, &existing.site, &existing.intent_json)?;
     Ok(SubmitOrderAck {
         task_id: existing.task_id,
@@ -123,97 +123,106 @@ pub(crate) async fn task_insert(
     })
 }
 
-/// Sets a fresh grant on a task already selected (and locked) by the caller. `guard` is the SQL
-/// condition the row must still meet; its parameters start at `$7`.
-#[allow(clippy::too_many_arguments)]
-async fn grant(
-    conn: &mut PgConnection,
-    task_id: &str,
-    worker_id: &WorkerId,
-    gate_key: &str,
+/// A fresh grant to set on a task already selected (and locked) by the caller.
+struct Grant<'a> {
+    row: &'a TaskRow,
+    worker_id: &'a WorkerId,
+    gate_key: String,
+    /// The SQL condition the row must still meet; its parameters start at `$7`.
     guard: &'static str,
-    guard_binds: &[String],
+    guard_binds: Vec<String>,
     expires: Timestamp,
-    now: Timestamp,
-) -> Result<Option<(i64, String)>, sqlx::Error> {
-    let token = new_token();
-    let sql = format!(
-        "UPDATE tasks SET status = 'leased', lease_owner = $1, lease_expires_at = $2, \
-         lease_count = lease_count + 1, lease_token = $3, gate_key = $4, updated_at = $5 \
-         WHERE task_id = $6 AND {guard} RETURNING lease_count"
-    );
-    let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql))
-        .bind(worker_id.as_str().to_owned())
-        .bind(expires.to_rfc3339())
-        .bind(token.clone())
-        .bind(gate_key.to_owned())
-        .bind(now.to_rfc3339())
-        .bind(task_id.to_owned());
-    for b in guard_binds {
-        q = q.bind(b.clone());
+}
+
+impl Grant<'_> {
+    /// Sets the grant: `(lease_count, lease_token)`, or `None` when the guard no longer holds. A
+    /// unique violation (the gate is taken) rolls back only this statement, so the rest of the
+    /// transaction (the heartbeat) still commits.
+    async fn set(
+        &self,
+        conn: &mut Conn,
+        now: Timestamp,
+    ) -> Result<Option<(i64, String)>, sqlx::Error> {
+        if Db::SAVEPOINT_AROUND_CONFLICT {
+            sqlx::query("SAVEPOINT grant_attempt")
+                .execute(&mut *conn)
+                .await?;
+        }
+        let r = self.update(conn, now).await;
+        if Db::SAVEPOINT_AROUND_CONFLICT {
+            let end = if r.is_ok() {
+                "RELEASE SAVEPOINT grant_attempt"
+            } else {
+                "ROLLBACK TO SAVEPOINT grant_attempt"
+            };
+            sqlx::query(end).execute(&mut *conn).await?;
+        }
+        r
     }
-    Ok(q.fetch_optional(&mut *conn).await?.map(|n| (n, token)))
+
+    /// The grant as the worker sees it, once [`Self::set`] succeeded.
+    async fn view(
+        &self,
+        conn: &mut Conn,
+        (lease_count, lease_token): (i64, String),
+    ) -> Result<LeaseGrant, StoreError> {
+        let row = self.row;
+        Ok(LeaseGrant {
+            task_id: row.task_id.clone(),
+            site: row.site.clone(),
+            intent: row.intent()?,
+            lease_expires_at: self.expires,
+            lease_count,
+            known_state: latest_state(conn, row.task_id.as_str()).await?,
+            lease_token,
+        })
+    }
+
+    async fn update(
+        &self,
+        conn: &mut Conn,
+        now: Timestamp,
+    ) -> Result<Option<(i64, String)>, sqlx::Error> {
+        let token = new_token();
+        let sql = format!(
+            "UPDATE tasks SET status = 'leased', lease_owner = $1, lease_expires_at = $2, \
+             lease_count = lease_count + 1, lease_token = $3, gate_key = $4, updated_at = $5 \
+             WHERE task_id = $6 AND {} RETURNING lease_count",
+            self.guard
+        );
+        let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql))
+            .bind(self.worker_id.as_str().to_owned())
+            .bind(self.expires.to_rfc3339())
+            .bind(token.clone())
+            .bind(self.gate_key.clone())
+            .bind(now.to_rfc3339())
+            .bind(self.row.task_id.as_str().to_owned());
+        for b in &self.guard_binds {
+            q = q.bind(b.clone());
+        }
+        Ok(q.fetch_optional(&mut *conn).await?.map(|n| (n, token)))
+    }
 }
 
-/// [`grant`] inside a SAVEPOINT: a unique violation (the gate is taken) aborts only the savepoint,
-/// so the rest of the transaction (the heartbeat) still commits.
-#[allow(clippy::too_many_arguments)]
-async fn grant_in_savepoint(
-    conn: &mut PgConnection,
-    task_id: &str,
-    worker_id: &WorkerId,
-    gate_key: &str,
-    guard: &'static str,
-    guard_binds: &[String],
-    expires: Timestamp,
-    now: Timestamp,
-) -> Result<Option<(i64, String)>, sqlx::Error> {
-    sqlx::query("SAVEPOINT grant_attempt")
-        .execute(&mut *conn)
-        .await?;
-    let r = grant(
-        conn,
-        task_id,
-        worker_id,
-        gate_key,
-        guard,
-        guard_binds,
-        expires,
-        now,
-    )
-    .await;
-    let end = if r.is_ok() {
-        "RELEASE SAVEPOINT grant_attempt"
-    } else {
-        "ROLLBACK TO SAVEPOINT grant_attempt"
-    };
-    sqlx::query(end).execute(&mut *conn).await?;
-    r
-}
-
-async fn grant_view(
-    conn: &mut PgConnection,
-    row: &TaskRow,
-    lease_count: i64,
-    lease_token: String,
-    expires: Timestamp,
-) -> Result<LeaseGrant, StoreError> {
-    Ok(LeaseGrant {
-        task_id: row.task_id.clone(),
-        site: row.site.clone(),
-        intent: row.intent()?,
-        lease_expires_at: expires,
-        lease_count,
-        known_state: latest_state(conn, row.task_id.as_str()).await?,
-        lease_token,
-    })
+/// `NOT EXISTS` an active task holding the gate `scope` gives task `t`: any active task for the
+/// global gate, an active task of `t`'s site for per-site gates.
+pub(crate) fn gate_free(scope: LeaseScope) -> &'static str {
+    match scope {
+        LeaseScope::Global => {
+            "NOT EXISTS (SELECT 1 FROM tasks a WHERE a.status IN ('leased','running'))"
+        }
+        LeaseScope::Site => {
+            "NOT EXISTS (SELECT 1 FROM tasks a WHERE a.status IN ('leased','running') \
+             AND a.gate_key = t.site)"
+        }
+    }
 }
 
 /// One lease attempt (§4.3): re-grant of the worker's own task, else a claim, then the heartbeat.
 /// The heartbeat row is locked last, like renew and report do (task row first, then the worker
-/// row), so concurrent calls of one worker on two instances cannot deadlock.
+/// row), so concurrent calls of one worker on two PostgreSQL instances cannot deadlock.
 pub(crate) async fn task_lease(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     req: LeaseRequest,
     now: Timestamp,
 ) -> Result<LeaseAttempt, StoreError> {
@@ -224,18 +233,21 @@ pub(crate) async fn task_lease(
 }
 
 async fn lease_attempt(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     req: LeaseRequest,
     now: Timestamp,
 ) -> Result<LeaseAttempt, StoreError> {
     let now_s = now.to_rfc3339();
     let expires = now.plus(req.ttl);
+    let order = Db::INSERTION_ORDER;
 
-    // (b) The worker's own unexpired active task comes back first, as a new grant.
+    // (b) The worker's own unexpired active task comes back first, as a new grant: a reclaimed
+    // task reaches a worker behind NAT this way, and so does a grant whose response was lost.
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM tasks t WHERE t.status IN ('leased','running') \
-         AND t.lease_owner = $1 AND t.lease_expires_at > $2 ORDER BY t.created_at, t.seq \
-         LIMIT 1 FOR UPDATE OF t"
+         AND t.lease_owner = $1 AND t.lease_expires_at > $2 ORDER BY t.created_at, t.{order} \
+         LIMIT 1{}",
+        Db::FOR_UPDATE
     );
     let own = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(req.worker_id.as_str())
@@ -243,27 +255,22 @@ async fn lease_attempt(
         .fetch_optional(&mut *conn)
         .await?;
     if let Some(row) = own {
-        let row = task_row(&row)?;
+        let row = TaskRow::decode(&row)?;
         row.status.transition(TaskEvent::Regrant)?;
-        let gate = req.scope.gate_key(&row.site);
-        let granted = grant_in_savepoint(
-            conn,
-            row.task_id.as_str(),
-            &req.worker_id,
-            &gate,
-            "status IN ('leased','running') AND lease_owner = $7 AND lease_expires_at > $8",
-            &[req.worker_id.as_str().to_owned(), now_s.clone()],
+        let grant = Grant {
+            row: &row,
+            worker_id: &req.worker_id,
+            gate_key: req.scope.gate_key(&row.site),
+            guard: "status IN ('leased','running') AND lease_owner = $7 AND lease_expires_at > $8",
+            guard_binds: vec![req.worker_id.as_str().to_owned(), now_s],
             expires,
-            now,
-        )
-        .await;
-        return match granted {
-            Ok(Some((count, token))) => Ok(LeaseAttempt::Granted(
-                grant_view(conn, &row, count, token, expires).await?,
-            )),
+        };
+        return match grant.set(conn, now).await {
+            Ok(Some(set)) => Ok(LeaseAttempt::Granted(grant.view(conn, set).await?)),
             Ok(None) => Err(StoreError::LeaseInvalid(
                 "lease changed concurrently".into(),
             )),
+            // The gate key changed with the scope setting and another task holds the new one.
             Err(e) if is_unique_violation(&e) => Ok(LeaseAttempt::GateBusy),
             Err(e) => Err(e.into()),
         };
@@ -271,53 +278,44 @@ async fn lease_attempt(
 
     // (c) Claim the oldest queued task whose gate is free. SKIP LOCKED: a row another instance is
     // claiming right now is passed over, never handed out twice.
-    let site = req.site.clone();
-    let gate_expr = match req.scope {
-        LeaseScope::Global => "'*'",
-        LeaseScope::Site => "t.site",
-    };
     let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM tasks t WHERE t.status = 'queued' \
-         AND ($1::text IS NULL OR t.site = $1) AND NOT EXISTS (SELECT 1 FROM tasks a \
-         WHERE a.status IN ('leased','running') AND a.gate_key = {gate_expr}) \
-         ORDER BY t.created_at, t.seq LIMIT 1 FOR UPDATE OF t SKIP LOCKED"
+        "SELECT {TASK_COLUMNS} FROM tasks t WHERE t.status = 'queued' AND {} AND {} \
+         ORDER BY t.created_at, t.{order} LIMIT 1{}",
+        eq_if_set("t.site", 1),
+        gate_free(req.scope),
+        Db::SKIP_LOCKED
     );
     let candidate = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(site.clone())
+        .bind(req.site.clone())
         .fetch_optional(&mut *conn)
         .await?;
     let Some(row) = candidate else {
-        let queued: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'queued' \
-             AND ($1::text IS NULL OR site = $1))",
-        )
-        .bind(site)
-        .fetch_one(&mut *conn)
-        .await?;
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'queued' AND {})",
+            eq_if_set("site", 1)
+        );
+        let queued: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(req.site)
+            .fetch_one(&mut *conn)
+            .await?;
         return Ok(if queued {
             LeaseAttempt::GateBusy
         } else {
             LeaseAttempt::Empty
         });
     };
-    let row = task_row(&row)?;
+    let row = TaskRow::decode(&row)?;
     row.status.transition(TaskEvent::Lease)?;
-    let gate = req.scope.gate_key(&row.site);
-    match grant_in_savepoint(
-        conn,
-        row.task_id.as_str(),
-        &req.worker_id,
-        &gate,
-        "status = 'queued'",
-        &[],
+    let grant = Grant {
+        row: &row,
+        worker_id: &req.worker_id,
+        gate_key: req.scope.gate_key(&row.site),
+        guard: "status = 'queued'",
+        guard_binds: Vec::new(),
         expires,
-        now,
-    )
-    .await
-    {
-        Ok(Some((count, token))) => Ok(LeaseAttempt::Granted(
-            grant_view(conn, &row, count, token, expires).await?,
-        )),
+    };
+    match grant.set(conn, now).await {
+        Ok(Some(set)) => Ok(LeaseAttempt::Granted(grant.view(conn, set).await?)),
         Ok(None) => Ok(LeaseAttempt::Empty),
         // The partial unique index `one_active_task` is the last word on the gate: another
         // instance claimed a different task at the same moment.
@@ -364,15 +362,23 @@ fn check_holder(
     }
 }
 
+fn changed_concurrently(rows_affected: u64) -> Result<(), StoreError> {
+    if rows_affected == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseInvalid(
+            "lease changed concurrently".into(),
+        ))
+    }
+}
+
 /// `POST /api/orders/{id}/renew` (§4.4).
 pub(crate) async fn task_renew(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     req: RenewRequest,
     now: Timestamp,
 ) -> Result<RenewAck, StoreError> {
-    let row = load_task_locked(conn, &req.task_id)
-        .await?
-        .ok_or_else(|| StoreError::TaskNotFound(req.task_id.clone()))?;
+    let row = load_task_locked(conn, &req.task_id).await?;
     check_holder(&row, &req.worker_id, req.lease_token.as_deref(), now)?;
     if row.status.is_terminal() {
         return Err(StoreError::LeaseInvalid(format!(
@@ -381,25 +387,20 @@ pub(crate) async fn task_renew(
         )));
     }
     let expires = now.plus(req.ttl);
-    let now_s = now.to_rfc3339();
     let done = sqlx::query(
         "UPDATE tasks SET lease_expires_at = $1, updated_at = $2 WHERE task_id = $3 \
          AND status IN ('leased','running') AND lease_owner = $4 AND lease_token = $5 \
          AND lease_expires_at > $2",
     )
     .bind(expires.to_rfc3339())
-    .bind(&now_s)
+    .bind(now.to_rfc3339())
     .bind(req.task_id.as_str())
     .bind(req.worker_id.as_str())
     .bind(row.lease_token.clone())
     .execute(&mut *conn)
     .await?
     .rows_affected();
-    if done != 1 {
-        return Err(StoreError::LeaseInvalid(
-            "lease changed concurrently".into(),
-        ));
-    }
+    changed_concurrently(done)?;
     worker_touch(conn, &req.worker_id, now).await?;
     Ok(RenewAck {
         task_id: req.task_id,
@@ -409,13 +410,11 @@ pub(crate) async fn task_renew(
 
 /// `POST /api/orders/{id}/report` (§4.5).
 pub(crate) async fn task_report(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     r: NewReport,
     now: Timestamp,
 ) -> Result<ReportAck, StoreError> {
-    let row = load_task_locked(conn, &r.task_id)
-        .await?
-        .ok_or_else(|| StoreError::TaskNotFound(r.task_id.clone()))?;
+    let row = load_task_locked(conn, &r.task_id).await?;
     check_holder(&row, &r.worker_id, r.lease_token.as_deref(), now)?;
     let now_s = now.to_rfc3339();
 
@@ -442,11 +441,7 @@ pub(crate) async fn task_report(
         .execute(&mut *conn)
         .await?
         .rows_affected();
-        if done != 1 {
-            return Err(StoreError::LeaseInvalid(
-                "lease changed concurrently".into(),
-            ));
-        }
+        changed_concurrently(done)?;
         next
     };
 
@@ -457,7 +452,8 @@ pub(crate) async fn task_report(
     .bind(r.state.as_str())
     .fetch_one(&mut *conn)
     .await?;
-    // The task row is locked (FOR UPDATE above), so MAX(seq) + 1 cannot race.
+    // The task row is locked (PostgreSQL FOR UPDATE above; SQLite's one writer), so
+    // MAX(seq) + 1 cannot race.
     sqlx::query(
         "INSERT INTO task_reports (task_id, state, payable_yen, pay_deadline, site_order_id, \
          evidence_ref, detail, reported_at, error_code, worker_id, seq) \
@@ -491,24 +487,22 @@ pub(crate) async fn task_report(
 
 /// `POST /api/orders/{id}/reclaim` (§5).
 pub(crate) async fn task_reclaim(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     req: ReclaimRequest,
     now: Timestamp,
 ) -> Result<LeaseGrant, StoreError> {
-    let row = load_task_locked(conn, &req.task_id)
-        .await?
-        .ok_or_else(|| StoreError::TaskNotFound(req.task_id.clone()))?;
+    let row = load_task_locked(conn, &req.task_id).await?;
     if row.status.transition(TaskEvent::Reclaim).is_err() {
         return Err(StoreError::StateConflict {
             status: row.status,
             reason: "only a stale task can be reclaimed".into(),
         });
     }
-    let gate = req.scope.gate_key(&row.site);
+    let gate_key = req.scope.gate_key(&row.site);
     let holder: Option<String> = sqlx::query_scalar(
         "SELECT task_id FROM tasks WHERE status IN ('leased','running') AND gate_key = $1 LIMIT 1",
     )
-    .bind(&gate)
+    .bind(&gate_key)
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(other) = holder {
@@ -516,20 +510,16 @@ pub(crate) async fn task_reclaim(
             "task {other} is active; reclaiming now would make two active tasks"
         )));
     }
-    let expires = now.plus(req.ttl);
-    match grant(
-        conn,
-        row.task_id.as_str(),
-        &req.worker_id,
-        &gate,
-        "status = 'stale'",
-        &[],
-        expires,
-        now,
-    )
-    .await
-    {
-        Ok(Some((count, token))) => grant_view(conn, &row, count, token, expires).await,
+    let grant = Grant {
+        row: &row,
+        worker_id: &req.worker_id,
+        gate_key,
+        guard: "status = 'stale'",
+        guard_binds: Vec::new(),
+        expires: now.plus(req.ttl),
+    };
+    match grant.set(conn, now).await {
+        Ok(Some(set)) => grant.view(conn, set).await,
         Ok(None) => Err(StoreError::StateConflict {
             status: row.status,
             reason: "the task changed concurrently".into(),
@@ -542,42 +532,46 @@ pub(crate) async fn task_reclaim(
 }
 
 /// The sweeper's transition (§5): every lapsed active lease → `stale`, never `queued`. One
-/// statement; rows another transaction holds (a report in flight, another instance's sweep) are
-/// skipped and looked at again on the next tick, so each lease lapses exactly once.
+/// statement; on PostgreSQL rows another transaction holds (a report in flight, another
+/// instance's sweep) are skipped and looked at again on the next tick, so each lease lapses
+/// exactly once.
 pub(crate) async fn task_mark_stale_expired(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     now: Timestamp,
 ) -> Result<Vec<StaleTask>, StoreError> {
-    let rows = sqlx::query(
-        "WITH lapsed AS (SELECT task_id, status FROM tasks \
-           WHERE status IN ('leased','running') AND lease_expires_at <= $1 \
-           ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED) \
-         UPDATE tasks t SET status = 'stale', updated_at = $1 FROM lapsed \
-         WHERE t.task_id = lapsed.task_id AND t.status IN ('leased','running') \
-           AND t.lease_expires_at <= $1 \
-         RETURNING t.task_id, lapsed.status AS old_status, t.lease_owner, t.lease_expires_at, \
-           t.lease_count",
-    )
-    .bind(now.to_rfc3339())
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut staled = Vec::with_capacity(rows.len());
-    for row in rows {
-        let old: TaskStatus = row
-            .try_get::<String, _>("old_status")?
-            .parse()
-            .map_err(|e| StoreError::Corrupt(format!("status: {e}")))?;
-        // The SQL guard already allowed it; the state machine must agree (else roll back).
-        old.transition(TaskEvent::Expire)?;
-        let task_id: String = row.try_get("task_id")?;
-        let exp: Option<String> = row.try_get("lease_expires_at")?;
-        staled.push(StaleTask {
-            task_id: TaskId::parse(&task_id)
-                .map_err(|e| StoreError::Corrupt(format!("task_id: {e}")))?,
-            lease_owner: row.try_get("lease_owner")?,
-            lease_expires_at: exp.as_deref().map(ts).transpose()?,
-            lease_count: row.try_get("lease_count")?,
-        });
+    // Both active statuses may lapse; the SQL guard below admits exactly those.
+    for s in [TaskStatus::Leased, TaskStatus::Running] {
+        s.transition(TaskEvent::Expire)?;
     }
+    let sql = format!(
+        "UPDATE tasks SET status = 'stale', updated_at = $1 \
+         WHERE task_id IN (SELECT task_id FROM tasks \
+           WHERE status IN ('leased','running') AND lease_expires_at <= $1 \
+           ORDER BY lease_expires_at LIMIT 1000{}) \
+         AND status IN ('leased','running') AND lease_expires_at <= $1 \
+         RETURNING task_id, lease_owner, lease_expires_at, lease_count",
+        Db::SKIP_LOCKED
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(now.to_rfc3339())
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut staled = rows
+        .iter()
+        .map(|row| {
+            let task_id: String = row.try_get("task_id")?;
+            Ok(StaleTask {
+                task_id: TaskId::parse(&task_id)
+                    .map_err(|e| StoreError::Corrupt(format!("task_id: {e}")))?,
+                lease_owner: row.try_get("lease_owner")?,
+                lease_expires_at: decode_ts(row.try_get("lease_expires_at")?)?,
+                lease_count: row.try_get("lease_count")?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    // RETURNING has no order; report the oldest lapse first.
+    staled.sort_by(|a, b| {
+        (a.lease_expires_at, a.task_id.as_str()).cmp(&(b.lease_expires_at, b.task_id.as_str()))
+    });
     Ok(staled)
 }

@@ -1,10 +1,8 @@
-//! The account-query channel on PostgreSQL (`account_queries`, migration 0002): the write
-//! transitions (each in its own transaction, see [`super::PgStore`]) and the reads. Every
-//! transition asks `QueryStatus::transition` first and repeats its guard in SQL. Rows are picked
-//! `FOR UPDATE SKIP LOCKED` (lease, sweeps), so instances sharing the table never lease one query
-//! twice nor sweep one row twice; a result locks its row (`FOR UPDATE`) before it checks the
-//! lease. A new or redelivered query is followed, after the commit, by a `NOTIFY` on
-//! [`super::QUERIES_CHANNEL`] (sent by [`super::PgStore`]).
+//! The account-query channel (`account_queries`, migration 0002, §11): the write transitions and
+//! the reads. Every transition asks `QueryStatus::transition` first and repeats its guard in SQL.
+//! On PostgreSQL rows are picked `FOR UPDATE SKIP LOCKED` (lease, sweeps), so instances sharing
+//! the table never lease one query twice nor sweep one row twice, and a result locks its row
+//! (`FOR UPDATE`) before it checks the lease.
 
 use rakuten_types::order::Page;
 use rakuten_types::query::{
@@ -12,78 +10,38 @@ use rakuten_types::query::{
     SubmitQueryAck,
 };
 use rakuten_types::{QueryId, Timestamp};
-use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, PgPool, Row};
 use uuid::Uuid;
 
+use super::{Conn, Db, Pool};
 use crate::store::StoreError;
+use crate::store::dialect::Dialect;
 use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord,
 };
-use crate::store::query_row::{QueryRow, corrupt, result_columns};
-use crate::store::sqlite::rows::{decode_ts, ts};
+use crate::store::sql::query_row::{
+    QUERY_COLUMNS, QUERY_SUMMARY_COLUMNS, QueryRow, result_columns,
+};
+use crate::store::sql::rows::corrupt;
+use super::reads::filtered_page;
+use crate::store::sql::eq_if_set;
 
-/// Columns every full query read selects.
-const COLUMNS: &str = "query_id, site, kind, params_json, status, attempt, max_attempts, \
-    lease_owner, lease_token, lease_expires_at, result_json, raw_omitted, error_code, \
-    error_message, result_token, result_success, created_at, updated_at, finished_at";
-
-/// Columns of a listing (no result body).
-const SUMMARY_COLUMNS: &str = "query_id, site, kind, params_json, status, attempt, max_attempts, \
-    lease_owner, lease_token, lease_expires_at, NULL::text AS result_json, raw_omitted, error_code, \
-    error_message, result_token, result_success, created_at, updated_at, finished_at";
-
-/// Decodes a row selected with [`COLUMNS`] or [`SUMMARY_COLUMNS`].
-fn decode_row(row: &PgRow) -> Result<QueryRow, StoreError> {
-    let id: String = row.try_get("query_id")?;
-    let kind: String = row.try_get("kind")?;
-    let status: String = row.try_get("status")?;
-    Ok(QueryRow {
-        query_id: QueryId::parse(&id).map_err(|e| corrupt("query_id", e))?,
-        site: row.try_get("site")?,
-        kind: kind.parse().map_err(|e| corrupt("kind", e))?,
-        params_json: row.try_get("params_json")?,
-        status: status.parse().map_err(|e| corrupt("status", e))?,
-        attempt: row.try_get("attempt")?,
-        max_attempts: row.try_get("max_attempts")?,
-        lease_owner: row.try_get("lease_owner")?,
-        lease_token: row.try_get("lease_token")?,
-        lease_expires_at: decode_ts(row.try_get("lease_expires_at")?)?,
-        result_json: row.try_get("result_json")?,
-        raw_omitted: row.try_get("raw_omitted")?,
-        error_code: row.try_get("error_code")?,
-        error_message: row.try_get("error_message")?,
-        result_token: row.try_get("result_token")?,
-        result_success: row.try_get("result_success")?,
-        created_at: ts(&row.try_get::<String, _>("created_at")?)?,
-        updated_at: ts(&row.try_get::<String, _>("updated_at")?)?,
-        finished_at: decode_ts(row.try_get("finished_at")?)?,
-    })
-}
-
-async fn load(
-    conn: &mut PgConnection,
-    id: &QueryId,
-    lock: bool,
-) -> Result<Option<QueryRow>, StoreError> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM account_queries WHERE query_id = $1{}",
-        if lock { " FOR UPDATE" } else { "" }
-    );
+/// Loads a query; `lock` also locks its row until the transaction ends (PostgreSQL).
+async fn load(conn: &mut Conn, id: &QueryId, lock: bool) -> Result<Option<QueryRow>, StoreError> {
+    let lock = if lock { Db::FOR_UPDATE } else { "" };
+    let sql = format!("SELECT {QUERY_COLUMNS} FROM account_queries WHERE query_id = $1{lock}");
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(id.as_str())
         .fetch_optional(&mut *conn)
         .await?;
-    row.as_ref().map(decode_row).transpose()
+    row.as_ref().map(QueryRow::decode).transpose()
 }
 
 /// `POST /api/account/queries`: insert or find.
 pub(crate) async fn query_insert(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     q: NewQuery,
     now: Timestamp,
 ) -> Result<SubmitQueryAck, StoreError> {
-    let now_s = now.to_rfc3339();
     let inserted = sqlx::query(
         "INSERT INTO account_queries (query_id, site, kind, params_json, status, attempt, \
          max_attempts, created_at, updated_at) VALUES ($1, $2, $3, $4, 'queued', 0, $5, $6, $6) \
@@ -94,7 +52,7 @@ pub(crate) async fn query_insert(
     .bind(q.kind.as_str())
     .bind(&q.params_json)
     .bind(q.max_attempts)
-    .bind(&now_s)
+    .bind(now.to_rfc3339())
     .execute(&mut *conn)
     .await?
     .rows_affected();
@@ -108,7 +66,7 @@ pub(crate) async fn query_insert(
     let existing = load(conn, &q.query_id, false)
         .await?
         .ok_or_else(|| StoreError::QueryNotFound(q.query_id.clone()))?;
-    // Same write op as the insert: site, kind and params never change after insert.
+    // Same transaction as the insert: site, kind and params never change after insert.
     crate::store::queries::check_same_query(
         &q,
         &existing.site,
@@ -125,7 +83,7 @@ pub(crate) async fn query_insert(
 /// `GET /api/account/queries/lease`: one attempt, one statement. The TTL guard
 /// (`created_at > created_after`) is part of the claim itself.
 pub(crate) async fn query_lease_next(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     req: QueryLeaseRequest,
     now: Timestamp,
 ) -> Result<Option<QueryGrant>, StoreError> {
@@ -136,9 +94,11 @@ pub(crate) async fn query_lease_next(
         "UPDATE account_queries SET status = 'leased', attempt = attempt + 1, lease_owner = $1, \
          lease_token = $2, lease_expires_at = $3, updated_at = $4 \
          WHERE query_id = (SELECT query_id FROM account_queries WHERE status = 'queued' \
-           AND created_at > $5 AND ($6::text IS NULL OR site = $6) ORDER BY created_at, seq \
-           LIMIT 1 FOR UPDATE SKIP LOCKED) \
-         AND status = 'queued' AND created_at > $5 RETURNING {COLUMNS}"
+           AND created_at > $5 AND {} ORDER BY created_at, {} LIMIT 1{}) \
+         AND status = 'queued' AND created_at > $5 RETURNING {QUERY_COLUMNS}",
+        eq_if_set("site", 6),
+        Db::INSERTION_ORDER,
+        Db::SKIP_LOCKED
     );
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(req.worker_id.as_str())
@@ -152,7 +112,7 @@ pub(crate) async fn query_lease_next(
     let Some(row) = row else {
         return Ok(None);
     };
-    let row = decode_row(&row)?;
+    let row = QueryRow::decode(&row)?;
     Ok(Some(QueryGrant {
         params: row.params()?,
         query_id: row.query_id,
@@ -166,7 +126,7 @@ pub(crate) async fn query_lease_next(
 
 /// `POST /api/account/queries/{id}/result`.
 pub(crate) async fn query_record_result(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     rec: QueryResultRecord,
     now: Timestamp,
 ) -> Result<QueryResultAck, StoreError> {
@@ -178,7 +138,6 @@ pub(crate) async fn query_record_result(
     }
     let (event, result_json, raw_omitted, error_code, error_message) = result_columns(rec.outcome);
     let next = row.status.transition(event)?;
-    let now_s = now.to_rfc3339();
     let done = sqlx::query(
         "UPDATE account_queries SET status = $1, result_json = $2, raw_omitted = $3, \
          error_code = $4, error_message = $5, result_token = lease_token, result_success = $6, \
@@ -192,7 +151,7 @@ pub(crate) async fn query_record_result(
     .bind(error_code)
     .bind(error_message.clone())
     .bind(rec.reported_success)
-    .bind(&now_s)
+    .bind(now.to_rfc3339())
     .bind(row.query_id.as_str())
     .bind(rec.worker_id.as_str())
     .bind(row.lease_token.clone())
@@ -216,13 +175,14 @@ pub(crate) async fn query_record_result(
 
 /// The sweeper's redelivery: lapsed leases → `queued` (attempts left) or `failed`.
 pub(crate) async fn query_requeue_expired_leases(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     now: Timestamp,
 ) -> Result<Vec<LapsedQuery>, StoreError> {
     let now_s = now.to_rfc3339();
     let sql = format!(
-        "SELECT {COLUMNS} FROM account_queries WHERE status = 'leased' AND lease_expires_at <= $1 \
-         ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED"
+        "SELECT {QUERY_COLUMNS} FROM account_queries WHERE status = 'leased' \
+         AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT 1000{}",
+        Db::SKIP_LOCKED
     );
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(&now_s)
@@ -230,7 +190,7 @@ pub(crate) async fn query_requeue_expired_leases(
         .await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
-        let row = decode_row(&r)?;
+        let row = QueryRow::decode(&r)?;
         let attempts_left = row.attempt < row.max_attempts;
         let next = row
             .status
@@ -279,27 +239,28 @@ pub(crate) async fn query_requeue_expired_leases(
 
 /// The sweeper's TTL: queued or leased queries created at or before `created_before` → `expired`.
 pub(crate) async fn query_mark_expired(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     created_before: Timestamp,
     now: Timestamp,
 ) -> Result<Vec<QueryId>, StoreError> {
     for s in [QueryStatus::Queued, QueryStatus::Leased] {
         s.transition(QueryEvent::TtlExpire)?;
     }
-    let ids: Vec<String> = sqlx::query_scalar(
+    let sql = format!(
         "UPDATE account_queries SET status = 'expired', lease_token = NULL, \
          lease_expires_at = NULL, error_code = NULL, \
          error_message = 'older than RAKUTEN_QUERY_TTL_SECONDS; never leased again', \
          updated_at = $1, finished_at = $1 \
          WHERE query_id IN (SELECT query_id FROM account_queries \
-           WHERE status IN ('queued','leased') AND created_at <= $2 LIMIT 1000 \
-           FOR UPDATE SKIP LOCKED) \
+           WHERE status IN ('queued','leased') AND created_at <= $2 LIMIT 1000{}) \
          AND status IN ('queued','leased') RETURNING query_id",
-    )
-    .bind(now.to_rfc3339())
-    .bind(created_before.to_rfc3339())
-    .fetch_all(&mut *conn)
-    .await?;
+        Db::SKIP_LOCKED
+    );
+    let ids: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(now.to_rfc3339())
+        .bind(created_before.to_rfc3339())
+        .fetch_all(&mut *conn)
+        .await?;
     ids.iter()
         .map(|s| QueryId::parse(s).map_err(|e| corrupt("query_id", e)))
         .collect()
@@ -307,86 +268,60 @@ pub(crate) async fn query_mark_expired(
 
 /// The sweeper's retention: terminal queries finished before the cutoff are deleted.
 pub(crate) async fn query_delete_terminal_before(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     finished_before: Timestamp,
 ) -> Result<u64, StoreError> {
-    Ok(sqlx::query(
+    let sql = format!(
         "DELETE FROM account_queries WHERE query_id IN (SELECT query_id FROM account_queries \
-         WHERE status IN ('succeeded','failed','expired') AND finished_at < $1 LIMIT 1000 \
-         FOR UPDATE SKIP LOCKED) AND status IN ('succeeded','failed','expired')",
-    )
-    .bind(finished_before.to_rfc3339())
-    .execute(&mut *conn)
-    .await?
-    .rows_affected())
+         WHERE status IN ('succeeded','failed','expired') AND finished_at < $1 LIMIT 1000{}) \
+         AND status IN ('succeeded','failed','expired')",
+        Db::SKIP_LOCKED
+    );
+    Ok(sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(finished_before.to_rfc3339())
+        .execute(&mut *conn)
+        .await?
+        .rows_affected())
 }
 
 /// Whether a queued, unexpired query exists (the long-poll's fallback check).
 pub(crate) async fn query_leasable_exists(
-    pool: &PgPool,
+    pool: &Pool,
     site: Option<&str>,
     created_after: Timestamp,
 ) -> Result<bool, StoreError> {
-    Ok(sqlx::query_scalar(
+    let sql = format!(
         "SELECT EXISTS (SELECT 1 FROM account_queries WHERE status = 'queued' \
-         AND created_at > $1 AND ($2::text IS NULL OR site = $2))",
-    )
-    .bind(created_after.to_rfc3339())
-    .bind(site)
-    .fetch_one(pool)
-    .await?)
+         AND created_at > $1 AND {})",
+        eq_if_set("site", 2)
+    );
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(created_after.to_rfc3339())
+        .bind(site)
+        .fetch_one(pool)
+        .await?)
 }
 
-pub(crate) async fn query_get(
-    pool: &PgPool,
-    id: &QueryId,
-) -> Result<Option<QueryView>, StoreError> {
-    let sql = format!("SELECT {COLUMNS} FROM account_queries WHERE query_id = $1");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(id.as_str())
-        .fetch_optional(pool)
-        .await?;
-    row.as_ref()
-        .map(|r| decode_row(r).and_then(QueryRow::into_view))
+pub(crate) async fn query_get(pool: &Pool, id: &QueryId) -> Result<Option<QueryView>, StoreError> {
+    let mut conn = pool.acquire().await?;
+    load(&mut conn, id, false)
+        .await?
+        .map(QueryRow::into_view)
         .transpose()
 }
 
 pub(crate) async fn query_list(
-    pool: &PgPool,
+    pool: &Pool,
     f: QueryFilter,
 ) -> Result<Page<QuerySummary>, StoreError> {
-    let status = f.status.map(QueryStatus::as_str);
-    let kind = f.kind.map(QueryKind::as_str);
-    let mut tx = pool
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .await?;
-    let total: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM account_queries WHERE ($1::text IS NULL OR status = $1) \
-         AND ($2::text IS NULL OR kind = $2)",
-    )
-    .bind(status)
-    .bind(kind)
-    .fetch_one(&mut *tx)
-    .await?;
-    let sql = format!(
-        "SELECT {SUMMARY_COLUMNS} FROM account_queries WHERE ($1::text IS NULL OR status = $1) \
-         AND ($2::text IS NULL OR kind = $2) ORDER BY created_at, seq LIMIT $3 OFFSET $4"
-    );
-    let items = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(status)
-        .bind(kind)
-        .bind(f.limit)
-        .bind(f.offset)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| decode_row(r).and_then(QueryRow::into_summary))
-        .collect::<Result<Vec<_>, _>>()?;
-    tx.commit().await?;
-    Ok(Page {
-        items,
-        total,
-        limit: f.limit,
-        offset: f.offset,
+    let filters = [
+        ("status", f.status.map(QueryStatus::as_str)),
+        ("kind", f.kind.map(QueryKind::as_str)),
+    ];
+    let columns = QUERY_SUMMARY_COLUMNS;
+    let page = (f.limit, f.offset);
+    filtered_page(pool, columns, "account_queries", "", filters, page, |r| {
+        QueryRow::decode(r).and_then(QueryRow::into_summary)
     })
+    .await
 }

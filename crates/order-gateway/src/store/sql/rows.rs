@@ -1,6 +1,6 @@
-//! Decoding stored rows into domain and wire types. Timestamps are fixed-width UTC text. The
-//! decoders are generic over the row type: the PostgreSQL driver uses them too (its columns have
-//! the same names and Rust types: TEXT timestamps, BIGINT/INTEGER integers).
+//! The order task rows and their decoders, one set for both engines: generic over the sqlx row
+//! type (the columns have the same names and Rust types on both: fixed-width UTC text
+//! timestamps, SQLite INTEGER / PostgreSQL BIGINT as `i64`).
 
 use rakuten_types::order::{ReportView, TaskSummary};
 use rakuten_types::{OrderState, Outcome, TaskId, TaskStatus, Timestamp};
@@ -31,7 +31,8 @@ pub(crate) struct TaskRow {
     pub latest_state: Option<OrderState>,
 }
 
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+/// A stored value that does not parse back into its Rust type.
+pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {e}"))
 }
 
@@ -48,7 +49,7 @@ pub(crate) fn order_state(s: &str) -> Result<OrderState, StoreError> {
 }
 
 impl TaskRow {
-    /// Decodes a row selected with [`TASK_COLUMNS`] (either driver).
+    /// Decodes a row selected with [`TASK_COLUMNS`] (either engine).
     pub fn decode<R>(row: &R) -> Result<Self, StoreError>
     where
         R: Row,
@@ -102,7 +103,7 @@ impl TaskRow {
     }
 }
 
-/// Decodes a `task_reports` row (either driver).
+/// Decodes a `task_reports` row (either engine).
 pub(crate) fn decode_report<R>(row: &R) -> Result<ReportView, StoreError>
 where
     R: Row,

@@ -7,25 +7,21 @@
 //! per second. Batching makes durable throughput a multiple of the fsync rate, and a single writer
 //! connection means no "database is locked" between our own writers.
 //!
-//! A lease attempt (order or query) whose caller has gone away (its reply channel is closed: the HTTP request was
-//! dropped) is skipped before it runs, so a disconnected long-poll never takes a lease.
+//! A lease attempt (order or query) whose caller has gone away (its reply channel is closed: the
+//! HTTP request was dropped) is skipped before it runs, so a disconnected long-poll never takes a
+//! lease.
+//!
+//! The writer runs any transition of the one SQL implementation ([`super::sql`]): an operation is
+//! a boxed closure over the write connection, so the writer knows nothing of what it runs.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rakuten_types::Timestamp;
-use rakuten_types::order::{LeaseGrant, RenewAck, ReportAck, SubmitOrderAck};
+use futures::future::BoxFuture;
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ops, queries};
-use crate::store::queries::{LapsedQuery, NewQuery, QueryLeaseRequest, QueryResultRecord};
-use crate::store::{
-    LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, StaleTask,
-    StoreError,
-};
-use rakuten_types::QueryId;
-use rakuten_types::query::{QueryGrant, QueryResultAck, SubmitQueryAck};
+use crate::store::{StoreError, Transition};
 
 /// Most operations committed together.
 pub const MAX_BATCH: usize = 256;
@@ -34,20 +30,51 @@ type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 type Finish = Box<dyn FnOnce(Option<StoreError>) + Send>;
 
 /// One write operation and where to send its answer.
-pub(crate) enum WriteOp {
-    Insert(NewTask, Timestamp, Reply<SubmitOrderAck>),
-    Lease(LeaseRequest, Timestamp, Reply<LeaseAttempt>),
-    Renew(RenewRequest, Timestamp, Reply<RenewAck>),
-    Report(NewReport, Timestamp, Reply<ReportAck>),
-    Reclaim(ReclaimRequest, Timestamp, Reply<LeaseGrant>),
-    Sweep(Timestamp, Reply<Vec<StaleTask>>),
-    // The account-query channel (§11) shares the writer, so its commits share the fsyncs.
-    QueryInsert(NewQuery, Timestamp, Reply<SubmitQueryAck>),
-    QueryLease(QueryLeaseRequest, Timestamp, Reply<Option<QueryGrant>>),
-    QueryResult(QueryResultRecord, Timestamp, Reply<QueryResultAck>),
-    QueryRequeue(Timestamp, Reply<Vec<LapsedQuery>>),
-    QueryExpire(Timestamp, Timestamp, Reply<Vec<QueryId>>),
-    QueryPurge(Timestamp, Reply<u64>),
+pub(crate) struct WriteOp(Box<dyn Job>);
+
+impl std::fmt::Debug for WriteOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriteOp")
+    }
+}
+
+impl WriteOp {
+    /// `run` answered on `reply`; `lease`: skip it when nobody waits for the answer any more.
+    pub(crate) fn new<T: Send + 'static>(
+        run: Transition<SqliteConnection, T>,
+        reply: Reply<T>,
+        lease: bool,
+    ) -> Self {
+        WriteOp(Box::new(Pending { run, reply, lease }))
+    }
+}
+
+trait Job: Send {
+    fn abandoned(&self) -> bool;
+    fn fail(self: Box<Self>, e: StoreError);
+    fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (bool, Finish)>;
+}
+
+struct Pending<T> {
+    run: Transition<SqliteConnection, T>,
+    reply: Reply<T>,
+    lease: bool,
+}
+
+impl<T: Send + 'static> Job for Pending<T> {
+    /// A lease attempt nobody waits for any more.
+    fn abandoned(&self) -> bool {
+        self.lease && self.reply.is_closed()
+    }
+
+    fn fail(self: Box<Self>, e: StoreError) {
+        let _ = self.reply.send(Err(e));
+    }
+
+    fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (bool, Finish)> {
+        let Pending { run, reply, .. } = *self;
+        Box::pin(async move { deferred(reply, run(conn).await) })
+    }
 }
 
 /// Counters of the writer, for the benchmark (operations per commit = operations per fsync).
@@ -83,63 +110,6 @@ fn deferred<T: Send + 'static>(reply: Reply<T>, r: Result<T, StoreError>) -> (bo
     (ok, finish)
 }
 
-impl WriteOp {
-    /// A lease attempt nobody waits for any more.
-    fn abandoned(&self) -> bool {
-        match self {
-            WriteOp::Lease(_, _, reply) => reply.is_closed(),
-            WriteOp::QueryLease(_, _, reply) => reply.is_closed(),
-            _ => false,
-        }
-    }
-
-    fn fail(self, e: StoreError) {
-        match self {
-            WriteOp::Insert(_, _, r) => drop(r.send(Err(e))),
-            WriteOp::Lease(_, _, r) => drop(r.send(Err(e))),
-            WriteOp::Renew(_, _, r) => drop(r.send(Err(e))),
-            WriteOp::Report(_, _, r) => drop(r.send(Err(e))),
-            WriteOp::Reclaim(_, _, r) => drop(r.send(Err(e))),
-            WriteOp::Sweep(_, r) => drop(r.send(Err(e))),
-            WriteOp::QueryInsert(_, _, r) => drop(r.send(Err(e))),
-            WriteOp::QueryLease(_, _, r) => drop(r.send(Err(e))),
-            WriteOp::QueryResult(_, _, r) => drop(r.send(Err(e))),
-            WriteOp::QueryRequeue(_, r) => drop(r.send(Err(e))),
-            WriteOp::QueryExpire(_, _, r) => drop(r.send(Err(e))),
-            WriteOp::QueryPurge(_, r) => drop(r.send(Err(e))),
-        }
-    }
-
-    async fn run(self, conn: &mut SqliteConnection) -> (bool, Finish) {
-        match self {
-            WriteOp::Insert(t, now, r) => deferred(r, ops::task_insert(conn, t, now).await),
-            WriteOp::Lease(q, now, r) => deferred(r, ops::task_lease(conn, q, now).await),
-            WriteOp::Renew(q, now, r) => deferred(r, ops::task_renew(conn, q, now).await),
-            WriteOp::Report(q, now, r) => deferred(r, ops::task_report(conn, q, now).await),
-            WriteOp::Reclaim(q, now, r) => deferred(r, ops::task_reclaim(conn, q, now).await),
-            WriteOp::Sweep(now, r) => deferred(r, ops::task_mark_stale_expired(conn, now).await),
-            WriteOp::QueryInsert(q, now, r) => {
-                deferred(r, queries::query_insert(conn, q, now).await)
-            }
-            WriteOp::QueryLease(q, now, r) => {
-                deferred(r, queries::query_lease_next(conn, q, now).await)
-            }
-            WriteOp::QueryResult(q, now, r) => {
-                deferred(r, queries::query_record_result(conn, q, now).await)
-            }
-            WriteOp::QueryRequeue(now, r) => {
-                deferred(r, queries::query_requeue_expired_leases(conn, now).await)
-            }
-            WriteOp::QueryExpire(before, now, r) => {
-                deferred(r, queries::query_mark_expired(conn, before, now).await)
-            }
-            WriteOp::QueryPurge(before, r) => {
-                deferred(r, queries::query_delete_terminal_before(conn, before).await)
-            }
-        }
-    }
-}
-
 /// The writer loop; ends when every sender is dropped and the channel is drained.
 pub(crate) async fn run(
     mut conn: SqliteConnection,
@@ -168,7 +138,7 @@ async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), Stor
 }
 
 async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<WriteOp>, stats: &WriteStats) {
-    let mut ops = batch.drain(..).filter(|op| !op.abandoned()).peekable();
+    let mut ops = batch.drain(..).filter(|op| !op.0.abandoned()).peekable();
     if ops.peek().is_none() {
         return;
     }
@@ -177,7 +147,7 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<WriteOp>, stats:
         Err(e) => {
             tracing::error!(error = %e, "BEGIN IMMEDIATE failed; failing the batch");
             let e = StoreError::from(e);
-            ops.for_each(|op| op.fail(e.clone()));
+            ops.for_each(|op| op.0.fail(e.clone()));
             return;
         }
     };
@@ -185,15 +155,15 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<WriteOp>, stats:
     let mut fatal: Option<StoreError> = None;
     for op in ops.by_ref() {
         // Checked again right before running: the caller may have gone while we waited.
-        if op.abandoned() {
+        if op.0.abandoned() {
             continue;
         }
         if let Err(e) = exec(&mut tx, "SAVEPOINT op").await {
-            op.fail(e.clone());
+            op.0.fail(e.clone());
             fatal = Some(e);
             break;
         }
-        let (ok, finish) = op.run(&mut tx).await;
+        let (ok, finish) = op.0.run(&mut tx).await;
         finishes.push(finish);
         let end = if ok {
             exec(&mut tx, "RELEASE op").await
@@ -213,7 +183,7 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<WriteOp>, stats:
         Some(e) => {
             tracing::error!(error = ?e, "savepoint handling failed; rolling the batch back");
             let _ = tx.rollback().await;
-            ops.for_each(|op| op.fail(e.clone()));
+            ops.for_each(|op| op.0.fail(e.clone()));
             Some(e)
         }
         None => match tx.commit().await {

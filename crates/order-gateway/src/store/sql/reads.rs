@@ -1,0 +1,186 @@
+//! Order task reads. SQLite runs them on its read pool (`query_only` connections that in WAL mode
+//! never block the writer); `task_get`, the listing and `health_snapshot` each read one snapshot
+//! (the dialect's `READ_SNAPSHOT`), so their counts and pages agree.
+
+use rakuten_types::order::{Page, TaskDetail, TaskSummary};
+use rakuten_types::{TaskId, Timestamp, WorkerId};
+use sqlx::Row;
+
+use super::tasks::gate_free;
+use super::{Conn, Db, Pool};
+use crate::settings::LeaseScope;
+use crate::store::dialect::Dialect;
+use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, decode_report, ts};
+use crate::store::sql::{eq_if_set, oldest_first_page};
+use crate::store::{HealthSnapshot, StoreError, TaskFilter, WorkerSeen};
+
+pub(crate) async fn task_get(
+    pool: &Pool,
+    task_id: &TaskId,
+) -> Result<Option<TaskDetail>, StoreError> {
+    let mut tx = pool.begin_with(Db::READ_SNAPSHOT).await?;
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks t WHERE t.task_id = $1");
+    let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(task_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let task = TaskRow::decode(&row)?.into_summary()?;
+    let history = sqlx::query(
+        "SELECT state, payable_yen, pay_deadline, site_order_id, evidence_ref, detail, \
+         error_code, worker_id, reported_at FROM task_reports WHERE task_id = $1 ORDER BY seq",
+    )
+    .bind(task_id.as_str())
+    .fetch_all(&mut *tx)
+    .await?
+    .iter()
+    .map(decode_report)
+    .collect::<Result<Vec<_>, _>>()?;
+    tx.commit().await?;
+    Ok(Some(TaskDetail { task, history }))
+}
+
+pub(crate) async fn task_list(pool: &Pool, f: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
+    let status = f.status.map(|s| s.as_str());
+    let filters = [("t.status", status), ("t.site", f.site.as_deref())];
+    filtered_page(pool, TASK_COLUMNS, "tasks t", "t.", filters, (f.limit, f.offset), |r| {
+        TaskRow::decode(r).and_then(TaskRow::into_summary)
+    })
+    .await
+}
+
+/// One page of `SELECT columns FROM from_table` where each `(column, value)` filter that is set
+/// matches, oldest first, with the total count, both read from one snapshot. `prefix`: the table
+/// alias with its dot, or empty.
+pub(crate) async fn filtered_page<T>(
+    pool: &Pool,
+    columns: &str,
+    from_table: &str,
+    prefix: &str,
+    filters: [(&str, Option<&str>); 2],
+    (limit, offset): (i64, i64),
+    decode: impl Fn(&<Db as sqlx::Database>::Row) -> Result<T, StoreError>,
+) -> Result<Page<T>, StoreError> {
+    let [(col1, val1), (col2, val2)] = filters;
+    let filter = format!("{} AND {}", eq_if_set(col1, 1), eq_if_set(col2, 2));
+    let mut tx = pool.begin_with(Db::READ_SNAPSHOT).await?;
+    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM {from_table} WHERE {filter}"
+    )))
+    .bind(val1)
+    .bind(val2)
+    .fetch_one(&mut *tx)
+    .await?;
+    let sql = format!(
+        "SELECT {columns} FROM {from_table} WHERE {filter} {}",
+        oldest_first_page::<Db>(prefix, 3)
+    );
+    let items = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(val1)
+        .bind(val2)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(decode)
+        .collect::<Result<Vec<_>, _>>()?;
+    tx.commit().await?;
+    Ok(Page {
+        items,
+        total,
+        limit,
+        offset,
+    })
+}
+
+pub(crate) async fn task_leasable_exists(
+    pool: &Pool,
+    worker_id: &WorkerId,
+    site: Option<&str>,
+    scope: LeaseScope,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM tasks WHERE status IN ('leased','running') \
+           AND lease_owner = $1 AND lease_expires_at > $2) \
+         OR EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'queued' AND {} AND {})",
+        eq_if_set("t.site", 3),
+        gate_free(scope)
+    );
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(worker_id.as_str())
+        .bind(now.to_rfc3339())
+        .bind(site)
+        .fetch_one(pool)
+        .await?)
+}
+
+/// At most 100 task summaries matching `where_sql` (which may use `$1` = `bind`), oldest first.
+async fn summaries(
+    conn: &mut Conn,
+    where_sql: &str,
+    bind: Option<String>,
+) -> Result<Vec<TaskSummary>, StoreError> {
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks t WHERE {where_sql} ORDER BY t.created_at, t.{} LIMIT 100",
+        Db::INSERTION_ORDER
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    if let Some(b) = bind {
+        q = q.bind(b);
+    }
+    q.fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|r| TaskRow::decode(r).and_then(TaskRow::into_summary))
+        .collect()
+}
+
+pub(crate) async fn health_snapshot(
+    pool: &Pool,
+    queued_before: Timestamp,
+) -> Result<HealthSnapshot, StoreError> {
+    // One read transaction: every figure comes from the same snapshot.
+    let mut tx = pool.begin_with(Db::READ_SNAPSHOT).await?;
+    let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE status = 'queued'")
+        .fetch_one(&mut *tx)
+        .await?;
+    let stale_count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE status = 'stale'")
+        .fetch_one(&mut *tx)
+        .await?;
+    let active = summaries(&mut tx, "t.status IN ('leased','running')", None).await?;
+    let stale = summaries(&mut tx, "t.status = 'stale'", None).await?;
+    let queued_too_long = summaries(
+        &mut tx,
+        "t.status = 'queued' AND t.created_at < $1",
+        Some(queued_before.to_rfc3339()),
+    )
+    .await?;
+    let sql = format!(
+        "SELECT worker_id, last_seen_at FROM workers ORDER BY worker_id{} LIMIT 1000",
+        Db::BYTE_ORDER
+    );
+    let workers = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(WorkerSeen {
+                worker_id: r.try_get("worker_id")?,
+                last_seen_at: ts(&r.try_get::<String, _>("last_seen_at")?)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    tx.commit().await?;
+    Ok(HealthSnapshot {
+        queued,
+        stale_count,
+        active,
+        stale,
+        queued_too_long,
+        workers,
+    })
+}

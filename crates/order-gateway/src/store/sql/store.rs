@@ -1,0 +1,207 @@
+//! [`OrderStore`] and [`QueryStore`] for the engine's store, once: every write runs one
+//! transition through the engine's `write` (SQLite: the group-commit writer; PostgreSQL: one
+//! transaction), reads go to its read pool, and a commit that may make something leasable asks
+//! for a cross-instance wake-up (`notify_*`: PostgreSQL `NOTIFY`, nothing on SQLite, whose
+//! long-polls all live in this process).
+
+use async_trait::async_trait;
+use rakuten_types::order::{
+    LeaseGrant, Page, RenewAck, ReportAck, SubmitOrderAck, TaskDetail, TaskSummary,
+};
+use rakuten_types::query::{
+    QueryGrant, QueryResultAck, QueryStatus, QuerySummary, QueryView, SubmitQueryAck,
+};
+use rakuten_types::{QueryId, TaskId, Timestamp, WorkerId};
+
+use super::{Store, queries, reads, tasks};
+use crate::settings::LeaseScope;
+use crate::store::queries::{
+    LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord, QueryStore,
+};
+use crate::store::{
+    HealthSnapshot, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
+    RenewRequest, StaleTask, StoreError, TaskFilter,
+};
+
+#[async_trait]
+impl OrderStore for Store {
+    async fn task_insert(
+        &self,
+        task: NewTask,
+        now: Timestamp,
+    ) -> Result<SubmitOrderAck, StoreError> {
+        let ack = self
+            .write(Box::new(move |c| Box::pin(tasks::task_insert(c, task, now))))
+            .await?;
+        if ack.created {
+            self.notify_tasks();
+        }
+        Ok(ack)
+    }
+
+    async fn task_lease(
+        &self,
+        req: LeaseRequest,
+        now: Timestamp,
+    ) -> Result<LeaseAttempt, StoreError> {
+        self.write_lease(Box::new(move |c| Box::pin(tasks::task_lease(c, req, now))))
+            .await
+    }
+
+    async fn task_leasable_exists(
+        &self,
+        worker_id: &WorkerId,
+        site: Option<&str>,
+        scope: LeaseScope,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        reads::task_leasable_exists(self.read_pool(), worker_id, site, scope, now).await
+    }
+
+    async fn task_renew(&self, req: RenewRequest, now: Timestamp) -> Result<RenewAck, StoreError> {
+        self.write(Box::new(move |c| Box::pin(tasks::task_renew(c, req, now))))
+            .await
+    }
+
+    async fn task_report(
+        &self,
+        report: NewReport,
+        now: Timestamp,
+    ) -> Result<ReportAck, StoreError> {
+        let ack = self
+            .write(Box::new(move |c| Box::pin(tasks::task_report(c, report, now))))
+            .await?;
+        if ack.status.is_terminal() {
+            // The gate may be free again.
+            self.notify_tasks();
+        }
+        Ok(ack)
+    }
+
+    async fn task_reclaim(
+        &self,
+        req: ReclaimRequest,
+        now: Timestamp,
+    ) -> Result<LeaseGrant, StoreError> {
+        let grant = self
+            .write(Box::new(move |c| Box::pin(tasks::task_reclaim(c, req, now))))
+            .await?;
+        // The named worker may be long-polling on another instance.
+        self.notify_tasks();
+        Ok(grant)
+    }
+
+    async fn task_mark_stale_expired(&self, now: Timestamp) -> Result<Vec<StaleTask>, StoreError> {
+        let staled = self
+            .write(Box::new(move |c| Box::pin(tasks::task_mark_stale_expired(c, now))))
+            .await?;
+        if !staled.is_empty() {
+            self.notify_tasks();
+        }
+        Ok(staled)
+    }
+
+    async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError> {
+        reads::task_get(self.read_pool(), task_id).await
+    }
+
+    async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
+        reads::task_list(self.read_pool(), filter).await
+    }
+
+    async fn health_snapshot(
+        &self,
+        queued_before: Timestamp,
+    ) -> Result<HealthSnapshot, StoreError> {
+        reads::health_snapshot(self.read_pool(), queued_before).await
+    }
+
+    async fn alerts_leader(&self) -> Result<bool, StoreError> {
+        self.elect_alerts_leader().await
+    }
+
+    async fn close(&self) {
+        self.shutdown().await;
+    }
+}
+
+#[async_trait]
+impl QueryStore for Store {
+    async fn query_insert(
+        &self,
+        query: NewQuery,
+        now: Timestamp,
+    ) -> Result<SubmitQueryAck, StoreError> {
+        let ack = self
+            .write(Box::new(move |c| Box::pin(queries::query_insert(c, query, now))))
+            .await?;
+        if ack.created {
+            self.notify_queries();
+        }
+        Ok(ack)
+    }
+
+    async fn query_lease_next(
+        &self,
+        req: QueryLeaseRequest,
+        now: Timestamp,
+    ) -> Result<Option<QueryGrant>, StoreError> {
+        self.write_lease(Box::new(move |c| Box::pin(queries::query_lease_next(c, req, now))))
+            .await
+    }
+
+    async fn query_leasable_exists(
+        &self,
+        site: Option<&str>,
+        created_after: Timestamp,
+    ) -> Result<bool, StoreError> {
+        queries::query_leasable_exists(self.read_pool(), site, created_after).await
+    }
+
+    async fn query_record_result(
+        &self,
+        rec: QueryResultRecord,
+        now: Timestamp,
+    ) -> Result<QueryResultAck, StoreError> {
+        self.write(Box::new(move |c| Box::pin(queries::query_record_result(c, rec, now))))
+            .await
+    }
+
+    async fn query_requeue_expired_leases(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<LapsedQuery>, StoreError> {
+        let lapsed = self
+            .write(Box::new(move |c| Box::pin(queries::query_requeue_expired_leases(c, now))))
+            .await?;
+        if lapsed.iter().any(|q| q.status == QueryStatus::Queued) {
+            self.notify_queries();
+        }
+        Ok(lapsed)
+    }
+
+    async fn query_mark_expired(
+        &self,
+        created_before: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<QueryId>, StoreError> {
+        self.write(Box::new(move |c| Box::pin(queries::query_mark_expired(c, created_before, now))))
+            .await
+    }
+
+    async fn query_delete_terminal_before(
+        &self,
+        finished_before: Timestamp,
+    ) -> Result<u64, StoreError> {
+        self.write(Box::new(move |c| Box::pin(queries::query_delete_terminal_before(c, finished_before))))
+            .await
+    }
+
+    async fn query_get(&self, query_id: &QueryId) -> Result<Option<QueryView>, StoreError> {
+        queries::query_get(self.read_pool(), query_id).await
+    }
+
+    async fn query_list(&self, filter: QueryFilter) -> Result<Page<QuerySummary>, StoreError> {
+        queries::query_list(self.read_pool(), filter).await
+    }
+}

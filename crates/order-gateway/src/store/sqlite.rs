@@ -1,0 +1,158 @@
+//! The SQLite engine of the store: WAL, `synchronous=FULL`, a busy timeout, one group-commit
+//! writer ([`super::sqlite_writer`]) and a pool of `query_only` read connections. The SQL is the
+//! one implementation of [`super::sql`]; this file only opens the database and hands transitions
+//! to the writer. Migrations live in `migrations/sqlite` and are embedded in the binary.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{ConnectOptions, SqliteConnection};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::sqlite_writer::{self, WriteOp, WriteStats};
+use super::{StoreError, Transition};
+
+/// The migrations of `migrations/sqlite`, embedded at compile time. (Built by hand rather than
+/// with `sqlx::migrate!`, which needs sqlx's `macros` feature and with it a second build of
+/// sqlx and the bundled SQLite for the proc-macro; see DECISIONS D-gw-2.)
+pub fn migrator() -> Migrator {
+    super::embedded_migrator(&[
+        (
+            1,
+            "order tasks",
+            include_str!("../../migrations/sqlite/0001_order_tasks.sql"),
+        ),
+        (
+            2,
+            "account queries",
+            include_str!("../../migrations/sqlite/0002_account_queries.sql"),
+        ),
+    ])
+}
+
+/// Queue depth in front of the writer; senders wait (backpressure) when it is full.
+const WRITE_QUEUE: usize = 8192;
+/// Read connections.
+const READ_CONNECTIONS: u32 = 4;
+
+/// The SQLite order and account-query store.
+#[derive(Debug)]
+pub struct SqliteStore {
+    tx: Mutex<Option<mpsc::Sender<WriteOp>>>,
+    writer: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    read: SqlitePool,
+    stats: Arc<WriteStats>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing, with its parent directory) and migrates the database at
+    /// `path`, and starts the writer task.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] when the file cannot be opened or migrated.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(Arc::new(e.into())))?;
+        }
+        let opts = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let mut wconn = opts.connect().await?;
+        migrator()
+            .run(&mut wconn)
+            .await
+            .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
+        let read = SqlitePoolOptions::new()
+            .max_connections(READ_CONNECTIONS)
+            .connect_with(opts.pragma("query_only", "ON"))
+            .await?;
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let stats = Arc::new(WriteStats::default());
+        let writer = tokio::spawn(sqlite_writer::run(wconn, rx, stats.clone()));
+        Ok(SqliteStore {
+            tx: Mutex::new(Some(tx)),
+            writer: tokio::sync::Mutex::new(Some(writer)),
+            read,
+            stats,
+        })
+    }
+
+    /// The writer's counters (commits and operations), for benchmarks.
+    pub fn write_stats(&self) -> (u64, u64) {
+        self.stats.snapshot()
+    }
+
+    /// Queues one transition for the writer; answers after its batch committed.
+    async fn enqueue<T: Send + 'static>(
+        &self,
+        op: Transition<SqliteConnection, T>,
+        lease: bool,
+    ) -> Result<T, StoreError> {
+        let sender = self
+            .tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or(StoreError::Closed)?;
+        let (reply, answer) = oneshot::channel();
+        sender
+            .send(WriteOp::new(op, reply, lease))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Runs one transition through the group-commit writer.
+    pub(crate) async fn write<T: Send + 'static>(
+        &self,
+        op: Transition<SqliteConnection, T>,
+    ) -> Result<T, StoreError> {
+        self.enqueue(op, false).await
+    }
+
+    /// [`Self::write`] for a lease attempt: skipped if its caller has gone before it runs.
+    pub(crate) async fn write_lease<T: Send + 'static>(
+        &self,
+        op: Transition<SqliteConnection, T>,
+    ) -> Result<T, StoreError> {
+        self.enqueue(op, true).await
+    }
+
+    pub(crate) fn read_pool(&self) -> &SqlitePool {
+        &self.read
+    }
+
+    /// Nothing to send: every long-poll on this database lives in this process.
+    pub(crate) fn notify_tasks(&self) {}
+
+    /// Nothing to send, as [`Self::notify_tasks`].
+    pub(crate) fn notify_queries(&self) {}
+
+    /// One process per database file: it always logs the alerts.
+    pub(crate) async fn elect_alerts_leader(&self) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    /// Lets the writer drain what is queued, commit and stop; closes the read pool.
+    pub(crate) async fn shutdown(&self) {
+        drop(self.tx.lock().unwrap_or_else(|e| e.into_inner()).take());
+        if let Some(handle) = self.writer.lock().await.take()
+            && let Err(e) = handle.await
+        {
+            tracing::error!(error = %e, "the writer task failed");
+        }
+        self.read.close().await;
+    }
+}
