@@ -184,6 +184,10 @@ pub struct Settings {
     /// Simulated carrier: ICCIDs it does not know (comma-separated).
     #[arg(long, env = "RAKUTEN_POLL_SIM_UNKNOWN_ICCIDS", value_delimiter = ',')]
     pub sim_unknown_iccids: Vec<String>,
+    /// Signing key of the operator console's session cookies (issue #11); every instance must
+    /// share it. Unset: a random key per process (sessions end at restart).
+    #[arg(long, env = "RAKUTEN_POLL_CONSOLE_KEY", hide_env_values = true)]
+    pub console_key: Option<String>,
 }
 
 impl Settings {
@@ -210,6 +214,7 @@ impl Settings {
             sim_failure_rate: 0.0,
             sim_timeout_rate: 0.0,
             sim_unknown_iccids: vec![],
+            console_key: None,
         }
     }
 

@@ -11,6 +11,7 @@ use anyhow::Context;
 use rakuten_types::Clock;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use web_console::ConsoleKey;
 
 use crate::http::{AppState, router};
 use crate::jobs::alerts::AlertThresholds;
@@ -117,6 +118,7 @@ impl Application {
             },
         );
         let credentials = Arc::new(settings.credentials()?);
+        let console_key = ConsoleKey::new(settings.console_key.as_ref().map(|k| k.expose()));
         let state = AppState {
             store: dyn_store,
             clock,
@@ -126,6 +128,7 @@ impl Application {
             query_notifier,
             credentials,
             shutdown: shutdown.clone(),
+            console_key,
         };
         Ok(Application {
             listener,

@@ -165,6 +165,11 @@ pub struct Settings {
     /// Metrics tokens: `GET /metrics` only (for a Prometheus scraper; operators may read it too).
     #[arg(long, env = "RAKUTEN_METRICS_TOKENS", hide_env_values = true)]
     pub metrics_tokens: Option<NamedTokens>,
+
+    /// Signing key of the operator console's session cookies (issue #11); every instance on one
+    /// database must share it. Unset: a random key per process (sessions end at restart).
+    #[arg(long, env = "RAKUTEN_CONSOLE_KEY", hide_env_values = true)]
+    pub console_key: Option<Secret>,
 }
 
 /// A setting out of range.
@@ -202,6 +207,7 @@ impl Settings {
             worker_tokens: None,
             operator_tokens: None,
             metrics_tokens: None,
+            console_key: None,
         }
     }
 

@@ -8,6 +8,7 @@ mod helpers;
 
 mod claims;
 mod concurrency;
+mod console;
 mod http_input;
 mod lifecycle;
 mod manual;

@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod conformance;
+mod console;
 mod crash;
 mod expiry;
 mod health;

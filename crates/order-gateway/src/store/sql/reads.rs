@@ -3,7 +3,7 @@
 //! (the dialect's `READ_SNAPSHOT`), so their counts and pages agree.
 
 use rakuten_types::order::{Page, TaskDetail, TaskSummary};
-use rakuten_types::{TaskId, Timestamp, WorkerId};
+use rakuten_types::{TaskId, TaskStatus, Timestamp, WorkerId};
 use sqlx::Row;
 
 use super::tasks::gate_free;
@@ -12,7 +12,9 @@ use crate::settings::LeaseScope;
 use crate::store::dialect::Dialect;
 use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, decode_report, ts};
 use crate::store::sql::{eq_if_set, oldest_first_page};
-use crate::store::{HealthSnapshot, StoreError, TaskFilter, WorkerSeen};
+use crate::store::{
+    AttentionTask, HealthSnapshot, StatusCounts, StoreError, TaskFilter, WorkerSeen,
+};
 
 pub(crate) async fn task_get(
     pool: &Pool,
@@ -183,4 +185,60 @@ pub(crate) async fn health_snapshot(
         queued_too_long,
         workers,
     })
+}
+
+pub(crate) async fn task_status_counts(pool: &Pool) -> Result<StatusCounts, StoreError> {
+    let mut tx = pool.begin_with(Db::READ_SNAPSHOT).await?;
+    // One count per status, each an index range of `idx_tasks_pending (status, created_at)`.
+    let mut by_status = Vec::with_capacity(TaskStatus::ALL.len());
+    for status in TaskStatus::ALL {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE status = $1")
+            .bind(status.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        by_status.push((status, n));
+    }
+    let oldest: Option<String> =
+        sqlx::query_scalar("SELECT MIN(created_at) FROM tasks WHERE status = 'queued'")
+            .fetch_one(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok(StatusCounts {
+        by_status,
+        oldest_queued: oldest.as_deref().map(ts).transpose()?,
+    })
+}
+
+pub(crate) async fn task_attention(
+    pool: &Pool,
+    failed_since: Timestamp,
+    limit: i64,
+) -> Result<Vec<AttentionTask>, StoreError> {
+    // Each branch is an index range of `idx_tasks_pending (status, created_at)`, merged oldest
+    // first; the latest report is looked up for the listed rows only.
+    let sql = format!(
+        "SELECT {TASK_COLUMNS}, \
+           (SELECT r.detail FROM task_reports r WHERE r.task_id = t.task_id \
+             ORDER BY r.seq DESC LIMIT 1) AS last_detail, \
+           (SELECT r.error_code FROM task_reports r WHERE r.task_id = t.task_id \
+             ORDER BY r.seq DESC LIMIT 1) AS last_error_code \
+         FROM tasks t WHERE t.status IN ('stale', 'needs_human') \
+           OR (t.status = 'failed' AND t.updated_at >= $1) \
+         ORDER BY t.created_at, t.{} LIMIT $2",
+        Db::INSERTION_ORDER
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(failed_since.to_rfc3339())
+        .bind(limit)
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(AttentionTask {
+                task: TaskRow::decode(r)?.into_summary()?,
+                last_detail: r.try_get("last_detail")?,
+                last_error_code: r.try_get("last_error_code")?,
+            })
+        })
+        .collect()
 }

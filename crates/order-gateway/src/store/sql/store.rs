@@ -19,7 +19,7 @@ use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord, QueryStore,
 };
 use crate::store::{
-    HealthSnapshot, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
+    AttentionTask, HealthSnapshot, StatusCounts, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
     RenewRequest, StaleTask, StoreError, TaskFilter,
 };
 
@@ -107,6 +107,18 @@ impl OrderStore for Store {
 
     async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
         reads::task_list(self.read_pool(), filter).await
+    }
+
+    async fn task_status_counts(&self) -> Result<StatusCounts, StoreError> {
+        reads::task_status_counts(self.read_pool()).await
+    }
+
+    async fn task_attention(
+        &self,
+        failed_since: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<AttentionTask>, StoreError> {
+        reads::task_attention(self.read_pool(), failed_since, limit).await
     }
 
     async fn health_snapshot(
