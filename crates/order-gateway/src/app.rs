@@ -1,5 +1,5 @@
 //! Building and running the application: open the store, bind the listener, start the sweepers
-//! (order leases, account queries), serve until a shutdown signal, then drain (stop accepting,
+//! (order leases, account queries), the alert job and the webhook delivery, serve until a shutdown signal, then drain (stop accepting,
 //! let long-polls return, let the writer commit its last batch). The storage driver is SQLite, or
 //! PostgreSQL when `RAKUTEN_GATEWAY_DB_URL` is set ([`Backend`]); on PostgreSQL a `LISTEN` task
 //! also feeds other instances' wake-ups to this one's long-polls.
@@ -14,14 +14,15 @@ use tokio_util::sync::CancellationToken;
 use web_console::ConsoleKey;
 
 use crate::http::{AppState, router};
-use crate::jobs::alerts::AlertThresholds;
+use crate::jobs::alerts::{AlertJob, AlertJobSettings, AlertThresholds};
 use crate::jobs::query_sweeper::{QuerySweepSettings, QuerySweeper};
 use crate::jobs::sweeper::Sweeper;
+use crate::jobs::webhooks::{WebhookDelivery, WebhookSettings};
 use crate::lease::notify::LeaseNotifier;
 use crate::settings::Settings;
 use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
-use crate::store::{OrderStore, QueryStore};
+use crate::store::{OperatorStore, OrderStore, QueryStore};
 
 /// The storage driver the settings chose.
 #[derive(Debug, Clone)]
@@ -59,6 +60,13 @@ impl Backend {
         }
     }
 
+    fn operator_store(&self) -> Arc<dyn OperatorStore> {
+        match self {
+            Backend::Sqlite(s) => s.clone(),
+            Backend::Postgres(s) => s.clone(),
+        }
+    }
+
     fn query_store(&self) -> Arc<dyn QueryStore> {
         match self {
             Backend::Sqlite(s) => s.clone(),
@@ -76,6 +84,8 @@ pub struct Application {
     backend: Backend,
     sweeper: Sweeper,
     query_sweeper: QuerySweeper,
+    alert_job: AlertJob,
+    webhooks: WebhookDelivery,
     shutdown: CancellationToken,
 }
 
@@ -100,10 +110,6 @@ impl Application {
             clock.clone(),
             notifier.clone(),
             settings.sweep_interval(),
-            AlertThresholds {
-                worker_offline: settings.worker_offline_alert(),
-                queued: settings.queued_alert(),
-            },
         );
         let query_store = backend.query_store();
         let query_notifier = LeaseNotifier::new();
@@ -119,8 +125,36 @@ impl Application {
         );
         let credentials = Arc::new(settings.credentials()?);
         let console_key = ConsoleKey::new(settings.console_key.as_ref().map(|k| k.expose()));
+        let ops = backend.operator_store();
+        let alert_job = AlertJob::new(
+            ops.clone(),
+            dyn_store.clone(),
+            query_store.clone(),
+            query_notifier.clone(),
+            clock.clone(),
+            AlertJobSettings {
+                interval: settings.sweep_interval(),
+                thresholds: AlertThresholds {
+                    worker_offline: settings.worker_offline_alert(),
+                    queued: settings.queued_alert(),
+                },
+                webhook_failing_after: settings.alerts.webhook_failing_after,
+                webhook_urls: settings.alerts.urls(),
+                evidence_margin: std::time::Duration::from_secs_f64(
+                    settings.alerts.stale_evidence_margin_seconds,
+                ),
+                query_max_attempts: i64::from(settings.query_max_attempts),
+            },
+        );
+        let webhooks = WebhookDelivery::new(
+            ops.clone(),
+            dyn_store.clone(),
+            clock.clone(),
+            WebhookSettings::from_settings(&settings.alerts, settings.sweep_interval()),
+        )?;
         let state = AppState {
             store: dyn_store,
+            ops,
             clock,
             settings: Arc::new(settings),
             lease_notifier: notifier,
@@ -137,6 +171,8 @@ impl Application {
             backend,
             sweeper,
             query_sweeper,
+            alert_job,
+            webhooks,
             shutdown,
         })
     }
@@ -178,6 +214,16 @@ impl Application {
         self.query_sweeper.clone()
     }
 
+    /// The alert job, so tests can call `run_once(now)` directly.
+    pub fn alert_job(&self) -> AlertJob {
+        self.alert_job.clone()
+    }
+
+    /// The webhook delivery job, so tests can call `run_once(now)` directly.
+    pub fn webhooks(&self) -> WebhookDelivery {
+        self.webhooks.clone()
+    }
+
     /// Serves until `shutdown` completes, then drains: waiting long-polls return at once, the
     /// sweeper stops, in-flight requests finish, the writer commits what it accepted.
     ///
@@ -190,6 +236,8 @@ impl Application {
         let token = self.shutdown.clone();
         let sweeper = tokio::spawn(self.sweeper.run(token.clone()));
         let query_sweeper = tokio::spawn(self.query_sweeper.run(token.clone()));
+        let alert_job = tokio::spawn(self.alert_job.run(token.clone()));
+        let webhooks = tokio::spawn(self.webhooks.run(token.clone()));
         // Other instances' commits wake this instance's long-polls.
         let listener = match &self.backend {
             Backend::Postgres(pg) => Some(pg.spawn_listener(
@@ -211,6 +259,8 @@ impl Application {
         self.shutdown.cancel();
         let _ = sweeper.await;
         let _ = query_sweeper.await;
+        let _ = alert_job.await;
+        let _ = webhooks.await;
         if let Some(l) = listener {
             let _ = l.await;
         }

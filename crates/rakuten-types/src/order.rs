@@ -138,6 +138,9 @@ pub struct ReclaimTask {
     /// The worker the stale task is handed to.
     #[serde(default)]
     pub worker_id: Option<WorkerId>,
+    /// Why (recorded in the task's `operator_actions`; may also come as a query parameter).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// One row of the state mirror (`task_reports`).
@@ -159,6 +162,10 @@ pub struct ReportView {
     pub error_code: Option<i32>,
     /// Worker that reported.
     pub worker_id: Option<String>,
+    /// The operator (token name) who recorded this state by resolving the task; `null` for
+    /// worker reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
     /// When first reported.
     pub reported_at: Timestamp,
 }
@@ -189,6 +196,10 @@ pub struct TaskSummary {
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
+    /// Why the gateway set the task aside as `needs_human` without a grant (`undecodable row`:
+    /// its stored row could not be read back). Absent for every other task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_aside_reason: Option<String>,
 }
 
 /// `GET /api/orders/{id}`: the task, its latest state and every report, oldest first (§4.6).
@@ -197,8 +208,16 @@ pub struct TaskDetail {
     /// The task's fields.
     #[serde(flatten)]
     pub task: TaskSummary,
-    /// Every report, oldest first.
+    /// Every report, oldest first. A report made by an operator's resolve has `worker_id`
+    /// `null` and `operator` set to the actor.
     pub history: Vec<ReportView>,
+    /// Every operator action on this task, oldest first (issue #10).
+    #[serde(default)]
+    pub operator_actions: Vec<crate::alert::OperatorActionView>,
+    /// The `order_list` account queries the gateway submitted when the task went stale: the
+    /// site's real order list around the task's time (issue #10).
+    #[serde(default)]
+    pub evidence_queries: Vec<crate::QueryId>,
 }
 
 /// A page of a list endpoint: `{"items": [...], "total": N, "limit": L, "offset": O}`.

@@ -5,6 +5,11 @@
 //!                     │  ▲                │  ▲   (Finish also allowed straight from leased)
 //!                     │  └───Regrant──────┘  │  (same owner asks again: new grant, count + 1)
 //!                     └──────Expire──────────┴──> stale ──Reclaim──> leased
+//! queued ──SetAside──> needs_human   (the gateway cannot decode the stored row: a poison row)
+//!
+//! Operator actions (issue #10), each audited in `operator_actions`:
+//!   stale | needs_human ──Resolve(succeeded|failed)──> succeeded | failed
+//!   queued ──Cancel──> failed
 //! ```
 //!
 //! Nothing ever goes back to `queued`: an order may already be placed when a lease lapses (§5).
@@ -66,6 +71,14 @@ pub enum TaskEvent {
     Expire,
     /// An operator hands a stale task to a named worker.
     Reclaim,
+    /// The gateway cannot decode a queued task's stored row (a poison row): it is set aside for a
+    /// human instead of blocking the queue.
+    SetAside,
+    /// An operator who checked the site by hand ends a `stale` or `needs_human` task. Only
+    /// `succeeded` or `failed`: a person's verdict is final, never "a human must look".
+    Resolve(Outcome),
+    /// An operator withdraws a task no worker has taken yet.
+    Cancel,
 }
 
 /// The explicit terminal outcome of a task (§4.5).
@@ -157,6 +170,11 @@ impl TaskStatus {
             (S::Leased | S::Running, E::Finish(outcome)) => outcome.status(),
             (S::Leased | S::Running, E::Expire) => S::Stale,
             (S::Stale, E::Reclaim) => S::Leased,
+            (S::Queued, E::SetAside) => S::NeedsHuman,
+            (S::Stale | S::NeedsHuman, E::Resolve(o @ (Outcome::Succeeded | Outcome::Failed))) => {
+                o.status()
+            }
+            (S::Queued, E::Cancel) => S::Failed,
             (from, event) => return Err(InvalidTransition { from, event }),
         };
         Ok(next)
@@ -223,6 +241,9 @@ mod tests {
             TaskEvent::Finish(Outcome::Failed),
             TaskEvent::Expire,
             TaskEvent::Reclaim,
+            TaskEvent::SetAside,
+            TaskEvent::Resolve(Outcome::Succeeded),
+            TaskEvent::Cancel,
         ];
         for from in TaskStatus::ALL {
             for e in events {
@@ -256,6 +277,28 @@ mod tests {
             assert!(s.transition(TaskEvent::Report).is_err());
             assert!(s.transition(TaskEvent::Expire).is_err());
             assert!(s.transition(TaskEvent::Reclaim).is_err());
+        }
+    }
+
+    #[test]
+    fn operators_resolve_only_stale_or_needs_human_and_cancel_only_queued() {
+        for from in TaskStatus::ALL {
+            let resolvable = matches!(from, TaskStatus::Stale | TaskStatus::NeedsHuman);
+            for o in [Outcome::Succeeded, Outcome::Failed] {
+                assert_eq!(
+                    from.transition(TaskEvent::Resolve(o)).is_ok(),
+                    resolvable,
+                    "{from} resolve {o:?}"
+                );
+            }
+            assert!(
+                from.transition(TaskEvent::Resolve(Outcome::NeedsHuman))
+                    .is_err()
+            );
+            assert_eq!(
+                from.transition(TaskEvent::Cancel).ok(),
+                (from == TaskStatus::Queued).then_some(TaskStatus::Failed)
+            );
         }
     }
 

@@ -4,7 +4,8 @@
 //! - chromedriver's port: a free port is picked (bind `127.0.0.1:0`, release), chromedriver is
 //!   started on it, and if it exits (another process took the port in between) the next port is
 //!   tried; no test fails because a port was taken.
-//! - every wait is bounded ([`WAIT`]);
+//! - every wait is bounded ([`WAIT`], [`START`] for the browser's start), and at most two
+//!   browsers run at once per test binary;
 //! - chromedriver runs in its own process group, which [`Browser`]'s `Drop` kills (Chromium
 //!   included), and each browser has a fresh profile directory, removed afterwards;
 //! - [`Browser::screenshot`] saves `target/console-screenshots/<name>.png`.
@@ -18,7 +19,13 @@ use serde_json::json;
 use tokio::process::{Child, Command};
 
 /// The longest any single browser wait may take.
-pub const WAIT: Duration = Duration::from_secs(20);
+pub const WAIT: Duration = Duration::from_secs(30);
+/// The longest a browser may take to start (a loaded 2-core machine is slow).
+pub const START: Duration = Duration::from_secs(120);
+
+/// At most two browsers at once per test binary: more only slow each other down on a shared
+/// machine until their waits run out.
+static SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// Chromium's flags: headless as root in a container, no traffic of its own.
 pub const CHROMIUM_ARGS: &[&str] = &[
@@ -39,6 +46,7 @@ pub struct Browser {
     /// The WebDriver session.
     pub client: Client,
     driver: Child,
+    _slot: tokio::sync::SemaphorePermit<'static>,
     _profile: tempfile::TempDir,
 }
 
@@ -74,7 +82,7 @@ async fn start_driver() -> (Child, u16) {
             .kill_on_drop(true)
             .spawn()
             .expect("/usr/bin/chromedriver (apt-get install chromium-driver)");
-        let deadline = tokio::time::Instant::now() + WAIT;
+        let deadline = tokio::time::Instant::now() + START;
         loop {
             if let Ok(Some(_)) = child.try_wait() {
                 break; // the port was taken: try another
@@ -92,7 +100,7 @@ async fn start_driver() -> (Child, u16) {
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "chromedriver did not listen within {WAIT:?}"
+                "chromedriver did not listen within {START:?}"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -103,6 +111,10 @@ async fn start_driver() -> (Child, u16) {
 impl Browser {
     /// Starts chromedriver and a headless Chromium with a fresh profile.
     pub async fn start() -> Browser {
+        let slot = SLOTS
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
         let profile = tempfile::tempdir().expect("profile dir");
         let (driver, port) = start_driver().await;
         let mut args: Vec<String> = CHROMIUM_ARGS.iter().map(|s| (*s).to_owned()).collect();
@@ -116,16 +128,22 @@ impl Browser {
             _ => unreachable!(),
         };
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = bounded(
-            "starting Chromium",
+        let client = match tokio::time::timeout(
+            START,
             ClientBuilder::new(connector)
                 .capabilities(caps)
                 .connect(&format!("http://127.0.0.1:{port}")),
         )
-        .await;
+        .await
+        {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => panic!("starting Chromium: {e:?}"),
+            Err(_) => panic!("starting Chromium: no session within {START:?}"),
+        };
         Browser {
             client,
             driver,
+            _slot: slot,
             _profile: profile,
         }
     }

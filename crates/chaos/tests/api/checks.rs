@@ -29,8 +29,11 @@ fn task(id: &str, status: TaskStatus, history: Vec<ReportView>) -> TaskDetail {
             latest_state: history.last().map(|r| r.state),
             created_at: ts(),
             updated_at: ts(),
+            set_aside_reason: None,
         },
         history,
+        operator_actions: Vec::new(),
+        evidence_queries: Vec::new(),
     }
 }
 
@@ -44,6 +47,7 @@ fn report(state: OrderState, order: Option<&str>, detail: Option<&str>) -> Repor
         detail: detail.map(str::to_owned),
         error_code: None,
         worker_id: None,
+        operator: None,
         reported_at: ts(),
     }
 }

@@ -3,11 +3,13 @@
 //!
 //! | path | page |
 //! |---|---|
-//! | `GET /console` | overview: counts by status, oldest queued age, workers |
+//! | `GET /console` | overview: counts by status, oldest queued age, open alerts, workers with retire |
 //! | `GET /console/attention` | every `stale` and `needs_human` task (and `failed` of the last 24 h), oldest first, with its reason |
 //! | `GET /console/tasks` | task list, status/site filters, paging |
-//! | `GET /console/tasks/{id}` | task page: intent, lease, reports with evidence, known state, actions |
-//! | `POST /console/tasks/{id}/reclaim` | reclaim a stale task to a worker, with a reason |
+//! | `GET /console/tasks/{id}` | task page: intent, lease, reports with evidence, known state, the gathered order list, the operator-action audit, actions |
+//! | `GET /console/alerts` | alert records, open or all |
+//! | `POST /console/tasks/{id}/reclaim`, `…/resolve`, `…/cancel` | reclaim a stale task to a worker; resolve a stale/needs_human task as succeeded or failed; cancel a queued task — each with a reason |
+//! | `POST /console/workers/{id}/retire` | retire a worker, with a reason |
 //! | `GET /console/queries`, `GET /console/queries/{id}` | account queries, list and detail |
 //! | `GET/POST /console/sign-in`, `POST /console/sign-out` | session |
 //!
@@ -44,6 +46,7 @@ pub const NAV: &[(&str, &str)] = &[
     ("/console", "Overview"),
     ("/console/attention", "Needs attention"),
     ("/console/tasks", "Tasks"),
+    ("/console/alerts", "Alerts"),
     ("/console/queries", "Account queries"),
 ];
 
@@ -59,6 +62,10 @@ pub fn router() -> Router<AppState> {
         .route("/console/tasks", get(pages::tasks))
         .route("/console/tasks/{task_id}", get(pages::task))
         .route("/console/tasks/{task_id}/reclaim", post(actions::reclaim))
+        .route("/console/tasks/{task_id}/resolve", post(actions::resolve))
+        .route("/console/tasks/{task_id}/cancel", post(actions::cancel))
+        .route("/console/workers/{worker_id}/retire", post(actions::retire))
+        .route("/console/alerts", get(pages::alerts))
         .route("/console/queries", get(pages::queries))
         .route("/console/queries/{query_id}", get(pages::query))
 }

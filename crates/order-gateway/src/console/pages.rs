@@ -7,14 +7,18 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{Markup, html};
+use rakuten_types::alert::{AlertView, OperatorActionView};
 use rakuten_types::order::{ReportView, TaskSummary};
 use rakuten_types::query::{OrderListResult, QueryKind, QueryStatus, QueryView};
 use rakuten_types::{QueryId, TaskId, TaskStatus, Timestamp};
 use serde::Deserialize;
-use web_console::layout::{Notice, action_form, age, badge, enc, opt, pager, raw_json, ts, ts_opt};
+use web_console::layout::{
+    Notice, action_form, age, badge, csrf_input, enc, opt, pager, raw_json, ts, ts_opt,
+};
 
 use super::Signed;
 use crate::http::AppState;
+use crate::store::operator::AlertFilter;
 use crate::store::queries::QueryFilter;
 use crate::store::{AttentionTask, TaskFilter};
 
@@ -63,6 +67,15 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
         Ok(h) => h,
         Err(e) => return store_error(&signed, e),
     };
+    let workers = match st.ops.worker_list().await {
+        Ok(w) => w,
+        Err(e) => return store_error(&signed, e),
+    };
+    let alerts = match st.ops.alert_list(open_alerts(0)).await {
+        Ok(a) => a,
+        Err(e) => return store_error(&signed, e),
+    };
+    let csrf = signed.0.csrf.clone();
     let offline_after = st.settings.worker_offline_alert();
     let body = html! {
         h1 { "Overview" }
@@ -88,20 +101,37 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
                 a href="/console/attention" { "Open “Needs attention” →" }
             }
         }
-        div.grid {
-            section.card {
+        section.card #open-alerts {
+            h2 { "Open alerts (" (alerts.total) ")" }
+            (alert_table(&alerts.items, now))
+            @if alerts.total > alerts.items.len() as i64 { p { a href="/console/alerts" { "All open alerts →" } } }
+        }
+        div.stack {
+            section.card #workers {
                 h2 { "Workers" }
-                @if health.workers.is_empty() { p.empty { "No worker has polled yet." } }
+                @if workers.is_empty() { p.empty { "No worker has polled yet." } }
                 @else {
                     table {
-                        thead { tr { th { "worker" } th { "last seen" } th { "state" } } }
+                        thead { tr { th { "worker" } th { "last seen" } th { "state" } th { "holds" } th { "retire (hidden until it polls again)" } } }
                         tbody {
-                            @for w in &health.workers {
+                            @for w in &workers {
                                 @let silent = now.seconds_since(w.last_seen_at) > offline_after.as_secs_f64();
                                 tr {
                                     td.mono { (w.worker_id) }
                                     td { (age(now, w.last_seen_at)) " ago" }
-                                    td { @if silent { (badge("offline")) } @else { (badge("ok")) } }
+                                    td { @if w.retired_at.is_some() { (badge("retired")) }
+                                         @else if silent { (badge("offline")) } @else { (badge("ok")) } }
+                                    td { @match &w.active_task { Some(t) => (task_link(t)), None => span.muted { "—" } } }
+                                    td {
+                                        @if w.retired_at.is_none() {
+                                            form.inline method="post" action={ "/console/workers/" (enc(&w.worker_id)) "/retire" }
+                                                data-confirm={ "Retire worker " (w.worker_id) "?" } {
+                                                (csrf_input(&csrf))
+                                                input name="reason" required maxlength="1000" placeholder="reason";
+                                                button.secondary type="submit" { "Retire" }
+                                            }
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -329,6 +359,24 @@ pub async fn task(
         Ok(None) => return signed.error(StatusCode::NOT_FOUND, "No such task."),
         Err(e) => return store_error(&signed, e),
     };
+    let audit = match st.ops.task_operator_actions(&task_id).await {
+        Ok(a) => a,
+        Err(e) => return store_error(&signed, e),
+    };
+    let mut evidence = Vec::new();
+    match st.ops.task_evidence_queries(&task_id).await {
+        Ok(ids) => {
+            // The latest gathered order list is the one to read; older ones stay linked.
+            for id in ids.iter().rev().take(1) {
+                match st.queries.query_get(id).await {
+                    Ok(Some(q)) => evidence.push(q),
+                    Ok(None) => {}
+                    Err(e) => return store_error(&signed, e),
+                }
+            }
+        }
+        Err(e) => return store_error(&signed, e),
+    }
     let now = st.clock.now();
     let t = &detail.task;
     let known_order = detail
@@ -390,6 +438,21 @@ pub async fn task(
         section.card #reports {
             h2 { "Reports (" (detail.history.len()) ")" }
             (reports_table(&detail.history))
+        }
+        section.card #gathered {
+            h2 { "The site's order list for this task's window" }
+            @if evidence.is_empty() {
+                p.empty { "None gathered: the gateway submits an order_list query when the task goes stale." }
+            }
+            @for q in &evidence {
+                p { "Query " a.mono href={ "/console/queries/" (enc(q.query_id.as_str())) } { (q.query_id.as_str()) }
+                    " " (badge(q.status.as_str())) }
+                (query_result(q))
+            }
+        }
+        section.card #audit {
+            h2 { "Operator actions (" (audit.len()) ")" }
+            (audit_table(&audit))
         }
         section.card #actions {
             h2 { "Actions" }
@@ -458,9 +521,42 @@ fn reports_table(history: &[ReportView]) -> Markup {
 }
 
 fn actions(t: &TaskSummary, id_enc: &str, csrf: &str) -> Markup {
+    let resolvable = matches!(t.status, TaskStatus::Stale | TaskStatus::NeedsHuman);
+    if !resolvable && t.status != TaskStatus::Queued {
+        return html! { p.muted { "No action applies to a " (t.status.as_str()) " task." } };
+    }
     html! {
-        @if t.status == TaskStatus::Stale {
-            div.actions {
+        div.actions {
+            @if resolvable {
+                (action_form(
+                    &format!("/console/tasks/{id_enc}/resolve"),
+                    csrf,
+                    "Resolve",
+                    "Resolve this task with the outcome you chose? This ends it for good.",
+                    html! {
+                        div.row {
+                            label { "outcome"
+                                select name="outcome" required {
+                                    option value="" { "choose…" }
+                                    option value="succeeded" { "succeeded (the order exists)" }
+                                    option value="failed" { "failed (no order)" }
+                                }
+                            }
+                            label { "site order number" input name="site_order_id" maxlength="128" size="16"; }
+                            label { "order state seen"
+                                select name="state" {
+                                    option value="" { "—" }
+                                    @for s in rakuten_types::OrderState::ALL {
+                                        option value=(s.as_str()) { (s.as_str()) }
+                                    }
+                                }
+                            }
+                        }
+                    },
+                    false,
+                ))
+            }
+            @if t.status == TaskStatus::Stale {
                 (action_form(
                     &format!("/console/tasks/{id_enc}/reclaim"),
                     csrf,
@@ -471,8 +567,116 @@ fn actions(t: &TaskSummary, id_enc: &str, csrf: &str) -> Markup {
                     false,
                 ))
             }
-        } @else {
-            p.muted { "No action applies to a " (t.status.as_str()) " task." }
+            @if t.status == TaskStatus::Queued {
+                (action_form(
+                    &format!("/console/tasks/{id_enc}/cancel"),
+                    csrf,
+                    "Cancel",
+                    "Cancel this queued task? It ends as failed and is never handed out.",
+                    html! {},
+                    true,
+                ))
+            }
+        }
+    }
+}
+
+/// The alert filter of the overview and the alerts page.
+fn open_alerts(offset: i64) -> AlertFilter {
+    AlertFilter {
+        open_only: true,
+        kind: None,
+        limit: PAGE,
+        offset,
+    }
+}
+
+fn alert_table(alerts: &[AlertView], now: Timestamp) -> Markup {
+    html! {
+        @if alerts.is_empty() { p.empty { "No alert." } }
+        @else {
+            table.alerts {
+                thead { tr { th { "raised" } th { "kind" } th { "state" } th { "about" } th { "summary" } th { "cleared" } } }
+                tbody {
+                    @for a in alerts {
+                        tr {
+                            td { (ts(a.raised_at)) br; span.muted { (age(now, a.raised_at)) " ago" } }
+                            td { (a.kind.as_str()) }
+                            td { (badge(a.state.as_str())) }
+                            td { @match &a.task_id {
+                                Some(t) => (task_link(t)),
+                                None => span.mono { (a.subject) },
+                            } }
+                            td.wrap { (a.summary) }
+                            td { (ts_opt(a.cleared_at)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Filters of the alerts page.
+#[derive(Debug, Default, Deserialize)]
+pub struct AlertListQuery {
+    state: Option<String>,
+    offset: Option<i64>,
+}
+
+/// `GET /console/alerts`: open alerts, or every alert with `state=all`, newest first.
+pub async fn alerts(
+    State(st): State<AppState>,
+    signed: Signed,
+    Query(q): Query<AlertListQuery>,
+) -> Response {
+    let all = q.state.as_deref() == Some("all");
+    let offset = q.offset.unwrap_or(0).clamp(0, i64::MAX / 2);
+    let filter = AlertFilter {
+        open_only: !all,
+        ..open_alerts(offset)
+    };
+    let page = match st.ops.alert_list(filter).await {
+        Ok(p) => p,
+        Err(e) => return store_error(&signed, e),
+    };
+    let base = format!(
+        "/console/alerts?state={}&",
+        if all { "all" } else { "open" }
+    );
+    let body = html! {
+        h1 { "Alerts" }
+        p {
+            @if all { a href="/console/alerts" { "Only open alerts" } }
+            @else { a href="/console/alerts?state=all" { "Cleared alerts too" } }
+        }
+        section.card {
+            (alert_table(&page.items, st.clock.now()))
+            (pager(&base, page.offset, page.limit, page.total))
+        }
+    };
+    signed.page("/console/alerts", "Alerts", None, body)
+}
+
+fn audit_table(actions: &[OperatorActionView]) -> Markup {
+    html! {
+        @if actions.is_empty() { p.empty { "No operator action yet." } }
+        @else {
+            table #audit-rows {
+                thead { tr { th { "when" } th { "who" } th { "action" } th { "status" } th { "why" } th { "details" } } }
+                tbody {
+                    @for a in actions {
+                        tr {
+                            td { (ts(a.at)) }
+                            td { strong { (a.actor) } }
+                            td { (a.action.as_str()) @if let Some(w) = &a.worker_id { " → " span.mono { (w) } } }
+                            td { (opt(a.from_status.map(|s| s.as_str()))) " → " (opt(a.to_status.map(|s| s.as_str()))) }
+                            td.wrap { (a.reason) }
+                            td.wrap.mono { @if !a.detail.is_null() { (a.detail.to_string()) } }
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -64,6 +64,7 @@ impl ApiError {
                 }
                 StoreError::GateBusy(_) | StoreError::IdempotencyMismatch(_) => ErrorCode::Conflict,
                 StoreError::Closed => ErrorCode::Unavailable,
+                StoreError::WorkerNotFound(_) => ErrorCode::NotFound,
                 StoreError::QueryNotFound(_) => ErrorCode::QueryNotFound,
                 StoreError::QueryLeaseInvalid(_) => ErrorCode::QueryLeaseInvalid,
                 StoreError::QueryTransition(_) => ErrorCode::QueryLeaseInvalid,

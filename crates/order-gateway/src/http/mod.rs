@@ -6,7 +6,7 @@
 //! - [`extract`]: extractors whose rejections are envelopes.
 //! - [`openapi`]: the generated OpenAPI document at `/openapi.json`.
 //! - [`routes`]: one module per route group (`orders`, `queries` — the account-query channel —,
-//!   `health`).
+//!   `operator` — alerts, resolve, cancel, workers —, `health`).
 //!
 //! `/health` and `/openapi.json` are unauthenticated (probes and tooling); everything under
 //! `/api` needs a token of a role the route's table allows (operators may call everything).
@@ -33,7 +33,7 @@ use self::error::ApiError;
 use crate::lease::notify::LeaseNotifier;
 use crate::roles::Credentials;
 use crate::settings::Settings;
-use crate::store::{OrderStore, QueryStore};
+use crate::store::{OperatorStore, OrderStore, QueryStore};
 
 /// Largest request body, bytes: the 64 KiB intent plus room for the envelope around it. An intent
 /// over 64 KiB inside a smaller body is refused by the submit handler (413 as well). The query
@@ -54,6 +54,8 @@ pub struct AppState {
     pub lease_notifier: LeaseNotifier,
     /// Account-query storage (§11); the same SQLite store and writer as `store`.
     pub queries: Arc<dyn QueryStore>,
+    /// Alerts, operator actions and workers (issue #10); the same store as `store`.
+    pub ops: Arc<dyn OperatorStore>,
     /// Wakes waiting query long-polls (its own signal: orders and queries never wake each other).
     pub query_notifier: LeaseNotifier,
     /// Every configured token (as digests) and the actor it names.
@@ -69,6 +71,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(routes::orders::router())
         .merge(routes::queries::router(&state.settings))
+        .merge(routes::operator::router())
         .route_layer(from_fn_with_state(state.clone(), auth::require_bearer));
     Router::new()
         .merge(routes::health::router())

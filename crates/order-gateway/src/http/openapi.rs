@@ -7,7 +7,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::AppState;
-use super::routes::{health, orders, queries};
+use super::routes::{health, operator, orders, queries};
 
 /// The gateway's API description.
 #[derive(OpenApi)]
@@ -27,12 +27,18 @@ use super::routes::{health, orders, queries};
         queries::get_query,
         queries::list,
         health::health,
+        operator::list_alerts,
+        operator::resolve,
+        operator::cancel,
+        operator::list_workers,
+        operator::retire,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "orders", description = "order tasks (§4.2–§4.6, §5)"),
         (name = "account queries", description = "account read-only query channel (§11)"),
-        (name = "health", description = "§4.6, §4.7")
+        (name = "health", description = "§4.6, §4.7"),
+        (name = "operator", description = "alerts, audited operator actions, workers (issue #10)")
     )
 )]
 pub struct ApiDoc;

@@ -1,8 +1,8 @@
 //! The lease sweeper (§5): every `RAKUTEN_SWEEP_INTERVAL_SECONDS`, turns each active task whose
 //! lease lapsed into `stale` (never `queued`), logs a structured warning per task, wakes waiting
-//! long-polls (the gate is free again), then logs alerts that appeared. With several instances on
-//! one PostgreSQL database every instance sweeps (each lapsed lease turns stale once, and only the
-//! instance that turned it logs its warning); alerts are logged by the elected instance only.
+//! long-polls (the gate is free again). With several instances on one PostgreSQL database every
+//! instance sweeps (each lapsed lease turns stale once, and only the instance that turned it logs
+//! its warning). Alerts are the alert job's ([`super::alerts::AlertJob`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,6 @@ use std::time::Duration;
 use rakuten_types::{Clock, Timestamp};
 use tokio_util::sync::CancellationToken;
 
-use super::alerts::{AlertLog, AlertThresholds, health_at};
 use crate::lease::notify::LeaseNotifier;
 use crate::store::{OrderStore, StaleTask, StoreError};
 
@@ -21,8 +20,6 @@ pub struct Sweeper {
     clock: Arc<dyn Clock>,
     notifier: LeaseNotifier,
     interval: Duration,
-    thresholds: AlertThresholds,
-    alert_log: Arc<AlertLog>,
 }
 
 impl Sweeper {
@@ -32,15 +29,12 @@ impl Sweeper {
         clock: Arc<dyn Clock>,
         notifier: LeaseNotifier,
         interval: Duration,
-        thresholds: AlertThresholds,
     ) -> Self {
         Sweeper {
             store,
             clock,
             notifier,
             interval,
-            thresholds,
-            alert_log: Arc::new(AlertLog::default()),
         }
     }
 
@@ -66,16 +60,6 @@ impl Sweeper {
         Ok(staled)
     }
 
-    /// Computes the alerts at `now` and logs those that appeared since the last call.
-    ///
-    /// # Errors
-    /// [`StoreError`] from the store.
-    pub async fn check_alerts(&self, now: Timestamp) -> Result<(), StoreError> {
-        let health = health_at(self.store.as_ref(), self.thresholds, now).await?;
-        self.alert_log.update(&health.alerts);
-        Ok(())
-    }
-
     /// Sweeps every interval until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(self.interval);
@@ -84,20 +68,8 @@ impl Sweeper {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {
-                    let now = self.clock.now();
-                    if let Err(e) = self.run_once(now).await {
+                    if let Err(e) = self.run_once(self.clock.now()).await {
                         tracing::error!(error = ?e, "lease sweep failed");
-                    }
-                    // One instance logs the alerts when several share the database.
-                    let leader = match self.store.alerts_leader().await {
-                        Ok(l) => l,
-                        Err(e) => {
-                            tracing::warn!(error = ?e, "alert leader election failed");
-                            false
-                        }
-                    };
-                    if leader && let Err(e) = self.check_alerts(now).await {
-                        tracing::error!(error = ?e, "alert check failed");
                     }
                 }
             }

@@ -27,12 +27,14 @@
 //! both through the same group-commit writer.
 
 mod dialect;
+pub mod operator;
 pub mod postgres;
 pub mod queries;
-mod sql;
+pub(crate) mod sql;
 pub mod sqlite;
 pub mod sqlite_writer;
 
+pub use operator::OperatorStore;
 pub use queries::QueryStore;
 
 use std::sync::Arc;
@@ -135,6 +137,10 @@ pub struct ReclaimRequest {
     pub ttl: Duration,
     /// Gate scope.
     pub scope: LeaseScope,
+    /// Why (recorded in `operator_actions`).
+    pub reason: String,
+    /// Who (the token's name).
+    pub actor: String,
 }
 
 /// A task the sweeper turned stale.
@@ -246,6 +252,9 @@ pub enum StoreError {
     /// The query state machine refused a transition.
     #[error(transparent)]
     QueryTransition(#[from] rakuten_types::query::InvalidQueryTransition),
+    /// No such worker (404, 1005).
+    #[error("worker {0} not found")]
+    WorkerNotFound(String),
     /// The store is shutting down (503).
     #[error("store is closed")]
     Closed,
@@ -317,7 +326,9 @@ pub(crate) fn check_same_task(
 pub(crate) type Transition<C, T> =
     Box<dyn for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, Result<T, StoreError>> + Send>;
 
-/// A migrator from `(version, description, sql)` triples embedded with `include_str!`.
+/// A migrator from `(version, description, sql)` triples embedded with `include_str!`. A file
+/// whose first line is `-- no-transaction` runs outside a transaction (it opens its own; SQLite
+/// table rebuilds must switch foreign keys off first, which a transaction ignores).
 pub(crate) fn embedded_migrator(files: &[(i64, &str, &'static str)]) -> sqlx::migrate::Migrator {
     use sqlx::SqlSafeStr;
     use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -330,7 +341,7 @@ pub(crate) fn embedded_migrator(files: &[(i64, &str, &'static str)]) -> sqlx::mi
                     description.to_owned().into(),
                     MigrationType::Simple,
                     sqlx::AssertSqlSafe(sql).into_sql_str(),
-                    false,
+                    sql.starts_with("-- no-transaction"),
                 )
             })
             .collect(),

@@ -54,6 +54,16 @@ pub fn migrator() -> Migrator {
             "account queries",
             include_str!("../../migrations/postgres/0002_account_queries.sql"),
         ),
+        (
+            3,
+            "set aside",
+            include_str!("../../migrations/postgres/0003_set_aside.sql"),
+        ),
+        (
+            4,
+            "alerts and operator actions",
+            include_str!("../../migrations/postgres/0004_alerts_operator_actions.sql"),
+        ),
     ])
 }
 
@@ -292,8 +302,12 @@ impl PgStore {
     pub(crate) async fn shutdown(&self) {
         self.pump.closed.store(true, Ordering::Release);
         self.pump.wake.notify_one();
-        // Releases the alert-leader lock with its session.
-        if let Some((conn, _)) = self.leader.lock().await.take() {
+        // Releases the alert-leader lock before closing its session: the backend ends only some
+        // time after the client leaves, and another instance may ask right away.
+        if let Some((mut conn, _)) = self.leader.lock().await.take() {
+            let _ = sqlx::query("SELECT pg_advisory_unlock_all()")
+                .execute(&mut conn)
+                .await;
             let _ = sqlx::Connection::close(conn).await;
         }
         // Every acknowledged write is already committed; closing waits for in-flight ones.

@@ -33,6 +33,16 @@ pub fn migrator() -> Migrator {
             "account queries",
             include_str!("../../migrations/sqlite/0002_account_queries.sql"),
         ),
+        (
+            3,
+            "set aside",
+            include_str!("../../migrations/sqlite/0003_set_aside.sql"),
+        ),
+        (
+            4,
+            "alerts and operator actions",
+            include_str!("../../migrations/sqlite/0004_alerts_operator_actions.sql"),
+        ),
     ])
 }
 

@@ -193,6 +193,8 @@ impl Harness {
                     worker_id: wid(worker),
                     ttl: TTL,
                     scope: LeaseScope::Global,
+                    reason: "test".into(),
+                    actor: "test".into(),
                 },
                 self.now(),
             )
@@ -288,6 +290,70 @@ fn qid(s: &str) -> QueryId {
 }
 
 /// Instantiates every check for both drivers.
+/// Issue #12 item 7: an older queued task whose stored intent is not JSON (a bad manual edit, a
+/// disk fault) made every lease attempt and the list fail.
+async fn a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_is_leased(
+    h: &Harness,
+) {
+    h.insert("poison").await;
+    h.clock.advance(Duration::from_millis(5));
+    h.insert("healthy").await;
+    h.raw("UPDATE tasks SET intent_json = '{not json' WHERE task_id = 'poison'")
+        .await
+        .unwrap();
+    // The queued list shows the poison row rather than failing whole.
+    let queued = h
+        .store
+        .task_list(TaskFilter {
+            status: Some(TaskStatus::Queued),
+            limit: 200,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(queued.total, 2);
+    assert!(
+        queued.items[0]
+            .set_aside_reason
+            .as_deref()
+            .unwrap()
+            .starts_with("undecodable row")
+    );
+    let grant = h.granted("w1").await;
+    assert_eq!(grant.task_id.as_str(), "healthy");
+    let poison = h
+        .store
+        .task_get(&tid("poison"))
+        .await
+        .unwrap()
+        .unwrap()
+        .task;
+    assert_eq!(poison.status, TaskStatus::NeedsHuman);
+    assert_eq!(poison.outcome, Some(Outcome::NeedsHuman));
+    assert_eq!(poison.lease_count, 0);
+    assert!(
+        poison
+            .set_aside_reason
+            .as_deref()
+            .unwrap()
+            .starts_with("undecodable row")
+    );
+    let all = h
+        .store
+        .task_list(TaskFilter {
+            limit: 200,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.total, 2);
+    // The schema allows leaving `queued` without a grant only this way.
+    let refused = h
+        .raw("UPDATE tasks SET status = 'failed', outcome = 'failed' WHERE task_id = 'poison'")
+        .await;
+    assert!(refused.is_err(), "a set-aside task is needs_human only");
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -334,6 +400,7 @@ conformance!(
     concurrent_query_leases_never_share_a_query,
     concurrent_query_sweeps_redeliver_each_lapsed_lease_once,
     a_lone_instance_is_the_alert_leader,
+    a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_is_leased,
 );
 
 async fn insert_is_idempotent_on_task_id(h: &Harness) {
@@ -674,10 +741,21 @@ async fn reclaim_needs_a_stale_task_and_a_free_gate(h: &Harness) {
     let g = h.reclaim("po-1", "w2").await.unwrap();
     assert_eq!(g.lease_count, 2);
     assert_eq!(h.status("po-1").await, TaskStatus::Leased);
-    // The named worker gets it on its next poll (a re-grant), nobody else.
+    // The named worker's first poll receives that very grant (same token and count; issue #10
+    // item 9), nobody else gets anything; a later poll is a re-grant as always.
     assert_eq!(h.lease("w9").await, LeaseAttempt::Empty);
+    let first = h.granted("w2").await;
+    assert_eq!(
+        (
+            first.task_id.as_str(),
+            first.lease_count,
+            first.lease_token.as_str()
+        ),
+        ("po-1", 2, g.lease_token.as_str())
+    );
     let again = h.granted("w2").await;
     assert_eq!((again.task_id.as_str(), again.lease_count), ("po-1", 3));
+    assert_ne!(again.lease_token, g.lease_token);
     let missing = h.reclaim("nope", "w2").await;
     assert!(matches!(missing, Err(StoreError::TaskNotFound(_))));
 }

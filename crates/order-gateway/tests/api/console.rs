@@ -5,7 +5,7 @@
 use serde_json::json;
 use web_console::webdriver::Browser;
 
-use crate::helpers::{TOKEN, TestApp, spawn_app};
+use crate::helpers::{TOKEN, TestApp, spawn_app, spawn_app_with};
 
 /// Signs in with the operator token through the sign-in form.
 async fn sign_in(b: &Browser, app: &TestApp) {
@@ -127,6 +127,8 @@ async fn no_console_page_requests_anything_outside_the_service() {
         "/console/tasks/local-1",
         "/console/queries",
         "/console/queries/q-local-1",
+        "/console/alerts",
+        "/console/alerts?state=all",
     ] {
         b.goto(&app.url(path)).await;
         b.find("main").await;
@@ -142,5 +144,97 @@ async fn no_console_page_requests_anything_outside_the_service() {
     b.screenshot("gateway-query").await;
     b.goto(&app.url("/console/tasks")).await;
     b.screenshot("gateway-tasks").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn console_stale_flow_end_to_end() {
+    // A short TTL makes the task stale; the alert job gathers the site's order list; a worker
+    // answers it; the operator finds the task under Needs attention, reads the list, resolves.
+    let app = spawn_app_with(|s| {
+        s.lease_ttl_seconds = 5.0;
+        s.worker_offline_alert_seconds = 100_000.0;
+    })
+    .await;
+    stale_task(&app, "stale-1", "w1").await;
+    let run = app.run_alerts().await;
+    assert_eq!(run.evidence.len(), 1, "the order list is gathered");
+    let g = app.lease_query("w1", 0.0).await;
+    let g = g.assert_ok().clone();
+    app.query_result(
+        g["query_id"].as_str().unwrap(),
+        json!({"worker_id": "w1", "lease_token": g["lease_token"], "success": true, "result": {
+            "kind": "order_list", "since": null, "max_pages": 2, "window_fully_covered": true,
+            "orders": [{"order_number": "306087-20260727-0000000042",
+                        "order_date": "2026-07-27T00:01:00.000Z", "shop_id": 306087,
+                        "shop_name": "sim shop", "items": [{"item_id": 1, "item_name": "Widget",
+                        "item_url": "https://item.rakuten.co.jp/shop/a/"}]}],
+            "raw_pages": [{"page": 1}]}}),
+    )
+    .await
+    .assert_ok();
+
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/attention")).await;
+    b.click("#attention a[href='/console/tasks/stale-1']").await;
+    b.find("#gathered table").await;
+    let text = b.text().await;
+    assert!(text.contains("306087-20260727-0000000042"), "{text}");
+    assert!(text.contains("Widget"), "{text}");
+    b.screenshot("gateway-task-page").await;
+    b.eval("document.querySelector('#form-resolve select[name=outcome]').value = 'succeeded'; return 1;")
+        .await;
+    b.fill(
+        "#form-resolve input[name=site_order_id]",
+        "306087-20260727-0000000042",
+    )
+    .await;
+    b.fill(
+        "#form-resolve textarea[name=reason]",
+        "order list shows the order",
+    )
+    .await;
+    b.click("#form-resolve button").await;
+    b.confirm().await;
+    b.find(".notice.ok").await;
+    let text = b.text().await;
+    assert!(text.contains("succeeded"), "{text}");
+    let audit = b.find("#audit-rows").await;
+    let audit = audit.text().await.unwrap();
+    assert!(
+        audit.contains("api")
+            && audit.contains("resolve")
+            && audit.contains("order list shows the order"),
+        "{audit}"
+    );
+    assert_eq!(app.status_of("stale-1").await, "succeeded");
+    b.screenshot("gateway-task-resolved").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn console_cancels_a_queued_task() {
+    let app = spawn_app().await;
+    app.submit("queued-1").await.assert_ok();
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/tasks?status=queued")).await;
+    b.click("#tasks a[href='/console/tasks/queued-1']").await;
+    b.fill("#form-cancel textarea[name=reason]", "customer withdrew")
+        .await;
+    b.click("#form-cancel button").await;
+    b.confirm().await;
+    b.find(".notice.ok").await;
+    assert_eq!(app.status_of("queued-1").await, "failed");
+    let audit = b.find("#audit-rows").await.text().await.unwrap();
+    assert!(
+        audit.contains("cancel") && audit.contains("customer withdrew"),
+        "{audit}"
+    );
+    b.screenshot("gateway-task-cancelled").await;
+    b.goto(&app.url("/console")).await;
+    b.find("#workers").await;
+    b.screenshot("gateway-overview-after-cancel").await;
     b.close().await;
 }

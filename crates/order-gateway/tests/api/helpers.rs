@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use order_gateway::Application;
 use order_gateway::Settings;
+use order_gateway::jobs::alerts::{AlertJob, AlertRun};
 use order_gateway::jobs::query_sweeper::{QuerySweep, QuerySweeper};
 use order_gateway::jobs::sweeper::Sweeper;
+use order_gateway::jobs::webhooks::{DeliveryRun, WebhookDelivery};
 use order_gateway::settings::Secret;
 use order_gateway::store::StaleTask;
 use rakuten_types::{Clock, ManualClock};
@@ -24,6 +26,8 @@ pub struct TestApp {
     pub token: String,
     pub sweeper: Sweeper,
     pub query_sweeper: QuerySweeper,
+    pub alert_job: AlertJob,
+    pub webhooks: WebhookDelivery,
     pub settings: Settings,
     pub _tempdir: tempfile::TempDir,
     /// The PostgreSQL schema, when the app runs on PostgreSQL (kept alive as long as the app).
@@ -103,6 +107,8 @@ async fn spawn_on(
     let address = format!("http://127.0.0.1:{}", app.port());
     let sweeper = app.sweeper();
     let query_sweeper = app.query_sweeper();
+    let alert_job = app.alert_job();
+    let webhooks = app.webhooks();
     tokio::spawn(app.run_until_stopped(std::future::pending()));
     TestApp {
         address,
@@ -114,6 +120,8 @@ async fn spawn_on(
         token: TOKEN.into(),
         sweeper,
         query_sweeper,
+        alert_job,
+        webhooks,
         settings,
         _tempdir: tempdir,
         _db: db,
@@ -310,5 +318,102 @@ impl TestApp {
         self.clock.advance(Duration::from_secs_f64(
             self.settings.query_lease_ttl_seconds + 1.0,
         ));
+    }
+}
+
+/// The storage engine a test runs on (the store-facing HTTP tests run on both).
+#[derive(Debug, Clone, Copy)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+impl Engine {
+    /// A fresh app on this engine (PostgreSQL: a fresh schema).
+    pub async fn spawn(self, adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        match self {
+            Engine::Sqlite => spawn_app_with(adjust).await,
+            Engine::Postgres => {
+                let db = Arc::new(TestDb::new().await);
+                spawn_pg_app(db, ManualClock::at_fixed_date(), adjust).await
+            }
+        }
+    }
+}
+
+/// Runs each named `async fn(Engine)` once per engine: `<module>::sqlite::<name>` and
+/// `<module>::postgres::<name>`.
+#[macro_export]
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::helpers::Engine::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::helpers::Engine::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
+/// Operator helpers (issue #10).
+impl TestApp {
+    pub async fn alerts(&self, query: &str) -> Answer {
+        answer(
+            self.get(&format!("/api/alerts{query}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn resolve(&self, task_id: &str, body: Value) -> Answer {
+        answer(
+            self.post(&format!("/api/orders/{task_id}/resolve"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn cancel(&self, task_id: &str, reason: &str) -> Answer {
+        answer(
+            self.post(&format!("/api/orders/{task_id}/cancel"))
+                .json(&json!({ "reason": reason }))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// One alert-job run at the clock's now.
+    pub async fn run_alerts(&self) -> AlertRun {
+        self.alert_job.run_once(self.clock.now()).await.unwrap()
+    }
+
+    /// One webhook delivery run at the clock's now.
+    pub async fn deliver(&self) -> DeliveryRun {
+        self.webhooks.run_once(self.clock.now()).await.unwrap()
+    }
+
+    /// Submits, leases to `worker`, expires and sweeps: the task is stale.
+    pub async fn stale(&self, task_id: &str, worker: &str) {
+        self.leased(task_id, worker).await;
+        self.expire_leases();
+        let staled = self.sweep().await;
+        assert!(staled.iter().any(|t| t.task_id.as_str() == task_id));
     }
 }

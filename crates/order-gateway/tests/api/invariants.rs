@@ -137,6 +137,8 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     worker_id: wid(w),
                     ttl: TTL,
                     scope: LeaseScope::Global,
+                    reason: "test".into(),
+                    actor: "test".into(),
                 };
                 let _ = store.task_reclaim(req, now).await;
             }

@@ -1,5 +1,6 @@
 //! Route groups, one module each.
 
 pub mod health;
+pub mod operator;
 pub mod orders;
 pub mod queries;

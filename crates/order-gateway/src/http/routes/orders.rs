@@ -19,6 +19,7 @@ use crate::http::AppState;
 use crate::http::auth::{OPERATOR_ONLY, Role, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
+use crate::http::routes::operator::{Actor, check_reason};
 use crate::lease::long_poll::lease_with_wait;
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, TaskFilter,
@@ -390,11 +391,24 @@ pub async fn report(
     Ok(Json(Envelope::ok(ack)))
 }
 
-/// Reclaim a stale task for a named worker (§5). The worker receives it on its next lease poll.
+/// `reason` of a reclaim given in the query string.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReasonQuery {
+    /// Why (recorded in `operator_actions`; may come in the JSON body instead).
+    pub reason: Option<String>,
+}
+
+/// The reason recorded for a reclaim sent without one (older clients).
+const NO_REASON: &str = "(no reason given)";
+
+/// Reclaim a stale task for a named worker (§5). The worker's next lease poll receives this very
+/// grant (same `lease_token`, same `lease_count`); the action is recorded in `operator_actions`
+/// with its `reason`.
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/reclaim", tag = "orders",
-    params(("task_id" = String, Path, description = "task id"), HolderQuery),
-    request_body(content = Option<ReclaimTask>, description = "optional: worker_id"),
+    params(("task_id" = String, Path, description = "task id"), HolderQuery, ReasonQuery),
+    request_body(content = Option<ReclaimTask>, description = "optional: worker_id, reason"),
     responses(
         (status = 200, description = "the new grant, `lease_count > 1`, with `known_state`", body = Envelope<LeaseGrant>),
         (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
@@ -406,13 +420,21 @@ pub async fn reclaim(
     State(st): State<AppState>,
     ApiPath(task_id): ApiPath<TaskId>,
     ApiQuery(q): ApiQuery<HolderQuery>,
+    Actor(actor): Actor,
+    ApiQuery(reason): ApiQuery<ReasonQuery>,
     OptionalJson(body): OptionalJson<ReclaimTask>,
 ) -> ApiResult<LeaseGrant> {
+    let reason = match one_of("reason", reason.reason, body.reason)? {
+        Some(r) => check_reason(&r)?,
+        None => NO_REASON.to_owned(),
+    };
     let req = ReclaimRequest {
         task_id,
         worker_id: required_worker(q.worker_id, body.worker_id)?,
         ttl: st.settings.lease_ttl(),
         scope: st.settings.lease_scope,
+        reason,
+        actor,
     };
     let grant = st.store.task_reclaim(req, st.clock.now()).await?;
     // The named worker may be waiting in a long-poll right now.
@@ -420,7 +442,8 @@ pub async fn reclaim(
     Ok(Json(Envelope::ok(grant)))
 }
 
-/// A task with its latest state and every report, oldest first (§4.6).
+/// A task with its latest state and every report, oldest first (§4.6), its operator actions and
+/// the evidence queries gathered when it went stale (issue #10).
 #[utoipa::path(
     get, path = "/api/orders/{task_id}", tag = "orders",
     params(("task_id" = String, Path, description = "task id")),
@@ -434,10 +457,12 @@ pub async fn get_task(
     State(st): State<AppState>,
     ApiPath(task_id): ApiPath<TaskId>,
 ) -> ApiResult<TaskDetail> {
-    match st.store.task_get(&task_id).await? {
-        Some(d) => Ok(Json(Envelope::ok(d))),
-        None => Err(crate::store::StoreError::TaskNotFound(task_id).into()),
-    }
+    let Some(mut d) = st.store.task_get(&task_id).await? else {
+        return Err(crate::store::StoreError::TaskNotFound(task_id).into());
+    };
+    d.operator_actions = st.ops.task_operator_actions(&task_id).await?;
+    d.evidence_queries = st.ops.task_evidence_queries(&task_id).await?;
+    Ok(Json(Envelope::ok(d)))
 }
 
 /// Query of `GET /api/orders`.

@@ -5,6 +5,8 @@
 //!   sweep); [`queries`](sqlite::queries): the account-query channel's transitions and reads;
 //!   [`reads`](sqlite::reads): order task reads (`task_get`, listings, `/health`); `store.rs`: the
 //!   two trait impls, which run each transition through the engine's `write` and send its wake-ups.
+//! - [`operator`](sqlite::operator): alerts, the webhook outbox, operator actions and workers
+//!   (issue #10), with their [`OperatorStore`](super::OperatorStore) impl.
 //! - [`rows`]: the row types and their decoders, [`query_row`]: the account-query row; both
 //!   generic over the sqlx row type, so one set serves both engines.
 //! - the column lists and filter/pagination builders below.
@@ -30,6 +32,9 @@ pub(crate) mod sqlite;
 /// `duplicate_mod` allowance.
 macro_rules! one_implementation {
     () => {
+        #[path = "operator.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod operator;
         #[path = "queries.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod queries;

@@ -29,10 +29,10 @@ pub(crate) async fn task_get(
     else {
         return Ok(None);
     };
-    let task = TaskRow::decode(&row)?.into_summary()?;
+    let task = TaskRow::summary_or_undecodable(&row)?;
     let history = sqlx::query(
         "SELECT state, payable_yen, pay_deadline, site_order_id, evidence_ref, detail, \
-         error_code, worker_id, reported_at FROM task_reports WHERE task_id = $1 ORDER BY seq",
+         error_code, worker_id, operator, reported_at FROM task_reports WHERE task_id = $1 ORDER BY seq",
     )
     .bind(task_id.as_str())
     .fetch_all(&mut *tx)
@@ -41,16 +41,21 @@ pub(crate) async fn task_get(
     .map(decode_report)
     .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
-    Ok(Some(TaskDetail { task, history }))
+    Ok(Some(TaskDetail {
+        task,
+        history,
+        // Filled by the HTTP layer from the operator store.
+        operator_actions: Vec::new(),
+        evidence_queries: Vec::new(),
+    }))
 }
 
 pub(crate) async fn task_list(pool: &Pool, f: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
     let status = f.status.map(|s| s.as_str());
     let filters = [("t.status", status), ("t.site", f.site.as_deref())];
-    filtered_page(pool, TASK_COLUMNS, "tasks t", "t.", filters, (f.limit, f.offset), |r| {
-        TaskRow::decode(r).and_then(TaskRow::into_summary)
-    })
-    .await
+    let page = (f.limit, f.offset);
+    // A poison row shows up (set aside, or undecodable), never fails the page.
+    filtered_page(pool, TASK_COLUMNS, "tasks t", "t.", filters, page, TaskRow::summary_or_undecodable).await
 }
 
 /// One page of `SELECT columns FROM from_table` where each `(column, value)` filter that is set
@@ -137,7 +142,7 @@ async fn summaries(
     q.fetch_all(&mut *conn)
         .await?
         .iter()
-        .map(|r| TaskRow::decode(r).and_then(TaskRow::into_summary))
+        .map(TaskRow::summary_or_undecodable)
         .collect()
 }
 
@@ -162,7 +167,7 @@ pub(crate) async fn health_snapshot(
     )
     .await?;
     let sql = format!(
-        "SELECT worker_id, last_seen_at FROM workers ORDER BY worker_id{} LIMIT 1000",
+        "SELECT worker_id, last_seen_at FROM workers WHERE retired_at IS NULL ORDER BY worker_id{} LIMIT 1000",
         Db::BYTE_ORDER
     );
     let workers = sqlx::query(sqlx::AssertSqlSafe(sql))

@@ -11,7 +11,7 @@ use crate::store::StoreError;
 /// The columns of `tasks` every task query selects, in this order, plus `latest_state`.
 pub(crate) const TASK_COLUMNS: &str = "t.task_id, t.site, t.intent_json, t.status, t.lease_owner, \
     t.lease_expires_at, t.lease_count, t.created_at, t.updated_at, t.outcome, t.lease_token, \
-    (SELECT r.state FROM task_reports r WHERE r.task_id = t.task_id ORDER BY r.seq DESC LIMIT 1) \
+    t.set_aside_reason, (SELECT r.state FROM task_reports r WHERE r.task_id = t.task_id ORDER BY r.seq DESC LIMIT 1) \
     AS latest_state";
 
 /// One `tasks` row.
@@ -29,6 +29,7 @@ pub(crate) struct TaskRow {
     pub outcome: Option<Outcome>,
     pub lease_token: Option<String>,
     pub latest_state: Option<OrderState>,
+    pub set_aside_reason: Option<String>,
 }
 
 /// A stored value that does not parse back into its Rust type.
@@ -76,6 +77,7 @@ impl TaskRow {
                 .transpose()?,
             lease_token: row.try_get("lease_token")?,
             latest_state: latest.as_deref().map(order_state).transpose()?,
+            set_aside_reason: row.try_get("set_aside_reason")?,
         })
     }
 
@@ -99,9 +101,49 @@ impl TaskRow {
             latest_state: self.latest_state,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            set_aside_reason: self.set_aside_reason,
+        })
+    }
+
+    /// Decodes a row selected with [`TASK_COLUMNS`] into its wire summary; a row that does not
+    /// decode (a poison row, issue #12 item 7) is still shown, as far as it can be read, with
+    /// `set_aside_reason` saying so, so that one bad row never fails a whole list.
+    pub fn summary_or_undecodable<R>(row: &R) -> Result<TaskSummary, StoreError>
+    where
+        R: Row,
+        for<'c> &'c str: ColumnIndex<R>,
+        String: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+        i64: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    {
+        let e = match Self::decode(row).and_then(Self::into_summary) {
+            Ok(s) => return Ok(s),
+            Err(e) => e,
+        };
+        let text = |c: &str| row.try_get::<Option<String>, _>(c).ok().flatten();
+        let when = |c: &str| text(c).and_then(|s| Timestamp::parse(&s).ok());
+        let task_id: String = row.try_get("task_id")?;
+        let epoch = Timestamp::from_millis(0);
+        Ok(TaskSummary {
+            task_id: TaskId::parse(&task_id).map_err(|_| e.clone())?,
+            site: text("site").unwrap_or_default(),
+            intent: serde_json::Value::Null,
+            status: text("status")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(TaskStatus::NeedsHuman),
+            lease_owner: text("lease_owner"),
+            lease_expires_at: when("lease_expires_at"),
+            lease_count: row.try_get("lease_count").unwrap_or(0),
+            outcome: text("outcome").and_then(|s| s.parse().ok()),
+            latest_state: text("latest_state").and_then(|s| s.parse().ok()),
+            created_at: when("created_at").unwrap_or(epoch),
+            updated_at: when("updated_at").unwrap_or(epoch),
+            set_aside_reason: Some(format!("{UNDECODABLE_ROW}: {e}")),
         })
     }
 }
+
+/// The reason a poison row is set aside with (issue #12 item 7).
+pub(crate) const UNDECODABLE_ROW: &str = "undecodable row";
 
 /// Decodes a `task_reports` row (either engine).
 pub(crate) fn decode_report<R>(row: &R) -> Result<ReportView, StoreError>
@@ -121,6 +163,7 @@ where
         detail: row.try_get("detail")?,
         error_code: row.try_get("error_code")?,
         worker_id: row.try_get("worker_id")?,
+        operator: row.try_get("operator")?,
         reported_at: ts(&row.try_get::<String, _>("reported_at")?)?,
     })
 }

@@ -20,9 +20,10 @@ use uuid::Uuid;
 
 use super::{Conn, Db};
 use crate::settings::LeaseScope;
+use super::operator;
 use crate::store::dialect::Dialect;
 use crate::store::sql::eq_if_set;
-use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, decode_ts, order_state};
+use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, UNDECODABLE_ROW, decode_ts, order_state};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, StaleTask,
     StoreError,
@@ -72,7 +73,7 @@ async fn worker_touch(
     let sql = format!(
         "INSERT INTO workers (worker_id, last_seen_at) VALUES ($1, $2) \
          ON CONFLICT (worker_id) DO UPDATE \
-         SET last_seen_at = {}(workers.last_seen_at, EXCLUDED.last_seen_at)",
+         SET last_seen_at = {}(workers.last_seen_at, EXCLUDED.last_seen_at), retired_at = NULL",
         Db::GREATEST
     );
     sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -241,8 +242,28 @@ async fn lease_attempt(
     let expires = now.plus(req.ttl);
     let order = Db::INSERTION_ORDER;
 
-    // (b) The worker's own unexpired active task comes back first, as a new grant: a reclaimed
-    // task reaches a worker behind NAT this way, and so does a grant whose response was lost.
+    // (a) A reclaim's grant its worker has not received yet: this poll receives that very grant
+    // (same token and count, the lease running from now), so the count rises once per reclaim and
+    // the token the operator saw is the live one (issue #10 item 9).
+    if let Some((task_id, count, token)) =
+        operator::reclaimed_grant_take(conn, req.worker_id.as_str(), expires, now).await?
+    {
+        let id =
+            TaskId::parse(&task_id).map_err(|e| StoreError::Corrupt(format!("task_id: {e}")))?;
+        let row = load_task_locked(conn, &id).await?;
+        let grant = Grant {
+            row: &row,
+            worker_id: &req.worker_id,
+            gate_key: req.scope.gate_key(&row.site),
+            guard: "status = 'leased'",
+            guard_binds: Vec::new(),
+            expires,
+        };
+        return Ok(LeaseAttempt::Granted(grant.view(conn, (count, token)).await?));
+    }
+
+    // (b) The worker's own unexpired active task comes back first, as a new grant: a grant whose
+    // response was lost reaches the worker again this way (with `lease_count + 1`).
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM tasks t WHERE t.status IN ('leased','running') \
          AND t.lease_owner = $1 AND t.lease_expires_at > $2 ORDER BY t.created_at, t.{order} \
@@ -285,10 +306,25 @@ async fn lease_attempt(
         gate_free(req.scope),
         Db::SKIP_LOCKED
     );
-    let candidate = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(req.site.clone())
-        .fetch_optional(&mut *conn)
-        .await?;
+    // A poison row (it does not decode, or its intent is not JSON) is set aside and the next
+    // candidate tried, so one bad row never blocks the queue (issue #12 item 7).
+    let mut candidate = None;
+    for _ in 0..MAX_SET_ASIDE_PER_LEASE {
+        let Some(raw) = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            .bind(req.site.clone())
+            .fetch_optional(&mut *conn)
+            .await?
+        else {
+            break;
+        };
+        match TaskRow::decode(&raw).and_then(|row| row.intent().map(|_| row)) {
+            Ok(row) => {
+                candidate = Some(row);
+                break;
+            }
+            Err(e) => set_aside(conn, &raw.try_get::<String, _>("task_id")?, &e, now).await?,
+        }
+    }
     let Some(row) = candidate else {
         let sql = format!(
             "SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'queued' AND {})",
@@ -304,7 +340,6 @@ async fn lease_attempt(
             LeaseAttempt::Empty
         });
     };
-    let row = TaskRow::decode(&row)?;
     row.status.transition(TaskEvent::Lease)?;
     let grant = Grant {
         row: &row,
@@ -322,6 +357,36 @@ async fn lease_attempt(
         Err(e) if is_unique_violation(&e) => Ok(LeaseAttempt::GateBusy),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Poison rows set aside by one lease attempt at most; more wait for the next attempt.
+const MAX_SET_ASIDE_PER_LEASE: usize = 16;
+
+/// Sets a queued task whose row cannot be decoded aside: `needs_human` with the reason
+/// [`UNDECODABLE_ROW`], never granted, and raises the alert.
+async fn set_aside(
+    conn: &mut Conn,
+    task_id: &str,
+    cause: &StoreError,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    TaskStatus::Queued.transition(TaskEvent::SetAside)?;
+    let done = sqlx::query(
+        "UPDATE tasks SET status = 'needs_human', outcome = 'needs_human', set_aside_reason = $1, \
+         updated_at = $2 WHERE task_id = $3 AND status = 'queued'",
+    )
+    .bind(UNDECODABLE_ROW)
+    .bind(now.to_rfc3339())
+    .bind(task_id)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if done != 1 {
+        // Picked `SKIP LOCKED`/by the one writer, so it was queued; anything else is a real fault.
+        return Err(cause.clone());
+    }
+    crate::jobs::alert_hooks::raise_undecodable_row(task_id, &cause.to_string());
+    Ok(())
 }
 
 /// Checks that `worker_id` (and `token`, when given) hold the task's current, unexpired lease.
@@ -519,7 +584,19 @@ pub(crate) async fn task_reclaim(
         expires: now.plus(req.ttl),
     };
     match grant.set(conn, now).await {
-        Ok(Some(set)) => grant.view(conn, set).await,
+        Ok(Some(set)) => {
+            operator::reclaim_recorded(
+                conn,
+                &row.task_id,
+                req.worker_id.as_str(),
+                set.0,
+                &req.actor,
+                &req.reason,
+                now,
+            )
+            .await?;
+            grant.view(conn, set).await
+        }
         Ok(None) => Err(StoreError::StateConflict {
             status: row.status,
             reason: "the task changed concurrently".into(),

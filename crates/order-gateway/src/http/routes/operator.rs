@@ -1,0 +1,292 @@
+//! The operator's routes (issue #10): alert records, resolve and cancel of a task, the worker list
+//! and retirement. Every action is a conditional update refused with 6003 from any other status,
+//! and writes an `operator_actions` row (who, what, when, why, before → after) that the task's
+//! detail shows. Who: [`actor`], the caller's token name.
+
+use axum::extract::State;
+use axum::http::request::Parts;
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use rakuten_types::alert::{
+    AlertKind, AlertView, CancelTask, MAX_REASON_CHARS, OperatorActionAck, OperatorActionView,
+    ResolveTask, WorkerView,
+};
+use rakuten_types::order::Page;
+use rakuten_types::{Envelope, TaskId, WorkerId};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::http::AppState;
+use crate::http::error::{ApiError, ErrorEnvelope};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::routes::orders::{ApiResult, DEFAULT_LIMIT, MAX_LIMIT};
+use crate::store::operator::{AlertFilter, CancelRequest, ResolveRequest, RetireRequest};
+
+/// The operator routes (under `/api`, behind the Bearer middleware).
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/alerts", get(list_alerts))
+        .route("/api/orders/{task_id}/resolve", post(resolve))
+        .route("/api/orders/{task_id}/cancel", post(cancel))
+        .route("/api/workers", get(list_workers))
+        .route("/api/workers/{worker_id}", delete(retire))
+}
+
+/// Who is acting: the name of the caller's token, recorded in `operator_actions`. Until roles
+/// exist every valid token is the full-access token named `api`.
+pub(crate) fn actor(_parts: &Parts) -> String {
+    "api".to_owned()
+}
+
+/// The caller's name as an extractor (see [`actor`]).
+#[derive(Debug, Clone)]
+pub struct Actor(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Actor {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Actor(actor(parts)))
+    }
+}
+
+/// A required operator `reason`: 1–1000 characters, not blank, no control characters except
+/// line breaks and tabs.
+pub(crate) fn check_reason(reason: &str) -> Result<String, ApiError> {
+    let r = reason.trim();
+    if r.is_empty() {
+        return Err(ApiError::Validation("reason is required".into()));
+    }
+    if r.chars().count() > MAX_REASON_CHARS {
+        return Err(ApiError::Validation(format!(
+            "reason is longer than {MAX_REASON_CHARS} characters"
+        )));
+    }
+    if r.chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(ApiError::Validation(
+            "reason contains control characters".into(),
+        ));
+    }
+    Ok(r.to_owned())
+}
+
+/// Query of `GET /api/alerts`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AlertQuery {
+    /// `open` (default) or `all`.
+    pub state: Option<String>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Page size, default 50, larger values are clamped to 200.
+    pub limit: Option<i64>,
+    /// Items to skip, default 0.
+    pub offset: Option<i64>,
+}
+
+/// Alert records, newest first (issue #10).
+#[utoipa::path(
+    get, path = "/api/alerts", tag = "operator",
+    params(AlertQuery),
+    responses(
+        (status = 200, body = Envelope<Page<AlertView>>),
+        (status = 422, description = "unknown state or kind, bad limit/offset (1003)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_alerts(
+    State(st): State<AppState>,
+    ApiQuery(q): ApiQuery<AlertQuery>,
+) -> ApiResult<Page<AlertView>> {
+    let open_only = match q.state.as_deref() {
+        None | Some("open") => true,
+        Some("all") => false,
+        Some(other) => {
+            return Err(ApiError::Validation(format!(
+                "state must be open or all, got {:?}",
+                other.chars().take(64).collect::<String>()
+            )));
+        }
+    };
+    let kind = q
+        .kind
+        .as_deref()
+        .map(str::parse::<AlertKind>)
+        .transpose()
+        .map_err(|e| ApiError::Validation(e.to_string()))?;
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit < 1 {
+        return Err(ApiError::Validation("limit must be at least 1".into()));
+    }
+    let offset = q.offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(ApiError::Validation("offset must not be negative".into()));
+    }
+    let page = st
+        .ops
+        .alert_list(AlertFilter {
+            open_only,
+            kind,
+            limit: limit.min(MAX_LIMIT),
+            offset,
+        })
+        .await?;
+    Ok(Json(Envelope::ok(page)))
+}
+
+/// Resolve a `stale` or `needs_human` task by hand, after checking the site: `succeeded` or
+/// `failed`, with a reason; 6003 from any other status.
+#[utoipa::path(
+    post, path = "/api/orders/{task_id}/resolve", tag = "operator",
+    params(("task_id" = String, Path, description = "task id")),
+    request_body = ResolveTask,
+    responses(
+        (status = 200, body = Envelope<OperatorActionAck>),
+        (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
+        (status = 409, description = "not stale or needs_human (6003)", body = ErrorEnvelope),
+        (status = 422, description = "missing reason, outcome not succeeded/failed (1003)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn resolve(
+    State(st): State<AppState>,
+    Actor(actor): Actor,
+    ApiPath(task_id): ApiPath<TaskId>,
+    ApiJson(body): ApiJson<ResolveTask>,
+) -> ApiResult<OperatorActionAck> {
+    let reason = check_reason(&body.reason)?;
+    if body.outcome == rakuten_types::Outcome::NeedsHuman {
+        return Err(ApiError::Validation(
+            "outcome must be succeeded or failed: a resolve is a person's verdict".into(),
+        ));
+    }
+    if let Some(s) = &body.site_order_id
+        && (s.is_empty() || s.chars().count() > 128 || s.chars().any(char::is_control))
+    {
+        return Err(ApiError::Validation(
+            "site_order_id must be 1 to 128 characters without control characters".into(),
+        ));
+    }
+    let ack = st
+        .ops
+        .task_resolve(
+            ResolveRequest {
+                task_id,
+                outcome: body.outcome,
+                reason,
+                actor,
+                site_order_id: body.site_order_id,
+                state: body.state,
+            },
+            st.clock.now(),
+        )
+        .await?;
+    tracing::info!(task_id = %ack.task_id, status = %ack.status, actor = %ack.action.actor, "operator resolved a task");
+    Ok(Json(Envelope::ok(ack)))
+}
+
+/// Cancel a queued task (→ `failed`), with a reason; 6003 from any other status (a lease that
+/// won the race included).
+#[utoipa::path(
+    post, path = "/api/orders/{task_id}/cancel", tag = "operator",
+    params(("task_id" = String, Path, description = "task id")),
+    request_body = CancelTask,
+    responses(
+        (status = 200, body = Envelope<OperatorActionAck>),
+        (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
+        (status = 409, description = "not queued (6003)", body = ErrorEnvelope),
+        (status = 422, description = "missing reason (1003)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn cancel(
+    State(st): State<AppState>,
+    Actor(actor): Actor,
+    ApiPath(task_id): ApiPath<TaskId>,
+    ApiJson(body): ApiJson<CancelTask>,
+) -> ApiResult<OperatorActionAck> {
+    let reason = check_reason(&body.reason)?;
+    let ack = st
+        .ops
+        .task_cancel(
+            CancelRequest {
+                task_id,
+                reason,
+                actor,
+            },
+            st.clock.now(),
+        )
+        .await?;
+    tracing::info!(task_id = %ack.task_id, actor = %ack.action.actor, "operator cancelled a queued task");
+    Ok(Json(Envelope::ok(ack)))
+}
+
+/// Every known worker, retired ones included, by id.
+#[utoipa::path(
+    get, path = "/api/workers", tag = "operator",
+    responses((status = 200, body = Envelope<Vec<WorkerView>>)),
+    security(("bearer" = []))
+)]
+pub async fn list_workers(State(st): State<AppState>) -> ApiResult<Vec<WorkerView>> {
+    let now = st.clock.now();
+    let limit = st.settings.worker_offline_alert_seconds;
+    let workers = st
+        .ops
+        .worker_list()
+        .await?
+        .into_iter()
+        .map(|w| {
+            let secs = now.seconds_since(w.last_seen_at);
+            WorkerView {
+                worker_id: w.worker_id,
+                last_seen_at: w.last_seen_at,
+                last_seen_seconds: secs,
+                offline: secs > limit,
+                retired: w.retired_at.is_some(),
+                active_task: w.active_task,
+            }
+        })
+        .collect();
+    Ok(Json(Envelope::ok(workers)))
+}
+
+/// Query of `DELETE /api/workers/{worker_id}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RetireQuery {
+    /// Why (required).
+    pub reason: Option<String>,
+}
+
+/// Retire a worker: gone from `/health` and from `worker_offline` alerts until it polls again.
+#[utoipa::path(
+    delete, path = "/api/workers/{worker_id}", tag = "operator",
+    params(("worker_id" = String, Path, description = "worker id"), RetireQuery),
+    responses(
+        (status = 200, body = Envelope<OperatorActionView>),
+        (status = 404, description = "no such worker (1005)", body = ErrorEnvelope),
+        (status = 422, description = "missing reason (1003)", body = ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn retire(
+    State(st): State<AppState>,
+    Actor(actor): Actor,
+    ApiPath(worker_id): ApiPath<WorkerId>,
+    ApiQuery(q): ApiQuery<RetireQuery>,
+) -> ApiResult<OperatorActionView> {
+    let reason = check_reason(q.reason.as_deref().unwrap_or(""))?;
+    let action = st
+        .ops
+        .worker_retire(
+            RetireRequest {
+                worker_id,
+                reason,
+                actor,
+            },
+            st.clock.now(),
+        )
+        .await?;
+    Ok(Json(Envelope::ok(action)))
+}

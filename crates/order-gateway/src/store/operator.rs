@@ -1,0 +1,282 @@
+//! Storage of the operator's loop (issue #10): alert records and their webhook outbox, audited
+//! operator actions (resolve, cancel, retire; reclaim records its action through the order
+//! store), and the worker list. The trait is [`OperatorStore`]; its one implementation, SQL
+//! written once for both engines, is `store/sql/operator.rs`.
+//!
+//! Contract:
+//! - at most one open alert per `(kind, subject)`: the partial unique index `one_open_alert`;
+//!   [`OperatorStore::alert_sync`] raises, clears and enqueues the webhook events of one tick in ONE
+//!   transaction, so a raise is never committed without its outbox rows (a gateway killed with -9
+//!   after the commit delivers after restart);
+//! - resolve and cancel are conditional updates (`WHERE status = …`) decided by
+//!   `TaskStatus::transition`; any other status is a typed 6003 conflict; each writes its
+//!   `operator_actions` row in the same transaction;
+//! - `now` is the caller's.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rakuten_types::alert::{
+    AlertKind, AlertNotice, AlertState, AlertView, DeliveryEvent, OperatorActionAck,
+    OperatorActionView,
+};
+use rakuten_types::order::Page;
+use rakuten_types::{OrderState, Outcome, QueryId, SITE_RAKUTEN, TaskId, Timestamp, WorkerId};
+
+use super::StoreError;
+
+/// What [`OperatorStore::alert_sync`] needs besides the database.
+#[derive(Debug, Clone)]
+pub struct AlertSyncRequest {
+    /// Worker silence that raises `worker_offline`.
+    pub worker_offline: Duration,
+    /// Queue time that raises `task_queued_too_long`.
+    pub queued: Duration,
+    /// Failed attempts of a pending delivery that raise `webhook_failing` for its host.
+    pub webhook_failing_after: i64,
+    /// Receivers: each new event gets one outbox row per URL.
+    pub webhook_urls: Vec<String>,
+}
+
+/// What one sync did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlertSyncOutcome {
+    /// Alerts raised by this sync.
+    pub raised: Vec<AlertView>,
+    /// Alerts cleared by this sync.
+    pub cleared: Vec<AlertView>,
+}
+
+/// Filter and page of `GET /api/alerts`.
+#[derive(Debug, Clone)]
+pub struct AlertFilter {
+    /// Only open alerts (`state=open`, the default) or every alert (`state=all`).
+    pub open_only: bool,
+    /// Only this kind.
+    pub kind: Option<AlertKind>,
+    /// Page size (already clamped to 1..=200).
+    pub limit: i64,
+    /// Offset (≥ 0).
+    pub offset: i64,
+}
+
+/// A pending webhook delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxItem {
+    /// The event (the same for every receiver and every retry).
+    pub event_id: String,
+    /// The receiver.
+    pub url: String,
+    /// The notice, JSON ([`rakuten_types::alert::AlertNotice`]).
+    pub body_json: String,
+    /// Failed attempts so far.
+    pub attempts: i64,
+}
+
+/// The result of one delivery attempt.
+#[derive(Debug, Clone)]
+pub struct DeliveryAttempt {
+    /// The event.
+    pub event_id: String,
+    /// The receiver.
+    pub url: String,
+    /// Delivered (2xx) or failed.
+    pub event: DeliveryEvent,
+    /// When a failed delivery is tried again.
+    pub next_attempt_at: Timestamp,
+    /// What went wrong (failed attempts), without secrets.
+    pub error: Option<String>,
+}
+
+/// An operator's resolve of a `stale` or `needs_human` task.
+#[derive(Debug, Clone)]
+pub struct ResolveRequest {
+    /// The task.
+    pub task_id: TaskId,
+    /// `succeeded` or `failed`.
+    pub outcome: Outcome,
+    /// Why.
+    pub reason: String,
+    /// Who (the token's name).
+    pub actor: String,
+    /// The site order number the person saw.
+    pub site_order_id: Option<String>,
+    /// The order state the person saw; recorded in `history` marked with the operator.
+    pub state: Option<OrderState>,
+}
+
+/// An operator's cancel of a queued task.
+#[derive(Debug, Clone)]
+pub struct CancelRequest {
+    /// The task.
+    pub task_id: TaskId,
+    /// Why.
+    pub reason: String,
+    /// Who.
+    pub actor: String,
+}
+
+/// An operator's retirement of a worker.
+#[derive(Debug, Clone)]
+pub struct RetireRequest {
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Why.
+    pub reason: String,
+    /// Who.
+    pub actor: String,
+}
+
+/// A worker row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRow {
+    /// The worker.
+    pub worker_id: String,
+    /// Its last poll (or valid renew/report).
+    pub last_seen_at: Timestamp,
+    /// When an operator retired it (cleared by its next poll).
+    pub retired_at: Option<Timestamp>,
+    /// The task it holds, if any.
+    pub active_task: Option<TaskId>,
+}
+
+/// A `task_stale` alert still without its evidence query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaleEvidence {
+    /// The alert.
+    pub alert_id: String,
+    /// The stale task.
+    pub task_id: TaskId,
+    /// Its site.
+    pub site: String,
+    /// When it was created (the evidence window starts a margin before).
+    pub created_at: Timestamp,
+}
+
+/// The operator's-loop store.
+#[async_trait]
+pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Computes every alert cause at `now`, raises the new ones, clears those whose cause is gone,
+    /// and enqueues one outbox row per event and receiver; one transaction.
+    async fn alert_sync(
+        &self,
+        req: AlertSyncRequest,
+        now: Timestamp,
+    ) -> Result<AlertSyncOutcome, StoreError>;
+
+    /// A page of alerts, newest first.
+    async fn alert_list(&self, filter: AlertFilter) -> Result<Page<AlertView>, StoreError>;
+
+    /// Open `task_stale` alerts whose evidence query is not yet submitted (at most 100).
+    async fn alert_stale_without_evidence(&self) -> Result<Vec<StaleEvidence>, StoreError>;
+
+    /// Links an alert to the account query submitted as its evidence.
+    async fn alert_set_evidence(
+        &self,
+        alert_id: &str,
+        query_id: &QueryId,
+    ) -> Result<(), StoreError>;
+
+    /// Pending deliveries due at `now`, oldest first (at most `limit`).
+    async fn outbox_due(&self, now: Timestamp, limit: i64) -> Result<Vec<OutboxItem>, StoreError>;
+
+    /// Records one delivery attempt (a guarded update of a pending row).
+    async fn outbox_record(
+        &self,
+        attempt: DeliveryAttempt,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// `stale|needs_human → succeeded|failed`, audited; 6003 from any other status.
+    async fn task_resolve(
+        &self,
+        req: ResolveRequest,
+        now: Timestamp,
+    ) -> Result<OperatorActionAck, StoreError>;
+
+    /// `queued → failed`, audited; 6003 from any other status (a lease that won the race).
+    async fn task_cancel(
+        &self,
+        req: CancelRequest,
+        now: Timestamp,
+    ) -> Result<OperatorActionAck, StoreError>;
+
+    /// The operator actions on a task, oldest first.
+    async fn task_operator_actions(
+        &self,
+        task_id: &TaskId,
+    ) -> Result<Vec<OperatorActionView>, StoreError>;
+
+    /// The evidence queries submitted for a task, oldest first.
+    async fn task_evidence_queries(&self, task_id: &TaskId) -> Result<Vec<QueryId>, StoreError>;
+
+    /// Every known worker (retired ones included), by id.
+    async fn worker_list(&self) -> Result<Vec<WorkerRow>, StoreError>;
+
+    /// Hides a worker from `/health` and `worker_offline` until it polls again, audited.
+    async fn worker_retire(
+        &self,
+        req: RetireRequest,
+        now: Timestamp,
+    ) -> Result<OperatorActionView, StoreError>;
+}
+
+/// One alert cause found at `now`.
+#[derive(Debug, Clone)]
+pub(crate) struct Cause {
+    pub kind: AlertKind,
+    pub subject: String,
+    pub summary: String,
+    pub task_id: Option<String>,
+    pub worker_id: Option<String>,
+}
+
+/// The site whose session the `account_logged_out` alert watches.
+pub(crate) const WATCHED_SITE: &str = SITE_RAKUTEN;
+
+/// The logged-out error code (§8): a 5001 from either channel raises `account_logged_out`.
+pub(crate) const LOGGED_OUT: i32 = 5001;
+
+/// The host a webhook alert names (never the URL: its path or query may hold a secret).
+pub(crate) fn webhook_host(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_else(|| "invalid-url".to_owned())
+}
+
+/// Why a `needs_human` task stopped, from the last error code it reported.
+pub(crate) fn needs_human_summary(
+    task_id: &str,
+    code: Option<i32>,
+    detail: Option<&str>,
+) -> String {
+    let why = match code {
+        Some(5004) => "amount guard (5004): the payable amount is over the limit".to_owned(),
+        Some(5005) => "3-D Secure / challenge (5005): the site asks for a person".to_owned(),
+        Some(5001) => "logged out (5001)".to_owned(),
+        Some(c) => format!("error {c}"),
+        None => "a person must look".to_owned(),
+    };
+    let detail: String = detail.unwrap_or("").chars().take(200).collect();
+    if detail.is_empty() {
+        format!("task {task_id} needs a human: {why}")
+    } else {
+        format!("task {task_id} needs a human: {why} ({detail})")
+    }
+}
+
+/// The notice of an alert in `state` at `at`, with its stable event id `{alert_id}:{raised|cleared}`.
+pub(crate) fn notice(alert: &AlertView, state: AlertState, at: Timestamp) -> AlertNotice {
+    AlertNotice {
+        event_id: format!("{}:{}", alert.alert_id, state.notice()),
+        alert_id: alert.alert_id.clone(),
+        kind: alert.kind,
+        state: state.notice().to_owned(),
+        subject: alert.subject.clone(),
+        summary: alert.summary.clone(),
+        task_id: alert.task_id.clone(),
+        worker_id: alert.worker_id.clone(),
+        occurred_at: at,
+    }
+}

@@ -1,0 +1,470 @@
+//! Alerts as records, their delivery to a person, and audited operator actions (issue #10).
+//!
+//! An alert is raised once per `(kind, subject)` while its cause lasts and cleared when the cause
+//! is gone; each raise and each clear is one [`AlertNotice`] POSTed to every configured webhook
+//! from a durable outbox (at least once, deduplicated by `event_id`).
+//!
+//! ```text
+//! alert:     (cause appears) ──> open ──Clear──> cleared          (a new cause → a new alert)
+//! delivery:  pending ──Delivered──> delivered
+//!               └──Failed──> pending (next attempt later, exponential backoff with jitter)
+//! ```
+//!
+//! [`AlertState::transition`] and [`DeliveryState::transition`] are the only places that decide
+//! what may follow what; the store repeats the guards in SQL.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{OrderState, Outcome, QueryId, TaskId, TaskStatus, Timestamp};
+
+/// What an alert is about. The subject is a task id, a worker id, a site or a webhook host.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    /// A worker has not polled for `RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS` (§4.7). Subject: worker.
+    WorkerOffline,
+    /// A task queued longer than `RAKUTEN_QUEUED_ALERT_SECONDS` (§4.7). Subject: task.
+    TaskQueuedTooLong,
+    /// A task's lease lapsed (§5). Subject: task.
+    TaskStale,
+    /// A task ended `needs_human` (amount guard 5004, 3-D Secure 5005, unverifiable recovery, …).
+    /// Subject: task.
+    TaskNeedsHuman,
+    /// The site session is logged out: the latest order report or account-query result of the
+    /// site carried 5001. Subject: site.
+    AccountLoggedOut,
+    /// Alert deliveries to a webhook keep failing. Subject: the webhook's host.
+    WebhookFailing,
+}
+
+impl AlertKind {
+    /// Every kind.
+    pub const ALL: [AlertKind; 6] = [
+        AlertKind::WorkerOffline,
+        AlertKind::TaskQueuedTooLong,
+        AlertKind::TaskStale,
+        AlertKind::TaskNeedsHuman,
+        AlertKind::AccountLoggedOut,
+        AlertKind::WebhookFailing,
+    ];
+
+    /// The wire and storage name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AlertKind::WorkerOffline => "worker_offline",
+            AlertKind::TaskQueuedTooLong => "task_queued_too_long",
+            AlertKind::TaskStale => "task_stale",
+            AlertKind::TaskNeedsHuman => "task_needs_human",
+            AlertKind::AccountLoggedOut => "account_logged_out",
+            AlertKind::WebhookFailing => "webhook_failing",
+        }
+    }
+
+    /// Whether the subject is a task id.
+    pub const fn is_about_a_task(self) -> bool {
+        matches!(
+            self,
+            AlertKind::TaskQueuedTooLong | AlertKind::TaskStale | AlertKind::TaskNeedsHuman
+        )
+    }
+}
+
+impl fmt::Display for AlertKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name outside a vocabulary of this module.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {name:?}")]
+pub struct UnknownName {
+    /// Which vocabulary.
+    pub what: &'static str,
+    /// The name refused (at most 64 characters).
+    pub name: String,
+}
+
+impl FromStr for AlertKind {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                what: "alert kind",
+                name: s.chars().take(64).collect(),
+            })
+    }
+}
+
+/// Whether an alert's cause is still there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertState {
+    /// The cause is there. At most one open alert per `(kind, subject)` (a partial unique index).
+    Open,
+    /// The cause went away; final. A new cause raises a new alert.
+    Cleared,
+}
+
+/// The one event an open alert takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlertEvent {
+    /// The cause is gone.
+    Clear,
+}
+
+/// A transition a state machine of this module does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{machine} in state {from} cannot take event {event}")]
+pub struct InvalidAlertTransition {
+    /// `alert` or `delivery`.
+    pub machine: &'static str,
+    /// The state it was in.
+    pub from: &'static str,
+    /// The event refused.
+    pub event: &'static str,
+}
+
+impl AlertState {
+    /// The single transition function of an alert.
+    ///
+    /// # Errors
+    /// [`InvalidAlertTransition`] when the alert is already cleared.
+    pub fn transition(self, event: AlertEvent) -> Result<AlertState, InvalidAlertTransition> {
+        match (self, event) {
+            (AlertState::Open, AlertEvent::Clear) => Ok(AlertState::Cleared),
+            (AlertState::Cleared, AlertEvent::Clear) => Err(InvalidAlertTransition {
+                machine: "alert",
+                from: self.as_str(),
+                event: "clear",
+            }),
+        }
+    }
+
+    /// The storage name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AlertState::Open => "open",
+            AlertState::Cleared => "cleared",
+        }
+    }
+
+    /// The webhook event this state is announced with: `raised` or `cleared`.
+    pub const fn notice(self) -> &'static str {
+        match self {
+            AlertState::Open => "raised",
+            AlertState::Cleared => "cleared",
+        }
+    }
+}
+
+impl FromStr for AlertState {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "open" => Ok(AlertState::Open),
+            "cleared" => Ok(AlertState::Cleared),
+            _ => Err(UnknownName {
+                what: "alert state",
+                name: s.chars().take(64).collect(),
+            }),
+        }
+    }
+}
+
+/// One outbox row: one alert event to one webhook URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    /// Not yet acknowledged with a 2xx; due at its `next_attempt_at`.
+    Pending,
+    /// The receiver answered 2xx; final.
+    Delivered,
+}
+
+/// What one delivery attempt did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryEvent {
+    /// 2xx.
+    Delivered,
+    /// Refused connection, timeout, non-2xx: try again later.
+    Failed,
+}
+
+impl DeliveryState {
+    /// The single transition function of a delivery.
+    ///
+    /// # Errors
+    /// [`InvalidAlertTransition`] for any event on a delivered row.
+    pub fn transition(self, event: DeliveryEvent) -> Result<DeliveryState, InvalidAlertTransition> {
+        match (self, event) {
+            (DeliveryState::Pending, DeliveryEvent::Delivered) => Ok(DeliveryState::Delivered),
+            (DeliveryState::Pending, DeliveryEvent::Failed) => Ok(DeliveryState::Pending),
+            (DeliveryState::Delivered, e) => Err(InvalidAlertTransition {
+                machine: "delivery",
+                from: "delivered",
+                event: match e {
+                    DeliveryEvent::Delivered => "delivered",
+                    DeliveryEvent::Failed => "failed",
+                },
+            }),
+        }
+    }
+
+    /// The storage name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+        }
+    }
+}
+
+/// An alert record, as `GET /api/alerts` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AlertView {
+    /// The alert's id (UUIDv7).
+    pub alert_id: String,
+    /// What it is about.
+    pub kind: AlertKind,
+    /// The task, worker, site or webhook host concerned.
+    pub subject: String,
+    /// `open` or `cleared`.
+    pub state: AlertState,
+    /// Human-readable, one line.
+    pub summary: String,
+    /// The task, for task alerts.
+    pub task_id: Option<TaskId>,
+    /// The worker, for `worker_offline`.
+    pub worker_id: Option<String>,
+    /// The `order_list` account query the gateway submitted as evidence (`task_stale`).
+    pub query_id: Option<QueryId>,
+    /// When raised.
+    pub raised_at: Timestamp,
+    /// When cleared.
+    pub cleared_at: Option<Timestamp>,
+}
+
+/// The JSON body POSTed to each `RAKUTEN_ALERT_WEBHOOK_URLS` receiver for each raise and clear.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AlertNotice {
+    /// Stable id of this event (the same on every retry and every receiver): deduplicate on it.
+    pub event_id: String,
+    /// The alert.
+    pub alert_id: String,
+    /// Its kind.
+    pub kind: AlertKind,
+    /// `raised` or `cleared`.
+    pub state: String,
+    /// The task, worker, site or webhook host concerned.
+    pub subject: String,
+    /// Human-readable, one line.
+    pub summary: String,
+    /// The task, for task alerts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<TaskId>,
+    /// The worker, for `worker_offline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// When the alert was raised or cleared.
+    pub occurred_at: Timestamp,
+}
+
+impl AlertNotice {
+    /// The Slack-compatible rendering (`RAKUTEN_ALERT_WEBHOOK_FORMAT=slack`): one line of text.
+    pub fn slack_text(&self) -> String {
+        let mark = if self.state == "raised" {
+            "ALERT"
+        } else {
+            "CLEARED"
+        };
+        format!(
+            "[{mark}] {kind} {subject}: {summary} (alert {alert}, {at})",
+            kind = self.kind,
+            subject = self.subject,
+            summary = self.summary,
+            alert = self.alert_id,
+            at = self.occurred_at
+        )
+    }
+}
+
+/// What an operator did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OperatorActionKind {
+    /// `POST /api/orders/{id}/resolve`.
+    Resolve,
+    /// `POST /api/orders/{id}/cancel`.
+    Cancel,
+    /// `POST /api/orders/{id}/reclaim`.
+    Reclaim,
+    /// `DELETE /api/workers/{worker_id}`.
+    RetireWorker,
+}
+
+impl OperatorActionKind {
+    /// The storage name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OperatorActionKind::Resolve => "resolve",
+            OperatorActionKind::Cancel => "cancel",
+            OperatorActionKind::Reclaim => "reclaim",
+            OperatorActionKind::RetireWorker => "retire_worker",
+        }
+    }
+}
+
+impl FromStr for OperatorActionKind {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            OperatorActionKind::Resolve,
+            OperatorActionKind::Cancel,
+            OperatorActionKind::Reclaim,
+            OperatorActionKind::RetireWorker,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+        .ok_or_else(|| UnknownName {
+            what: "operator action",
+            name: s.chars().take(64).collect(),
+        })
+    }
+}
+
+/// One audited operator action (`operator_actions`): who, what, when, why, before → after.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OperatorActionView {
+    /// The action's id (UUIDv7).
+    pub action_id: String,
+    /// What was done.
+    pub action: OperatorActionKind,
+    /// Who did it: the token's name.
+    pub actor: String,
+    /// Why (required on every action).
+    pub reason: String,
+    /// The task, for task actions.
+    pub task_id: Option<TaskId>,
+    /// The worker, for a retire or a reclaim.
+    pub worker_id: Option<String>,
+    /// Task status before (task actions).
+    pub from_status: Option<TaskStatus>,
+    /// Task status after (task actions).
+    pub to_status: Option<TaskStatus>,
+    /// Action-specific facts: the site order id and order state a resolving person saw.
+    #[schema(value_type = Object)]
+    pub detail: serde_json::Value,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// Longest `reason` of an operator action, characters.
+pub const MAX_REASON_CHARS: usize = 1000;
+
+/// `POST /api/orders/{id}/resolve` body.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveTask {
+    /// `succeeded` or `failed` (what the person found on the site).
+    pub outcome: Outcome,
+    /// Why (required, 1–1000 characters).
+    pub reason: String,
+    /// The site's order number the person saw, if any.
+    #[serde(default)]
+    pub site_order_id: Option<String>,
+    /// The order state the person saw; recorded in `history` as an operator report.
+    #[serde(default)]
+    pub state: Option<OrderState>,
+}
+
+/// `POST /api/orders/{id}/cancel` body.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelTask {
+    /// Why (required, 1–1000 characters).
+    pub reason: String,
+}
+
+/// Answer of resolve and cancel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OperatorActionAck {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its status now.
+    pub status: TaskStatus,
+    /// The audit row written.
+    pub action: OperatorActionView,
+}
+
+/// A worker, as `GET /api/workers` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WorkerView {
+    /// Worker id.
+    pub worker_id: String,
+    /// Its last lease poll or valid renew/report.
+    pub last_seen_at: Timestamp,
+    /// Seconds since then.
+    pub last_seen_seconds: f64,
+    /// Over `RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS`.
+    pub offline: bool,
+    /// Retired by an operator; it comes back by polling again.
+    pub retired: bool,
+    /// The task it holds (leased/running), if any.
+    pub active_task: Option<TaskId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alert_clears_once() {
+        assert_eq!(
+            AlertState::Open.transition(AlertEvent::Clear),
+            Ok(AlertState::Cleared)
+        );
+        assert!(AlertState::Cleared.transition(AlertEvent::Clear).is_err());
+    }
+
+    #[test]
+    fn a_delivered_event_takes_no_further_attempt() {
+        assert_eq!(
+            DeliveryState::Pending.transition(DeliveryEvent::Failed),
+            Ok(DeliveryState::Pending)
+        );
+        assert_eq!(
+            DeliveryState::Pending.transition(DeliveryEvent::Delivered),
+            Ok(DeliveryState::Delivered)
+        );
+        assert!(
+            DeliveryState::Delivered
+                .transition(DeliveryEvent::Failed)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn kinds_round_trip() {
+        for k in AlertKind::ALL {
+            assert_eq!(k.as_str().parse::<AlertKind>(), Ok(k));
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+    }
+}
