@@ -9,7 +9,7 @@ use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use maud::{DOCTYPE, Markup, PreEscaped, html};
+use maud::{DOCTYPE, Markup, html};
 use rakuten_types::Timestamp;
 
 use crate::session::CSRF_FIELD;
@@ -297,14 +297,4 @@ pub fn enc(s: &str) -> String {
         }
     }
     out
-}
-
-/// Escaped text as markup (for building fragments outside `html!`).
-pub fn text(s: &str) -> Markup {
-    html! { (s) }
-}
-
-/// Raw, already safe markup (a constant).
-pub fn raw(s: &'static str) -> Markup {
-    PreEscaped(s.to_owned())
 }

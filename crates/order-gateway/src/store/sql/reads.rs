@@ -219,18 +219,27 @@ pub(crate) async fn task_attention(
     failed_since: Timestamp,
     limit: i64,
 ) -> Result<Vec<AttentionTask>, StoreError> {
-    // Each branch is an index range of `idx_tasks_pending (status, created_at)`, merged oldest
-    // first; the latest report is looked up for the listed rows only.
+    // One branch per status, each walking `idx_tasks_pending (status, created_at)` in order and
+    // stopping after `limit` rows; the branches are merged oldest first. The latest report is
+    // looked up for the listed rows only.
+    let branch = |cond: &str| {
+        format!(
+            "SELECT * FROM (SELECT t.task_id AS id, t.created_at AS c, t.{o} AS o FROM tasks t \
+             WHERE {cond} ORDER BY t.created_at, t.{o} LIMIT $2) AS b",
+            o = Db::INSERTION_ORDER
+        )
+    };
     let sql = format!(
         "SELECT {TASK_COLUMNS}, \
            (SELECT r.detail FROM task_reports r WHERE r.task_id = t.task_id \
              ORDER BY r.seq DESC LIMIT 1) AS last_detail, \
            (SELECT r.error_code FROM task_reports r WHERE r.task_id = t.task_id \
              ORDER BY r.seq DESC LIMIT 1) AS last_error_code \
-         FROM tasks t WHERE t.status IN ('stale', 'needs_human') \
-           OR (t.status = 'failed' AND t.updated_at >= $1) \
-         ORDER BY t.created_at, t.{} LIMIT $2",
-        Db::INSERTION_ORDER
+         FROM ({} UNION ALL {} UNION ALL {}) AS pick JOIN tasks t ON t.task_id = pick.id \
+         ORDER BY pick.c, pick.o LIMIT $2",
+        branch("t.status = 'stale'"),
+        branch("t.status = 'needs_human'"),
+        branch("t.status = 'failed' AND t.updated_at >= $1"),
     );
     sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(failed_since.to_rfc3339())
