@@ -132,6 +132,28 @@ pub fn page_with_status(
     (status, secure_headers(), doc).into_response()
 }
 
+/// The refusal of a form without the session's CSRF token.
+pub const CSRF_REFUSED: &str = "Refused: this form did not carry the console's security token \
+    (CSRF). Reload the page and send it again.";
+
+/// An error page in the frame: the message and a link back to `back` (`(href, label)`).
+pub fn error_page(
+    chrome: &Chrome<'_>,
+    status: StatusCode,
+    message: &str,
+    back: (&str, &str),
+) -> Response {
+    let notice = Notice::Err(message.to_owned());
+    page_with_status(
+        status,
+        chrome,
+        "",
+        "Refused",
+        Some(&notice),
+        html! { p { a href=(back.0) { (back.1) } } },
+    )
+}
+
 /// The security headers of every console response.
 pub fn secure_headers() -> [(header::HeaderName, HeaderValue); 5] {
     [

@@ -85,10 +85,12 @@ impl ConsoleKey {
         SignedCookieJar::from_headers(headers, self.0.clone()).add(cookie)
     }
 
-    /// A jar that removes the session cookie.
-    pub fn sign_out(&self, headers: &HeaderMap) -> SignedCookieJar {
-        SignedCookieJar::from_headers(headers, self.0.clone())
-            .remove(Cookie::build(COOKIE).path("/console").build())
+    /// The answer to a sign-out: the session cookie removed, back to the sign-in page.
+    pub fn sign_out(&self, headers: &HeaderMap) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let jar = SignedCookieJar::from_headers(headers, self.0.clone())
+            .remove(Cookie::build(COOKIE).path("/console").build());
+        (jar, axum::response::Redirect::to("/console/sign-in")).into_response()
     }
 }
 

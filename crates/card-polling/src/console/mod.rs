@@ -22,7 +22,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
-use maud::html;
 use serde::{Deserialize, Serialize};
 use web_console::layout::{self, Chrome, Notice};
 use web_console::session::Session;
@@ -110,14 +109,11 @@ impl Signed {
 
     /// An error page in the frame.
     pub fn error(&self, status: StatusCode, message: &str) -> Response {
-        let notice = Notice::Err(message.to_owned());
-        layout::page_with_status(
-            status,
+        layout::error_page(
             &self.chrome(),
-            "",
-            "Refused",
-            Some(&notice),
-            html! { p { a href="/console/items" { "Back to the items" } } },
+            status,
+            message,
+            ("/console/items", "Back to the items"),
         )
     }
 
@@ -224,18 +220,10 @@ async fn sign_out(
     if !signed.csrf_ok(form.csrf.as_deref()) {
         return csrf_refused(&signed);
     }
-    (
-        st.console_key.sign_out(&headers),
-        Redirect::to("/console/sign-in"),
-    )
-        .into_response()
+    st.console_key.sign_out(&headers)
 }
 
 /// The answer to a form without the session's CSRF token.
 pub fn csrf_refused(signed: &Signed) -> Response {
-    signed.error(
-        StatusCode::FORBIDDEN,
-        "Refused: this form did not carry the console's security token (CSRF). Reload the page \
-         and send it again.",
-    )
+    signed.error(StatusCode::FORBIDDEN, layout::CSRF_REFUSED)
 }
