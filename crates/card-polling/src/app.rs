@@ -144,6 +144,7 @@ impl Application {
             hints,
             scheduler: scheduler.clone(),
             manual_daily_quota: settings.manual_daily_quota,
+            console_key: web_console::ConsoleKey::new(settings.console_key.as_deref()),
         };
         Ok(Application {
             listener,

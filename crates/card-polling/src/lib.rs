@@ -25,9 +25,12 @@
 //!   SQLite ([`store::sqlite`], the default; `migrations/sqlite`) and PostgreSQL
 //!   ([`store::postgres`], `RAKUTEN_POLL_DB_URL`; `migrations/postgres`).
 //! - [`http`]: error, auth, extractors and one route file per resource.
+//! - [`console`]: the operator console at `/console` (issue #11): items, exceptions, queue depths
+//!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
 //! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]).
 
 pub mod app;
+pub mod console;
 pub mod domain;
 pub mod executor;
 pub mod hints;

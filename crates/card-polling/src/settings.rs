@@ -195,6 +195,10 @@ pub struct Settings {
     /// Simulated carrier: ICCIDs it does not know (comma-separated).
     #[arg(long, env = "RAKUTEN_POLL_SIM_UNKNOWN_ICCIDS", value_delimiter = ',')]
     pub sim_unknown_iccids: Vec<String>,
+    /// Signing key of the operator console's session cookies (issue #11); every instance must
+    /// share it. Unset: a random key per process (sessions end at restart).
+    #[arg(long, env = "RAKUTEN_POLL_CONSOLE_KEY", hide_env_values = true)]
+    pub console_key: Option<String>,
     /// TLS, connection bounds and shutdown deadline of the HTTP edge (issue #12).
     #[command(flatten)]
     pub edge: EdgeSettings,
@@ -289,6 +293,7 @@ impl Settings {
             sim_failure_rate: 0.0,
             sim_timeout_rate: 0.0,
             sim_unknown_iccids: vec![],
+            console_key: None,
             edge: EdgeSettings::default(),
         }
     }

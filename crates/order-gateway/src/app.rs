@@ -11,6 +11,7 @@ use anyhow::Context;
 use rakuten_types::Clock;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use web_console::ConsoleKey;
 
 use crate::http::{AppState, router};
 use crate::jobs::alerts::{AlertJob, AlertJobSettings, AlertThresholds};
@@ -133,6 +134,8 @@ impl Application {
                 retention: settings.query_retention(),
             },
         );
+        let credentials = Arc::new(settings.credentials()?);
+        let console_key = ConsoleKey::new(settings.console_key.as_ref().map(|k| k.expose()));
         let ops = backend.operator_store();
         let alert_job = AlertJob::new(
             ops.clone(),
@@ -160,7 +163,6 @@ impl Application {
             clock.clone(),
             WebhookSettings::from_settings(&settings.alerts, settings.sweep_interval()),
         )?;
-        let credentials = Arc::new(settings.credentials()?);
         let state = AppState {
             store: dyn_store,
             ops,
@@ -171,6 +173,7 @@ impl Application {
             query_notifier,
             credentials,
             shutdown: shutdown.clone(),
+            console_key,
         };
         Ok(Application {
             listener,

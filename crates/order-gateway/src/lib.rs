@@ -26,6 +26,9 @@
 //!   the account-query sweeper ([`jobs::query_sweeper`]).
 //! - [`store::operator`]: the operator's-loop store trait (alerts, outbox, operator actions,
 //!   workers), implemented once in `store/sql/operator.rs`; routes in [`http::routes::operator`].
+//! - [`console`]: the operator console at `/console` (issue #11): server-rendered pages over the
+//!   store, sign-in with an operator token, audited actions with a reason; the shared frame,
+//!   session cookie and CSRF token come from the `web-console` crate.
 //! - [`query_queue`]: the account read-only query channel (§11): the side-by-side comparison of
 //!   the two channels' semantics, submit validation, result size limit, query long-poll. Its
 //!   storage is [`store::QueryStore`] (table `account_queries`), its routes
@@ -35,6 +38,7 @@
 //! invariant is the partial unique index `one_active_task`.
 
 pub mod app;
+pub mod console;
 pub mod http;
 pub mod jobs;
 pub mod lease;

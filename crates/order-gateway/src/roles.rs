@@ -208,6 +208,15 @@ impl Credentials {
         Ok(Credentials { entries })
     }
 
+    /// The role of the actor named `name`, while any of its tokens is configured (the console
+    /// checks its sessions against it on every request).
+    pub fn role_of(&self, name: &str) -> Option<Role> {
+        self.entries
+            .iter()
+            .find(|e| e.actor.name == name)
+            .map(|e| e.actor.role)
+    }
+
     /// The actor whose token `presented` is, if any. Compares against every entry in constant
     /// time (all entries are always compared).
     pub fn identify(&self, presented: &str) -> Option<Actor> {

@@ -172,6 +172,10 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_METRICS_TOKENS", hide_env_values = true)]
     pub metrics_tokens: Option<NamedTokens>,
 
+    /// Signing key of the operator console's session cookies (issue #11); every instance on one
+    /// database must share it. Unset: a random key per process (sessions end at restart).
+    #[arg(long, env = "RAKUTEN_CONSOLE_KEY", hide_env_values = true)]
+    pub console_key: Option<Secret>,
     /// Alert delivery and stale-task evidence (issue #10).
     #[command(flatten)]
     pub alerts: AlertSettings,
@@ -435,6 +439,7 @@ impl Settings {
             operator_tokens: None,
             metrics_tokens: None,
             edge: EdgeSettings::default(),
+            console_key: None,
         }
     }
 

@@ -33,22 +33,34 @@ impl FromRequestParts<AppState> for Auth {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(ApiError::unauthorized)?;
-        let hash = TokenHash::of(token);
-        if state.admin_token_hash.ct_eq(&hash.0) {
-            return Ok(Auth(Account {
-                id: "admin".into(),
-                role: Role::SuperAdmin,
-                shop_id: None,
-                perm_manual_trigger: true,
-                perm_card_data: true,
-            }));
-        }
-        match state.store.account_find_by_token(&hash).await {
+        match account_of_token(state, token).await {
             Ok(Some(a)) => Ok(Auth(a)),
             Ok(None) => Err(ApiError::unauthorized()),
             Err(e) => Err(ApiError::from_store(e, Some("account"))),
         }
     }
+}
+
+/// The account a token belongs to: the bootstrap admin (`admin`, super_admin), else the account
+/// with that token hash. The console's sign-in uses it too.
+///
+/// # Errors
+/// The store failed.
+pub async fn account_of_token(
+    state: &AppState,
+    token: &str,
+) -> Result<Option<Account>, crate::store::StoreError> {
+    let hash = TokenHash::of(token);
+    if state.admin_token_hash.ct_eq(&hash.0) {
+        return Ok(Some(Account {
+            id: "admin".into(),
+            role: Role::SuperAdmin,
+            shop_id: None,
+            perm_manual_trigger: true,
+            perm_card_data: true,
+        }));
+    }
+    state.store.account_find_by_token(&hash).await
 }
 
 impl Auth {

@@ -66,6 +66,8 @@ pub struct AppState {
     pub scheduler: Scheduler,
     /// Accepted ordinary manual triggers per operator per UTC day.
     pub manual_daily_quota: u32,
+    /// Signs the console's session cookies.
+    pub console_key: web_console::ConsoleKey,
 }
 
 /// A success envelope as JSON.
@@ -106,6 +108,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/manual-triggers", post(manual_triggers::create))
         .route("/api/scheduler/last-cycle", get(scheduler::last_cycle))
         .merge(openapi::router())
+        .merge(crate::console::router())
         .fallback(error::not_found_route)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

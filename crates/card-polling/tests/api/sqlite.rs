@@ -43,3 +43,7 @@ mod soak;
 // The HTTP edge (TLS, connection bounds, strict JSON) does not depend on the engine.
 #[path = "edge.rs"]
 mod edge;
+
+// The console (issue #11) in a real browser: pages do not depend on the engine.
+#[path = "console.rs"]
+mod console;

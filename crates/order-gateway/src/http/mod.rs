@@ -29,6 +29,7 @@ use rakuten_types::Clock;
 use rakuten_types::order::MAX_INTENT_BYTES;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
+use web_console::ConsoleKey;
 
 use self::error::ApiError;
 use crate::lease::notify::LeaseNotifier;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     /// Cancelled at shutdown: waiting long-polls return at once.
     pub shutdown: CancellationToken,
+    /// Signs the console's session cookies.
+    pub console_key: ConsoleKey,
 }
 
 /// The whole application router.
@@ -75,6 +78,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(routes::health::router())
         .merge(openapi::router())
+        .merge(crate::console::router())
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -203,6 +203,26 @@ pub struct HealthSnapshot {
 /// Most workers a [`HealthSnapshot`] lists.
 pub const HEALTH_WORKERS_LISTED: i64 = 1000;
 
+/// Tasks per status and the oldest queued task (the console's overview).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatusCounts {
+    /// Every status with its number of tasks (zero included), in [`TaskStatus::ALL`] order.
+    pub by_status: Vec<(TaskStatus, i64)>,
+    /// When the oldest queued task was created.
+    pub oldest_queued: Option<Timestamp>,
+}
+
+/// A task that needs a person (the console's "needs attention"), with its latest report's words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttentionTask {
+    /// The task.
+    pub task: TaskSummary,
+    /// The latest report's free text.
+    pub last_detail: Option<String>,
+    /// The latest report's error code.
+    pub last_error_code: Option<i32>,
+}
+
 /// Why a store operation failed. Cloneable because one failed group commit answers many callers.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
@@ -449,6 +469,18 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// A filtered page of tasks, oldest first.
     async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError>;
+
+    /// Tasks per status and the oldest queued task, from one snapshot.
+    async fn task_status_counts(&self) -> Result<StatusCounts, StoreError>;
+
+    /// Every `stale` and `needs_human` task and the `failed` ones changed at or after
+    /// `failed_since`, oldest first, at most `limit`, each with its latest report's detail and
+    /// error code.
+    async fn task_attention(
+        &self,
+        failed_since: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<AttentionTask>, StoreError>;
 
     /// Counts and lists for `/health`; `queued_before` selects the queued-too-long tasks.
     async fn health_snapshot(&self, queued_before: Timestamp)

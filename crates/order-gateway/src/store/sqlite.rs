@@ -43,6 +43,11 @@ pub fn migrator() -> Migrator {
             "alerts and operator actions",
             include_str!("../../migrations/sqlite/0004_alerts_operator_actions.sql"),
         ),
+        (
+            5,
+            "console indexes",
+            include_str!("../../migrations/sqlite/0005_console_indexes.sql"),
+        ),
     ])
 }
 

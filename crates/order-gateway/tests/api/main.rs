@@ -8,6 +8,7 @@ mod alert_crash;
 mod bad_input;
 mod binary;
 mod conformance;
+mod console;
 mod crash;
 mod edge;
 mod env_example;

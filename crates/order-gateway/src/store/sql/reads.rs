@@ -3,7 +3,7 @@
 //! (the dialect's `READ_SNAPSHOT`), so their counts and pages agree.
 
 use rakuten_types::order::{Page, TaskDetail, TaskSummary};
-use rakuten_types::{TaskId, Timestamp, WorkerId};
+use rakuten_types::{TaskId, TaskStatus, Timestamp, WorkerId};
 use sqlx::Row;
 
 use super::tasks::gate_free;
@@ -12,7 +12,10 @@ use crate::settings::LeaseScope;
 use crate::store::dialect::Dialect;
 use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, decode_report, ts};
 use crate::store::sql::{eq_if_set, oldest_first_page};
-use crate::store::{HEALTH_WORKERS_LISTED, HealthSnapshot, StoreError, TaskFilter, WorkerSeen};
+use crate::store::{
+    AttentionTask, HEALTH_WORKERS_LISTED, HealthSnapshot, StatusCounts, StoreError, TaskFilter,
+    WorkerSeen,
+};
 
 pub(crate) async fn task_get(
     pool: &Pool,
@@ -201,4 +204,69 @@ pub(crate) async fn health_snapshot(
         workers,
         workers_total,
     })
+}
+
+pub(crate) async fn task_status_counts(pool: &Pool) -> Result<StatusCounts, StoreError> {
+    let mut tx = pool.begin_with(Db::READ_SNAPSHOT).await?;
+    // One count per status, each an index range of `idx_tasks_pending (status, created_at)`.
+    let mut by_status = Vec::with_capacity(TaskStatus::ALL.len());
+    for status in TaskStatus::ALL {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE status = $1")
+            .bind(status.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        by_status.push((status, n));
+    }
+    let oldest: Option<String> =
+        sqlx::query_scalar("SELECT MIN(created_at) FROM tasks WHERE status = 'queued'")
+            .fetch_one(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok(StatusCounts {
+        by_status,
+        oldest_queued: oldest.as_deref().map(ts).transpose()?,
+    })
+}
+
+pub(crate) async fn task_attention(
+    pool: &Pool,
+    failed_since: Timestamp,
+    limit: i64,
+) -> Result<Vec<AttentionTask>, StoreError> {
+    // One branch per status, each walking `idx_tasks_pending (status, created_at)` in order and
+    // stopping after `limit` rows; the branches are merged oldest first. The latest report is
+    // looked up for the listed rows only.
+    let branch = |cond: &str| {
+        format!(
+            "SELECT * FROM (SELECT t.task_id AS id, t.created_at AS c, t.{o} AS o FROM tasks t \
+             WHERE {cond} ORDER BY t.created_at, t.{o} LIMIT $2) AS b",
+            o = Db::INSERTION_ORDER
+        )
+    };
+    let sql = format!(
+        "SELECT {TASK_COLUMNS}, \
+           (SELECT r.detail FROM task_reports r WHERE r.task_id = t.task_id \
+             ORDER BY r.seq DESC LIMIT 1) AS last_detail, \
+           (SELECT r.error_code FROM task_reports r WHERE r.task_id = t.task_id \
+             ORDER BY r.seq DESC LIMIT 1) AS last_error_code \
+         FROM ({} UNION ALL {} UNION ALL {}) AS pick JOIN tasks t ON t.task_id = pick.id \
+         ORDER BY pick.c, pick.o LIMIT $2",
+        branch("t.status = 'stale'"),
+        branch("t.status = 'needs_human'"),
+        branch("t.status = 'failed' AND t.updated_at >= $1"),
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(failed_since.to_rfc3339())
+        .bind(limit)
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(AttentionTask {
+                task: TaskRow::decode(r)?.into_summary()?,
+                last_detail: r.try_get("last_detail")?,
+                last_error_code: r.try_get("last_error_code")?,
+            })
+        })
+        .collect()
 }

@@ -22,7 +22,7 @@ use crate::store::queries::{
 };
 use crate::store::{
     bounded,
-    HealthSnapshot, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
+    AttentionTask, HealthSnapshot, StatusCounts, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
     RenewRequest, StaleTask, StoreError, TaskFilter,
 };
 
@@ -124,6 +124,18 @@ impl OrderStore for Store {
 
     async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
         bounded(reads::task_list(self.read_pool(), filter)).await
+    }
+
+    async fn task_status_counts(&self) -> Result<StatusCounts, StoreError> {
+        reads::task_status_counts(self.read_pool()).await
+    }
+
+    async fn task_attention(
+        &self,
+        failed_since: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<AttentionTask>, StoreError> {
+        reads::task_attention(self.read_pool(), failed_since, limit).await
     }
 
     async fn health_snapshot(

@@ -1,0 +1,508 @@
+//! The card-polling console's pages and forms. Every item read goes through the signed-in
+//! account's scope; a missing item and an out-of-scope item get the same page.
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+use web_console::layout::{Notice, action_form, badge, enc, opt, ts, ts_opt};
+
+use super::{Signed, csrf_refused};
+use crate::domain::Scope;
+use crate::http::AppState;
+use crate::priority::item_status::ItemStatus;
+use crate::priority::manual::{self, ManualError};
+use crate::store::{ExceptionCondition, ItemFilter, ItemView, StoreError};
+
+/// Items per page.
+pub const PAGE: i64 = 50;
+
+/// `GET /console`: queue depths per task type and lane, and the last cycle's decisions.
+pub async fn overview(State(st): State<AppState>, signed: Signed) -> Response {
+    if !signed.account.may_administer() {
+        let body = html! {
+            h1 { "Overview" }
+            section.card {
+                p { "Queue depths and scheduling decisions are shown to platform operators. Your items: " }
+                p { a href="/console/items" { "all items" } " · " a href="/console/exceptions" { "exceptions" } }
+            }
+        };
+        return signed.page("/console", "Overview", None, body);
+    }
+    let mut depths = Vec::new();
+    for d in st.scheduler.pool().depths() {
+        let hint = st
+            .hints
+            .depth(crate::hints::ChannelLane::Hint, &d.task_type)
+            .await
+            .ok();
+        let manual = st
+            .hints
+            .depth(crate::hints::ChannelLane::Manual, &d.task_type)
+            .await
+            .ok();
+        depths.push((d, hint, manual));
+    }
+    let cycle = st.scheduler.last_cycle();
+    let body = html! {
+        h1 { "Overview" }
+        section.card #depths {
+            h2 { "Queue depths (" (st.hints.backend()) " hint channel)" }
+            table {
+                thead { tr {
+                    th { "task type" } th.num { "hint lane" } th.num { "manual lane" }
+                    th.num { "priority queued" } th.num { "manual queued" } th.num { "ordinary queued" }
+                    th.num { "running" } th.num { "executed (priority / manual / ordinary)" }
+                } }
+                tbody {
+                    @for (d, hint, manual) in &depths {
+                        tr {
+                            td { (d.task_type) }
+                            td.num { (opt(*hint)) }
+                            td.num { (opt(*manual)) }
+                            td.num { (d.priority) }
+                            td.num { (d.manual) }
+                            td.num { (d.ordinary) }
+                            td.num { (d.in_flight) }
+                            td.num { (d.executed_priority) " / " (d.executed_manual) " / " (d.executed_ordinary) }
+                        }
+                    }
+                }
+            }
+        }
+        section.card #cycle {
+            h2 { "Last scheduling cycle" }
+            @match &cycle {
+                None => p.empty { "No cycle has run yet." },
+                Some(c) => {
+                    p.muted { "At " (ts_opt(c.at)) ", " (c.duration_us / 1000) " ms." }
+                    table {
+                        thead { tr {
+                            th { "task type" } th.num { "hints taken" } th.num { "hints queued" }
+                            th.num { "manual taken" } th.num { "due items recovered" }
+                            th.num { "ordinary taken" } th.num { "ordinary skipped (back-pressure)" }
+                        } }
+                        tbody {
+                            @for d in &depths {
+                                @let t = &d.0.task_type;
+                                tr {
+                                    td { (t) }
+                                    td.num { (c.hints_taken.get(t).copied().unwrap_or(0)) }
+                                    td.num { (c.hints_queued.get(t).copied().unwrap_or(0)) }
+                                    td.num { (c.manual_taken.get(t).copied().unwrap_or(0)) }
+                                    td.num { (c.due_items_recovered.get(t).copied().unwrap_or(0)) }
+                                    td.num { (c.ordinary_taken.get(t).copied().unwrap_or(0)) }
+                                    td.num { (c.ordinary_skipped_for_backpressure.get(t).copied().unwrap_or(0)) }
+                                }
+                            }
+                        }
+                    }
+                    @if !c.skipped_shards.is_empty() {
+                        p { "Shards skipped: " span.mono { (c.skipped_shards.join(", ")) } }
+                    }
+                    @for e in &c.errors { div.notice.err { (e) } }
+                }
+            }
+        }
+    };
+    signed.page("/console", "Overview", None, body)
+}
+
+/// Filters of the item list.
+#[derive(Debug, Default, Deserialize)]
+pub struct ItemQuery {
+    status: Option<String>,
+    task_type: Option<String>,
+    iccid: Option<String>,
+    shop: Option<String>,
+    before: Option<i64>,
+    done: Option<String>,
+}
+
+fn nonempty(s: &Option<String>) -> Option<String> {
+    s.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.chars().take(64).collect())
+}
+
+/// `GET /console/items`.
+pub async fn items(
+    State(st): State<AppState>,
+    signed: Signed,
+    Query(q): Query<ItemQuery>,
+) -> Response {
+    list(st, signed, q, false).await
+}
+
+/// `GET /console/exceptions`: failed, expired, at the attempt limit, or with a failure reason.
+pub async fn exceptions(
+    State(st): State<AppState>,
+    signed: Signed,
+    Query(q): Query<ItemQuery>,
+) -> Response {
+    list(st, signed, q, true).await
+}
+
+async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> Response {
+    let status = match nonempty(&q.status).map(|s| ItemStatus::parse(&s)) {
+        Some(None) => return signed.error(StatusCode::BAD_REQUEST, "Unknown status."),
+        Some(s) => s,
+        None => None,
+    };
+    let task_type = nonempty(&q.task_type);
+    let iccid = nonempty(&q.iccid);
+    let shop = nonempty(&q.shop);
+    // A shop filter narrows the scope to that shop's tree; an agent may narrow only within its
+    // own tree, so for an agent it applies only to its own shop (the whole scope).
+    let scope = match (&signed.scope, &shop) {
+        (Scope::All, Some(s)) => Scope::ShopTree(s.clone()),
+        (scope, _) => scope.clone(),
+    };
+    let filter = ItemFilter {
+        status,
+        task_type: task_type.clone(),
+        iccid: iccid.clone(),
+        exceptions: if exceptions {
+            vec![
+                ExceptionCondition::Failed,
+                ExceptionCondition::Expired,
+                ExceptionCondition::AttemptsAtMax,
+                ExceptionCondition::HasFailureReason,
+            ]
+        } else {
+            vec![]
+        },
+        before_id: q.before.filter(|b| *b > 0),
+        limit: PAGE,
+        ..ItemFilter::default()
+    };
+    let rows = match st.store.item_list(&scope, &filter).await {
+        Ok(r) => r,
+        Err(e) => return store_error(&signed, e),
+    };
+    let path = if exceptions {
+        "/console/exceptions"
+    } else {
+        "/console/items"
+    };
+    let base = format!(
+        "{path}?status={}&task_type={}&iccid={}&shop={}",
+        status.map(|s| s.as_str()).unwrap_or(""),
+        enc(task_type.as_deref().unwrap_or("")),
+        enc(iccid.as_deref().unwrap_or("")),
+        enc(shop.as_deref().unwrap_or("")),
+    );
+    let title = if exceptions {
+        "Exceptions and retries"
+    } else {
+        "Items"
+    };
+    let notice = (q.done.as_deref() == Some("closed"))
+        .then(|| Notice::Ok("Closed: the reason is in the item's audit trail.".into()));
+    let body = html! {
+        h1 { (title) }
+        @if exceptions {
+            p.muted { "Failed or expired items, items at the attempt limit, and items with a failure reason; newest first." }
+        }
+        form.filters method="get" action=(path) {
+            label { "status"
+                select name="status" {
+                    option value="" { "any" }
+                    @for s in ItemStatus::ALL {
+                        option value=(s.as_str()) selected[status == Some(s)] { (s.as_str()) }
+                    }
+                }
+            }
+            label { "task type"
+                select name="task_type" {
+                    option value="" { "any" }
+                    @for t in st.task_types.names() {
+                        option value=(t) selected[task_type.as_deref() == Some(t.as_str())] { (t) }
+                    }
+                }
+            }
+            label { "ICCID" input name="iccid" value=(iccid.as_deref().unwrap_or("")) size="22"; }
+            @if matches!(signed.scope, Scope::All) {
+                label { "shop (and sub-shops)" input name="shop" value=(shop.as_deref().unwrap_or("")) size="12"; }
+            }
+            button.secondary type="submit" { "Filter" }
+        }
+        section.card {
+            (item_table(&rows))
+            div.pager {
+                @if let Some(last) = rows.last() {
+                    @if rows.len() as i64 == PAGE {
+                        a #next href={ (base) "&before=" (last.id) } { "older →" }
+                    }
+                }
+                @if q.before.is_some() { a href=(base) { "← newest" } }
+            }
+        }
+    };
+    signed.page(path, title, notice.as_ref(), body)
+}
+
+fn item_table(rows: &[ItemView]) -> Markup {
+    html! {
+        @if rows.is_empty() { p.empty { "No item matches." } }
+        @else {
+            table #items {
+                thead { tr {
+                    th.num { "id" } th { "status" } th { "task type" } th { "ICCID" } th { "shop" }
+                    th { "trigger" } th.num { "attempts" } th { "next run" } th { "enqueued" } th { "failure" }
+                } }
+                tbody {
+                    @for i in rows {
+                        tr {
+                            td.num { a href={ "/console/items/" (i.id) } { (i.id) } }
+                            td { (badge(i.status.as_str())) }
+                            td { (i.task_type) }
+                            td.mono { (i.iccid) }
+                            td { (i.shop_id) }
+                            td { (i.last_trigger_type.as_str()) }
+                            td.num { (i.attempts) "/" (i.max_attempts) }
+                            td { (ts_opt(i.next_run_at)) }
+                            td { (ts(i.enqueued_at)) }
+                            td.wrap { (opt(i.failure_reason.as_deref())) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn store_error(signed: &Signed, e: StoreError) -> Response {
+    tracing::error!(error = %e, "console read failed");
+    signed.error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The database could not be read; try again.",
+    )
+}
+
+/// The one answer for a missing item and an item outside the account's scope.
+fn no_such_item(signed: &Signed) -> Response {
+    signed.error(StatusCode::NOT_FOUND, "No such item.")
+}
+
+/// `?done=…` after an action.
+#[derive(Debug, Default, Deserialize)]
+pub struct Done {
+    done: Option<String>,
+}
+
+/// `GET /console/items/{id}`: the item, its audit trail, its carrier calls, the actions.
+pub async fn item(
+    State(st): State<AppState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(done): Query<Done>,
+) -> Response {
+    let Ok(id) = id.parse::<i64>() else {
+        return no_such_item(&signed);
+    };
+    let d = match st.store.item_get(&signed.scope, id).await {
+        Ok(Some(d)) => d,
+        Ok(None) | Err(StoreError::NotFound) => return no_such_item(&signed),
+        Err(e) => return store_error(&signed, e),
+    };
+    let i = &d.item;
+    let notice = match done.done.as_deref() {
+        Some("closed") => Some(Notice::Ok(
+            "Closed; the reason is in the audit trail.".into(),
+        )),
+        Some("retriggered") => Some(Notice::Ok(
+            "Retriggered: this is the new item; the failed one stays in the history.".into(),
+        )),
+        _ => None,
+    };
+    let csrf = signed.csrf().to_owned();
+    let body = html! {
+        h1 { "Item " (i.id) " " (badge(i.status.as_str())) }
+        div.grid {
+            section.card {
+                h2 { "Item" }
+                dl.kv {
+                    dt { "card (ICCID)" } dd.mono { (i.iccid) }
+                    dt { "asset" } dd { (i.asset_type) " " span.mono { (i.asset_id) } }
+                    dt { "device" } dd.mono { (opt(i.device_no.as_deref())) }
+                    dt { "shop" } dd { (i.shop_id) " " span.muted { "(" (i.agent_chain.join(" → ")) ")" } }
+                    dt { "task type" } dd { (i.task_type) }
+                    dt { "trigger" } dd { (i.trigger_type.as_str()) ", latest " (i.last_trigger_type.as_str())
+                        " (" (i.trigger_count) " trigger(s))" }
+                    dt { "sources" } dd.mono { (i.trigger_sources.join(", ")) }
+                }
+            }
+            section.card {
+                h2 { "Execution" }
+                dl.kv {
+                    dt { "attempts" } dd { (i.attempts) " of " (i.max_attempts) }
+                    dt { "next run" } dd { (ts_opt(i.next_run_at)) }
+                    dt { "claim ends" } dd { (ts_opt(i.claim_expires_at)) }
+                    dt { "last run" } dd { (ts_opt(i.started_at)) " → " (ts_opt(i.finished_at))
+                        @if let Some(ms) = i.duration_ms { " (" (ms) " ms)" } }
+                    dt { "result" } dd { (opt(i.result.as_deref())) }
+                    dt { "failure" } dd { (opt(i.failure_reason.as_deref())) }
+                    dt { "enqueued" } dd { (ts(i.enqueued_at)) }
+                    dt { "dequeued" } dd { (ts_opt(i.dequeued_at)) }
+                    dt { "valid until" } dd { (ts(i.valid_until)) }
+                    @if let Some(by) = &i.closed_by {
+                        dt { "closed by" } dd { (by) ": " (opt(i.close_reason.as_deref())) }
+                    }
+                    @if let Some(from) = i.retriggered_from {
+                        dt { "retriggers" } dd { a href={ "/console/items/" (from) } { "item " (from) } }
+                    }
+                }
+            }
+        }
+        section.card #audit {
+            h2 { "Audit trail (" (d.events.len()) ")" }
+            table {
+                thead { tr { th { "at" } th { "what" } th { "trigger" } th { "source" } th { "who" } th { "reason" } th { "result" } } }
+                tbody {
+                    @for e in &d.events {
+                        tr {
+                            td { (ts(e.at)) }
+                            td { (e.kind) }
+                            td { (opt(e.trigger_type.as_deref())) }
+                            td.mono { (opt(e.source.as_deref())) }
+                            td { (opt(e.operator.as_deref())) }
+                            td.wrap { (opt(e.reason.as_deref())) }
+                            td.wrap { (opt(e.result.as_deref())) }
+                        }
+                    }
+                }
+            }
+        }
+        section.card #calls {
+            h2 { "Carrier calls (" (d.logs.len()) ")" }
+            @if d.logs.is_empty() { p.empty { "No carrier call yet." } }
+            @else {
+                table {
+                    thead { tr { th { "at" } th { "operation" } th { "outcome" } th.num { "latency" } th { "request" } th { "response" } } }
+                    tbody {
+                        @for l in &d.logs {
+                            tr {
+                                td { (ts(l.at)) }
+                                td { (l.operation) }
+                                td { (badge(&l.outcome)) }
+                                td.num { (l.latency_ms) " ms" }
+                                td.wrap.mono { (l.request_summary) }
+                                td.wrap.mono { (l.response_summary) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section.card #actions {
+            h2 { "Actions" }
+            @let may_close = i.status.is_active() && signed.account.may_close();
+            @let may_retrigger = matches!(i.status, ItemStatus::Failed | ItemStatus::Expired)
+                && signed.account.may_enqueue();
+            @if !may_close && !may_retrigger {
+                p.muted { "No action applies to this item for your account." }
+            }
+            div.actions {
+                @if may_close {
+                    (action_form(&format!("/console/items/{}/close", i.id), &csrf, "Close",
+                        "Close this item? It leaves the priority queue for good.", html! {}, true))
+                }
+                @if may_retrigger {
+                    (action_form(&format!("/console/items/{}/retrigger", i.id), &csrf, "Retrigger",
+                        "Enqueue this card and task type again?", html! {}, false))
+                }
+            }
+        }
+    };
+    signed.page(
+        "/console/items",
+        &format!("Item {}", i.id),
+        notice.as_ref(),
+        body,
+    )
+}
+
+/// A close or retrigger form.
+#[derive(Debug, Deserialize)]
+pub struct ReasonForm {
+    csrf: Option<String>,
+    reason: Option<String>,
+}
+
+fn manual_refused(signed: &Signed, e: ManualError) -> Response {
+    match e {
+        ManualError::Store(StoreError::NotFound) => no_such_item(signed),
+        ManualError::Forbidden => signed.error(
+            StatusCode::FORBIDDEN,
+            "Your account may not do this (role or permission).",
+        ),
+        ManualError::Invalid(m) => signed.error(StatusCode::UNPROCESSABLE_ENTITY, &m),
+        ManualError::Store(StoreError::Conflict(m)) => {
+            signed.error(StatusCode::CONFLICT, &format!("Refused: {m}."))
+        }
+        ManualError::Store(e) => store_error(signed, e),
+    }
+}
+
+/// `POST /console/items/{id}/close`.
+pub async fn close(
+    State(st): State<AppState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Form(f): Form<ReasonForm>,
+) -> Response {
+    if !signed.csrf_ok(f.csrf.as_deref()) {
+        return csrf_refused(&signed);
+    }
+    let Ok(id) = id.parse::<i64>() else {
+        return no_such_item(&signed);
+    };
+    match manual::close(
+        st.store.as_ref(),
+        &signed.account,
+        id,
+        f.reason.as_deref(),
+        st.clock.now(),
+    )
+    .await
+    {
+        Ok(()) => Redirect::to(&format!("/console/items/{id}?done=closed")).into_response(),
+        Err(e) => manual_refused(&signed, e),
+    }
+}
+
+/// `POST /console/items/{id}/retrigger`.
+pub async fn retrigger(
+    State(st): State<AppState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Form(f): Form<ReasonForm>,
+) -> Response {
+    if !signed.csrf_ok(f.csrf.as_deref()) {
+        return csrf_refused(&signed);
+    }
+    let Ok(id) = id.parse::<i64>() else {
+        return no_such_item(&signed);
+    };
+    match manual::retrigger(
+        st.store.as_ref(),
+        &st.task_types,
+        &signed.account,
+        id,
+        f.reason.as_deref(),
+        st.clock.now(),
+    )
+    .await
+    {
+        Ok(item) => {
+            st.hints.push_items(std::slice::from_ref(&item)).await;
+            Redirect::to(&format!("/console/items/{}?done=retriggered", item.item_id))
+                .into_response()
+        }
+        Err(e) => manual_refused(&signed, e),
+    }
+}

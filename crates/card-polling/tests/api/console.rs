@@ -1,0 +1,83 @@
+//! The operator console in a real browser (issue #11): headless Chromium through chromedriver
+//! ([`web_console::webdriver`]); screenshots under `target/console-screenshots/`.
+
+use web_console::webdriver::Browser;
+
+use super::helpers::*;
+
+async fn sign_in(b: &Browser, app: &TestApp, token: &str) {
+    b.goto(&format!("{}/console", app.base)).await;
+    b.fill("#token", token).await;
+    b.click("#sign-in").await;
+    b.find("#who").await;
+}
+
+#[tokio::test]
+async fn card_polling_agent_cannot_open_an_out_of_scope_item() {
+    let app = spawn_seeded().await;
+    app.buy("card", "CB1", "addon").await;
+    app.buy("card", "CA11", "addon").await;
+    let b_item = app.item_of("CB1", "package").await["id"].as_i64().unwrap();
+    let b = Browser::start().await;
+    sign_in(&b, &app, AGENT_A).await;
+    b.goto(&format!("{}/console/items/{b_item}", app.base))
+        .await;
+    b.find(".notice.err").await;
+    let out_of_scope = b.text().await;
+    b.screenshot("card-polling-out-of-scope").await;
+    b.goto(&format!("{}/console/items/987654", app.base)).await;
+    b.find(".notice.err").await;
+    let missing = b.text().await;
+    assert!(out_of_scope.contains("No such item."), "{out_of_scope}");
+    assert_eq!(
+        out_of_scope, missing,
+        "an out-of-scope item looks like a missing one"
+    );
+    b.goto(&format!("{}/console/items", app.base)).await;
+    b.find("#items").await;
+    let list = b.text().await;
+    assert!(list.contains("CA11") && !list.contains("CB1"), "{list}");
+    b.screenshot("card-polling-agent-items").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn card_polling_console_closes_an_item_with_a_reason_and_stays_local() {
+    let app = spawn_seeded().await;
+    app.buy("card", "CA1", "addon").await;
+    let id = app.item_of("CA1", "package").await["id"].as_i64().unwrap();
+    let b = Browser::start().await;
+    sign_in(&b, &app, PLATFORM).await;
+    for path in [
+        "/console".to_owned(),
+        "/console/items".to_owned(),
+        "/console/exceptions".to_owned(),
+        format!("/console/items/{id}"),
+    ] {
+        b.goto(&format!("{}{path}", app.base)).await;
+        b.find("main").await;
+        for url in b.requested_urls().await {
+            assert!(url.starts_with(&app.base), "{path} requested {url}");
+        }
+    }
+    b.screenshot("card-polling-item").await;
+    b.fill(
+        "#form-close textarea[name=reason]",
+        "customer asked to stop",
+    )
+    .await;
+    b.click("#form-close button").await;
+    b.confirm().await;
+    b.find(".notice.ok").await;
+    let text = b.text().await;
+    assert!(
+        text.contains("customer asked to stop") && text.contains("plat"),
+        "{text}"
+    );
+    assert_eq!(app.detail(id).await["item"]["status"], "closed");
+    b.screenshot("card-polling-item-closed").await;
+    b.goto(&format!("{}/console", app.base)).await;
+    b.find("#depths").await;
+    b.screenshot("card-polling-overview").await;
+    b.close().await;
+}

@@ -1,0 +1,134 @@
+//! Operator console benchmark (issue #11 "pages stay fast at volume"): a plain binary
+//! (`harness = false`).
+//!
+//! `cargo bench -p order-gateway --bench console` (release), or `--profile dev` for an upper bound
+//! on a machine without release artifacts; `BENCH_TASKS=N` (default 100,000), `BENCH_ROUNDS=N`
+//! (default 20).
+//!
+//! Loads N tasks into a fresh SQLite gateway in one SQL statement (a quarter each queued, failed,
+//! stale and succeeded, with a report per non-queued task), signs in through the console's form,
+//! then GETs every console page `BENCH_ROUNDS` times over loopback and prints the median and the
+//! maximum time per page. The client is on loopback in the same process, so the time is the
+//! server's (routing, store reads, rendering) plus a loopback round trip.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use order_gateway::{Application, Settings};
+use rakuten_types::{Clock, SystemClock};
+
+const TOKEN: &str = "bench-token-0123456789";
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let n = env_or("BENCH_TASKS", 100_000);
+    let rounds = env_or("BENCH_ROUNDS", 20);
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("gw.db");
+    let clock = SystemClock;
+    let now = clock.now();
+    // Let the gateway create and migrate the schema, then stop it and load the rows.
+    {
+        let app =
+            Application::build(Settings::for_tests(&db, TOKEN), Arc::new(SystemClock)).await?;
+        drop(app);
+    }
+    load(&db, n, now).await?;
+    let app = Application::build(Settings::for_tests(&db, TOKEN), Arc::new(SystemClock)).await?;
+    let base = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_until_stopped(std::future::pending()));
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let signed = client
+        .post(format!("{base}/console/sign-in"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={TOKEN}"))
+        .send()
+        .await?;
+    let cookie = signed
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    let pages = [
+        "/console".to_owned(),
+        "/console/attention".to_owned(),
+        "/console/tasks".to_owned(),
+        "/console/tasks?status=queued".to_owned(),
+        format!("/console/tasks?status=failed&offset={}", n / 4 - 50),
+        "/console/tasks/bench-000002".to_owned(),
+        "/console/alerts".to_owned(),
+        "/console/queries".to_owned(),
+    ];
+    println!("{n} tasks, {rounds} rounds per page");
+    println!("{:<50} {:>10} {:>10}", "page", "median ms", "max ms");
+    for p in &pages {
+        let mut times = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let t = Instant::now();
+            let resp = client
+                .get(format!("{base}{p}"))
+                .header("cookie", &cookie)
+                .send()
+                .await?;
+            assert_eq!(resp.status(), 200, "{p}");
+            let _ = resp.bytes().await?;
+            times.push(t.elapsed());
+        }
+        times.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        println!(
+            "{:<50} {:>10.2} {:>10.2}",
+            p,
+            ms(times[times.len() / 2]),
+            ms(*times.last().unwrap())
+        );
+    }
+    Ok(())
+}
+
+/// Inserts `n` tasks with one recursive SQL statement (and one report per non-queued task).
+async fn load(db: &std::path::Path, n: usize, now: rakuten_types::Timestamp) -> anyhow::Result<()> {
+    use sqlx::ConnectOptions;
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(db)
+        .connect()
+        .await?;
+    let start = now.minus(Duration::from_secs(n as u64 + 10)).to_rfc3339();
+    let sql = format!(
+        "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < {n}) \
+         INSERT INTO tasks (task_id, site, intent_json, status, lease_owner, lease_expires_at, \
+           lease_count, created_at, updated_at, outcome, lease_token, gate_key) \
+         SELECT printf('bench-%06d', i), 'rakuten', \
+           '{{\"item_url\":\"https://item.rakuten.co.jp/shop/a/\",\"quantity\":1}}', \
+           CASE i % 4 WHEN 0 THEN 'queued' WHEN 1 THEN 'failed' WHEN 2 THEN 'stale' ELSE 'succeeded' END, \
+           CASE i % 4 WHEN 0 THEN NULL ELSE 'w1' END, \
+           CASE i % 4 WHEN 0 THEN NULL ELSE '{start}' END, \
+           CASE i % 4 WHEN 0 THEN 0 ELSE 1 END, \
+           strftime('%Y-%m-%dT%H:%M:%fZ', '{start}', '+' || i || ' seconds'), \
+           strftime('%Y-%m-%dT%H:%M:%fZ', '{start}', '+' || i || ' seconds'), \
+           CASE i % 4 WHEN 1 THEN 'failed' WHEN 3 THEN 'succeeded' ELSE NULL END, \
+           CASE i % 4 WHEN 0 THEN NULL ELSE 'tok' END, NULL FROM k"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&mut conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO task_reports (task_id, state, detail, reported_at, worker_id, seq) \
+         SELECT task_id, 'in_cart', 'item in cart', updated_at, 'w1', 1 FROM tasks \
+         WHERE status <> 'queued'",
+    )
+    .execute(&mut conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! The console's action forms (POST). Each checks the session's CSRF token first, then requires a
+//! reason, then calls the same store transition as the API, with the signed-in actor's name, and
+//! redirects to the task page with a notice; the store writes the `operator_actions` row. A refusal (wrong status, unknown worker) is shown on
+//! an error page with the store's words.
+
+// The `Err` of the form checks is the refusal page the handler returns as it is; boxing it would
+// only add an allocation on the refusal path.
+#![allow(clippy::result_large_err)]
+
+use axum::Form;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use rakuten_types::{OrderState, Outcome, TaskId, WorkerId};
+use serde::Deserialize;
+use web_console::layout::enc;
+
+use super::{Signed, csrf_refused};
+use crate::http::AppState;
+use crate::store::operator::{CancelRequest, ResolveRequest, RetireRequest};
+use crate::store::{ReclaimRequest, StoreError};
+
+/// Longest reason, characters.
+pub const MAX_REASON_CHARS: usize = 1000;
+
+/// The reclaim form.
+#[derive(Debug, Deserialize)]
+pub struct ReclaimForm {
+    csrf: Option<String>,
+    worker_id: String,
+    reason: String,
+}
+
+/// A required reason: trimmed, 1..=1000 characters.
+fn reason(signed: &Signed, r: &str) -> Result<String, Response> {
+    let r = r.trim();
+    if r.is_empty() || r.chars().count() > MAX_REASON_CHARS {
+        return Err(signed.error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "A reason (1 to 1000 characters) is required; it is recorded with your name.",
+        ));
+    }
+    Ok(r.to_owned())
+}
+
+fn refused(signed: &Signed, e: StoreError) -> Response {
+    let status = match e {
+        StoreError::TaskNotFound(_) => StatusCode::NOT_FOUND,
+        StoreError::Database(_) | StoreError::Closed | StoreError::Corrupt(_) => {
+            tracing::error!(error = %e, "console action failed");
+            return signed.error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The database did not take the action; try again.",
+            );
+        }
+        _ => StatusCode::CONFLICT,
+    };
+    signed.error(status, &format!("Refused: {e}."))
+}
+
+fn back_to(task_id: &TaskId, done: &str) -> Response {
+    Redirect::to(&format!(
+        "/console/tasks/{}?done={done}",
+        enc(task_id.as_str())
+    ))
+    .into_response()
+}
+
+/// Checks the CSRF token, the task id and the reason of a task action.
+fn task_form(
+    signed: &Signed,
+    csrf: Option<&str>,
+    task_id: &str,
+    r: &str,
+) -> Result<(TaskId, String), Response> {
+    if !signed.0.csrf_ok(csrf) {
+        return Err(csrf_refused(signed));
+    }
+    let task_id =
+        TaskId::parse(task_id).map_err(|_| signed.error(StatusCode::NOT_FOUND, "No such task."))?;
+    Ok((task_id, reason(signed, r)?))
+}
+
+/// The resolve form.
+#[derive(Debug, Deserialize)]
+pub struct ResolveForm {
+    csrf: Option<String>,
+    outcome: String,
+    site_order_id: Option<String>,
+    state: Option<String>,
+    reason: String,
+}
+
+/// `POST /console/tasks/{id}/resolve`: a stale or needs_human task to succeeded or failed.
+pub async fn resolve(
+    State(st): State<AppState>,
+    signed: Signed,
+    Path(task_id): Path<String>,
+    Form(form): Form<ResolveForm>,
+) -> Response {
+    let (task_id, reason) = match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
+        Ok(v) => v,
+        Err(resp) => return resp,
+    };
+    let outcome = match form.outcome.as_str() {
+        "succeeded" => Outcome::Succeeded,
+        "failed" => Outcome::Failed,
+        _ => {
+            return signed.error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "The outcome must be succeeded or failed.",
+            );
+        }
+    };
+    let site_order_id = form
+        .site_order_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    if site_order_id.is_some_and(|s| s.chars().count() > 128 || s.chars().any(char::is_control)) {
+        return signed.error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "The site order number must be 1 to 128 characters.",
+        );
+    }
+    let state = match form.state.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => match s.parse::<OrderState>() {
+            Ok(s) => Some(s),
+            Err(_) => {
+                return signed.error(StatusCode::UNPROCESSABLE_ENTITY, "Unknown order state.");
+            }
+        },
+    };
+    let req = ResolveRequest {
+        task_id: task_id.clone(),
+        outcome,
+        reason,
+        actor: signed.name().to_owned(),
+        site_order_id: site_order_id.map(str::to_owned),
+        state,
+    };
+    match st.ops.task_resolve(req, st.clock.now()).await {
+        Ok(_) => back_to(&task_id, "resolved"),
+        Err(e) => refused(&signed, e),
+    }
+}
+
+/// A form with only a reason.
+#[derive(Debug, Deserialize)]
+pub struct ReasonForm {
+    csrf: Option<String>,
+    reason: String,
+}
+
+/// `POST /console/tasks/{id}/cancel`: a queued task to failed.
+pub async fn cancel(
+    State(st): State<AppState>,
+    signed: Signed,
+    Path(task_id): Path<String>,
+    Form(form): Form<ReasonForm>,
+) -> Response {
+    let (task_id, reason) = match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
+        Ok(v) => v,
+        Err(resp) => return resp,
+    };
+    let req = CancelRequest {
+        task_id: task_id.clone(),
+        reason,
+        actor: signed.name().to_owned(),
+    };
+    match st.ops.task_cancel(req, st.clock.now()).await {
+        Ok(_) => back_to(&task_id, "cancelled"),
+        Err(e) => refused(&signed, e),
+    }
+}
+
+/// `POST /console/workers/{id}/retire`: hide a worker until it polls again.
+pub async fn retire(
+    State(st): State<AppState>,
+    signed: Signed,
+    Path(worker_id): Path<String>,
+    Form(form): Form<ReasonForm>,
+) -> Response {
+    if !signed.0.csrf_ok(form.csrf.as_deref()) {
+        return csrf_refused(&signed);
+    }
+    let reason = match reason(&signed, &form.reason) {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    let Ok(worker_id) = WorkerId::parse(&worker_id) else {
+        return signed.error(StatusCode::NOT_FOUND, "No such worker.");
+    };
+    let req = RetireRequest {
+        worker_id,
+        reason,
+        actor: signed.name().to_owned(),
+    };
+    match st.ops.worker_retire(req, st.clock.now()).await {
+        Ok(_) => Redirect::to("/console?done=retired").into_response(),
+        Err(e) => refused(&signed, e),
+    }
+}
+
+/// `POST /console/tasks/{id}/reclaim`: the stale task to a named worker.
+pub async fn reclaim(
+    State(st): State<AppState>,
+    signed: Signed,
+    Path(task_id): Path<String>,
+    Form(form): Form<ReclaimForm>,
+) -> Response {
+    let (task_id, reason) = match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
+        Ok(v) => v,
+        Err(resp) => return resp,
+    };
+    let Ok(worker_id) = WorkerId::parse(form.worker_id.trim()) else {
+        return signed.error(StatusCode::UNPROCESSABLE_ENTITY, "Not a valid worker id.");
+    };
+    let req = ReclaimRequest {
+        task_id: task_id.clone(),
+        worker_id: worker_id.clone(),
+        ttl: st.settings.lease_ttl(),
+        scope: st.settings.lease_scope,
+        reason: reason.clone(),
+        actor: signed.name().to_owned(),
+    };
+    match st.store.task_reclaim(req, st.clock.now()).await {
+        Ok(_grant) => {
+            st.lease_notifier.notify_leasable();
+            back_to(&task_id, "reclaimed")
+        }
+        Err(e) => refused(&signed, e),
+    }
+}

@@ -1,0 +1,240 @@
+//! The operator console in a real browser (issue #11): headless Chromium driven through
+//! chromedriver ([`web_console::webdriver`]). Each test saves a screenshot of the page it checked
+//! under `target/console-screenshots/`.
+
+use serde_json::json;
+use web_console::webdriver::Browser;
+
+use crate::helpers::{TOKEN, TestApp, spawn_app, spawn_app_with};
+
+/// Signs in with the operator token through the sign-in form.
+async fn sign_in(b: &Browser, app: &TestApp) {
+    b.goto(&app.url("/console")).await;
+    b.fill("#token", TOKEN).await;
+    b.click("#sign-in").await;
+    b.find("#who").await;
+}
+
+/// A stale task: leased to `worker`, reported `in_cart`, its lease lapsed and swept.
+async fn stale_task(app: &TestApp, task_id: &str, worker: &str) {
+    let g = app.leased(task_id, worker).await;
+    app.report(
+        task_id,
+        json!({"worker_id": worker, "lease_token": g["lease_token"], "state": "in_cart",
+               "evidence_ref": format!("{task_id}/01-cart"), "detail": "item in cart"}),
+    )
+    .await
+    .assert_ok();
+    app.expire_leases();
+    assert_eq!(app.sweep().await.len(), 1);
+}
+
+#[tokio::test]
+async fn console_sign_in_and_sign_out() {
+    let app = spawn_app().await;
+    let b = Browser::start().await;
+    b.goto(&app.url("/console")).await;
+    assert!(
+        b.url().await.ends_with("/console/sign-in"),
+        "sent to sign-in"
+    );
+    b.fill("#token", "not-a-token").await;
+    b.click("#sign-in").await;
+    assert!(b.text().await.contains("Unknown token"));
+    sign_in(&b, &app).await;
+    let text = b.text().await;
+    assert!(text.contains("Signed in as api (operator)"), "{text}");
+    assert!(text.contains("Overview"));
+    b.screenshot("gateway-overview").await;
+    b.click("#sign-out").await;
+    b.find("#token").await;
+    assert!(b.url().await.ends_with("/console/sign-in"));
+    b.goto(&app.url("/console/tasks")).await;
+    assert!(
+        b.url().await.ends_with("/console/sign-in"),
+        "the session ended"
+    );
+    b.screenshot("gateway-signed-out").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn console_form_without_its_csrf_token_is_refused() {
+    let app = spawn_app().await;
+    stale_task(&app, "csrf-1", "w1").await;
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/tasks/csrf-1")).await;
+    b.fill("#form-reclaim textarea[name=reason]", "try without token")
+        .await;
+    b.eval("document.querySelector('#form-reclaim input[name=csrf]').remove(); return 1;")
+        .await;
+    b.click("#form-reclaim button").await;
+    b.confirm().await;
+    b.find(".notice.err").await;
+    let text = b.text().await;
+    assert!(text.contains("security token (CSRF)"), "{text}");
+    b.screenshot("gateway-csrf-refused").await;
+    assert_eq!(app.status_of("csrf-1").await, "stale", "nothing happened");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn console_reclaims_a_stale_task_with_a_reason() {
+    let app = spawn_app().await;
+    stale_task(&app, "reclaim-1", "w1").await;
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/attention")).await;
+    let text = b.text().await;
+    assert!(
+        text.contains("reclaim-1") && text.contains("lease of w1 lapsed"),
+        "{text}"
+    );
+    b.screenshot("gateway-attention").await;
+    b.click("#attention a[href='/console/tasks/reclaim-1']")
+        .await;
+    b.find("#reports").await;
+    let text = b.text().await;
+    assert!(text.contains("reclaim-1/01-cart"), "evidence ref: {text}");
+    b.screenshot("gateway-task-stale").await;
+    b.fill(
+        "#form-reclaim textarea[name=reason]",
+        "order list shows no order",
+    )
+    .await;
+    b.click("#form-reclaim button").await;
+    b.confirm().await;
+    b.find(".notice.ok").await;
+    assert_eq!(app.status_of("reclaim-1").await, "leased");
+    b.screenshot("gateway-task-reclaimed").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn no_console_page_requests_anything_outside_the_service() {
+    let app = spawn_app().await;
+    stale_task(&app, "local-1", "w1").await;
+    app.submit("local-2").await.assert_ok();
+    app.submit_list_query("q-local-1").await.assert_ok();
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    for path in [
+        "/console",
+        "/console/attention",
+        "/console/tasks",
+        "/console/tasks?status=stale",
+        "/console/tasks/local-1",
+        "/console/queries",
+        "/console/queries/q-local-1",
+        "/console/alerts",
+        "/console/alerts?state=all",
+    ] {
+        b.goto(&app.url(path)).await;
+        b.find("main").await;
+        for url in b.requested_urls().await {
+            assert!(
+                url.starts_with(&app.address),
+                "{path} requested {url} outside {}",
+                app.address
+            );
+        }
+    }
+    b.goto(&app.url("/console/queries/q-local-1")).await;
+    b.screenshot("gateway-query").await;
+    b.goto(&app.url("/console/tasks")).await;
+    b.screenshot("gateway-tasks").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn console_stale_flow_end_to_end() {
+    // A short TTL makes the task stale; the alert job gathers the site's order list; a worker
+    // answers it; the operator finds the task under Needs attention, reads the list, resolves.
+    let app = spawn_app_with(|s| {
+        s.lease_ttl_seconds = 5.0;
+        s.worker_offline_alert_seconds = 100_000.0;
+    })
+    .await;
+    stale_task(&app, "stale-1", "w1").await;
+    let run = app.run_alerts().await;
+    assert_eq!(run.evidence.len(), 1, "the order list is gathered");
+    let g = app.lease_query("w1", 0.0).await;
+    let g = g.assert_ok().clone();
+    app.query_result(
+        g["query_id"].as_str().unwrap(),
+        json!({"worker_id": "w1", "lease_token": g["lease_token"], "success": true, "result": {
+            "kind": "order_list", "since": null, "max_pages": 2, "window_fully_covered": true,
+            "orders": [{"order_number": "306087-20260727-0000000042",
+                        "order_date": "2026-07-27T00:01:00.000Z", "shop_id": 306087,
+                        "shop_name": "sim shop", "items": [{"item_id": 1, "item_name": "Widget",
+                        "item_url": "https://item.rakuten.co.jp/shop/a/"}]}],
+            "raw_pages": [{"page": 1}]}}),
+    )
+    .await
+    .assert_ok();
+
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/attention")).await;
+    b.click("#attention a[href='/console/tasks/stale-1']").await;
+    b.find("#gathered table").await;
+    let text = b.text().await;
+    assert!(text.contains("306087-20260727-0000000042"), "{text}");
+    assert!(text.contains("Widget"), "{text}");
+    b.screenshot("gateway-task-page").await;
+    b.eval("document.querySelector('#form-resolve select[name=outcome]').value = 'succeeded'; return 1;")
+        .await;
+    b.fill(
+        "#form-resolve input[name=site_order_id]",
+        "306087-20260727-0000000042",
+    )
+    .await;
+    b.fill(
+        "#form-resolve textarea[name=reason]",
+        "order list shows the order",
+    )
+    .await;
+    b.click("#form-resolve button").await;
+    b.confirm().await;
+    b.find(".notice.ok").await;
+    let text = b.text().await;
+    assert!(text.contains("succeeded"), "{text}");
+    let audit = b.find("#audit-rows").await;
+    let audit = audit.text().await.unwrap();
+    assert!(
+        audit.contains("api")
+            && audit.contains("resolve")
+            && audit.contains("order list shows the order"),
+        "{audit}"
+    );
+    assert_eq!(app.status_of("stale-1").await, "succeeded");
+    b.screenshot("gateway-task-resolved").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn console_cancels_a_queued_task() {
+    let app = spawn_app().await;
+    app.submit("queued-1").await.assert_ok();
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/tasks?status=queued")).await;
+    b.click("#tasks a[href='/console/tasks/queued-1']").await;
+    b.fill("#form-cancel textarea[name=reason]", "customer withdrew")
+        .await;
+    b.click("#form-cancel button").await;
+    b.confirm().await;
+    b.find(".notice.ok").await;
+    assert_eq!(app.status_of("queued-1").await, "failed");
+    let audit = b.find("#audit-rows").await.text().await.unwrap();
+    assert!(
+        audit.contains("cancel") && audit.contains("customer withdrew"),
+        "{audit}"
+    );
+    b.screenshot("gateway-task-cancelled").await;
+    b.goto(&app.url("/console")).await;
+    b.find("#workers").await;
+    b.screenshot("gateway-overview-after-cancel").await;
+    b.close().await;
+}
