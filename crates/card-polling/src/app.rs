@@ -73,15 +73,16 @@ impl Application {
         upstream: Arc<dyn Upstream>,
     ) -> anyhow::Result<Self> {
         // PostgreSQL when `RAKUTEN_POLL_DB_URL` is set, else the SQLite file.
+        let lock_timeout = std::time::Duration::from_millis(settings.db_lock_timeout_ms);
         let (sqlite, postgres, store): (_, _, Arc<dyn Store>) = match &settings.db_url {
             Some(url) => {
-                let pg = PgStore::open(url.expose())
+                let pg = PgStore::open_with(url.expose(), lock_timeout)
                     .await
                     .context("opening the PostgreSQL database (RAKUTEN_POLL_DB_URL)")?;
                 (None, Some(pg.clone()), Arc::new(pg))
             }
             None => {
-                let sqlite = SqliteStore::open(&settings.db_path).await?;
+                let sqlite = SqliteStore::open_with(&settings.db_path, lock_timeout).await?;
                 (Some(sqlite.clone()), None, Arc::new(sqlite))
             }
         };

@@ -20,9 +20,10 @@
 //!   renewal rule), [`priority::manual`] (enqueue, close, retrigger),
 //!   enqueue-side rules; execution is in [`executor`].
 //! - [`upstream`]: the carrier trait and the simulated carrier ([`upstream::sim`]).
-//! - [`store`]: the storage trait (the single door to the database) and its drivers: SQLite
-//!   ([`store::sqlite`], the default; `migrations/sqlite`) and PostgreSQL ([`store::postgres`],
-//!   `RAKUTEN_POLL_DB_URL`; `migrations/postgres`).
+//! - [`store`]: the storage trait (the single door to the database) and its one SQL
+//!   implementation (`store/sql/`, with the engine differences in `store/dialect.rs`), compiled for
+//!   SQLite ([`store::sqlite`], the default; `migrations/sqlite`) and PostgreSQL
+//!   ([`store::postgres`], `RAKUTEN_POLL_DB_URL`; `migrations/postgres`).
 //! - [`http`]: error, auth, extractors and one route file per resource.
 //! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]).
 

@@ -133,6 +133,10 @@ pub struct Settings {
     /// PostgreSQL instead of the SQLite file (issue #7). Never printed.
     #[arg(long, env = "RAKUTEN_POLL_DB_URL", hide_env_values = true, value_parser = parse_pg_url)]
     pub db_url: Option<Secret>,
+    /// How long a request waits for the database (SQLite busy timeout, PostgreSQL `lock_timeout`,
+    /// a pool connection) before it answers 503 with `Retry-After`, in milliseconds.
+    #[arg(long, env = "RAKUTEN_POLL_DB_LOCK_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub db_lock_timeout_ms: u64,
     /// Bootstrap super_admin Bearer token (16-256 characters); account id `admin`.
     #[arg(long, env = "RAKUTEN_POLL_ADMIN_TOKEN", hide_env_values = true, value_parser = parse_secret)]
     pub admin_token: Secret,
@@ -193,6 +197,7 @@ impl Settings {
             listen: "127.0.0.1:0".parse().expect("literal address"),
             db_path,
             db_url: None,
+            db_lock_timeout_ms: 5000,
             admin_token: Secret::new(admin_token),
             task_types: TaskTypes::default(),
             executor_tick_ms: 250,

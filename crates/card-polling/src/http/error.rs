@@ -136,6 +136,13 @@ impl ApiError {
                 msg: e.to_string(),
             },
             StoreError::Invalid(m) => Self::invalid(m),
+            StoreError::Busy(ref db) => {
+                tracing::warn!(error = %db, "database busy: answering 503");
+                Self::generic(
+                    ErrorCode::Unavailable,
+                    "the database is busy; retry shortly",
+                )
+            }
             StoreError::Db(ref db) => Self::internal(db),
         }
     }
@@ -159,7 +166,15 @@ impl IntoResponse for ApiError {
             data: None,
             code: self.code,
         };
-        (self.status, axum::Json(body)).into_response()
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            // Every 503 here means "not now" (busy database, shutting down): say when to retry.
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        resp
     }
 }
 

@@ -87,9 +87,13 @@ pub async fn enqueue(
                 return Err(ManualError::Invalid(format!("unknown task type {tt:?}")));
             }
         }
-        let mut v = task_types.to_vec();
-        v.dedup();
-        v
+        // The same task type twice counts once (one item, one audit fact), in first-seen order.
+        let mut seen = std::collections::HashSet::new();
+        task_types
+            .iter()
+            .filter(|tt| seen.insert(tt.as_str()))
+            .cloned()
+            .collect()
     };
     let event_id = match event_id {
         Some(e) => format!("manual:{}:{e}", who.id),

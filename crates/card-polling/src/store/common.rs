@@ -1,7 +1,6 @@
-//! Code shared by both drivers ([`super::sqlite`], [`super::postgres`]): row decoding, the
-//! timestamp bind format and the item-list filter. Only database-independent Rust lives here; the
-//! SQL that differs (select lists, aggregates, literals) stays in each driver, and placeholders are
-//! written by sqlx's `QueryBuilder` (`?` or `$n`).
+//! Database-independent Rust of the store, generic over `sqlx::Database`: row decoding, the
+//! timestamp bind format, the item-list filter and pagination, and the embedded migration source.
+//! Placeholders in built queries are written by sqlx's `QueryBuilder` (`?` or `$n`).
 
 use sqlx::{ColumnIndex, Database, Decode, Encode, QueryBuilder, Row, Type};
 
@@ -18,6 +17,22 @@ use crate::store::{
 /// Bindable text of a timestamp.
 pub(crate) fn t(ts: Timestamp) -> String {
     ts.to_rfc3339()
+}
+
+/// Whether `e` means "the database did not answer in time" rather than a failure: no pool
+/// connection in time; SQLite `SQLITE_BUSY`/`SQLITE_LOCKED` (primary codes 5 and 6, any extended
+/// code); PostgreSQL `55P03` lock_not_available (`lock_timeout`) and `57014` query_canceled
+/// (`statement_timeout`).
+pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            Some("55P03" | "57014") => true,
+            Some(code) => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
+            None => false,
+        },
+        _ => false,
+    }
 }
 
 /// A stored value that does not parse back into its Rust type.
@@ -61,8 +76,57 @@ fn split(s: Option<String>) -> Vec<String> {
     .unwrap_or_default()
 }
 
-/// Decodes an item row selected with the driver's `ITEM_COLUMNS` (`i.*` plus the `sources` and
-/// `chain` aggregates, each `char(31)`-separated).
+/// The reason an undecodable priority item is shown and set aside with (issue #12 item 7).
+pub(crate) const UNDECODABLE_ROW: &str = "undecodable row";
+
+/// What is wrong with a stored value that did not decode (`stored value of enqueued_at is
+/// invalid`), for the reason an undecodable row carries.
+fn decode_detail(e: &StoreError) -> String {
+    match e {
+        StoreError::Db(sqlx::Error::Decode(d)) => d.to_string(),
+        StoreError::Db(other) => other.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Why an item row (`priority_items`, any select that has its columns) cannot be decoded, or
+/// `None` when it can: the typed text columns (status, trigger types, timestamps).
+pub(crate) fn undecodable_item<R>(row: &R) -> Option<String>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    String: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+{
+    let check = || -> StoreResult<()> {
+        let status: String = row.try_get("status")?;
+        ItemStatus::parse(&status).ok_or_else(|| corrupt("status"))?;
+        for col in ["trigger_type", "last_trigger_type"] {
+            let s: String = row.try_get(col)?;
+            TriggerType::parse(&s).ok_or_else(|| corrupt(col))?;
+        }
+        for col in ["enqueued_at", "last_triggered_at", "next_run_at"] {
+            ts(row, col)?;
+        }
+        for col in [
+            "claim_expires_at",
+            "started_at",
+            "finished_at",
+            "dequeued_at",
+        ] {
+            ts_opt(row, col)?;
+        }
+        Ok(())
+    };
+    check()
+        .err()
+        .map(|e| format!("{UNDECODABLE_ROW}: {}", decode_detail(&e)))
+}
+
+/// Decodes an item row selected with the engine's `ITEM_COLUMNS` (`i.*` plus the `sources` and
+/// `chain` aggregates, each `char(31)`-separated). A row that does not decode (a poison row: a bad
+/// manual edit, a disk fault) is still shown, as far as it can be read, with `failure_reason`
+/// saying why, so one bad row never fails a whole list or detail (issue #12 item 7); its
+/// unreadable fields show as empty, the epoch, or `failed` / `manual_trigger`.
 pub(crate) fn item_view<R>(
     row: &R,
     feature_enabled_at: Timestamp,
@@ -74,50 +138,47 @@ where
     String: for<'r> Decode<'r, R::Database> + Type<R::Database>,
     i64: for<'r> Decode<'r, R::Database> + Type<R::Database>,
 {
-    let status: String = row.try_get("status")?;
-    let status = ItemStatus::parse(&status).ok_or_else(|| corrupt("status"))?;
-    let trig = |col: &str| -> StoreResult<TriggerType> {
-        let s: String = row.try_get(col)?;
-        TriggerType::parse(&s).ok_or_else(|| corrupt(col))
-    };
-    let enqueued_at = ts(row, "enqueued_at")?;
+    let text = |c: &str| row.try_get::<Option<String>, _>(c).ok().flatten();
+    let num = |c: &str| row.try_get::<Option<i64>, _>(c).ok().flatten();
+    let when = |c: &str| text(c).and_then(|s| Timestamp::parse(&s).ok());
+    let trig = |c: &str| text(c).and_then(|s| TriggerType::parse(&s));
+    let status = text("status")
+        .and_then(|s| ItemStatus::parse(&s))
+        .unwrap_or(ItemStatus::Failed);
+    let enqueued_at = when("enqueued_at").unwrap_or(Timestamp::from_millis(0));
     Ok(ItemView {
         id: row.try_get("id")?,
-        asset_type: row.try_get("asset_type")?,
-        asset_id: row.try_get("asset_id")?,
-        device_no: row.try_get("device_no")?,
-        iccid: row.try_get("iccid")?,
-        shop_id: row.try_get("shop_id")?,
-        agent_chain: split(row.try_get("chain")?),
-        task_type: row.try_get("task_type")?,
+        asset_type: text("asset_type").unwrap_or_default(),
+        asset_id: text("asset_id").unwrap_or_default(),
+        device_no: text("device_no"),
+        iccid: text("iccid").unwrap_or_default(),
+        shop_id: text("shop_id").unwrap_or_default(),
+        agent_chain: split(text("chain")),
+        task_type: text("task_type").unwrap_or_default(),
         status,
-        trigger_type: trig("trigger_type")?,
-        last_trigger_type: trig("last_trigger_type")?,
-        trigger_sources: split(row.try_get("sources")?),
-        trigger_count: row.try_get("trigger_count")?,
-        last_triggered_at: ts(row, "last_triggered_at")?,
-        attempts: row.try_get("attempts")?,
-        max_attempts: row.try_get("max_attempts")?,
-        started_at: ts_opt(row, "started_at")?,
-        finished_at: ts_opt(row, "finished_at")?,
-        duration_ms: row.try_get("duration_ms")?,
-        next_run_at: if status.is_active() {
-            Some(ts(row, "next_run_at")?)
-        } else {
-            None
-        },
-        claim_expires_at: ts_opt(row, "claim_expires_at")?,
+        trigger_type: trig("trigger_type").unwrap_or(TriggerType::ManualTrigger),
+        last_trigger_type: trig("last_trigger_type").unwrap_or(TriggerType::ManualTrigger),
+        trigger_sources: split(text("sources")),
+        trigger_count: num("trigger_count").unwrap_or(0),
+        last_triggered_at: when("last_triggered_at").unwrap_or(enqueued_at),
+        attempts: num("attempts").unwrap_or(0),
+        max_attempts: num("max_attempts").unwrap_or(0),
+        started_at: when("started_at"),
+        finished_at: when("finished_at"),
+        duration_ms: num("duration_ms"),
+        next_run_at: when("next_run_at").filter(|_| status.is_active()),
+        claim_expires_at: when("claim_expires_at"),
         enqueued_at,
-        dequeued_at: ts_opt(row, "dequeued_at")?,
+        dequeued_at: when("dequeued_at"),
         valid_until: enqueued_at.max(feature_enabled_at).plus(validity),
-        result: row.try_get("result")?,
-        failure_reason: row.try_get("failure_reason")?,
-        last_log_id: row.try_get("last_log_id")?,
-        operator: row.try_get("operator")?,
-        reason: row.try_get("reason")?,
-        retriggered_from: row.try_get("retriggered_from")?,
-        closed_by: row.try_get("closed_by")?,
-        close_reason: row.try_get("close_reason")?,
+        result: text("result"),
+        failure_reason: undecodable_item(row).or_else(|| text("failure_reason")),
+        last_log_id: num("last_log_id"),
+        operator: text("operator"),
+        reason: text("reason"),
+        retriggered_from: num("retriggered_from"),
+        closed_by: text("closed_by"),
+        close_reason: text("close_reason"),
     })
 }
 
@@ -176,14 +237,9 @@ where
 }
 
 /// Appends the item-list conditions after `… FROM priority_items i WHERE 1 = 1`: scope, filter,
-/// then `ORDER BY i.id DESC LIMIT`. `false_sql` is the driver's false literal (`0` on SQLite,
-/// `FALSE` on PostgreSQL) that starts the OR-chain of exception conditions.
-pub(crate) fn push_item_list_filter<DB>(
-    qb: &mut QueryBuilder<DB>,
-    scope: &Scope,
-    f: &ItemFilter,
-    false_sql: &str,
-) where
+/// then `ORDER BY i.id DESC LIMIT`.
+pub(crate) fn push_item_list_filter<DB>(qb: &mut QueryBuilder<DB>, scope: &Scope, f: &ItemFilter)
+where
     DB: Database,
     String: for<'t> Encode<'t, DB> + Type<DB>,
     &'static str: for<'t> Encode<'t, DB> + Type<DB>,
@@ -209,7 +265,8 @@ pub(crate) fn push_item_list_filter<DB>(
         qb.push(" AND i.enqueued_at < ").push_bind(t(to));
     }
     if !f.exceptions.is_empty() {
-        qb.push(" AND (").push(false_sql);
+        // `1 = 0` is false on both engines (SQLite has no boolean type, PostgreSQL no `0` boolean).
+        qb.push(" AND (1 = 0");
         for c in &f.exceptions {
             qb.push(match c {
                 ExceptionCondition::Failed => " OR i.status = 'failed'",
@@ -252,4 +309,37 @@ where
         perm_manual_trigger: row.try_get("perm_manual_trigger")?,
         perm_card_data: row.try_get("perm_card_data")?,
     }))
+}
+
+/// (version, description, SQL) of one embedded migration.
+pub(crate) type MigrationFile = (i64, &'static str, &'static str);
+
+/// The migrations of one engine's folder, embedded in the binary (the workspace's sqlx has no
+/// `macros` feature, so `sqlx::migrate!` is not available; this source is its equivalent).
+#[derive(Debug)]
+pub(crate) struct Embedded(pub(crate) &'static [MigrationFile]);
+
+impl sqlx::migrate::MigrationSource<'static> for Embedded {
+    fn resolve(
+        self,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>,
+    > {
+        Box::pin(async move {
+            Ok(self
+                .0
+                .iter()
+                .map(|(v, d, sql)| {
+                    sqlx::migrate::Migration::new(
+                        *v,
+                        (*d).into(),
+                        sqlx::migrate::MigrationType::Simple,
+                        sqlx::SqlSafeStr::into_sql_str(*sql),
+                        false,
+                    )
+                })
+                .collect())
+        })
+    }
 }

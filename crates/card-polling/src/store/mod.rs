@@ -1,14 +1,44 @@
-//! Storage behind a narrow trait with verb-noun methods. One driver per database:
-//! [`sqlite`] (the default) and [`postgres`] (`RAKUTEN_POLL_DB_URL`, issue #7; same migration
-//! numbering under `migrations/`).
+//! Storage behind a narrow trait with verb-noun methods ([`Store`], the contract; this file), one
+//! implementation written once for both engines (D-pstore-1, D-store-1):
+//! - `sql/`: the SQL, one file per concern (`mod.rs` the trait impl, `domain.rs` host domain,
+//!   `enqueue.rs` snapshot and enqueue-or-merge, `items.rs` claim/attempt/finish/close/expire,
+//!   `query.rs` scoped reads, `rows.rs`, `schedule.rs` ordinary polling and manual triggers),
+//!   compiled once per engine by [`sqlite`] (the default) and [`postgres`]
+//!   (`RAKUTEN_POLL_DB_URL`, issue #7), which also open the pool and embed their migrations
+//!   (`migrations/sqlite`, `migrations/postgres`, same numbering).
+//! - `dialect.rs`: what the engines force apart (write transaction, row locking, aggregates and
+//!   collation, time arithmetic, boolean literal), each with its reason.
+//! - `common.rs`: row decoders, the item-list filter and pagination, the migration source, generic
+//!   over the sqlx database.
+//! - `tests.rs`: the store checks, run unchanged on both engines.
 //!
 //! Every method that changes state is one transaction (`BEGIN IMMEDIATE` on SQLite), and every
 //! transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is a typed error, never
 //! a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
 
+/// Compiles the one SQL implementation (`store/sql/`) in the engine module it is invoked in, for
+/// sqlx driver `$db` and the `dialect` module of the same name (D-pstore-1): it names `Db` and
+/// `dialect` there and loads `sql/mod.rs` as that module's `sql` (once per engine, hence the
+/// `duplicate_mod` allowance).
+macro_rules! one_implementation {
+    ($db:ty, $engine:ident) => {
+        /// The sqlx driver `store/sql/` is compiled for in this module.
+        pub(crate) type Db = $db;
+        pub(crate) use crate::store::dialect::$engine as dialect;
+
+        #[allow(clippy::duplicate_mod)]
+        #[path = "sql/mod.rs"]
+        mod sql;
+    };
+}
+use one_implementation;
+
 mod common;
+mod dialect;
 pub mod postgres;
 pub mod sqlite;
+#[cfg(test)]
+mod tests;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -37,10 +67,28 @@ pub enum StoreError {
     /// Input that only the database can judge (unknown parent shop, unknown shop of a card, …).
     #[error("invalid: {0}")]
     Invalid(String),
+    /// The database did not answer within its bound: a lock wait, busy or statement timeout, or
+    /// no free connection (issue #12 item 8). Retry later: HTTP 503 with `Retry-After`.
+    #[error("the database is busy")]
+    Busy(#[source] sqlx::Error),
     /// The database failed.
     #[error("database error")]
-    Db(#[from] sqlx::Error),
+    Db(#[source] sqlx::Error),
 }
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        if common::is_busy(&e) {
+            StoreError::Busy(e)
+        } else {
+            StoreError::Db(e)
+        }
+    }
+}
+
+/// How long a request waits for the database (SQLite busy timeout, PostgreSQL `lock_timeout`,
+/// a pool connection) unless `RAKUTEN_POLL_DB_LOCK_TIMEOUT_MS` says otherwise.
+pub const DEFAULT_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Result alias.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -614,6 +662,8 @@ pub trait Store: Send + Sync + 'static {
     /// Ids of claimable items: pending and due, or running with a passed claim lease.
     async fn item_due(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>>;
     /// Claims an item (conditional update); `None` when another claimer holds it or it is not due.
+    /// An item past its validity is expired here instead, with its `expire` audit fact, and `None`
+    /// returned: no item is handed out after `valid_until` (issue #14 item 4).
     async fn item_claim(
         &self,
         id: i64,

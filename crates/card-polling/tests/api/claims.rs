@@ -9,7 +9,7 @@ use card_polling::priority::CLAIM_LEASE;
 use card_polling::store::{Finish, NewLog, StoreError};
 use rakuten_types::Clock;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 async fn one_item(app: &TestApp, iccid: &str, task_type: &str) -> i64 {
     let (s, v) = app

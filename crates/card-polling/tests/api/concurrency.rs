@@ -6,7 +6,7 @@ use serde_json::json;
 
 use rakuten_types::Clock;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_concurrent_claimers_never_call_upstream_twice_for_one_item_and_round() {

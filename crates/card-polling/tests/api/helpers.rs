@@ -1,4 +1,5 @@
-//! `spawn_app()` and typed request helpers.
+//! `spawn_app()` and typed request helpers. Compiled once per engine (see `main.rs`): `super` is
+//! the engine module, which names its store type and how a test gets a fresh database.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,6 @@ use card_polling::jobs::expiry::ExpiryJob;
 use card_polling::scheduler::{CycleReport, Scheduler};
 use card_polling::settings::{HintChannelSetting, Secret, Settings};
 use card_polling::store::Store;
-use card_polling::store::sqlite::SqliteStore;
 use card_polling::upstream::{SimCarrier, SimConfig};
 use rakuten_types::{Clock, ManualClock};
 
@@ -31,7 +31,8 @@ pub struct TestApp {
     pub clock: ManualClock,
     pub sim: Arc<SimCarrier>,
     pub store: Arc<dyn Store>,
-    pub sqlite: SqliteStore,
+    /// The engine's store (raw SQL of fixtures and invariant checks goes through its pool).
+    pub db: super::EngineStore,
     pub executor: Executor,
     pub expiry: ExpiryJob,
     pub scheduler: Scheduler,
@@ -39,6 +40,7 @@ pub struct TestApp {
     pub settings: Settings,
     shutdown: CancellationToken,
     _dir: tempfile::TempDir,
+    _schema: Option<crate::PgSchema>,
 }
 
 impl Drop for TestApp {
@@ -78,6 +80,7 @@ pub async fn spawn_with_sim(
     let dir = tempfile::tempdir().expect("temp dir");
     let db_path = dir.path().join("card-polling.db");
     let mut settings = Settings::for_tests(db_path, ADMIN);
+    let schema = super::fresh_database(&mut settings).await;
     if backend == Backend::Redis {
         settings.hint_channel = HintChannelSetting::Redis(Secret::new(redis_url()));
         settings.hint_prefix = format!("card-polling-test:{}:", uuid::Uuid::now_v7());
@@ -98,7 +101,7 @@ pub async fn spawn_with_sim(
     };
     let base = format!("http://127.0.0.1:{}", app.port());
     let store = app.state().store.clone();
-    let sqlite = app.sqlite().clone();
+    let db = super::engine_store(&app);
     let executor = app.executor().clone();
     let expiry = app.expiry().clone();
     let scheduler = app.scheduler().clone();
@@ -111,7 +114,7 @@ pub async fn spawn_with_sim(
         clock,
         sim,
         store,
-        sqlite,
+        db,
         executor,
         expiry,
         scheduler,
@@ -119,6 +122,7 @@ pub async fn spawn_with_sim(
         settings,
         shutdown,
         _dir: dir,
+        _schema: schema,
     }
 }
 
@@ -352,7 +356,7 @@ impl TestApp {
     /// first audit fact is its creation, every terminal item has its terminal fact, and no
     /// terminal item holds a claim.
     pub async fn assert_invariants(&self) {
-        let pool = self.sqlite.pool();
+        let pool = self.db.pool();
         let bad_attempts: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM priority_items WHERE attempts > max_attempts OR max_attempts <> 3",
         )
@@ -383,7 +387,7 @@ impl TestApp {
         );
         let dup_active: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM (SELECT iccid, task_type FROM priority_items \
-             WHERE status IN ('pending', 'running') GROUP BY iccid, task_type HAVING count(*) > 1)",
+             WHERE status IN ('pending', 'running') GROUP BY iccid, task_type HAVING count(*) > 1) AS d",
         )
         .fetch_one(pool)
         .await

@@ -2,7 +2,40 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::*;
+use super::helpers::*;
+
+#[tokio::test]
+async fn a_locked_database_answers_503_with_retry_after_within_its_bound_never_a_hang() {
+    // Issue #12 item 8: a request waited as long as another session held the lock (SQLite: a
+    // 500 after the busy timeout; PostgreSQL: for as long as the lock lasted).
+    let app = spawn_with(Backend::Memory, |s| s.db_lock_timeout_ms = 300).await;
+    app.seed().await;
+    let mut lock = super::hold_write_lock(&app.settings).await;
+    let body = json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "t"});
+    let started = std::time::Instant::now();
+    let resp = app
+        .client
+        .post(format!("{}/api/priority-items", app.base))
+        .bearer_auth(PLATFORM)
+        .json(&body)
+        .send()
+        .await
+        .expect("an answer");
+    let waited = started.elapsed();
+    assert_eq!(resp.status().as_u16(), 503);
+    assert_eq!(
+        resp.headers().get("retry-after").map(|v| v.to_str().unwrap()),
+        Some("1")
+    );
+    let v: Value = resp.json().await.expect("envelope");
+    assert_eq!(v["success"], false, "{v}");
+    assert_eq!(v["code"], 1503, "{v}");
+    // The bound is the lock timeout (0.3 s) plus a margin, not the lock's lifetime.
+    assert!(waited < std::time::Duration::from_secs(10), "{waited:?}");
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    let (s, v) = app.enqueue(PLATFORM, body).await;
+    assert_eq!(s, 200, "{v}");
+}
 
 fn assert_envelope(v: &Value, code: i64) {
     assert_eq!(v["success"], false, "{v}");

@@ -9,7 +9,7 @@ use card_polling::store::{Finish, StoreError};
 use card_polling::upstream::SimBehavior;
 use rakuten_types::{Clock, Timestamp};
 
-use crate::helpers::*;
+use super::helpers::*;
 
 async fn one_item(app: &TestApp, iccid: &str, task_type: &str) -> i64 {
     let (s, v) = app
@@ -257,6 +257,70 @@ async fn item_past_validity_is_expired_by_the_job_not_by_reads() {
 }
 
 #[tokio::test]
+async fn an_item_past_its_validity_is_expired_at_claim_when_the_job_has_not_run() {
+    // Issue #14 item 4: an item 10 s past `valid_until` ended `completed` when the expiry job
+    // had not run yet.
+    let app = spawn_seeded().await;
+    let id = one_item(&app, "CA1", "card_status").await;
+    app.advance(24 * 3600 + 10);
+    let calls = app.sim.total_poll_calls();
+    let report = app.run_executor().await;
+    assert_eq!(report.completed, 0, "{report:?}");
+    assert_eq!(app.sim.total_poll_calls(), calls, "no upstream call");
+    let item = app.detail(id).await["item"].clone();
+    assert_eq!(item["status"], "expired", "{item}");
+    assert_eq!(item["dequeued_at"], app.clock.now().to_rfc3339());
+    assert_eq!(
+        app.audit_kinds(id).await,
+        ["enqueue", "expire"],
+        "expired with its audit fact, never claimed"
+    );
+    let events = app.detail(id).await["events"].clone();
+    assert_eq!(events[1]["result"], "validity period passed");
+    // An item still within its validity is claimed and runs as before.
+    let fresh = one_item(&app, "CB1", "card_status").await;
+    app.run_executor().await;
+    assert_eq!(app.detail(fresh).await["item"]["status"], "completed");
+    app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn an_undecodable_item_is_set_aside_as_failed_and_everything_else_keeps_flowing() {
+    // Issue #12 item 7: one poison row (a bad manual edit, a disk fault) failed every list.
+    let app = spawn_seeded().await;
+    let good = one_item(&app, "CA1", "card_status").await;
+    sqlx::query(
+        "INSERT INTO priority_items (iccid, task_type, asset_type, asset_id, shop_id, status, trigger_type, \
+           last_trigger_type, trigger_count, enqueued_at, last_triggered_at, attempts, max_attempts, next_run_at) \
+         VALUES ('CB1', 'card_status', 'card', 'CB1', 'B', 'pending', 'manual_trigger', 'not-a-trigger', 1, $1, $1, 0, 3, $1)",
+    )
+    .bind(app.clock.now().to_rfc3339())
+    .execute(app.db.pool())
+    .await
+    .unwrap();
+    let reason = "undecodable row: stored value of last_trigger_type is invalid";
+    // Lists and the detail show it instead of failing whole.
+    let items = app.list("").await;
+    assert_eq!(items.len(), 2, "{items:?}");
+    let poison = items.iter().find(|i| i["iccid"] == "CB1").expect("listed");
+    assert_eq!(poison["failure_reason"], reason, "{poison}");
+    let pid = id_of(poison);
+    assert_eq!(app.detail(pid).await["item"]["status"], "pending");
+    // The executor sets it aside and runs everything else.
+    let report = app.run_executor().await;
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert_eq!(app.sim.poll_calls_for_card("CB1"), 0, "never executed");
+    assert_eq!(app.detail(good).await["item"]["status"], "completed");
+    let p = app.detail(pid).await["item"].clone();
+    assert_eq!(p["status"], "failed", "{p}");
+    assert_eq!(p["result"], "undecodable row");
+    assert_eq!(p["failure_reason"], reason);
+    assert!(p["dequeued_at"].is_string(), "{p}");
+    assert_eq!(app.audit_kinds(pid).await, ["fail_dequeue"]);
+    assert_eq!(app.run_executor().await.due, 0, "nothing left to claim");
+}
+
+#[tokio::test]
 async fn items_enqueued_before_the_feature_went_live_count_from_go_live() {
     let app = spawn_seeded().await;
     // A legacy row written before the migration's go-live instant (fixture in any state).
@@ -268,11 +332,11 @@ async fn items_enqueued_before_the_feature_went_live_count_from_go_live() {
     sqlx::query(
         "INSERT INTO priority_items (iccid, task_type, asset_type, asset_id, shop_id, status, trigger_type, \
            last_trigger_type, trigger_count, enqueued_at, last_triggered_at, attempts, max_attempts, next_run_at) \
-         VALUES ('CA1', 'package', 'card', 'CA1', 'A', 'pending', 'purchase_activated', 'purchase_activated', 1, ?1, ?1, 0, 3, ?2)",
+         VALUES ('CA1', 'package', 'card', 'CA1', 'A', 'pending', 'purchase_activated', 'purchase_activated', 1, $1, $1, 0, 3, $2)",
     )
     .bind(&old)
     .bind(Timestamp::from_millis(i64::MAX / 4).to_rfc3339())
-    .execute(app.sqlite.pool())
+    .execute(app.db.pool())
     .await
     .unwrap();
     assert_eq!(

@@ -2,11 +2,23 @@
 
 use serde_json::json;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 #[tokio::test]
 async fn manual_enqueue_succeeds_after_the_daily_manual_trigger_quota_is_used_up() {
-    let app = spawn_seeded().await;
+    let app = spawn_with(Backend::Memory, |s| s.manual_daily_quota = 2).await;
+    app.seed().await;
+    // Use agent A's daily manual trigger quota up first (issue #14 item 9: the test did not).
+    for (iccid, expected) in [("CA1", 200), ("CA11", 200), ("D1C1", 429)] {
+        let (s, v) = app
+            .post(
+                "/api/manual-triggers",
+                AGENT_A,
+                json!({"iccid": iccid, "task_types": ["card_status"]}),
+            )
+            .await;
+        assert_eq!(s, expected, "{iccid}: {v}");
+    }
     // Far more calls in one day than any daily manual trigger quota: every one is accepted,
     // merged into the one active item, and audited.
     let calls = 60;
@@ -30,6 +42,51 @@ async fn manual_enqueue_succeeds_after_the_daily_manual_trigger_quota_is_used_up
         .filter(|e| e["operator"] == "agent-a" && (e["kind"] == "enqueue" || e["kind"] == "merge"))
         .count();
     assert_eq!(manual_facts, calls as usize);
+}
+
+#[tokio::test]
+async fn the_same_task_type_twice_in_one_enqueue_counts_once_with_one_audit_fact() {
+    // Issue #14 item 9: only adjacent repeats were folded.
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status", "package", "card_status"], "reason": "twice"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let out = v["data"]["items"].as_array().unwrap();
+    assert_eq!(out.len(), 2, "{v}");
+    let item = app.item_of("CA1", "card_status").await;
+    assert_eq!(item["trigger_count"], 1, "{item}");
+    assert_eq!(app.audit_kinds(id_of(&item)).await, ["enqueue"]);
+}
+
+#[tokio::test]
+async fn reading_items_needs_the_permission_that_enqueueing_needs() {
+    // Issue #14 item 9 (amends D-poll-8): an account without the manual trigger permission could
+    // read every item in its scope.
+    let app = spawn_seeded().await;
+    let token = "tok-platform-notrigger-1";
+    app.post_ok(
+        "/api/admin/import",
+        ADMIN,
+        json!({"accounts": [{"id": "plat-notrigger", "role": "platform", "token": token, "perm_manual_trigger": false}]}),
+    )
+    .await;
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let id = v["data"]["items"][0]["item_id"].as_i64().unwrap();
+    let body = json!({"asset_type": "card", "asset_id": "CA1", "reason": "r"});
+    assert_eq!(app.enqueue(token, body).await.0, 403);
+    assert_eq!(app.get("/api/priority-items", token).await.0, 403);
+    assert_eq!(app.get(&format!("/api/priority-items/{id}"), token).await.0, 403);
+    assert_eq!(app.get("/api/priority-items", PLATFORM).await.0, 200);
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use card_polling::hints::ChannelLane;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 async fn trigger(app: &TestApp, token: &str, iccid: &str, tt: &str) -> (u16, serde_json::Value) {
     app.post(
@@ -18,7 +18,7 @@ async fn trigger(app: &TestApp, token: &str, iccid: &str, tt: &str) -> (u16, ser
 
 async fn statuses(app: &TestApp) -> Vec<String> {
     sqlx::query_scalar("SELECT status FROM manual_triggers ORDER BY id")
-        .fetch_all(app.sqlite.pool())
+        .fetch_all(app.db.pool())
         .await
         .unwrap()
 }

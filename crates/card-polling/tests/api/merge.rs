@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 #[tokio::test]
 async fn manual_enqueue_after_an_automatic_trigger_merges_into_the_active_item() {

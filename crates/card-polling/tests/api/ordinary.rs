@@ -10,7 +10,7 @@ use card_polling::Application;
 use card_polling::upstream::{SimCarrier, SimConfig};
 use rakuten_types::Clock;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 #[tokio::test]
 async fn ordinary_polling_polls_every_card_in_scope_for_every_task_type_at_its_interval() {
@@ -49,7 +49,7 @@ async fn ordinary_polling_polls_every_card_in_scope_for_every_task_type_at_its_i
     );
     let logs: i64 =
         sqlx::query_scalar("SELECT count(*) FROM integration_logs WHERE item_id IS NULL")
-            .fetch_one(app.sqlite.pool())
+            .fetch_one(app.db.pool())
             .await
             .unwrap();
     assert_eq!(logs as usize, app.sim.calls().len(), "every call is logged");

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use card_polling::upstream::SimBehavior;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 #[tokio::test]
 async fn agent_query_out_of_scope_is_indistinguishable_from_not_found() {

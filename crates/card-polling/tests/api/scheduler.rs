@@ -8,13 +8,13 @@ use card_polling::hints::ChannelLane;
 
 use rakuten_types::Clock;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 /// Generates one test per backend for a scenario `async fn(Backend)`.
 macro_rules! on_both_backends {
     ($name:ident) => {
         mod $name {
-            use crate::helpers::Backend;
+            use super::Backend;
 
             #[tokio::test]
             async fn in_process() {
@@ -96,7 +96,7 @@ async fn one_cycle_drains_priority_hints_before_the_manual_queue_before_ordinary
     assert_eq!(app.detail(id).await["item"]["status"], "completed");
     let status: String =
         sqlx::query_scalar("SELECT status FROM manual_triggers WHERE iccid = 'CA11'")
-            .fetch_one(app.sqlite.pool())
+            .fetch_one(app.db.pool())
             .await
             .unwrap();
     assert_eq!(status, "executed");

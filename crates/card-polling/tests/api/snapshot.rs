@@ -4,7 +4,7 @@ use serde_json::json;
 
 use card_polling::upstream::SimBehavior;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 #[tokio::test]
 async fn device_with_three_active_cards_gets_one_item_per_card() {

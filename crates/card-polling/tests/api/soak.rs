@@ -21,7 +21,7 @@ use card_polling::store::{ImportBatch, PaymentCallback};
 use card_polling::upstream::SimConfig;
 use rakuten_types::Clock;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -187,10 +187,10 @@ async fn soak_keeps_every_invariant_over_simulated_hours() {
         // Closes of random active items.
         let active: Vec<i64> = sqlx::query_scalar(
             "SELECT id FROM priority_items WHERE status IN ('pending', 'running') \
-             ORDER BY random() LIMIT ?",
+             ORDER BY random() LIMIT $1",
         )
         .bind(rng.random_range(0..3_i64))
-        .fetch_all(app.sqlite.pool())
+        .fetch_all(app.db.pool())
         .await
         .unwrap();
         for id in active {
@@ -231,7 +231,7 @@ async fn soak_keeps_every_invariant_over_simulated_hours() {
 async fn snapshot_terminal(app: &TestApp, seen: &mut HashMap<i64, usize>) {
     let ids: Vec<i64> =
         sqlx::query_scalar("SELECT id FROM priority_items WHERE status IN ('closed', 'expired')")
-            .fetch_all(app.sqlite.pool())
+            .fetch_all(app.db.pool())
             .await
             .unwrap();
     for id in ids {
@@ -240,7 +240,7 @@ async fn snapshot_terminal(app: &TestApp, seen: &mut HashMap<i64, usize>) {
 }
 
 async fn check_invariants(app: &TestApp, terminal_calls: &HashMap<i64, usize>) {
-    let pool = app.sqlite.pool();
+    let pool = app.db.pool();
     app.assert_invariants().await;
     let running: i64 =
         sqlx::query_scalar("SELECT count(*) FROM priority_items WHERE status = 'running'")

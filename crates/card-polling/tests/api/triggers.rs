@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::*;
+use super::helpers::*;
 
 const DAY: u64 = 86_400;
 
@@ -165,6 +165,48 @@ async fn failed_cancelled_or_unpaid_orders_enqueue_nothing() {
     assert_eq!(s, 409, "{v}");
     assert_eq!(app.list("").await.len(), 0);
     assert_eq!(app.run_executor().await.due, 0);
+}
+
+#[tokio::test]
+async fn a_payment_callback_replayed_with_a_different_status_is_a_409_naming_both_values() {
+    // Issue #12 item 11: `failed` then the same payment id `paid` was a silent 200 replay.
+    let app = spawn_seeded().await;
+    let order = app.order("card", "CA1", "main").await;
+    let out = app.pay(&order, "P29", "failed").await;
+    assert_eq!(out["status"], "failed");
+    let (s, v) = app
+        .post(
+            "/api/payments/callback",
+            PLATFORM,
+            json!({"payment_id": "P29", "order_id": order, "status": "paid"}),
+        )
+        .await;
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(v["success"], false);
+    assert_eq!(
+        v["msg"],
+        "payment P29 was already applied with status failed, not paid"
+    );
+    assert_eq!(app.list("").await.len(), 0, "nothing enqueued");
+    assert_eq!(app.run_executor().await.due, 0);
+    // The same content again is still a replay, and the order is still failed.
+    let again = app.pay(&order, "P29", "failed").await;
+    assert_eq!(again["replayed"], true);
+    assert_eq!(again["status"], "failed");
+    // The same payment id for another order names both orders.
+    let other = app.order("card", "CB1", "main").await;
+    let (s, v) = app
+        .post(
+            "/api/payments/callback",
+            PLATFORM,
+            json!({"payment_id": "P29", "order_id": other, "status": "failed"}),
+        )
+        .await;
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(
+        v["msg"],
+        format!("payment P29 was already applied to order {order}, not order {other}")
+    );
 }
 
 #[tokio::test]

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use rakuten_types::{Envelope, Timestamp};
 
 use super::key;
-use crate::domain::AssetRef;
+use crate::domain::account::Account;
+use crate::domain::{AssetRef, Scope};
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path, Query};
@@ -117,13 +118,22 @@ fn filter(q: &ListQuery) -> Result<ItemFilter, ApiError> {
     })
 }
 
+/// The scope of an account that may read priority items: the same permission as enqueueing them
+/// (the spec asks for matching permissions; D-pstore-7 amends D-poll-8), else 403.
+fn reader_scope(who: &Account) -> Result<Scope, ApiError> {
+    match who.scope() {
+        Some(scope) if who.may_enqueue() => Ok(scope),
+        _ => Err(ApiError::forbidden()),
+    }
+}
+
 /// `GET /api/priority-items`.
 pub async fn list(
     State(st): State<AppState>,
     Auth(who): Auth,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Envelope<Page>>, ApiError> {
-    let scope = who.scope().ok_or_else(ApiError::forbidden)?;
+    let scope = reader_scope(&who)?;
     let f = filter(&q)?;
     let items = st
         .store
@@ -156,7 +166,7 @@ pub async fn detail(
     Auth(who): Auth,
     Path(id): Path<String>,
 ) -> Result<Json<Envelope<ItemDetail>>, ApiError> {
-    let scope = who.scope().ok_or_else(ApiError::forbidden)?;
+    let scope = reader_scope(&who)?;
     let id = item_id(&id)?;
     st.store
         .item_get(&scope, id)

@@ -1,26 +1,28 @@
 //! Scoped reads. The scope is part of the SQL (closure-table join), never a filter after loading;
 //! an item out of scope is simply not found.
 
-use sqlx::{PgPool, Postgres, QueryBuilder};
+use sqlx::QueryBuilder;
 
 use rakuten_types::Timestamp;
 
-use super::rows::{ITEM_COLUMNS, item_view};
+use super::dialect::ITEM_COLUMNS;
+use crate::store::common::item_view;
+use super::{Db, Pool};
 use crate::domain::Scope;
 use crate::priority::VALIDITY;
 use crate::store::common::{item_event_view, log_view, push_item_list_filter, push_scope};
 use crate::store::{ItemDetail, ItemFilter, ItemView, StoreResult};
 
 pub(crate) async fn list(
-    pool: &PgPool,
+    pool: &Pool,
     feature: Timestamp,
     scope: &Scope,
     f: &ItemFilter,
 ) -> StoreResult<Vec<ItemView>> {
-    let mut qb = QueryBuilder::<Postgres>::new(format!(
+    let mut qb = QueryBuilder::<Db>::new(format!(
         "SELECT {ITEM_COLUMNS} FROM priority_items i WHERE 1 = 1"
     ));
-    push_item_list_filter(&mut qb, scope, f, "FALSE");
+    push_item_list_filter(&mut qb, scope, f);
     let rows = qb.build().fetch_all(pool).await?;
     rows.iter()
         .map(|r| item_view(r, feature, VALIDITY))
@@ -28,12 +30,12 @@ pub(crate) async fn list(
 }
 
 pub(crate) async fn get(
-    pool: &PgPool,
+    pool: &Pool,
     feature: Timestamp,
     scope: &Scope,
     id: i64,
 ) -> StoreResult<Option<ItemDetail>> {
-    let mut qb = QueryBuilder::<Postgres>::new(format!(
+    let mut qb = QueryBuilder::<Db>::new(format!(
         "SELECT {ITEM_COLUMNS} FROM priority_items i WHERE i.id = "
     ));
     qb.push_bind(id);

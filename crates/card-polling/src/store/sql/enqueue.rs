@@ -1,12 +1,12 @@
 //! Snapshot of an asset's current cards and enqueue-or-merge, always inside the caller's
 //! transaction (the one that commits the business fact).
 
-use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
+use sqlx::Row;
 
 use rakuten_types::Timestamp;
 
 use super::domain::asset_shop;
-use super::t;
+use super::{Conn, Tx, dialect, t};
 use crate::domain::Scope;
 use crate::domain::asset::{AssetRef, AssetType};
 use crate::priority::item_status::ItemStatus;
@@ -25,18 +25,22 @@ pub(crate) struct CardTarget {
 /// The asset's current cards: a card is itself; a device is every card with an active binding.
 /// The device's reported slot is never read. A missing asset has no cards.
 pub(crate) async fn snapshot_asset(
-    conn: &mut SqliteConnection,
+    conn: &mut Conn,
     asset: &AssetRef,
 ) -> StoreResult<Vec<CardTarget>> {
     let sql = match asset.asset_type {
-        AssetType::Card => {
+        AssetType::Card => concat!(
             "SELECT c.iccid, c.shop_id, b.device_no FROM cards c \
-             LEFT JOIN bindings b ON b.iccid = c.iccid AND b.active = 1 WHERE c.iccid = ?"
-        }
-        AssetType::Device => {
+             LEFT JOIN bindings b ON b.iccid = c.iccid AND ",
+            dialect::active_binding!(),
+            " WHERE c.iccid = $1"
+        ),
+        AssetType::Device => concat!(
             "SELECT c.iccid, c.shop_id, b.device_no FROM bindings b \
-             JOIN cards c ON c.iccid = b.iccid WHERE b.device_no = ? AND b.active = 1 ORDER BY c.iccid"
-        }
+             JOIN cards c ON c.iccid = b.iccid WHERE b.device_no = $1 AND ",
+            dialect::active_binding!(),
+            " ORDER BY c.iccid"
+        ),
     };
     let rows = sqlx::query(sql)
         .bind(&asset.asset_id)
@@ -57,7 +61,7 @@ pub(crate) async fn snapshot_asset(
 /// Appends one audit fact.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn audit(
-    conn: &mut SqliteConnection,
+    conn: &mut Conn,
     item_id: i64,
     kind: &str,
     trigger_type: Option<&str>,
@@ -69,7 +73,7 @@ pub(crate) async fn audit(
 ) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO priority_item_events (item_id, kind, trigger_type, source, operator, reason, result, at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(item_id)
     .bind(kind)
@@ -84,6 +88,18 @@ pub(crate) async fn audit(
     Ok(())
 }
 
+/// An audit fact of an execution or of the expiry job: no trigger, source or operator.
+pub(crate) async fn audit_outcome(
+    conn: &mut Conn,
+    item_id: i64,
+    kind: &str,
+    reason: Option<&str>,
+    result: Option<&str>,
+    now: Timestamp,
+) -> StoreResult<()> {
+    audit(conn, item_id, kind, None, None, None, reason, result, now).await
+}
+
 /// Enqueue-or-merge of one demand for every target card and task type.
 ///
 /// - A trigger event already applied to this card and task type is a replay: it changes nothing
@@ -91,7 +107,7 @@ pub(crate) async fn audit(
 /// - Otherwise `INSERT … ON CONFLICT` on the partial unique index: a new pending item, or a
 ///   merge (trigger count + 1, last trigger time and type, source added to the set).
 pub(crate) async fn enqueue(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     targets: &[CardTarget],
     demand: &Demand,
     now: Timestamp,
@@ -102,7 +118,7 @@ pub(crate) async fn enqueue(
     for target in targets {
         for task_type in &demand.task_types {
             let seen: Option<i64> = sqlx::query_scalar(
-                "SELECT item_id FROM priority_trigger_events WHERE event_id = ? AND iccid = ? AND task_type = ?",
+                "SELECT item_id FROM priority_trigger_events WHERE event_id = $1 AND iccid = $2 AND task_type = $3",
             )
             .bind(&demand.event_id)
             .bind(&target.iccid)
@@ -111,7 +127,7 @@ pub(crate) async fn enqueue(
             .await?;
             if let Some(first_item) = seen {
                 let active: Option<i64> = sqlx::query_scalar(
-                    "SELECT id FROM priority_items WHERE iccid = ? AND task_type = ? \
+                    "SELECT id FROM priority_items WHERE iccid = $1 AND task_type = $2 \
                      AND status IN ('pending', 'running')",
                 )
                 .bind(&target.iccid)
@@ -144,9 +160,9 @@ pub(crate) async fn enqueue(
                 "INSERT INTO priority_items (iccid, task_type, asset_type, asset_id, device_no, shop_id, \
                    status, trigger_type, last_trigger_type, trigger_count, enqueued_at, last_triggered_at, \
                    attempts, max_attempts, next_run_at, operator, reason, retriggered_from) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 1, ?9, ?9, 0, ?10, ?9, ?11, ?12, ?13) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, 1, $9, $9, 0, $10, $9, $11, $12, $13) \
                  ON CONFLICT (iccid, task_type) WHERE status IN ('pending', 'running') DO UPDATE SET \
-                   trigger_count = trigger_count + 1, \
+                   trigger_count = priority_items.trigger_count + 1, \
                    last_triggered_at = excluded.last_triggered_at, \
                    last_trigger_type = excluded.last_trigger_type \
                  RETURNING id, trigger_count",
@@ -169,7 +185,7 @@ pub(crate) async fn enqueue(
             let item_id: i64 = row.try_get("id")?;
             let created = row.try_get::<i64, _>("trigger_count")? == 1;
             sqlx::query(
-                "INSERT INTO priority_item_sources (item_id, source) VALUES (?, ?) \
+                "INSERT INTO priority_item_sources (item_id, source) VALUES ($1, $2) \
                  ON CONFLICT (item_id, source) DO NOTHING",
             )
             .bind(item_id)
@@ -177,7 +193,7 @@ pub(crate) async fn enqueue(
             .execute(&mut **tx)
             .await?;
             sqlx::query(
-                "INSERT INTO priority_trigger_events (event_id, iccid, task_type, item_id, at) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO priority_trigger_events (event_id, iccid, task_type, item_id, at) VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(&demand.event_id)
             .bind(&target.iccid)
@@ -220,14 +236,14 @@ pub(crate) async fn enqueue(
 
 /// Whether `shop_id` lies in `scope`.
 pub(crate) async fn shop_in_scope(
-    conn: &mut SqliteConnection,
+    conn: &mut Conn,
     scope: &Scope,
     shop_id: &str,
 ) -> StoreResult<bool> {
     match scope {
         Scope::All => Ok(true),
         Scope::ShopTree(root) => Ok(sqlx::query_scalar::<_, i64>(
-            "SELECT 1 FROM shop_closure WHERE ancestor_id = ? AND descendant_id = ?",
+            "SELECT CAST(1 AS BIGINT) FROM shop_closure WHERE ancestor_id = $1 AND descendant_id = $2",
         )
         .bind(root)
         .bind(shop_id)
@@ -238,7 +254,7 @@ pub(crate) async fn shop_in_scope(
 }
 
 pub(crate) async fn manual(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     scope: &Scope,
     asset: &AssetRef,
     demand: &Demand,
@@ -258,7 +274,7 @@ pub(crate) async fn manual(
 }
 
 pub(crate) async fn retrigger(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     scope: &Scope,
     item_id: i64,
     operator: &str,
@@ -266,7 +282,7 @@ pub(crate) async fn retrigger(
     now: Timestamp,
 ) -> StoreResult<EnqueuedItem> {
     let row = sqlx::query(
-        "SELECT iccid, task_type, asset_type, asset_id, shop_id, status FROM priority_items WHERE id = ?",
+        "SELECT iccid, task_type, asset_type, asset_id, shop_id, status FROM priority_items WHERE id = $1",
     )
     .bind(item_id)
     .fetch_optional(&mut **tx)
@@ -287,10 +303,12 @@ pub(crate) async fn retrigger(
     }
     let iccid: String = row.try_get("iccid")?;
     let asset_type: String = row.try_get("asset_type")?;
-    let card = sqlx::query(
+    let card = sqlx::query(concat!(
         "SELECT c.shop_id, b.device_no FROM cards c \
-         LEFT JOIN bindings b ON b.iccid = c.iccid AND b.active = 1 WHERE c.iccid = ?",
-    )
+         LEFT JOIN bindings b ON b.iccid = c.iccid AND ",
+        dialect::active_binding!(),
+        " WHERE c.iccid = $1"
+    ))
     .bind(&iccid)
     .fetch_optional(&mut **tx)
     .await?

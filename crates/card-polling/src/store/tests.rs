@@ -10,11 +10,11 @@ use std::time::Duration;
 use rakuten_types::{Clock, ManualClock, Timestamp};
 use sqlx::Connection;
 
-use super::PgStore;
 use crate::domain::asset::{AssetRef, AssetType, CardRow};
 use crate::domain::{Scope, Shop, TaskTypes};
 use crate::priority::item_status::ItemStatus;
 use crate::priority::{TriggerType, VALIDITY};
+use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{
     Demand, EnqueueAction, Finish, ImportBatch, ItemFilter, NewLog, PollRecord, Store, StoreError,

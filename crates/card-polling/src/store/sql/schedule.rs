@@ -3,18 +3,18 @@
 
 use std::time::Duration;
 
-use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sqlx::Row;
 
 use rakuten_types::Timestamp;
 
 use super::enqueue::shop_in_scope;
-use super::t;
+use super::{Conn, Pool, Tx, dialect, t};
 use crate::domain::asset::{AssetRef, AssetType};
 use crate::domain::{Scope, TaskTypes};
 use crate::scheduler::shard_queue::{first_poll_at, shard_of};
 use crate::store::{
-    DueItem, ManualTriggerOutcome, ManualTriggerRequest, PollRecord, QueuedTrigger, ShardBatch,
-    StoreError, StoreResult,
+    ManualTriggerOutcome, ManualTriggerRequest, PollRecord, QueuedTrigger, ShardBatch, StoreError,
+    StoreResult,
 };
 
 /// Cards per transaction while syncing the schedule.
@@ -24,7 +24,7 @@ pub(crate) const MANUAL_DEDUPE: Duration = Duration::from_secs(24 * 3600);
 
 /// The configured task types and shard count as stored (`None` before the first sync).
 pub(crate) async fn schedule_config(
-    conn: &mut SqliteConnection,
+    conn: &mut Conn,
 ) -> StoreResult<Option<(u32, Vec<(String, u64)>)>> {
     let shards: Option<String> =
         sqlx::query_scalar("SELECT value FROM meta WHERE key = 'poll_shards'")
@@ -45,7 +45,7 @@ pub(crate) async fn schedule_config(
 
 /// Gives one card its schedule rows (inside the import transaction).
 pub(crate) async fn schedule_insert_card(
-    conn: &mut SqliteConnection,
+    conn: &mut Conn,
     cfg: &(u32, Vec<(String, u64)>),
     iccid: &str,
     now: Timestamp,
@@ -53,12 +53,12 @@ pub(crate) async fn schedule_insert_card(
     let shard = shard_of(iccid, cfg.0);
     for (tt, secs) in &cfg.1 {
         sqlx::query(
-            "INSERT INTO poll_schedule (iccid, task_type, shard, next_poll_at) VALUES (?, ?, ?, ?) \
+            "INSERT INTO poll_schedule (iccid, task_type, shard, next_poll_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (iccid, task_type) DO NOTHING",
         )
         .bind(iccid)
         .bind(tt)
-        .bind(shard)
+        .bind(i64::from(shard))
         .bind(t(first_poll_at(iccid, Duration::from_secs(*secs), now)))
         .execute(&mut *conn)
         .await?;
@@ -67,7 +67,7 @@ pub(crate) async fn schedule_insert_card(
 }
 
 pub(crate) async fn sync(
-    pool: &SqlitePool,
+    pool: &Pool,
     task_types: &TaskTypes,
     shards: u32,
     now: Timestamp,
@@ -92,9 +92,9 @@ pub(crate) async fn sync(
         return Ok(0);
     }
     // Record the configuration first: imports from now on add rows for it themselves.
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = dialect::begin_write(pool).await?;
     sqlx::query(
-        "INSERT INTO meta (key, value) VALUES ('poll_shards', ?) \
+        "INSERT INTO meta (key, value) VALUES ('poll_shards', $1) \
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
     )
     .bind(shards.to_string())
@@ -104,7 +104,7 @@ pub(crate) async fn sync(
         .execute(&mut *tx)
         .await?;
     for (n, s) in &want {
-        sqlx::query("INSERT INTO poll_task_types (name, interval_secs) VALUES (?, ?)")
+        sqlx::query("INSERT INTO poll_task_types (name, interval_secs) VALUES ($1, $2)")
             .bind(n)
             .bind(*s as i64)
             .execute(&mut *tx)
@@ -122,7 +122,7 @@ pub(crate) async fn sync(
     let mut after = String::new();
     loop {
         let page: Vec<String> =
-            sqlx::query_scalar("SELECT iccid FROM cards WHERE iccid > ? ORDER BY iccid LIMIT ?")
+            sqlx::query_scalar("SELECT iccid FROM cards WHERE iccid > $1 ORDER BY iccid LIMIT $2")
                 .bind(&after)
                 .bind(SYNC_PAGE)
                 .fetch_all(pool)
@@ -130,18 +130,18 @@ pub(crate) async fn sync(
         let Some(last) = page.last().cloned() else {
             break;
         };
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = dialect::begin_write(pool).await?;
         for iccid in &page {
             let shard = shard_of(iccid, shards);
             for (tt, secs) in &want {
                 let r = sqlx::query(
-                    "INSERT INTO poll_schedule (iccid, task_type, shard, next_poll_at) VALUES (?, ?, ?, ?) \
+                    "INSERT INTO poll_schedule (iccid, task_type, shard, next_poll_at) VALUES ($1, $2, $3, $4) \
                      ON CONFLICT (iccid, task_type) DO UPDATE SET shard = excluded.shard \
                      WHERE poll_schedule.shard <> excluded.shard",
                 )
                 .bind(iccid)
                 .bind(tt)
-                .bind(shard)
+                .bind(i64::from(shard))
                 .bind(t(first_poll_at(iccid, Duration::from_secs(*secs), now)))
                 .execute(&mut *tx)
                 .await?;
@@ -155,7 +155,7 @@ pub(crate) async fn sync(
 }
 
 pub(crate) async fn take_due(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     task_type: &str,
     interval: Duration,
     shards: &[u32],
@@ -164,33 +164,25 @@ pub(crate) async fn take_due(
 ) -> StoreResult<Vec<ShardBatch>> {
     let mut out = Vec::with_capacity(shards.len());
     for &shard in shards {
-        let iccids: Vec<String> = sqlx::query_scalar(
-            "UPDATE poll_schedule SET next_poll_at = ?1 WHERE rowid IN ( \
-               SELECT rowid FROM poll_schedule WHERE task_type = ?2 AND shard = ?3 AND next_poll_at <= ?4 \
-               ORDER BY next_poll_at LIMIT ?5) \
-             RETURNING iccid",
-        )
-        .bind(t(now.plus(interval)))
-        .bind(task_type)
-        .bind(shard)
-        .bind(t(now))
-        .bind(per_shard)
-        .fetch_all(&mut **tx)
-        .await?;
+        let iccids: Vec<String> = sqlx::query_scalar(dialect::SCHEDULE_TAKE_DUE)
+            .bind(t(now.plus(interval)))
+            .bind(task_type)
+            .bind(i64::from(shard))
+            .bind(t(now))
+            .bind(per_shard)
+            .fetch_all(&mut **tx)
+            .await?;
         out.push(ShardBatch { shard, iccids });
     }
     Ok(out)
 }
 
-pub(crate) async fn record(
-    tx: &mut Transaction<'static, Sqlite>,
-    records: &[PollRecord],
-) -> StoreResult<()> {
+pub(crate) async fn record(tx: &mut Tx, records: &[PollRecord]) -> StoreResult<()> {
     for r in records {
         for log in &r.logs {
             sqlx::query(
                 "INSERT INTO integration_logs (item_id, iccid, task_type, operation, request_summary, \
-                   response_summary, latency_ms, outcome, at) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   response_summary, latency_ms, outcome, at) VALUES (NULL, $1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(&r.iccid)
             .bind(&r.task_type)
@@ -205,10 +197,11 @@ pub(crate) async fn record(
         }
         if r.manual_trigger_id.is_some() {
             // A manual trigger polled out of turn: the next ordinary poll is one interval later.
-            sqlx::query(
-                "UPDATE poll_schedule SET last_polled_at = ?1, next_poll_at = max(next_poll_at, ?2) \
-                 WHERE iccid = ?3 AND task_type = ?4",
-            )
+            sqlx::query(concat!(
+                "UPDATE poll_schedule SET last_polled_at = $1, next_poll_at = ",
+                dialect::greatest!(),
+                "(next_poll_at, $2) WHERE iccid = $3 AND task_type = $4"
+            ))
             .bind(t(r.at))
             .bind(t(r.next_poll_at))
             .bind(&r.iccid)
@@ -218,7 +211,7 @@ pub(crate) async fn record(
         } else {
             // Taking the batch already moved `next_poll_at`; leave the indexed column alone.
             sqlx::query(
-                "UPDATE poll_schedule SET last_polled_at = ?1 WHERE iccid = ?2 AND task_type = ?3",
+                "UPDATE poll_schedule SET last_polled_at = $1 WHERE iccid = $2 AND task_type = $3",
             )
             .bind(t(r.at))
             .bind(&r.iccid)
@@ -228,8 +221,8 @@ pub(crate) async fn record(
         }
         if let Some(id) = r.manual_trigger_id {
             sqlx::query(
-                "UPDATE manual_triggers SET status = 'executed', executed_at = ?, result = ? \
-                 WHERE id = ? AND status = 'queued'",
+                "UPDATE manual_triggers SET status = 'executed', executed_at = $1, result = $2 \
+                 WHERE id = $3 AND status = 'queued'",
             )
             .bind(t(r.at))
             .bind(&r.result)
@@ -241,37 +234,12 @@ pub(crate) async fn record(
     Ok(())
 }
 
-pub(crate) async fn item_due_typed(
-    pool: &SqlitePool,
-    now: Timestamp,
-    limit: i64,
-) -> StoreResult<Vec<DueItem>> {
-    let rows: Vec<(i64, String)> = sqlx::query_as(
-        "SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
-            WHERE status = 'pending' AND next_run_at <= ?1 ORDER BY next_run_at LIMIT ?2) \
-         UNION ALL \
-         SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
-            WHERE status = 'running' AND claim_expires_at <= ?1 ORDER BY claim_expires_at LIMIT ?2) \
-         LIMIT ?2",
-    )
-    .bind(t(now))
-    .bind(limit)
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, task_type)| DueItem { id, task_type })
-        .collect())
-}
-
-pub(crate) async fn card_package_asset(
-    pool: &SqlitePool,
-    iccid: &str,
-) -> StoreResult<Option<AssetRef>> {
-    let row: Option<(Option<String>,)> = sqlx::query_as(
-        "SELECT b.device_no FROM cards c LEFT JOIN bindings b ON b.iccid = c.iccid AND b.active = 1 \
-         WHERE c.iccid = ?",
-    )
+pub(crate) async fn card_package_asset(pool: &Pool, iccid: &str) -> StoreResult<Option<AssetRef>> {
+    let row: Option<(Option<String>,)> = sqlx::query_as(concat!(
+        "SELECT b.device_no FROM cards c LEFT JOIN bindings b ON b.iccid = c.iccid AND ",
+        dialect::active_binding!(),
+        " WHERE c.iccid = $1"
+    ))
     .bind(iccid)
     .fetch_optional(pool)
     .await?;
@@ -293,7 +261,7 @@ fn day_start(now: Timestamp) -> Timestamp {
 }
 
 async fn insert_trigger(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     req: &ManualTriggerRequest,
     task_type: &str,
     status: &str,
@@ -301,7 +269,7 @@ async fn insert_trigger(
 ) -> StoreResult<i64> {
     Ok(sqlx::query_scalar(
         "INSERT INTO manual_triggers (operator, iccid, task_type, requested_at, status) \
-         VALUES (?, ?, ?, ?, ?) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
     )
     .bind(&req.operator)
     .bind(&req.iccid)
@@ -313,12 +281,12 @@ async fn insert_trigger(
 }
 
 pub(crate) async fn manual_trigger_request(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     scope: &Scope,
     req: &ManualTriggerRequest,
     now: Timestamp,
 ) -> StoreResult<ManualTriggerOutcome> {
-    let shop: Option<String> = sqlx::query_scalar("SELECT shop_id FROM cards WHERE iccid = ?")
+    let shop: Option<String> = sqlx::query_scalar("SELECT shop_id FROM cards WHERE iccid = $1")
         .bind(&req.iccid)
         .fetch_optional(&mut **tx)
         .await?;
@@ -329,8 +297,8 @@ pub(crate) async fn manual_trigger_request(
     let mut dup = Vec::new();
     for tt in &req.task_types {
         let seen: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM manual_triggers WHERE iccid = ? AND task_type = ? \
-             AND requested_at > ? AND status IN ('queued', 'executed'))",
+            "SELECT EXISTS (SELECT 1 FROM manual_triggers WHERE iccid = $1 AND task_type = $2 \
+             AND requested_at > $3 AND status IN ('queued', 'executed'))",
         )
         .bind(&req.iccid)
         .bind(tt)
@@ -348,7 +316,7 @@ pub(crate) async fn manual_trigger_request(
         ))
     } else {
         let used: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM manual_triggers WHERE operator = ? AND requested_at >= ? \
+            "SELECT count(*) FROM manual_triggers WHERE operator = $1 AND requested_at >= $2 \
              AND status IN ('queued', 'executed')",
         )
         .bind(&req.operator)
@@ -383,14 +351,14 @@ pub(crate) async fn manual_trigger_request(
 }
 
 pub(crate) async fn manual_trigger_queued(
-    pool: &SqlitePool,
+    pool: &Pool,
     task_type: &str,
     before: Timestamp,
     limit: i64,
 ) -> StoreResult<Vec<QueuedTrigger>> {
     let rows = sqlx::query(
-        "SELECT id, iccid, task_type FROM manual_triggers WHERE task_type = ? AND status = 'queued' \
-         AND requested_at <= ? ORDER BY id LIMIT ?",
+        "SELECT id, iccid, task_type FROM manual_triggers WHERE task_type = $1 AND status = 'queued' \
+         AND requested_at <= $2 ORDER BY id LIMIT $3",
     )
     .bind(task_type)
     .bind(t(before))

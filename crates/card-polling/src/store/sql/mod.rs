@@ -1,10 +1,15 @@
-//! The SQLite driver: WAL, `synchronous=FULL`, foreign keys on, writes in `BEGIN IMMEDIATE`
-//! transactions. SQL stays close to portable (partial indexes, `ON CONFLICT … WHERE`,
-//! `RETURNING`) so the PostgreSQL driver of a later issue can mirror it.
+//! The one SQL implementation of [`Store`], written once for both engines. This folder is compiled
+//! once per engine (by [`crate::store::sqlite`] and [`crate::store::postgres`], each naming its
+//! sqlx driver `Db` and its [`crate::store::dialect`]); see D-pstore-1 for why not generics.
+//!
+//! SQL here is portable: `$n` placeholders (sqlx's SQLite driver binds `$n` by number, proven by
+//! `tests/api/engine.rs`, `numbered_placeholders_bind_by_number_reused_and_out_of_order`),
+//! `CAST(x AS …)`, subqueries with aliases. What the engines force apart comes from `dialect`: the write transaction, the item
+//! select list, the active-binding literal, the schedule take, `greatest` and time differences.
 //!
 //! Files: `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
 //! transaction), `items.rs` (claim, attempts, finish, close, expire), `query.rs` (scoped reads),
-//! `rows.rs` (row decoding).
+//! `rows.rs` (row reads), `schedule.rs` (ordinary polling schedule and manual triggers).
 
 mod domain;
 mod enqueue;
@@ -13,66 +18,73 @@ mod query;
 mod rows;
 mod schedule;
 
-use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::Transaction;
 
 use rakuten_types::Timestamp;
 
-use super::*;
+use super::{Db, dialect};
 use crate::domain::account::Account;
 use crate::domain::asset::{AssetRef, BindingRow};
 use crate::domain::package::PackageKind;
 use crate::domain::{Scope, TokenHash};
 use crate::priority::item_status::ItemStatus;
+use crate::store::common::{Embedded, MigrationFile};
+use crate::store::*;
 
-/// The SQLite store.
+/// The engine's connection pool.
+type Pool = sqlx::Pool<Db>;
+/// A write transaction (see `dialect::begin_write`).
+type Tx = Transaction<'static, Db>;
+/// One connection.
+type Conn = <Db as sqlx::Database>::Connection;
+/// One result row.
+type DbRow = <Db as sqlx::Database>::Row;
+/// What an `execute` returns (rows affected).
+type QueryResult = <Db as sqlx::Database>::QueryResult;
+
+/// One write transaction around a call: `in_write_tx!(self, tx => f(&mut tx).await?)` begins
+/// (`dialect::begin_write`), evaluates the call, commits, and returns `Ok` of its value.
+macro_rules! in_write_tx {
+    ($store:expr, $tx:ident => $call:expr) => {{
+        let mut $tx = $store.begin().await?;
+        let out = $call;
+        $tx.commit().await?;
+        StoreResult::Ok(out)
+    }};
+}
+
+/// The store over one engine's pool.
 #[derive(Debug, Clone)]
-pub struct SqliteStore {
-    pool: SqlitePool,
+pub struct SqlStore {
+    pool: Pool,
     // `meta.feature_enabled_at` never changes once written: read it once.
     feature: std::sync::Arc<std::sync::OnceLock<Timestamp>>,
 }
 
-impl SqliteStore {
-    /// Opens (creating if missing) the database file and runs the migrations.
-    ///
-    /// # Errors
-    /// When the file cannot be opened or a migration fails.
-    pub async fn open(path: &Path) -> Result<Self, sqlx::Error> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(sqlx::Error::Io)?;
-        }
-        let opts = SqliteConnectOptions::from_str("sqlite:")?
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(30));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            .connect_with(opts)
-            .await?;
-        let migrator = sqlx::migrate::Migrator::new(Embedded)
+impl SqlStore {
+    /// Runs the embedded `migrations` on `pool` and wraps it.
+    pub(crate) async fn migrate(
+        pool: Pool,
+        migrations: &'static [MigrationFile],
+    ) -> Result<Self, sqlx::Error> {
+        let migrator = sqlx::migrate::Migrator::new(Embedded(migrations))
             .await
             .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
         migrator
             .run(&pool)
             .await
             .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
-        Ok(SqliteStore {
+        Ok(SqlStore {
             pool,
             feature: Default::default(),
         })
     }
 
     /// The pool (benchmarks and test fixtures insert rows in any state through it).
-    pub fn pool(&self) -> &SqlitePool {
+    pub fn pool(&self) -> &Pool {
         &self.pool
     }
 
@@ -84,51 +96,8 @@ impl SqliteStore {
         Ok(*self.feature.get_or_init(|| t))
     }
 
-    async fn begin(&self) -> StoreResult<Transaction<'static, Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
-    }
-}
-
-/// The migrations of `migrations/sqlite`, embedded in the binary (the workspace's sqlx has no
-/// `macros` feature, so `sqlx::migrate!` is not available; this source is its equivalent).
-#[derive(Debug)]
-struct Embedded;
-
-/// (version, description, SQL) of every migration, in order.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "initial",
-        include_str!("../../../migrations/sqlite/0001_initial.sql"),
-    ),
-    (
-        2,
-        "scheduler",
-        include_str!("../../../migrations/sqlite/0002_scheduler.sql"),
-    ),
-];
-
-impl sqlx::migrate::MigrationSource<'static> for Embedded {
-    fn resolve(
-        self,
-    ) -> futures::future::BoxFuture<
-        'static,
-        Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>,
-    > {
-        Box::pin(async move {
-            Ok(MIGRATIONS
-                .iter()
-                .map(|(v, d, sql)| {
-                    sqlx::migrate::Migration::new(
-                        *v,
-                        (*d).into(),
-                        sqlx::migrate::MigrationType::Simple,
-                        sqlx::SqlSafeStr::into_sql_str(*sql),
-                        false,
-                    )
-                })
-                .collect())
-        })
+    async fn begin(&self) -> StoreResult<Tx> {
+        dialect::begin_write(&self.pool).await
     }
 }
 
@@ -145,16 +114,16 @@ pub(crate) fn map_constraint(e: sqlx::Error, what: &str) -> StoreError {
             return StoreError::Invalid(format!("{what} breaks a rule"));
         }
     }
-    StoreError::Db(e)
+    StoreError::from(e)
 }
 
 pub(crate) use crate::store::common::t;
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Store for SqlStore {
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
         sqlx::query(
-            "INSERT INTO meta (key, value) VALUES ('feature_enabled_at', ?) ON CONFLICT (key) DO NOTHING",
+            "INSERT INTO meta (key, value) VALUES ('feature_enabled_at', $1) ON CONFLICT (key) DO NOTHING",
         )
         .bind(t(now))
         .execute(&self.pool)
@@ -171,10 +140,7 @@ impl Store for SqliteStore {
         batch: &ImportBatch,
         now: Timestamp,
     ) -> StoreResult<ImportCounts> {
-        let mut tx = self.begin().await?;
-        let counts = domain::import(&mut tx, batch, now).await?;
-        tx.commit().await?;
-        Ok(counts)
+        in_write_tx!(self, tx => domain::import(&mut tx, batch, now).await?)
     }
 
     async fn order_create(
@@ -184,10 +150,7 @@ impl Store for SqliteStore {
         kind: PackageKind,
         now: Timestamp,
     ) -> StoreResult<OrderView> {
-        let mut tx = self.begin().await?;
-        let v = domain::order_create(&mut tx, id, asset, kind, now).await?;
-        tx.commit().await?;
-        Ok(v)
+        in_write_tx!(self, tx => domain::order_create(&mut tx, id, asset, kind, now).await?)
     }
 
     async fn payment_apply(
@@ -196,10 +159,7 @@ impl Store for SqliteStore {
         task_types: &[String],
         now: Timestamp,
     ) -> StoreResult<PaymentOutcome> {
-        let mut tx = self.begin().await?;
-        let out = domain::payment_apply(&mut tx, cb, task_types, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => domain::payment_apply(&mut tx, cb, task_types, now).await?)
     }
 
     async fn usage_activate_queued(
@@ -208,10 +168,9 @@ impl Store for SqliteStore {
         task_types: &[String],
         now: Timestamp,
     ) -> StoreResult<Vec<EnqueuedItem>> {
-        let mut tx = self.begin().await?;
-        let out = domain::usage_activate_queued(&mut tx, usage_id, task_types, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => {
+            domain::usage_activate_queued(&mut tx, usage_id, task_types, now).await?
+        })
     }
 
     async fn package_poll_asset(
@@ -226,15 +185,14 @@ impl Store for SqliteStore {
                 return Ok(out);
             }
         }
-        let mut tx = self.begin().await?;
-        let out = domain::package_poll_asset(&mut tx, asset, task_types, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => {
+            domain::package_poll_asset(&mut tx, asset, task_types, now).await?
+        })
     }
 
     async fn card_set_polling(&self, iccid: &str, enabled: bool) -> StoreResult<()> {
         domain::one_row(
-            sqlx::query("UPDATE cards SET polling_enabled = ? WHERE iccid = ?")
+            sqlx::query("UPDATE cards SET polling_enabled = $1 WHERE iccid = $2")
                 .bind(enabled)
                 .bind(iccid)
                 .execute(&self.pool)
@@ -244,7 +202,7 @@ impl Store for SqliteStore {
 
     async fn device_set_polling(&self, device_no: &str, enabled: bool) -> StoreResult<()> {
         domain::one_row(
-            sqlx::query("UPDATE devices SET polling_enabled = ? WHERE device_no = ?")
+            sqlx::query("UPDATE devices SET polling_enabled = $1 WHERE device_no = $2")
                 .bind(enabled)
                 .bind(device_no)
                 .execute(&self.pool)
@@ -254,7 +212,7 @@ impl Store for SqliteStore {
 
     async fn card_set_stop_lock(&self, iccid: &str, locked: bool) -> StoreResult<()> {
         domain::one_row(
-            sqlx::query("UPDATE cards SET stop_locked = ? WHERE iccid = ?")
+            sqlx::query("UPDATE cards SET stop_locked = $1 WHERE iccid = $2")
                 .bind(locked)
                 .bind(iccid)
                 .execute(&self.pool)
@@ -264,12 +222,12 @@ impl Store for SqliteStore {
 
     async fn card_delete(&self, iccid: &str) -> StoreResult<()> {
         let mut tx = self.begin().await?;
-        sqlx::query("DELETE FROM bindings WHERE iccid = ?")
+        sqlx::query("DELETE FROM bindings WHERE iccid = $1")
             .bind(iccid)
             .execute(&mut *tx)
             .await?;
         domain::one_row(
-            sqlx::query("DELETE FROM cards WHERE iccid = ?")
+            sqlx::query("DELETE FROM cards WHERE iccid = $1")
                 .bind(iccid)
                 .execute(&mut *tx)
                 .await?,
@@ -279,15 +237,12 @@ impl Store for SqliteStore {
     }
 
     async fn binding_upsert(&self, b: &BindingRow) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
-        domain::binding_upsert(&mut tx, b).await?;
-        tx.commit().await?;
-        Ok(())
+        in_write_tx!(self, tx => domain::binding_upsert(&mut tx, b).await?)
     }
 
     async fn device_report_slot(&self, device_no: &str, iccid: Option<&str>) -> StoreResult<()> {
         domain::one_row(
-            sqlx::query("UPDATE devices SET reported_slot_iccid = ? WHERE device_no = ?")
+            sqlx::query("UPDATE devices SET reported_slot_iccid = $1 WHERE device_no = $2")
                 .bind(iccid)
                 .bind(device_no)
                 .execute(&self.pool)
@@ -302,10 +257,7 @@ impl Store for SqliteStore {
         demand: &Demand,
         now: Timestamp,
     ) -> StoreResult<Vec<EnqueuedItem>> {
-        let mut tx = self.begin().await?;
-        let out = enqueue::manual(&mut tx, scope, asset, demand, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => enqueue::manual(&mut tx, scope, asset, demand, now).await?)
     }
 
     async fn item_retrigger(
@@ -316,14 +268,14 @@ impl Store for SqliteStore {
         reason: &str,
         now: Timestamp,
     ) -> StoreResult<EnqueuedItem> {
-        let mut tx = self.begin().await?;
-        let out = enqueue::retrigger(&mut tx, scope, item_id, operator, reason, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => {
+            enqueue::retrigger(&mut tx, scope, item_id, operator, reason, now).await?
+        })
     }
 
     async fn item_due(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>> {
-        items::due(&self.pool, now, limit).await
+        let due = items::due(&self.pool, now, limit).await?;
+        Ok(due.into_iter().map(|d| d.id).collect())
     }
 
     async fn item_claim(
@@ -333,12 +285,13 @@ impl Store for SqliteStore {
         now: Timestamp,
         lease: Duration,
     ) -> StoreResult<Option<ClaimedItem>> {
-        let mut tx = self.begin().await?;
-        let out = items::claim(&mut tx, id, token, now, lease).await?;
-        if out.is_some() {
-            tx.commit().await?;
-        }
-        Ok(out)
+        // max(enqueued_at, feature_enabled_at) <= cutoff  ⇔  both are; the second is a constant.
+        let feature = self.feature().await?;
+        let cutoff = now.minus(crate::priority::VALIDITY);
+        let expired_before = (feature <= cutoff).then_some(cutoff);
+        in_write_tx!(self, tx => {
+            items::claim(&mut tx, id, token, now, lease, expired_before).await?
+        })
     }
 
     async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope> {
@@ -360,9 +313,8 @@ impl Store for SqliteStore {
         logs: &[NewLog],
         now: Timestamp,
     ) -> StoreResult<ItemStatus> {
-        let mut tx = self.begin().await?;
-        let out = items::finish(&mut tx, claim, finish, logs, now).await?;
-        tx.commit().await?;
+        let out: Option<ItemStatus> =
+            in_write_tx!(self, tx => items::finish(&mut tx, claim, finish, logs, now).await?)?;
         out.ok_or(StoreError::ClaimLost)
     }
 
@@ -374,10 +326,7 @@ impl Store for SqliteStore {
         reason: &str,
         now: Timestamp,
     ) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
-        items::close(&mut tx, scope, id, operator, reason, now).await?;
-        tx.commit().await?;
-        Ok(())
+        in_write_tx!(self, tx => items::close(&mut tx, scope, id, operator, reason, now).await?)
     }
 
     async fn item_mark_expired(
@@ -392,10 +341,7 @@ impl Store for SqliteStore {
         if feature > cutoff {
             return Ok(0);
         }
-        let mut tx = self.begin().await?;
-        let n = items::mark_expired(&mut tx, now, cutoff, batch).await?;
-        tx.commit().await?;
-        Ok(n)
+        in_write_tx!(self, tx => items::mark_expired(&mut tx, now, cutoff, batch).await?)
     }
 
     async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>> {
@@ -407,7 +353,7 @@ impl Store for SqliteStore {
     }
 
     async fn item_due_typed(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<DueItem>> {
-        schedule::item_due_typed(&self.pool, now, limit).await
+        items::due(&self.pool, now, limit).await
     }
 
     async fn schedule_sync(
@@ -427,20 +373,16 @@ impl Store for SqliteStore {
         per_shard: i64,
         now: Timestamp,
     ) -> StoreResult<Vec<ShardBatch>> {
-        let mut tx = self.begin().await?;
-        let out = schedule::take_due(&mut tx, task_type, interval, shards, per_shard, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => {
+            schedule::take_due(&mut tx, task_type, interval, shards, per_shard, now).await?
+        })
     }
 
     async fn poll_record(&self, records: &[PollRecord]) -> StoreResult<()> {
         if records.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin().await?;
-        schedule::record(&mut tx, records).await?;
-        tx.commit().await?;
-        Ok(())
+        in_write_tx!(self, tx => schedule::record(&mut tx, records).await?)
     }
 
     async fn card_package_asset(&self, iccid: &str) -> StoreResult<Option<AssetRef>> {
@@ -453,10 +395,7 @@ impl Store for SqliteStore {
         req: &ManualTriggerRequest,
         now: Timestamp,
     ) -> StoreResult<ManualTriggerOutcome> {
-        let mut tx = self.begin().await?;
-        let out = schedule::manual_trigger_request(&mut tx, scope, req, now).await?;
-        tx.commit().await?;
-        Ok(out)
+        in_write_tx!(self, tx => schedule::manual_trigger_request(&mut tx, scope, req, now).await?)
     }
 
     async fn manual_trigger_queued(

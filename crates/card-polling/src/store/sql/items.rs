@@ -3,42 +3,71 @@
 
 use std::time::Duration;
 
-use sqlx::{Row, Sqlite, SqlitePool, Transaction};
+use sqlx::Row;
 
 use rakuten_types::Timestamp;
 
-use super::enqueue::{audit, shop_in_scope};
-use super::t;
+use super::enqueue::{audit, audit_outcome, shop_in_scope};
+use super::{Pool, Tx, dialect, t};
 use crate::domain::Scope;
+use crate::store::common::{UNDECODABLE_ROW, undecodable_item};
 use crate::priority::item_status::{ItemEvent, ItemStatus};
-use crate::store::{CardScope, ClaimedItem, Finish, NewLog, StoreError, StoreResult};
+use crate::store::{CardScope, ClaimedItem, DueItem, Finish, NewLog, StoreError, StoreResult};
 
-pub(crate) async fn due(pool: &SqlitePool, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>> {
-    // Two index range scans: due pending items, then running items whose lease passed.
-    let ids = sqlx::query_scalar(
-        "SELECT id FROM (SELECT id, next_run_at AS k FROM priority_items \
-            WHERE status = 'pending' AND next_run_at <= ?1 ORDER BY next_run_at LIMIT ?2) \
+/// Claimable items and their task types: two index range scans, due pending items, then running
+/// items whose lease passed.
+pub(crate) async fn due(pool: &Pool, now: Timestamp, limit: i64) -> StoreResult<Vec<DueItem>> {
+    let rows: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
+            WHERE status = 'pending' AND next_run_at <= $1 ORDER BY next_run_at LIMIT $2) AS p \
          UNION ALL \
-         SELECT id FROM (SELECT id, claim_expires_at AS k FROM priority_items \
-            WHERE status = 'running' AND claim_expires_at <= ?1 ORDER BY claim_expires_at LIMIT ?2) \
-         LIMIT ?2",
+         SELECT id, task_type FROM (SELECT id, task_type FROM priority_items \
+            WHERE status = 'running' AND claim_expires_at <= $1 ORDER BY claim_expires_at LIMIT $2) AS r \
+         LIMIT $2",
     )
     .bind(t(now))
     .bind(limit)
     .fetch_all(pool)
     .await?;
-    Ok(ids)
+    Ok(rows
+        .into_iter()
+        .map(|(id, task_type)| DueItem { id, task_type })
+        .collect())
 }
 
+/// Sets a claimed item whose row does not decode aside as `failed` (issue #12 item 7): it is never
+/// executed, the rest of the queue keeps flowing, and lists show it with `reason`.
+async fn set_aside(tx: &mut Tx, id: i64, reason: &str, now: Timestamp) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE priority_items SET status = 'failed', claim_token = NULL, claim_expires_at = NULL, \
+           dequeued_at = $1, result = $2, failure_reason = $3 WHERE id = $4 AND status = 'running'",
+    )
+    .bind(t(now))
+    .bind(UNDECODABLE_ROW)
+    .bind(reason)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    tracing::warn!(item = id, %reason, "priority item set aside as failed");
+    audit_outcome(tx, id, "fail_dequeue", Some(reason), Some(UNDECODABLE_ROW), now).await
+}
+
+/// The result of an `expire` audit fact.
+const VALIDITY_PASSED: &str = "validity period passed";
+
+/// Claims item `id` (or takes it over after a lapsed lease). An item enqueued at or before
+/// `expired_before` is past its validity: it is expired here, with its audit fact, instead of being
+/// handed out (issue #14 item 4; the expiry job may not have run yet). `None`: not claimable.
 pub(crate) async fn claim(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     id: i64,
     token: &str,
     now: Timestamp,
     lease: Duration,
+    expired_before: Option<Timestamp>,
 ) -> StoreResult<Option<ClaimedItem>> {
     let before: Option<String> =
-        sqlx::query_scalar("SELECT status FROM priority_items WHERE id = ?")
+        sqlx::query_scalar("SELECT status FROM priority_items WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut **tx)
             .await?;
@@ -53,11 +82,30 @@ pub(crate) async fn claim(
     if before.transition(event).is_err() {
         return Ok(None);
     }
+    if let Some(cutoff) = expired_before {
+        let expired: Option<i64> = sqlx::query_scalar(
+            "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, \
+               dequeued_at = $1 \
+             WHERE id = $2 AND enqueued_at <= $3 AND ((status = 'pending' AND next_run_at <= $1) \
+                                                   OR (status = 'running' AND claim_expires_at <= $1)) \
+             RETURNING id",
+        )
+        .bind(t(now))
+        .bind(id)
+        .bind(t(cutoff))
+        .fetch_optional(&mut **tx)
+        .await?;
+        if expired.is_some() {
+            before.transition(ItemEvent::Expire).map_err(|e| StoreError::Conflict(e.to_string()))?;
+            audit_outcome(tx, id, "expire", None, Some(VALIDITY_PASSED), now).await?;
+            return Ok(None);
+        }
+    }
     let row = sqlx::query(
-        "UPDATE priority_items SET status = 'running', claim_token = ?1, claimed_at = ?2, claim_expires_at = ?3 \
-         WHERE id = ?4 AND ((status = 'pending' AND next_run_at <= ?2) \
-                         OR (status = 'running' AND claim_expires_at <= ?2)) \
-         RETURNING iccid, task_type, attempts, max_attempts",
+        "UPDATE priority_items SET status = 'running', claim_token = $1, claimed_at = $2, claim_expires_at = $3 \
+         WHERE id = $4 AND ((status = 'pending' AND next_run_at <= $2) \
+                         OR (status = 'running' AND claim_expires_at <= $2)) \
+         RETURNING *",
     )
     .bind(token)
     .bind(t(now))
@@ -66,6 +114,10 @@ pub(crate) async fn claim(
     .fetch_optional(&mut **tx)
     .await?;
     let Some(row) = row else { return Ok(None) };
+    if let Some(reason) = undecodable_item(&row) {
+        set_aside(tx, id, &reason, now).await?;
+        return Ok(None);
+    }
     let claimed = ClaimedItem {
         id,
         iccid: row.try_get("iccid")?,
@@ -75,13 +127,10 @@ pub(crate) async fn claim(
         max_attempts: row.try_get("max_attempts")?,
         took_over: event == ItemEvent::TakeOver,
     };
-    audit(
+    audit_outcome(
         tx,
         id,
         "claim",
-        None,
-        None,
-        None,
         None,
         Some(if claimed.took_over {
             "taken_over_after_lease"
@@ -94,12 +143,13 @@ pub(crate) async fn claim(
     Ok(Some(claimed))
 }
 
-pub(crate) async fn card_polling_scope(pool: &SqlitePool, iccid: &str) -> StoreResult<CardScope> {
-    let row = sqlx::query(
+pub(crate) async fn card_polling_scope(pool: &Pool, iccid: &str) -> StoreResult<CardScope> {
+    let row = sqlx::query(concat!(
         "SELECT c.polling_enabled, c.stop_locked, d.polling_enabled AS device_polling FROM cards c \
-         LEFT JOIN bindings b ON b.iccid = c.iccid AND b.active = 1 \
-         LEFT JOIN devices d ON d.device_no = b.device_no WHERE c.iccid = ?",
-    )
+         LEFT JOIN bindings b ON b.iccid = c.iccid AND ",
+        dialect::active_binding!(),
+        " LEFT JOIN devices d ON d.device_no = b.device_no WHERE c.iccid = $1"
+    ))
     .bind(iccid)
     .fetch_optional(pool)
     .await?;
@@ -118,13 +168,13 @@ pub(crate) async fn card_polling_scope(pool: &SqlitePool, iccid: &str) -> StoreR
 }
 
 pub(crate) async fn begin_attempt(
-    pool: &SqlitePool,
+    pool: &Pool,
     claim: &ClaimedItem,
     now: Timestamp,
 ) -> StoreResult<ClaimedItem> {
     let attempts: Option<i64> = sqlx::query_scalar(
-        "UPDATE priority_items SET attempts = attempts + 1, started_at = ?, finished_at = NULL, duration_ms = NULL \
-         WHERE id = ? AND status = 'running' AND claim_token = ? AND attempts < max_attempts RETURNING attempts",
+        "UPDATE priority_items SET attempts = attempts + 1, started_at = $1, finished_at = NULL, duration_ms = NULL \
+         WHERE id = $2 AND status = 'running' AND claim_token = $3 AND attempts < max_attempts RETURNING attempts",
     )
     .bind(t(now))
     .bind(claim.id)
@@ -139,7 +189,7 @@ pub(crate) async fn begin_attempt(
 }
 
 pub(crate) async fn finish(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     claim: &ClaimedItem,
     finish: &Finish,
     logs: &[NewLog],
@@ -149,7 +199,7 @@ pub(crate) async fn finish(
     for log in logs {
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO integration_logs (item_id, iccid, task_type, operation, request_summary, \
-               response_summary, latency_ms, outcome, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+               response_summary, latency_ms, outcome, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
         )
         .bind(claim.id)
         .bind(&claim.iccid)
@@ -185,17 +235,18 @@ pub(crate) async fn finish(
         Finish::Failed { reason, result, .. } => (result.clone(), Some(reason.clone()), None),
     };
     let dequeued = (!next.is_active()).then(|| t(now));
-    let hit = sqlx::query(
-        "UPDATE priority_items SET status = ?1, claim_token = NULL, claim_expires_at = NULL, \
-           finished_at = ?2, \
-           duration_ms = CASE WHEN started_at IS NULL THEN NULL \
-             ELSE CAST(ROUND((julianday(?2) - julianday(started_at)) * 86400000) AS INTEGER) END, \
-           dequeued_at = ?3, result = ?4, \
-           failure_reason = COALESCE(?5, failure_reason), \
-           next_run_at = COALESCE(?6, next_run_at), \
-           last_log_id = COALESCE(?7, last_log_id) \
-         WHERE id = ?8 AND status = 'running' AND claim_token = ?9",
-    )
+    let hit = sqlx::query(concat!(
+        "UPDATE priority_items SET status = $1, claim_token = NULL, claim_expires_at = NULL, \
+           finished_at = $2, \
+           duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE ",
+        dialect::millis_between!("started_at", "$2"),
+        " END, \
+           dequeued_at = $3, result = $4, \
+           failure_reason = COALESCE($5, failure_reason), \
+           next_run_at = COALESCE($6, next_run_at), \
+           last_log_id = COALESCE($7, last_log_id) \
+         WHERE id = $8 AND status = 'running' AND claim_token = $9"
+    ))
     .bind(next.as_str())
     .bind(t(now))
     .bind(dequeued)
@@ -213,48 +264,23 @@ pub(crate) async fn finish(
     }
     match finish {
         Finish::Completed { result } => {
-            audit(
-                tx,
-                claim.id,
-                "complete",
-                None,
-                None,
-                None,
-                None,
-                Some(result),
-                now,
-            )
-            .await?;
+            audit_outcome(tx, claim.id, "complete", None, Some(result), now).await?;
         }
         Finish::Retry {
             reason,
             next_run_at,
         } => {
-            audit(
+            audit_outcome(
                 tx,
                 claim.id,
                 "failure",
-                None,
-                None,
-                None,
                 Some(reason),
                 Some("recoverable"),
                 now,
             )
             .await?;
             let at = format!("next_run_at={}", t(*next_run_at));
-            audit(
-                tx,
-                claim.id,
-                "retry",
-                None,
-                None,
-                None,
-                None,
-                Some(&at),
-                now,
-            )
-            .await?;
+            audit_outcome(tx, claim.id, "retry", None, Some(&at), now).await?;
         }
         Finish::Failed {
             reason,
@@ -262,26 +288,12 @@ pub(crate) async fn finish(
             after_call,
         } => {
             if *after_call {
-                audit(
-                    tx,
-                    claim.id,
-                    "failure",
-                    None,
-                    None,
-                    None,
-                    Some(reason),
-                    Some(result),
-                    now,
-                )
-                .await?;
+                audit_outcome(tx, claim.id, "failure", Some(reason), Some(result), now).await?;
             }
-            audit(
+            audit_outcome(
                 tx,
                 claim.id,
                 "fail_dequeue",
-                None,
-                None,
-                None,
                 Some(reason),
                 Some(result),
                 now,
@@ -293,14 +305,14 @@ pub(crate) async fn finish(
 }
 
 pub(crate) async fn close(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     scope: &Scope,
     id: i64,
     operator: &str,
     reason: &str,
     now: Timestamp,
 ) -> StoreResult<()> {
-    let row = sqlx::query("SELECT shop_id, status FROM priority_items WHERE id = ?")
+    let row = sqlx::query("SELECT shop_id, status FROM priority_items WHERE id = $1")
         .bind(id)
         .fetch_optional(&mut **tx)
         .await?
@@ -316,8 +328,8 @@ pub(crate) async fn close(
     })?;
     let hit = sqlx::query(
         "UPDATE priority_items SET status = 'closed', claim_token = NULL, claim_expires_at = NULL, \
-           dequeued_at = ?1, closed_by = ?2, close_reason = ?3 \
-         WHERE id = ?4 AND status IN ('pending', 'running')",
+           dequeued_at = $1, closed_by = $2, close_reason = $3 \
+         WHERE id = $4 AND status IN ('pending', 'running')",
     )
     .bind(t(now))
     .bind(operator)
@@ -343,15 +355,15 @@ pub(crate) async fn close(
 }
 
 pub(crate) async fn mark_expired(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx,
     now: Timestamp,
     cutoff: Timestamp,
     batch: i64,
 ) -> StoreResult<u64> {
     let ids: Vec<i64> = sqlx::query_scalar(
-        "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, dequeued_at = ?1 \
+        "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, dequeued_at = $1 \
          WHERE id IN (SELECT id FROM priority_items WHERE status IN ('pending', 'running') \
-                      AND enqueued_at <= ?2 ORDER BY enqueued_at LIMIT ?3) \
+                      AND enqueued_at <= $2 ORDER BY enqueued_at LIMIT $3) \
            AND status IN ('pending', 'running') \
          RETURNING id",
     )
@@ -361,18 +373,7 @@ pub(crate) async fn mark_expired(
     .fetch_all(&mut **tx)
     .await?;
     for id in &ids {
-        audit(
-            tx,
-            *id,
-            "expire",
-            None,
-            None,
-            None,
-            None,
-            Some("validity period passed"),
-            now,
-        )
-        .await?;
+        audit_outcome(tx, *id, "expire", None, Some(VALIDITY_PASSED), now).await?;
     }
     Ok(ids.len() as u64)
 }

@@ -3,13 +3,12 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use sqlx::postgres::PgQueryResult;
-use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
+use sqlx::Row;
 
 use rakuten_types::Timestamp;
 
 use super::enqueue::{self, snapshot_asset};
-use super::{map_constraint, t};
+use super::{Conn, DbRow, Pool, QueryResult, Tx, map_constraint, t};
 use crate::domain::TokenHash;
 use crate::domain::account::Account;
 use crate::domain::asset::{AssetRef, AssetType, BindingRow};
@@ -24,7 +23,7 @@ use crate::store::{
 const PACKAGE_PERIOD: Duration = Duration::from_secs(PACKAGE_PERIOD_DAYS * 86_400);
 
 /// Exactly one row changed, else not found.
-pub(crate) fn one_row(r: PgQueryResult) -> StoreResult<()> {
+pub(crate) fn one_row(r: QueryResult) -> StoreResult<()> {
     if r.rows_affected() == 1 {
         Ok(())
     } else {
@@ -33,7 +32,7 @@ pub(crate) fn one_row(r: PgQueryResult) -> StoreResult<()> {
 }
 
 pub(crate) async fn account_find_by_token(
-    pool: &PgPool,
+    pool: &Pool,
     hash: &TokenHash,
 ) -> StoreResult<Option<Account>> {
     let row = sqlx::query(
@@ -47,9 +46,9 @@ pub(crate) async fn account_find_by_token(
     account_from_row(&row, hash)
 }
 
-async fn shop_exists(conn: &mut PgConnection, id: &str) -> StoreResult<bool> {
+async fn shop_exists(conn: &mut Conn, id: &str) -> StoreResult<bool> {
     Ok(
-        sqlx::query_scalar::<_, i64>("SELECT 1::bigint FROM shops WHERE id = $1")
+        sqlx::query_scalar::<_, i64>("SELECT CAST(1 AS BIGINT) FROM shops WHERE id = $1")
             .bind(id)
             .fetch_optional(conn)
             .await?
@@ -58,7 +57,7 @@ async fn shop_exists(conn: &mut PgConnection, id: &str) -> StoreResult<bool> {
 }
 
 pub(crate) async fn import(
-    tx: &mut Transaction<'static, Postgres>,
+    tx: &mut Tx,
     batch: &ImportBatch,
     now: Timestamp,
 ) -> StoreResult<ImportCounts> {
@@ -166,10 +165,7 @@ pub(crate) async fn import(
     Ok(counts)
 }
 
-pub(crate) async fn binding_upsert(
-    tx: &mut Transaction<'static, Postgres>,
-    b: &BindingRow,
-) -> StoreResult<()> {
+pub(crate) async fn binding_upsert(tx: &mut Tx, b: &BindingRow) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO bindings (device_no, iccid, active) VALUES ($1, $2, $3) \
          ON CONFLICT (device_no, iccid) DO UPDATE SET active = excluded.active",
@@ -184,10 +180,7 @@ pub(crate) async fn binding_upsert(
 }
 
 /// The shop of an asset, `None` when the asset does not exist.
-pub(crate) async fn asset_shop(
-    conn: &mut PgConnection,
-    asset: &AssetRef,
-) -> StoreResult<Option<String>> {
+pub(crate) async fn asset_shop(conn: &mut Conn, asset: &AssetRef) -> StoreResult<Option<String>> {
     let sql = match asset.asset_type {
         AssetType::Card => "SELECT shop_id FROM cards WHERE iccid = $1",
         AssetType::Device => "SELECT shop_id FROM devices WHERE device_no = $1",
@@ -198,7 +191,7 @@ pub(crate) async fn asset_shop(
         .await?)
 }
 
-fn order_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<OrderView> {
+fn order_from_row(row: &DbRow) -> StoreResult<OrderView> {
     let asset_type: String = row.try_get("asset_type")?;
     let kind: String = row.try_get("kind")?;
     let status: String = row.try_get("status")?;
@@ -220,7 +213,7 @@ fn order_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<OrderView> {
 }
 
 pub(crate) async fn order_create(
-    tx: &mut Transaction<'static, Postgres>,
+    tx: &mut Tx,
     id: &str,
     asset: &AssetRef,
     kind: PackageKind,
@@ -249,12 +242,13 @@ pub(crate) async fn order_create(
 }
 
 pub(crate) async fn payment_apply(
-    tx: &mut Transaction<'static, Postgres>,
+    tx: &mut Tx,
     cb: &PaymentCallback,
     task_types: &[String],
     now: Timestamp,
 ) -> StoreResult<PaymentOutcome> {
-    // Idempotency by payment id: a repeated callback changes nothing and enqueues nothing.
+    // Idempotency by payment id: a repeated callback changes nothing and enqueues nothing. A
+    // "replay" that says something else is not a replay: 409 naming both values (issue #12 #11).
     let seen = sqlx::query("SELECT * FROM package_orders WHERE payment_id = $1")
         .bind(&cb.payment_id)
         .fetch_optional(&mut **tx)
@@ -262,9 +256,19 @@ pub(crate) async fn payment_apply(
     if let Some(row) = seen {
         let order = order_from_row(&row)?;
         if order.id != cb.order_id {
-            return Err(StoreError::Conflict(
-                "payment id already applied to another order".into(),
-            ));
+            return Err(StoreError::Conflict(format!(
+                "payment {} was already applied to order {}, not order {}",
+                cb.payment_id, order.id, cb.order_id
+            )));
+        }
+        let settled_as = cb.status.order_status();
+        if order.status != settled_as {
+            return Err(StoreError::Conflict(format!(
+                "payment {} was already applied with status {}, not {}",
+                cb.payment_id,
+                order.status.as_str(),
+                settled_as.as_str()
+            )));
         }
         let usage: Option<(String, String)> =
             sqlx::query_as("SELECT id, status FROM package_usages WHERE order_id = $1")
@@ -374,7 +378,7 @@ pub(crate) async fn payment_apply(
 }
 
 pub(crate) async fn usage_activate_queued(
-    tx: &mut Transaction<'static, Postgres>,
+    tx: &mut Tx,
     usage_id: &str,
     task_types: &[String],
     now: Timestamp,
@@ -428,7 +432,7 @@ pub(crate) async fn usage_activate_queued(
 }
 
 pub(crate) async fn package_poll_asset(
-    tx: &mut Transaction<'static, Postgres>,
+    tx: &mut Tx,
     asset: &AssetRef,
     task_types: &[String],
     now: Timestamp,
@@ -492,7 +496,7 @@ pub(crate) async fn package_poll_asset(
 /// record and no active one past its end. `None` means the full transaction is needed.
 /// (The ordinary package poll runs for every card; most of them have nothing to do.)
 pub(crate) async fn package_poll_quiet(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     asset: &AssetRef,
     now: Timestamp,
 ) -> StoreResult<Option<PackagePollOutcome>> {

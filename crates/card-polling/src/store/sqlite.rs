@@ -1,0 +1,64 @@
+//! The SQLite engine (the default): a database file in WAL mode with `synchronous=FULL`, foreign
+//! keys on, writes in `BEGIN IMMEDIATE` transactions; migrations in `migrations/sqlite`. The store
+//! itself is the one implementation in `store/sql/`, compiled here for [`sqlx::Sqlite`].
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use crate::store::common::MigrationFile;
+
+super::one_implementation!(sqlx::Sqlite, sqlite);
+
+/// The SQLite store.
+pub type SqliteStore = sql::SqlStore;
+
+/// Every file of `migrations/sqlite`, in order (checked against the folder by a test).
+pub(crate) const MIGRATIONS: &[MigrationFile] = &[
+    (
+        1,
+        "initial",
+        include_str!("../../migrations/sqlite/0001_initial.sql"),
+    ),
+    (
+        2,
+        "scheduler",
+        include_str!("../../migrations/sqlite/0002_scheduler.sql"),
+    ),
+];
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database file and runs the migrations.
+    ///
+    /// # Errors
+    /// When the file cannot be opened or a migration fails.
+    pub async fn open(path: &Path) -> Result<Self, sqlx::Error> {
+        Self::open_with(path, crate::store::DEFAULT_LOCK_TIMEOUT).await
+    }
+
+    /// [`Self::open`] with the busy timeout and pool acquire timeout `lock_timeout`: a request
+    /// that cannot get the database within it fails with `StoreError::Busy` (HTTP 503).
+    ///
+    /// # Errors
+    /// When the file cannot be opened or a migration fails.
+    pub async fn open_with(path: &Path, lock_timeout: Duration) -> Result<Self, sqlx::Error> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(sqlx::Error::Io)?;
+        }
+        let opts = SqliteConnectOptions::from_str("sqlite:")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(lock_timeout);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(lock_timeout)
+            .connect_with(opts)
+            .await?;
+        Self::migrate(pool, MIGRATIONS).await
+    }
+}

@@ -1,0 +1,41 @@
+//! Every scenario, and the soak, on a fresh temporary SQLite file per test.
+
+use card_polling::Application;
+use card_polling::settings::Settings;
+
+/// This engine's folder under `migrations/`.
+pub const MIGRATIONS_DIR: &str = "sqlite";
+
+/// The store the raw-SQL fixtures and checks read through.
+pub type EngineStore = card_polling::store::sqlite::SqliteStore;
+
+/// Nothing to create: `Settings::for_tests` already points at a file in the test's temp dir.
+pub async fn fresh_database(_settings: &mut Settings) -> Option<crate::PgSchema> {
+    None
+}
+
+/// The app's store.
+pub fn engine_store(app: &Application) -> EngineStore {
+    app.sqlite().clone()
+}
+
+/// Takes the write lock of the app's database file from a second connection (`BEGIN IMMEDIATE`);
+/// the test ends it with `ROLLBACK`.
+pub async fn hold_write_lock(settings: &Settings) -> sqlx::SqliteConnection {
+    use sqlx::Connection;
+    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&settings.db_path);
+    let mut c = sqlx::SqliteConnection::connect_with(&opts)
+        .await
+        .expect("second connection");
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut c)
+        .await
+        .expect("write lock");
+    c
+}
+
+scenarios!();
+
+// Simulated hours of random traffic: long, so on one engine only (D-pstore-3).
+#[path = "soak.rs"]
+mod soak;
