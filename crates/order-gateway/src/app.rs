@@ -21,6 +21,7 @@ use crate::settings::Settings;
 use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{OrderStore, QueryStore};
+use crate::telemetry::GatewayMetrics;
 
 /// The storage driver the settings chose.
 #[derive(Debug, Clone)]
@@ -117,6 +118,11 @@ impl Application {
             },
         );
         let credentials = Arc::new(settings.credentials()?);
+        let metrics = Arc::new(GatewayMetrics::new());
+        if let Backend::Sqlite(s) = &backend {
+            let m = metrics.clone();
+            s.on_commit(Box::new(move |ops, took| m.observe_commit(ops, took)));
+        }
         let state = AppState {
             store: dyn_store,
             clock,
@@ -124,6 +130,7 @@ impl Application {
             lease_notifier: notifier,
             queries: query_store,
             query_notifier,
+            metrics,
             credentials,
             shutdown: shutdown.clone(),
         };

@@ -37,6 +37,7 @@ pub mod query_queue;
 pub mod roles;
 pub mod settings;
 pub mod store;
+pub mod telemetry;
 
 pub use app::Application;
 pub use settings::{LeaseScope, Settings};

@@ -7,7 +7,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::AppState;
-use super::routes::{health, orders, queries};
+use super::routes::{health, orders, probes, queries};
 
 /// The gateway's API description.
 #[derive(OpenApi)]
@@ -27,12 +27,15 @@ use super::routes::{health, orders, queries};
         queries::get_query,
         queries::list,
         health::health,
+        probes::livez,
+        probes::readyz,
+        probes::metrics,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "orders", description = "order tasks (§4.2–§4.6, §5)"),
         (name = "account queries", description = "account read-only query channel (§11)"),
-        (name = "health", description = "§4.6, §4.7")
+        (name = "health", description = "§4.6, §4.7; probes and metrics (issue #10)")
     )
 )]
 pub struct ApiDoc;

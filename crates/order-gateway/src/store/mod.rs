@@ -14,6 +14,7 @@
 //! contract (redelivery instead of `stale`); the SQLite driver implements both and runs both
 //! through the same group-commit writer.
 
+pub mod observe;
 pub mod postgres;
 pub mod queries;
 mod query_row;
@@ -347,6 +348,13 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
     async fn alerts_leader(&self) -> Result<bool, StoreError> {
         Ok(true)
     }
+
+    /// Open task and query counts and worker heartbeats for `/metrics` (bounded reads,
+    /// [`observe`]).
+    async fn store_counts(&self) -> Result<observe::StoreCounts, StoreError>;
+
+    /// Whether the database answers (`/readyz`); a closed store is [`StoreError::Closed`].
+    async fn ping(&self) -> Result<(), StoreError>;
 
     /// Finishes the writes already accepted and closes the database.
     async fn close(&self);

@@ -25,6 +25,8 @@ pub struct TestApp {
     pub sweeper: Sweeper,
     pub query_sweeper: QuerySweeper,
     pub settings: Settings,
+    /// The handlers' shared state (store, metrics, …) of this app.
+    pub state: order_gateway::http::AppState,
     pub _tempdir: tempfile::TempDir,
     /// The PostgreSQL schema, when the app runs on PostgreSQL (kept alive as long as the app).
     pub _db: Option<Arc<TestDb>>,
@@ -103,6 +105,7 @@ async fn spawn_on(
     let address = format!("http://127.0.0.1:{}", app.port());
     let sweeper = app.sweeper();
     let query_sweeper = app.query_sweeper();
+    let state = app.state();
     tokio::spawn(app.run_until_stopped(std::future::pending()));
     TestApp {
         address,
@@ -115,6 +118,7 @@ async fn spawn_on(
         sweeper,
         query_sweeper,
         settings,
+        state,
         _tempdir: tempdir,
         _db: db,
     }
@@ -217,7 +221,13 @@ impl TestApp {
         .await
     }
 
+    /// `/health` with the token: the whole answer.
     pub async fn health(&self) -> Answer {
+        answer(self.get("/health").send().await.unwrap()).await
+    }
+
+    /// `/health` without a token: the status alone.
+    pub async fn health_anonymous(&self) -> Answer {
         answer(self.client.get(self.url("/health")).send().await.unwrap()).await
     }
 

@@ -2,4 +2,5 @@
 
 pub mod health;
 pub mod orders;
+pub mod probes;
 pub mod queries;

@@ -388,6 +388,14 @@ impl OrderStore for PgStore {
         Ok(got)
     }
 
+    async fn store_counts(&self) -> Result<crate::store::observe::StoreCounts, StoreError> {
+        crate::store::observe::store_counts(&self.pool).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        crate::store::observe::ping(&self.pool).await
+    }
+
     async fn close(&self) {
         self.pump.closed.store(true, Ordering::Release);
         self.pump.wake.notify_one();

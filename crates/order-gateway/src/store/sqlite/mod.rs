@@ -131,6 +131,11 @@ impl SqliteStore {
     }
 
     /// The writer's counters (commits and operations), for benchmarks.
+    pub fn on_commit(&self, hook: writer::CommitHook) {
+        let _ = self.stats.on_commit.set(hook);
+    }
+
+    /// `(commits, operations)` of the writer so far.
     pub fn write_stats(&self) -> (u64, u64) {
         self.stats.snapshot()
     }
@@ -219,6 +224,17 @@ impl OrderStore for SqliteStore {
         queued_before: Timestamp,
     ) -> Result<HealthSnapshot, StoreError> {
         reads::health_snapshot(&self.read, queued_before).await
+    }
+
+    async fn store_counts(&self) -> Result<crate::store::observe::StoreCounts, StoreError> {
+        crate::store::observe::store_counts(&self.read).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        if self.tx.lock().map_or(true, |t| t.is_none()) {
+            return Err(StoreError::Closed);
+        }
+        crate::store::observe::ping(&self.read).await
     }
 
     async fn close(&self) {
