@@ -7,6 +7,7 @@
 //! a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
 
 mod common;
+pub mod observe;
 pub mod postgres;
 pub mod sqlite;
 
@@ -536,6 +537,12 @@ pub enum ManualTriggerOutcome {
 /// The storage trait.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    // ---- observation (`/metrics`, `/readyz`; [`observe`])
+    /// `(status, task_type, count)` of the `pending` and `running` priority items.
+    async fn item_counts(&self) -> StoreResult<Vec<(String, String, i64)>>;
+    /// Whether the database answers.
+    async fn ping(&self) -> StoreResult<()>;
+
     // ---- service facts
     /// Records the priority feature's go-live instant on first start; returns the stored one.
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp>;

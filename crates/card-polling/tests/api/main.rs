@@ -13,6 +13,7 @@ mod lifecycle;
 mod manual;
 mod manual_trigger;
 mod merge;
+mod observability;
 mod ordinary;
 mod queries;
 mod scheduler;

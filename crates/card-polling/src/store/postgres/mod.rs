@@ -159,6 +159,14 @@ pub(crate) use crate::store::common::t;
 
 #[async_trait]
 impl Store for PgStore {
+    async fn item_counts(&self) -> StoreResult<Vec<(String, String, i64)>> {
+        crate::store::observe::item_counts(&self.pool).await
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        crate::store::observe::ping(&self.pool).await
+    }
+
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
         sqlx::query(
             "INSERT INTO meta (key, value) VALUES ('feature_enabled_at', $1) ON CONFLICT (key) DO NOTHING",
