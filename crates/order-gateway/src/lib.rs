@@ -10,7 +10,9 @@
 //! - [`app`]: [`app::Application::build`] and `run_until_stopped` (graceful shutdown).
 //! - [`http`]: router and shared state; [`http::error`] (the one error type), [`http::auth`]
 //!   (Bearer), [`http::extract`] (envelope rejections), [`http::openapi`] (`/openapi.json`),
-//!   [`http::routes`] (`orders`, `health`).
+//!   [`http::routes`] (`orders`, `queries`, `health`, `probes`: `/livez`, `/readyz`, `/metrics`).
+//! - [`telemetry`]: the Prometheus metrics (in-process counters and histograms, scrape-time
+//!   counts through [`store::observe`]).
 //! - [`store`]: the [`store::OrderStore`] trait and its error; [`store::sqlite`] is the SQLite
 //!   driver (group-commit writer, read pool; schema in `migrations/sqlite`), the default;
 //!   [`store::postgres`] the PostgreSQL driver for several instances on one queue
