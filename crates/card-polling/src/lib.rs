@@ -26,6 +26,8 @@
 //!   ([`store::postgres`], `RAKUTEN_POLL_DB_URL`; `migrations/postgres`).
 //! - [`http`]: error, auth, extractors and one route file per resource.
 //! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]).
+//! - [`telemetry`]: `/metrics` (Prometheus text); probes `/livez`, `/readyz` are in
+//!   [`http::routes::health`].
 
 pub mod app;
 pub mod domain;
@@ -38,6 +40,7 @@ pub mod priority;
 pub mod scheduler;
 pub mod settings;
 pub mod store;
+pub mod telemetry;
 pub mod upstream;
 
 use std::sync::Arc;

@@ -22,6 +22,7 @@ use crate::settings::Settings;
 use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{OperatorStore, OrderStore, QueryStore};
+use crate::telemetry::GatewayMetrics;
 
 /// The storage driver the settings chose.
 #[derive(Debug, Clone)]
@@ -158,6 +159,11 @@ impl Application {
             WebhookSettings::from_settings(&settings.alerts, settings.sweep_interval()),
         )?;
         let credentials = Arc::new(settings.credentials()?);
+        let metrics = Arc::new(GatewayMetrics::new());
+        if let Backend::Sqlite(s) = &backend {
+            let m = metrics.clone();
+            s.on_commit(Box::new(move |ops, took| m.observe_commit(ops, took)));
+        }
         let state = AppState {
             store: dyn_store,
             ops,
@@ -166,6 +172,7 @@ impl Application {
             lease_notifier: notifier,
             queries: query_store,
             query_notifier,
+            metrics,
             credentials,
             shutdown: shutdown.clone(),
         };
