@@ -132,6 +132,7 @@ impl Application {
             },
         );
         let ops = backend.operator_store();
+        let metrics = Arc::new(GatewayMetrics::new());
         let alert_job = AlertJob::new(
             ops.clone(),
             dyn_store.clone(),
@@ -151,15 +152,16 @@ impl Application {
                 ),
                 query_max_attempts: i64::from(settings.query_max_attempts),
             },
+            metrics.clone(),
         );
         let webhooks = WebhookDelivery::new(
             ops.clone(),
             dyn_store.clone(),
             clock.clone(),
             WebhookSettings::from_settings(&settings.alerts, settings.sweep_interval()),
+            metrics.clone(),
         )?;
         let credentials = Arc::new(settings.credentials()?);
-        let metrics = Arc::new(GatewayMetrics::new());
         if let Backend::Sqlite(s) = &backend {
             let m = metrics.clone();
             s.on_commit(Box::new(move |ops, took| m.observe_commit(ops, took)));

@@ -24,13 +24,13 @@
 //! | `gateway_open_long_polls` | gauge | `channel` |
 //! | `gateway_commit_batch_size` | histogram | (SQLite group commit: operations per commit) |
 //! | `gateway_commit_seconds` | histogram | (SQLite: `BEGIN` to end of `COMMIT`) |
-//!
-//! Alerts by kind and webhook deliveries by result belong with the alerts (issue #10 items 1–2):
-//! a scrape-time gauge goes into [`scrape`], an in-process counter into [`GatewayMetrics`].
+//! | `gateway_alerts_open` | gauge | `kind` (every kind; set by each alert job run, D-ops-6) |
+//! | `gateway_webhook_deliveries_total` | counter | `result` (`delivered`, `failed`: each attempt) |
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use rakuten_types::Timestamp;
+use rakuten_types::alert::AlertKind;
 
 use crate::store::StoreError;
 use crate::store::observe::{OPEN_QUERY_STATUSES, OPEN_TASK_STATUSES, StoreCounts};
@@ -132,6 +132,16 @@ impl GatewayMetrics {
         ] {
             recorder.describe_counter(name.into(), Some(Unit::Count), help.into());
         }
+        recorder.describe_counter(
+            "gateway_webhook_deliveries_total".into(),
+            Some(Unit::Count),
+            "Alert webhook delivery attempts by result.".into(),
+        );
+        recorder.describe_gauge(
+            "gateway_alerts_open".into(),
+            None,
+            "Open alerts per kind, as of the last alert job run.".into(),
+        );
         recorder.describe_gauge(
             "gateway_open_long_polls".into(),
             None,
@@ -162,6 +172,12 @@ impl GatewayMetrics {
             m.grants(ch).absolute(0);
             m.open_long_polls(ch).increment(0.0);
         }
+        for kind in AlertKind::ALL {
+            m.set_open_alerts(kind, 0);
+        }
+        for delivered in [true, false] {
+            m.webhook_deliveries(delivered).absolute(0);
+        }
         m
     }
 
@@ -191,6 +207,29 @@ impl GatewayMetrics {
                 &META,
             )
             .increment(1);
+    }
+
+    /// Sets `gateway_alerts_open{kind}` (the alert job, each run).
+    pub fn set_open_alerts(&self, kind: AlertKind, open: i64) {
+        self.recorder
+            .register_gauge(
+                &key("gateway_alerts_open", &[("kind", kind.as_str())]),
+                &META,
+            )
+            .set(open as f64);
+    }
+
+    fn webhook_deliveries(&self, delivered: bool) -> Counter {
+        let result = if delivered { "delivered" } else { "failed" };
+        self.recorder.register_counter(
+            &key("gateway_webhook_deliveries_total", &[("result", result)]),
+            &META,
+        )
+    }
+
+    /// Counts one webhook delivery attempt (the delivery job).
+    pub fn webhook_delivery(&self, delivered: bool) {
+        self.webhook_deliveries(delivered).increment(1);
     }
 
     /// Counts a waiting long-poll until the guard is dropped.

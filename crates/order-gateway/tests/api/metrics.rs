@@ -7,8 +7,12 @@ use prometheus_parse::{Scrape, Value};
 use rakuten_types::ManualClock;
 use serde_json::json;
 
-use crate::helpers::{TestApp, answer, spawn_app_with, spawn_pg_app};
+use order_gateway::settings::Secret;
+use rakuten_types::alert::AlertKind;
+
+use crate::helpers::{Engine, TestApp, answer, spawn_app_with, spawn_pg_app};
 use crate::pg::TestDb;
+use crate::receiver::Receiver;
 
 const METRICS_TOKEN: &str = "metrics-token-1";
 
@@ -199,4 +203,83 @@ async fn metrics_need_an_operator_or_metrics_token() {
         .assert_err(403, 1002);
     assert_eq!(get(Some(&app.token)).await.unwrap().status(), 200);
     assert_eq!(get(Some(METRICS_TOKEN)).await.unwrap().status(), 200);
+}
+
+crate::on_both_engines!(alert_metrics_show_open_alerts_by_kind_and_deliveries_by_result);
+
+/// Issue #10 item 7's alert metrics: `gateway_alerts_open{kind}` follows the alert job's runs,
+/// `gateway_webhook_deliveries_total{result}` counts each delivery attempt.
+async fn alert_metrics_show_open_alerts_by_kind_and_deliveries_by_result(e: Engine) {
+    let rx = Receiver::start().await;
+    let url = rx.url.clone();
+    let app = e
+        .spawn(move |s| {
+            with_metrics_token(s);
+            s.worker_offline_alert_seconds = 100_000.0;
+            s.alerts.webhook_urls = Some(Secret::new(url));
+        })
+        .await;
+    let s = scrape(&app).await;
+    for kind in AlertKind::ALL {
+        assert_eq!(
+            value(&s, "gateway_alerts_open", &[("kind", kind.as_str())]),
+            0.0
+        );
+    }
+    for result in ["delivered", "failed"] {
+        assert_eq!(
+            value(
+                &s,
+                "gateway_webhook_deliveries_total",
+                &[("result", result)]
+            ),
+            0.0
+        );
+    }
+
+    app.stale("po-a1", "w1").await;
+    app.run_alerts().await;
+    let s = scrape(&app).await;
+    assert_eq!(
+        value(&s, "gateway_alerts_open", &[("kind", "task_stale")]),
+        1.0
+    );
+    assert_eq!(
+        value(&s, "gateway_alerts_open", &[("kind", "worker_offline")]),
+        0.0
+    );
+
+    rx.fail_next(1);
+    app.deliver().await;
+    let s = scrape(&app).await;
+    assert_eq!(
+        value(
+            &s,
+            "gateway_webhook_deliveries_total",
+            &[("result", "failed")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            "gateway_webhook_deliveries_total",
+            &[("result", "delivered")]
+        ),
+        0.0
+    );
+
+    // Past the retry's backoff: the same event is delivered.
+    app.clock.advance(std::time::Duration::from_secs(60));
+    app.deliver().await;
+    let s = scrape(&app).await;
+    assert_eq!(
+        value(
+            &s,
+            "gateway_webhook_deliveries_total",
+            &[("result", "delivered")]
+        ),
+        1.0
+    );
+    assert_eq!(rx.delivered().len(), 1);
 }
