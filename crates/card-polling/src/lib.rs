@@ -28,6 +28,8 @@
 //! - [`console`]: the operator console at `/console` (issue #11): items, exceptions, queue depths
 //!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
 //! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]).
+//! - [`telemetry`]: `/metrics` (Prometheus text); probes `/livez`, `/readyz` are in
+//!   [`http::routes::health`].
 
 pub mod app;
 pub mod console;
@@ -41,6 +43,7 @@ pub mod priority;
 pub mod scheduler;
 pub mod settings;
 pub mod store;
+pub mod telemetry;
 pub mod upstream;
 
 use std::sync::Arc;

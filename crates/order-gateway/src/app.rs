@@ -23,6 +23,7 @@ use crate::settings::Settings;
 use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{OperatorStore, OrderStore, QueryStore};
+use crate::telemetry::GatewayMetrics;
 
 /// The storage driver the settings chose.
 #[derive(Debug, Clone)]
@@ -137,6 +138,7 @@ impl Application {
         let credentials = Arc::new(settings.credentials()?);
         let console_key = ConsoleKey::new(settings.console_key.as_ref().map(|k| k.expose()));
         let ops = backend.operator_store();
+        let metrics = Arc::new(GatewayMetrics::new());
         let alert_job = AlertJob::new(
             ops.clone(),
             dyn_store.clone(),
@@ -156,13 +158,19 @@ impl Application {
                 ),
                 query_max_attempts: i64::from(settings.query_max_attempts),
             },
+            metrics.clone(),
         );
         let webhooks = WebhookDelivery::new(
             ops.clone(),
             dyn_store.clone(),
             clock.clone(),
             WebhookSettings::from_settings(&settings.alerts, settings.sweep_interval()),
+            metrics.clone(),
         )?;
+        if let Backend::Sqlite(s) = &backend {
+            let m = metrics.clone();
+            s.on_commit(Box::new(move |ops, took| m.observe_commit(ops, took)));
+        }
         let state = AppState {
             store: dyn_store,
             ops,
@@ -171,6 +179,7 @@ impl Application {
             lease_notifier: notifier,
             queries: query_store,
             query_notifier,
+            metrics,
             credentials,
             shutdown: shutdown.clone(),
             console_key,

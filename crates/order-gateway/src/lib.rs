@@ -11,14 +11,18 @@
 //! - [`app`]: [`app::Application::build`] and `run_until_stopped` (graceful shutdown).
 //! - [`http`]: router and shared state; [`http::error`] (the one error type), [`http::auth`]
 //!   (Bearer), [`http::extract`] (envelope rejections), [`http::openapi`] (`/openapi.json`),
-//!   [`http::routes`] (`orders`, `health`).
+//!   [`http::routes`] (`orders`, `queries`, `operator`, `health`, `probes`: `/livez`, `/readyz`,
+//!   `/metrics`).
+//! - [`telemetry`]: the Prometheus metrics (in-process counters and histograms, scrape-time
+//!   counts through [`store::observe`]).
 //! - [`store`]: the [`store::OrderStore`] trait and its error (`store/mod.rs`); ONE SQL
 //!   implementation for both databases in `store/sql/` (`tasks.rs`, `queries.rs`, `reads.rs`,
-//!   `store.rs`, row decoders in `rows.rs` / `query_row.rs`), compiled once per engine; the few
-//!   engine differences in `store/dialect.rs`. Engines: [`store::sqlite`], the default (group-commit
-//!   writer [`store::sqlite_writer`], read pool; schema in `migrations/sqlite`), and
-//!   [`store::postgres`] for several instances on one queue (`RAKUTEN_GATEWAY_DB_URL`; schema in
-//!   `migrations/postgres`, `LISTEN/NOTIFY` wake-ups); [`app::Backend`] picks one.
+//!   `observe.rs`, `store.rs`, row decoders in `rows.rs` / `query_row.rs`), compiled once per
+//!   engine; the few engine differences in `store/dialect.rs`. Engines: [`store::sqlite`], the
+//!   default (group-commit writer [`store::sqlite_writer`], read pool; schema in
+//!   `migrations/sqlite`), and [`store::postgres`] for several instances on one queue
+//!   (`RAKUTEN_GATEWAY_DB_URL`; schema in `migrations/postgres`, `LISTEN/NOTIFY` wake-ups);
+//!   [`app::Backend`] picks one.
 //! - [`lease`]: in-process wake-up of long-polls ([`lease::notify`]) and the long-poll
 //!   ([`lease::long_poll`]).
 //! - [`jobs`]: the lease-expiry sweeper ([`jobs::sweeper`]), alerts ([`jobs::alerts`]: `/health`'s
@@ -47,6 +51,7 @@ pub mod query_queue;
 pub mod roles;
 pub mod settings;
 pub mod store;
+pub mod telemetry;
 
 pub use app::Application;
 pub use settings::{LeaseScope, Settings};

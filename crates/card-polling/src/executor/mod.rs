@@ -32,6 +32,7 @@ use crate::priority::{CLAIM_LEASE, UPSTREAM_TIMEOUT};
 use crate::store::{
     CardScope, ClaimedItem, Finish, NewLog, PollRecord, Store, StoreError, StoreResult,
 };
+use crate::telemetry::PollMetrics;
 use crate::upstream::{PollRequest, Upstream, UpstreamError};
 
 /// The task type whose normal content includes the stop/resume decision.
@@ -91,6 +92,7 @@ pub struct Executor {
     batch: i64,
     concurrency: usize,
     hints: Hints,
+    metrics: Arc<PollMetrics>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -122,7 +124,13 @@ impl Executor {
             batch: batch.max(1),
             concurrency: concurrency.max(1),
             hints,
+            metrics: Arc::new(PollMetrics::new()),
         }
+    }
+
+    /// This service's metrics (`/metrics`).
+    pub fn metrics(&self) -> &Arc<PollMetrics> {
+        &self.metrics
     }
 
     /// The configured task types.
@@ -145,6 +153,22 @@ impl Executor {
     /// refused while the stop lock is held; for `package`, the package verdict (which enqueues
     /// `no_valid_package` and pushes its hints after commit). `item_id` only labels the call.
     pub async fn poll_content(
+        &self,
+        iccid: &str,
+        task_type: &str,
+        stop_locked: bool,
+        item_id: Option<i64>,
+    ) -> PollContent {
+        let content = self
+            .poll_content_uncounted(iccid, task_type, stop_locked, item_id)
+            .await;
+        for l in &content.logs {
+            self.metrics.carrier_call(&l.operation, &l.outcome);
+        }
+        content
+    }
+
+    async fn poll_content_uncounted(
         &self,
         iccid: &str,
         task_type: &str,

@@ -84,6 +84,8 @@ struct TypeQueue {
     executed: [u64; 3],
     // Priority items queued or running: a hint and the recovery read never queue one twice.
     items: HashSet<i64>,
+    /// When each queued priority item entered the queue (hint-to-execution latency).
+    queued_since: std::collections::HashMap<i64, std::time::Instant>,
     // Manual triggers queued, running, or run but not yet recorded.
     manual_ids: HashSet<i64>,
 }
@@ -175,6 +177,7 @@ impl ExecutorPool {
                         if !q.items.insert(*item_id) {
                             continue;
                         }
+                        q.queued_since.insert(*item_id, std::time::Instant::now());
                         q.priority += 1;
                     }
                     Job::Manual { trigger_id, .. } => {
@@ -271,7 +274,12 @@ impl ExecutorPool {
         let mut q = lock(q);
         let job = q.jobs.pop_front()?;
         match &job {
-            Job::Priority { .. } => q.priority -= 1,
+            Job::Priority { item_id } => {
+                q.priority -= 1;
+                if let Some(since) = q.queued_since.remove(item_id) {
+                    self.executor.metrics().hint_to_execution(since.elapsed());
+                }
+            }
             Job::Manual { .. } => q.manual -= 1,
             Job::Ordinary { shard, .. } => {
                 q.ordinary -= 1;

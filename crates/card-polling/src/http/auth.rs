@@ -29,8 +29,10 @@ impl FromRequestParts<AppState> for Auth {
         let token = header
             .to_str()
             .ok()
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(|h| h.trim_start().split_once(' '))
+            // The scheme is case-insensitive (RFC 9110 §11.1).
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
             .filter(|t| !t.is_empty())
             .ok_or_else(ApiError::unauthorized)?;
         match account_of_token(state, token).await {

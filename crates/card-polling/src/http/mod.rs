@@ -9,7 +9,10 @@
 //! | method and path | who | what |
 //! |---|---|---|
 //! | `GET /openapi.json` | anyone | the OpenAPI document ([`openapi`]) |
-//! | `GET /health`, `GET /api/task-types` | anyone | liveness with queue depths per task type and lane; configured task types |
+//! | `GET /livez`, `GET /readyz` | anyone | the process answers; the database answers (else 503) |
+//! | `GET /health` | anyone: `{"status"}`; any valid token: everything | liveness with queue depths per task type and lane |
+//! | `GET /api/task-types` | anyone | configured task types |
+//! | `GET /metrics` | super_admin, platform | Prometheus text ([`crate::telemetry`]) |
 //! | `POST /api/admin/import` | super_admin | shops, accounts, cards, devices, bindings (32 MiB) |
 //! | `POST /api/orders` | super_admin, platform | unpaid package order |
 //! | `POST /api/payments/callback` | super_admin, platform | settle an order (idempotent by payment id) |
@@ -80,6 +83,9 @@ pub fn router(state: AppState) -> Router {
     use routes::{admin, assets, health, items, manual_triggers, orders, scheduler};
     Router::new()
         .route("/health", get(health::health))
+        .route("/livez", get(health::livez))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
         .route("/api/task-types", get(health::task_types))
         .route(
             "/api/admin/import",

@@ -110,6 +110,10 @@ impl Scheduler {
     /// One cycle at `now` (see [`cycle`]); the report is also kept as the last cycle's.
     pub async fn run_once(&self, now: Timestamp) -> CycleReport {
         let r = self.cycle(now).await;
+        self.pool()
+            .executor()
+            .metrics()
+            .cycle(std::time::Duration::from_micros(r.duration_us));
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.clone());
         r
     }

@@ -35,6 +35,7 @@ use one_implementation;
 
 mod common;
 mod dialect;
+pub mod observe;
 pub mod postgres;
 pub mod sqlite;
 #[cfg(test)]
@@ -584,6 +585,12 @@ pub enum ManualTriggerOutcome {
 /// The storage trait.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    // ---- observation (`/metrics`, `/readyz`; [`observe`])
+    /// `(status, task_type, count)` of the `pending` and `running` priority items.
+    async fn item_counts(&self) -> StoreResult<Vec<(String, String, i64)>>;
+    /// Whether the database answers.
+    async fn ping(&self) -> StoreResult<()>;
+
     // ---- service facts
     /// Records the priority feature's go-live instant on first start; returns the stored one.
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp>;

@@ -57,8 +57,10 @@ async fn missing_or_wrong_tokens_get_401_in_the_envelope() {
         .await;
     assert_eq!(s, 401);
     assert_envelope(&v, 1001);
+    // /health answers anyone without a token, but a wrong token is refused (issue #10 item 8).
     let (s, v) = app.get("/health", "whatever").await;
-    assert_eq!((s, v["success"].as_bool()), (200, Some(true)));
+    assert_eq!(s, 401);
+    assert_envelope(&v, 1001);
 }
 
 #[tokio::test]

@@ -34,6 +34,8 @@ macro_rules! scenarios {
         mod manual_trigger;
         #[path = "merge.rs"]
         mod merge;
+        #[path = "observability.rs"]
+        mod observability;
         #[path = "ordinary.rs"]
         mod ordinary;
         #[path = "queries.rs"]

@@ -171,7 +171,7 @@ async fn backpressure_skips_ordinary_batches_but_not_priority_hints(backend: Bac
     assert_eq!(r.ordinary_taken["card_status"], 0);
     assert_eq!(r.hints_taken["card_status"], 1);
     assert_eq!(r.hints_queued["card_status"], 1);
-    let (s, v) = app.raw(reqwest::Method::GET, "/health", None).await;
+    let (s, v) = app.raw(reqwest::Method::GET, "/health", Some(ADMIN)).await;
     assert_eq!(s, 200);
     let health: serde_json::Value = serde_json::from_str(&v).unwrap();
     let cs = health["data"]["queues"]

@@ -9,8 +9,10 @@
 //! - [`routes`]: one module per route group (`orders`, `queries` — the account-query channel —,
 //!   `operator` — alerts, resolve, cancel, workers —, `health`).
 //!
-//! `/health` and `/openapi.json` are unauthenticated (probes and tooling); everything under
-//! `/api` needs a token of a role the route's table allows (operators may call everything).
+//! `/livez`, `/readyz`, `/health` and `/openapi.json` answer without a token (probes and
+//! tooling; `/health` shows its detail only to a caller with a valid token); `/metrics` and
+//! everything under `/api` need a token of a role the route's table allows (operators may call
+//! everything).
 
 pub mod access_log;
 pub mod auth;
@@ -36,6 +38,7 @@ use crate::lease::notify::LeaseNotifier;
 use crate::roles::Credentials;
 use crate::settings::Settings;
 use crate::store::{OperatorStore, OrderStore, QueryStore};
+use crate::telemetry::GatewayMetrics;
 
 /// Largest request body, bytes: the 64 KiB intent plus room for the envelope around it. An intent
 /// over 64 KiB inside a smaller body is refused by the submit handler (413 as well). The query
@@ -60,6 +63,8 @@ pub struct AppState {
     pub ops: Arc<dyn OperatorStore>,
     /// Wakes waiting query long-polls (its own signal: orders and queries never wake each other).
     pub query_notifier: LeaseNotifier,
+    /// In-process metrics (`/metrics`, [`crate::telemetry`]).
+    pub metrics: Arc<GatewayMetrics>,
     /// Every configured token (as digests) and the actor it names.
     pub credentials: Arc<Credentials>,
     /// Cancelled at shutdown: waiting long-polls return at once.
@@ -74,9 +79,11 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::orders::router())
         .merge(routes::queries::router(&state.settings))
         .merge(routes::operator::router())
+        .merge(routes::probes::metrics_router())
         .route_layer(from_fn_with_state(state.clone(), auth::require_bearer));
     Router::new()
         .merge(routes::health::router())
+        .merge(routes::probes::router())
         .merge(openapi::router())
         .merge(crate::console::router())
         .merge(api)

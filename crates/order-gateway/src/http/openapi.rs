@@ -7,7 +7,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::AppState;
-use super::routes::{health, operator, orders, queries};
+use super::routes::{health, operator, orders, probes, queries};
 
 /// The gateway's API description.
 #[derive(OpenApi)]
@@ -32,12 +32,15 @@ use super::routes::{health, operator, orders, queries};
         operator::cancel,
         operator::list_workers,
         operator::retire,
+        probes::livez,
+        probes::readyz,
+        probes::metrics,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "orders", description = "order tasks (§4.2–§4.6, §5)"),
         (name = "account queries", description = "account read-only query channel (§11)"),
-        (name = "health", description = "§4.6, §4.7"),
+        (name = "health", description = "§4.6, §4.7; probes and metrics (issue #10)"),
         (name = "operator", description = "alerts, audited operator actions, workers (issue #10)")
     )
 )]

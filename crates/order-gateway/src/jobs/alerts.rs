@@ -15,9 +15,11 @@ use rakuten_types::{Clock, QueryId, Timestamp};
 use tokio_util::sync::CancellationToken;
 
 use crate::lease::notify::LeaseNotifier;
-use crate::store::operator::{AlertSyncOutcome, AlertSyncRequest};
+use crate::store::operator::{AlertFilter, AlertSyncOutcome, AlertSyncRequest};
 use crate::store::queries::NewQuery;
 use crate::store::{HealthSnapshot, OperatorStore, OrderStore, QueryStore, StoreError};
+use crate::telemetry::GatewayMetrics;
+use rakuten_types::alert::AlertKind;
 
 /// Alert kinds.
 pub const WORKER_OFFLINE: &str = "worker_offline";
@@ -234,6 +236,7 @@ pub struct AlertJob {
     query_notifier: LeaseNotifier,
     clock: Arc<dyn Clock>,
     settings: AlertJobSettings,
+    metrics: Arc<GatewayMetrics>,
 }
 
 impl AlertJob {
@@ -245,6 +248,7 @@ impl AlertJob {
         query_notifier: LeaseNotifier,
         clock: Arc<dyn Clock>,
         settings: AlertJobSettings,
+        metrics: Arc<GatewayMetrics>,
     ) -> Self {
         AlertJob {
             ops,
@@ -253,6 +257,7 @@ impl AlertJob {
             query_notifier,
             clock,
             settings,
+            metrics,
         }
     }
 
@@ -278,6 +283,19 @@ impl AlertJob {
         }
         for a in &sync.cleared {
             tracing::info!(alert = %a.kind, subject = %a.subject, alert_id = %a.alert_id, "alert cleared");
+        }
+        // `gateway_alerts_open{kind}`: one counted read per kind, the page itself is one row.
+        for kind in AlertKind::ALL {
+            let open = self
+                .ops
+                .alert_list(AlertFilter {
+                    open_only: true,
+                    kind: Some(kind),
+                    limit: 1,
+                    offset: 0,
+                })
+                .await?;
+            self.metrics.set_open_alerts(kind, open.total);
         }
         let mut evidence = Vec::new();
         for s in self.ops.alert_stale_without_evidence().await? {

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::settings::{AlertSettings, Secret, WebhookFormat};
 use crate::store::operator::{DeliveryAttempt, OutboxItem};
 use crate::store::{OperatorStore, OrderStore, StoreError};
+use crate::telemetry::GatewayMetrics;
 
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "X-Rakuten-Signature";
@@ -148,6 +149,7 @@ pub struct WebhookDelivery {
     clock: Arc<dyn Clock>,
     client: reqwest::Client,
     settings: WebhookSettings,
+    metrics: Arc<GatewayMetrics>,
 }
 
 impl WebhookDelivery {
@@ -160,6 +162,7 @@ impl WebhookDelivery {
         orders: Arc<dyn OrderStore>,
         clock: Arc<dyn Clock>,
         settings: WebhookSettings,
+        metrics: Arc<GatewayMetrics>,
     ) -> anyhow::Result<Self> {
         let client = reqwest::Client::builder()
             .timeout(settings.timeout)
@@ -172,6 +175,7 @@ impl WebhookDelivery {
             clock,
             client,
             settings,
+            metrics,
         })
     }
 
@@ -241,6 +245,7 @@ impl WebhookDelivery {
         let mut run = DeliveryRun::default();
         for (item, result) in results {
             let host = crate::store::operator::webhook_host(&item.url);
+            self.metrics.webhook_delivery(result.is_ok());
             let (event, error) = match result {
                 Ok(()) => {
                     tracing::info!(event_id = %item.event_id, host = %host, "alert delivered");

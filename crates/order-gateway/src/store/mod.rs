@@ -27,6 +27,7 @@
 //! both through the same group-commit writer.
 
 mod dialect;
+pub mod observe;
 pub mod operator;
 pub mod postgres;
 pub mod queries;
@@ -492,6 +493,13 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
     async fn alerts_leader(&self) -> Result<bool, StoreError> {
         Ok(true)
     }
+
+    /// Open task and query counts and worker heartbeats for `/metrics` (bounded reads,
+    /// [`observe`]).
+    async fn store_counts(&self) -> Result<observe::StoreCounts, StoreError>;
+
+    /// Whether the database answers (`/readyz`); a closed store is [`StoreError::Closed`].
+    async fn ping(&self) -> Result<(), StoreError>;
 
     /// Finishes the writes already accepted and closes the database.
     async fn close(&self);

@@ -357,6 +357,14 @@ impl PgStore {
         Ok(got)
     }
 
+    /// [`StoreError::Closed`] once [`Self::shutdown`] has closed the pool.
+    pub(crate) fn ensure_open(&self) -> Result<(), StoreError> {
+        if self.pool.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        Ok(())
+    }
+
     /// Stops the notification pump, releases the leader lock, closes the pool.
     pub(crate) async fn shutdown(&self) {
         self.pump.closed.store(true, Ordering::Release);

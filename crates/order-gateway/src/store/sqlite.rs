@@ -155,6 +155,19 @@ impl SqliteStore {
         self.enqueue(op, true).await
     }
 
+    /// Observes each commit of the writer (operations, duration: the `/metrics` histograms).
+    pub fn on_commit(&self, hook: crate::store::sqlite_writer::CommitHook) {
+        let _ = self.stats.on_commit.set(hook);
+    }
+
+    /// [`StoreError::Closed`] once [`Self::shutdown`] has begun (the writer takes no more work).
+    pub(crate) fn ensure_open(&self) -> Result<(), StoreError> {
+        match &*self.tx.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(_) => Ok(()),
+            None => Err(StoreError::Closed),
+        }
+    }
+
     pub(crate) fn read_pool(&self) -> &SqlitePool {
         &self.read
     }

@@ -77,13 +77,28 @@ impl<T: Send + 'static> Job for Pending<T> {
     }
 }
 
+/// Called after each committed batch with its operation count and the time from `BEGIN` to the
+/// end of `COMMIT` (the `/metrics` histograms).
+pub type CommitHook = Box<dyn Fn(u64, std::time::Duration) + Send + Sync>;
+
 /// Counters of the writer, for the benchmark (operations per commit = operations per fsync).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct WriteStats {
     /// Committed transactions.
     pub commits: AtomicU64,
     /// Operations run inside them (succeeded or rolled back to their savepoint).
     pub ops: AtomicU64,
+    /// Observer of each commit, set once (`SqliteStore::on_commit`).
+    pub on_commit: std::sync::OnceLock<CommitHook>,
+}
+
+impl std::fmt::Debug for WriteStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteStats")
+            .field("commits", &self.commits)
+            .field("ops", &self.ops)
+            .finish_non_exhaustive()
+    }
 }
 
 impl WriteStats {
@@ -142,6 +157,7 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<WriteOp>, stats:
     if ops.peek().is_none() {
         return;
     }
+    let started = std::time::Instant::now();
     let mut tx = match conn.begin_with("BEGIN IMMEDIATE").await {
         Ok(tx) => tx,
         Err(e) => {
@@ -190,6 +206,9 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<WriteOp>, stats:
             Ok(()) => {
                 stats.commits.fetch_add(1, Ordering::Relaxed);
                 stats.ops.fetch_add(n, Ordering::Relaxed);
+                if let Some(hook) = stats.on_commit.get() {
+                    hook(n, started.elapsed());
+                }
                 None
             }
             Err(e) => {

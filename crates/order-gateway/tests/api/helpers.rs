@@ -29,6 +29,8 @@ pub struct TestApp {
     pub alert_job: AlertJob,
     pub webhooks: WebhookDelivery,
     pub settings: Settings,
+    /// The handlers' shared state (store, metrics, …) of this app.
+    pub state: order_gateway::http::AppState,
     pub _tempdir: tempfile::TempDir,
     /// The PostgreSQL schema, when the app runs on PostgreSQL (kept alive as long as the app).
     pub _db: Option<Arc<TestDb>>,
@@ -109,6 +111,7 @@ async fn spawn_on(
     let query_sweeper = app.query_sweeper();
     let alert_job = app.alert_job();
     let webhooks = app.webhooks();
+    let state = app.state();
     tokio::spawn(app.run_until_stopped(std::future::pending()));
     TestApp {
         address,
@@ -123,6 +126,7 @@ async fn spawn_on(
         alert_job,
         webhooks,
         settings,
+        state,
         _tempdir: tempdir,
         _db: db,
     }
@@ -225,7 +229,13 @@ impl TestApp {
         .await
     }
 
+    /// `/health` with the token: the whole answer.
     pub async fn health(&self) -> Answer {
+        answer(self.get("/health").send().await.unwrap()).await
+    }
+
+    /// `/health` without a token: the status alone.
+    pub async fn health_anonymous(&self) -> Answer {
         answer(self.client.get(self.url("/health")).send().await.unwrap()).await
     }
 

@@ -1,13 +1,18 @@
 //! Health and configuration reads.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use rakuten_types::Envelope;
+use rakuten_types::{Envelope, ErrorCode};
 
 use crate::executor::pool::QueueDepth;
 use crate::hints::ChannelLane;
+use crate::http::auth::Auth;
+use crate::http::error::ApiError;
 use crate::http::{AppState, ok};
 
 /// Health answer.
@@ -35,8 +40,105 @@ pub struct TypeQueues {
     pub manual_lane: Option<u64>,
 }
 
-/// `GET /health` (no auth): liveness and queue depths per task type and lane.
-pub async fn health(State(st): State<AppState>) -> Json<Envelope<Health>> {
+/// What `/health` shows: everything to a caller with a valid token, the status alone otherwise.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum HealthView {
+    /// Queue depths and the last cycle.
+    Full(Health),
+    /// `{"status": "ok"}`.
+    Summary {
+        /// `ok`.
+        status: &'static str,
+    },
+}
+
+/// `GET /health`: with a valid token (any account), liveness and queue depths per task type and
+/// lane; without an `Authorization` header only `{"status": "ok"}` (issue #10 item 8); a wrong
+/// token is 401.
+pub async fn health(
+    State(st): State<AppState>,
+    parts: Parts,
+) -> Result<Json<Envelope<HealthView>>, ApiError> {
+    if !parts.headers.contains_key(AUTHORIZATION) {
+        return Ok(ok(HealthView::Summary { status: "ok" }));
+    }
+    let mut parts = parts;
+    Auth::from_request_parts(&mut parts, &st).await?;
+    Ok(ok(HealthView::Full(full_health(&st).await)))
+}
+
+/// `GET /livez`: the process answers (no database, no channel).
+pub async fn livez() -> Json<Envelope<ProbeStatus>> {
+    ok(ProbeStatus { status: "alive" })
+}
+
+/// `GET /readyz`: the database answers within [`READY_TIMEOUT`], else 503.
+pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeStatus>>, ApiError> {
+    match tokio::time::timeout(READY_TIMEOUT, st.store.ping()).await {
+        Ok(Ok(())) => Ok(ok(ProbeStatus { status: "ready" })),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: the database does not answer");
+            Err(ApiError::generic(
+                ErrorCode::Unavailable,
+                "database unavailable",
+            ))
+        }
+        Err(_) => {
+            tracing::warn!("readiness: the database did not answer in time");
+            Err(ApiError::generic(
+                ErrorCode::Unavailable,
+                "database unavailable",
+            ))
+        }
+    }
+}
+
+/// `GET /metrics` (accounts that may administer: super_admin, platform): Prometheus text,
+/// [`crate::telemetry`].
+pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response, ApiError> {
+    auth.require_admin()?;
+    let items = st
+        .store
+        .item_counts()
+        .await
+        .map_err(|e| ApiError::from_store(e, None))?;
+    let mut lanes = Vec::new();
+    for d in st.scheduler.pool().depths() {
+        let tt = d.task_type.clone();
+        for (lane, n) in [
+            ("priority", d.priority),
+            ("manual", d.manual),
+            ("ordinary", d.ordinary),
+            ("in_flight", d.in_flight),
+        ] {
+            lanes.push((tt.clone(), lane, n as u64));
+        }
+        for (lane, ch) in [
+            ("hint_channel", ChannelLane::Hint),
+            ("manual_channel", ChannelLane::Manual),
+        ] {
+            if let Ok(n) = st.hints.depth(ch, &tt).await {
+                lanes.push((tt.clone(), lane, n));
+            }
+        }
+    }
+    let mut body = crate::telemetry::render_counts(&items, &lanes);
+    body.push_str(&st.scheduler.pool().executor().metrics().render());
+    Ok(([(CONTENT_TYPE, crate::telemetry::CONTENT_TYPE)], body).into_response())
+}
+
+/// What a probe answers.
+#[derive(Debug, Serialize)]
+pub struct ProbeStatus {
+    /// `alive` or `ready`.
+    pub status: &'static str,
+}
+
+/// Longest wait for the database in `/readyz`.
+pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn full_health(st: &AppState) -> Health {
     let mut queues = Vec::new();
     for execution in st.scheduler.pool().depths() {
         let tt = execution.task_type.clone();
@@ -46,12 +148,12 @@ pub async fn health(State(st): State<AppState>) -> Json<Envelope<Health>> {
             manual_lane: st.hints.depth(ChannelLane::Manual, &tt).await.ok(),
         });
     }
-    ok(Health {
+    Health {
         status: "ok",
         hint_backend: st.hints.backend(),
         queues,
         last_cycle_at: st.scheduler.last_cycle().and_then(|c| c.at),
-    })
+    }
 }
 
 /// One configured task type.

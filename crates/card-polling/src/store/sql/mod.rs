@@ -8,12 +8,14 @@
 //! select list, the active-binding literal, the schedule take, `greatest` and time differences.
 //!
 //! Files: `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
-//! transaction), `items.rs` (claim, attempts, finish, close, expire), `query.rs` (scoped reads),
+//! transaction), `items.rs` (claim, attempts, finish, close, expire), `observe.rs` (the `/metrics` counts and the
+//! `/readyz` ping), `query.rs` (scoped reads),
 //! `rows.rs` (row reads), `schedule.rs` (ordinary polling schedule and manual triggers).
 
 mod domain;
 mod enqueue;
 mod items;
+mod observe;
 mod query;
 mod rows;
 mod schedule;
@@ -121,6 +123,14 @@ pub(crate) use crate::store::common::t;
 
 #[async_trait]
 impl Store for SqlStore {
+    async fn item_counts(&self) -> StoreResult<Vec<(String, String, i64)>> {
+        observe::item_counts(&self.pool).await
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        observe::ping(&self.pool).await
+    }
+
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
         sqlx::query(
             "INSERT INTO meta (key, value) VALUES ('feature_enabled_at', $1) ON CONFLICT (key) DO NOTHING",

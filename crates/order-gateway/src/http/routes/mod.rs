@@ -3,4 +3,5 @@
 pub mod health;
 pub mod operator;
 pub mod orders;
+pub mod probes;
 pub mod queries;

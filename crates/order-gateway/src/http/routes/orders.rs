@@ -24,6 +24,7 @@ use crate::lease::long_poll::lease_with_wait;
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, TaskFilter,
 };
+use crate::telemetry::Channel;
 
 /// Result of a handler: an envelope or an [`ApiError`].
 pub type ApiResult<T> = Result<Json<Envelope<T>>, ApiError>;
@@ -186,6 +187,7 @@ pub async fn lease(
         ttl: st.settings.lease_ttl(),
         scope: st.settings.lease_scope,
     };
+    let _polling = st.metrics.long_poll(Channel::Orders);
     let attempt = lease_with_wait(
         st.store.as_ref(),
         &st.lease_notifier,
@@ -195,6 +197,9 @@ pub async fn lease(
         &st.shutdown,
     )
     .await?;
+    if matches!(attempt, LeaseAttempt::Granted(_)) {
+        st.metrics.grants(Channel::Orders).increment(1);
+    }
     Ok(Json(match attempt {
         LeaseAttempt::Granted(g) => Envelope::ok(g),
         LeaseAttempt::Empty => Envelope::empty(0, "no task"),
@@ -272,6 +277,7 @@ pub async fn renew(
         ttl: st.settings.lease_ttl(),
     };
     let ack = st.store.task_renew(req, st.clock.now()).await?;
+    st.metrics.renewals.increment(1);
     Ok(Json(Envelope::ok(ack)))
 }
 
@@ -388,6 +394,12 @@ pub async fn report(
         outcome,
     };
     let ack = st.store.task_report(report, st.clock.now()).await?;
+    if !ack.duplicate {
+        st.metrics.reports.increment(1);
+        if ack.status.is_terminal() && outcome.is_some() {
+            st.metrics.task_finished(ack.status.as_str());
+        }
+    }
     if ack.status.is_terminal() && outcome.is_some() {
         // The gate is free again.
         st.lease_notifier.notify_leasable();

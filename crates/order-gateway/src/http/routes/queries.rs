@@ -22,6 +22,7 @@ use crate::query_queue::{lease_with_wait, prepare_result, validate_submit};
 use crate::settings::Settings;
 use crate::store::StoreError;
 use crate::store::queries::{NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord};
+use crate::telemetry::Channel;
 
 /// Longest `lease_token`, characters.
 const MAX_TOKEN_CHARS: usize = 128;
@@ -142,6 +143,7 @@ pub async fn lease(
         ttl: st.settings.query_lease_ttl(),
         created_after: st.clock.now().minus(query_ttl),
     };
+    let _polling = st.metrics.long_poll(Channel::Queries);
     let grant = lease_with_wait(
         st.queries.as_ref(),
         &st.query_notifier,
@@ -152,6 +154,9 @@ pub async fn lease(
         &st.shutdown,
     )
     .await?;
+    if grant.is_some() {
+        st.metrics.grants(Channel::Queries).increment(1);
+    }
     Ok(Json(match grant {
         Some(g) => Envelope::ok(g),
         None => Envelope::empty(0, "no query"),
@@ -204,6 +209,9 @@ pub async fn result(
         outcome,
     };
     let ack = st.queries.query_record_result(rec, st.clock.now()).await?;
+    if !ack.duplicate {
+        st.metrics.query_results.increment(1);
+    }
     Ok(Json(Envelope::ok(ack)))
 }
 

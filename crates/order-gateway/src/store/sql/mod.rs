@@ -7,6 +7,7 @@
 //!   two trait impls, which run each transition through the engine's `write` and send its wake-ups.
 //! - [`operator`](sqlite::operator): alerts, the webhook outbox, operator actions and workers
 //!   (issue #10), with their [`OperatorStore`](super::OperatorStore) impl.
+//! - [`observe`](sqlite::observe): the `/metrics` counts and the `/readyz` ping.
 //! - [`rows`]: the row types and their decoders, [`query_row`]: the account-query row; both
 //!   generic over the sqlx row type, so one set serves both engines.
 //! - the column lists and filter/pagination builders below.
@@ -32,6 +33,9 @@ pub(crate) mod sqlite;
 /// `duplicate_mod` allowance.
 macro_rules! one_implementation {
     () => {
+        #[path = "observe.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod observe;
         #[path = "operator.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod operator;

@@ -14,12 +14,13 @@ use rakuten_types::query::{
 };
 use rakuten_types::{QueryId, TaskId, Timestamp, WorkerId};
 
-use super::{Store, queries, reads, tasks};
+use super::{Store, observe, queries, reads, tasks};
 use crate::settings::LeaseScope;
 use crate::store::postgres::WAKE_EVERYONE;
 use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord, QueryStore,
 };
+use crate::store::observe::StoreCounts;
 use crate::store::{
     bounded,
     AttentionTask, HealthSnapshot, StatusCounts, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
@@ -147,6 +148,15 @@ impl OrderStore for Store {
 
     async fn alerts_leader(&self) -> Result<bool, StoreError> {
         self.elect_alerts_leader().await
+    }
+
+    async fn store_counts(&self) -> Result<StoreCounts, StoreError> {
+        bounded(observe::store_counts(self.read_pool())).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.ensure_open()?;
+        bounded(observe::ping(self.read_pool())).await
     }
 
     async fn close(&self) {

@@ -1,0 +1,160 @@
+//! `GET /metrics` (issue #10 item 7): Prometheus text through `metrics` and
+//! `metrics-exporter-prometheus`, rendered into our own route.
+//!
+//! [`PollMetrics`] belongs to the [`crate::executor::Executor`] (one per application, never the
+//! process-global recorder): carrier calls by operation and result, scheduling cycle duration,
+//! hint-to-execution latency (from the cycle putting a priority item into its execution queue to
+//! the execution taking it; the time the hint waited in its lane before that cycle — at most one
+//! tick — is not included). [`render_counts`] adds the scrape-time gauges from a fresh recorder:
+//! open items by status and task type (bounded, [`crate::store::observe`]) and lane depths.
+//!
+//! | metric | kind | labels |
+//! |---|---|---|
+//! | `cardpoll_items` | gauge | `status` (`pending`, `running`), `task_type` |
+//! | `cardpoll_lane_depth` | gauge | `task_type`, `lane` (`priority`, `manual`, `ordinary`, `in_flight`: the execution queue; `hint_channel`, `manual_channel`: the hint channel) |
+//! | `cardpoll_carrier_calls_total` | counter | `operation` (`poll`, `resume`), `result` (`ok` or the error label) |
+//! | `cardpoll_cycle_seconds` | histogram | |
+//! | `cardpoll_hint_to_execution_seconds` | histogram | |
+
+use std::time::Duration;
+
+use metrics::{Histogram, Key, Label, Level, Metadata, Recorder, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
+
+const META: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
+
+/// Content type of the Prometheus text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+fn key(name: &'static str, labels: &[(&'static str, &str)]) -> Key {
+    let labels: Vec<Label> = labels
+        .iter()
+        .map(|(k, v)| Label::new(*k, v.to_string()))
+        .collect();
+    Key::from_parts(name, labels)
+}
+
+/// The in-process metrics of one card-polling service.
+pub struct PollMetrics {
+    recorder: PrometheusRecorder,
+    cycle: Histogram,
+    hint_to_execution: Histogram,
+}
+
+impl std::fmt::Debug for PollMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PollMetrics")
+    }
+}
+
+impl Default for PollMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PollMetrics {
+    /// A fresh registry with every metric described.
+    pub fn new() -> Self {
+        let builder = [
+            "cardpoll_cycle_seconds",
+            "cardpoll_hint_to_execution_seconds",
+        ]
+        .into_iter()
+        .try_fold(PrometheusBuilder::new(), |b, name| {
+            b.set_buckets_for_metric(Matcher::Full(name.into()), SECONDS_BUCKETS)
+        })
+        .unwrap_or_else(|_| PrometheusBuilder::new());
+        let recorder = builder.build_recorder();
+        recorder.describe_counter(
+            "cardpoll_carrier_calls_total".into(),
+            Some(Unit::Count),
+            "Carrier calls by operation and result.".into(),
+        );
+        recorder.describe_histogram(
+            "cardpoll_cycle_seconds".into(),
+            Some(Unit::Seconds),
+            "Wall time of one scheduling cycle.".into(),
+        );
+        recorder.describe_histogram(
+            "cardpoll_hint_to_execution_seconds".into(),
+            Some(Unit::Seconds),
+            "From a priority item entering its execution queue to its execution.".into(),
+        );
+        let h = |name| recorder.register_histogram(&key(name, &[]), &META);
+        PollMetrics {
+            cycle: h("cardpoll_cycle_seconds"),
+            hint_to_execution: h("cardpoll_hint_to_execution_seconds"),
+            recorder,
+        }
+    }
+
+    /// Counts one carrier call.
+    pub fn carrier_call(&self, operation: &str, result: &str) {
+        self.recorder
+            .register_counter(
+                &key(
+                    "cardpoll_carrier_calls_total",
+                    &[("operation", operation), ("result", result)],
+                ),
+                &META,
+            )
+            .increment(1);
+    }
+
+    /// Observes one scheduling cycle.
+    pub fn cycle(&self, took: Duration) {
+        self.cycle.record(took.as_secs_f64());
+    }
+
+    /// Observes one priority item's wait in its execution queue.
+    pub fn hint_to_execution(&self, waited: Duration) {
+        self.hint_to_execution.record(waited.as_secs_f64());
+    }
+
+    /// The in-process metrics as Prometheus text.
+    pub fn render(&self) -> String {
+        self.recorder.handle().render()
+    }
+}
+
+/// Scrape-time gauges: open items `(status, task_type, count)` and lane depths
+/// `(task_type, lane, depth)`, as Prometheus text.
+pub fn render_counts(items: &[(String, String, i64)], lanes: &[(String, &str, u64)]) -> String {
+    let r = PrometheusBuilder::new().build_recorder();
+    r.describe_gauge(
+        "cardpoll_items".into(),
+        None,
+        "Open priority items by status and task type.".into(),
+    );
+    r.describe_gauge(
+        "cardpoll_lane_depth".into(),
+        None,
+        "Entries waiting per task type and lane.".into(),
+    );
+    for (status, task_type, n) in items {
+        r.register_gauge(
+            &key(
+                "cardpoll_items",
+                &[("status", status), ("task_type", task_type)],
+            ),
+            &META,
+        )
+        .set(*n as f64);
+    }
+    for (task_type, lane, n) in lanes {
+        r.register_gauge(
+            &key(
+                "cardpoll_lane_depth",
+                &[("task_type", task_type), ("lane", lane)],
+            ),
+            &META,
+        )
+        .set(*n as f64);
+    }
+    r.handle().render()
+}

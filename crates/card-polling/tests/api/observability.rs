@@ -1,0 +1,140 @@
+//! Probes and `/metrics` (issue #10 items 7 and 8): `/livez`, `/readyz`, `/health` in full only
+//! with a token, and Prometheus text that a parser reads and that moves when items move.
+
+use prometheus_parse::{Scrape, Value};
+use serde_json::json;
+
+use super::helpers::*;
+
+async fn scrape(app: &TestApp) -> Scrape {
+    let resp = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await.unwrap();
+    Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The value of `name` with exactly these labels among its own; 0 when the series is absent.
+fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let found: Vec<f64> = s
+        .samples
+        .iter()
+        .filter(|x| x.metric == name && labels.iter().all(|(k, v)| x.labels.get(k) == Some(v)))
+        .map(|x| match &x.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+            Value::Histogram(h) => h.iter().map(|b| b.count).fold(0.0, f64::max),
+            Value::Summary(_) => f64::NAN,
+        })
+        .collect();
+    assert!(found.len() <= 1, "{name}{labels:?}: {found:?}");
+    found.first().copied().unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn metrics_parse_and_move_when_an_item_is_enqueued_and_executed() {
+    let app = spawn_seeded().await;
+    let s = scrape(&app).await;
+    assert_eq!(value(&s, "cardpoll_items", &[("status", "pending")]), 0.0);
+
+    let (st, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "metrics test"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let s = scrape(&app).await;
+    let pending = [("status", "pending"), ("task_type", "card_status")];
+    assert_eq!(value(&s, "cardpoll_items", &pending), 1.0);
+    assert_eq!(
+        value(
+            &s,
+            "cardpoll_lane_depth",
+            &[("task_type", "card_status"), ("lane", "hint_channel")]
+        ),
+        1.0
+    );
+
+    app.cycle().await;
+    let s = scrape(&app).await;
+    let queued = [("task_type", "card_status"), ("lane", "priority")];
+    assert_eq!(value(&s, "cardpoll_lane_depth", &queued), 1.0);
+
+    app.drain().await;
+    let s = scrape(&app).await;
+    assert_eq!(value(&s, "cardpoll_items", &pending), 0.0);
+    assert_eq!(value(&s, "cardpoll_lane_depth", &queued), 0.0);
+    assert!(
+        value(
+            &s,
+            "cardpoll_carrier_calls_total",
+            &[("operation", "poll"), ("result", "ok")]
+        ) >= 1.0
+    );
+    assert!(value(&s, "cardpoll_cycle_seconds_count", &[]) >= 1.0);
+    assert_eq!(
+        value(&s, "cardpoll_hint_to_execution_seconds_count", &[]),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn metrics_need_an_administering_account() {
+    let app = spawn_seeded().await;
+    let (s, _) = app.raw(reqwest::Method::GET, "/metrics", None).await;
+    assert_eq!(s, 401);
+    let (s, _) = app
+        .raw(reqwest::Method::GET, "/metrics", Some(AGENT_A))
+        .await;
+    assert_eq!(s, 403);
+    let (s, _) = app
+        .raw(reqwest::Method::GET, "/metrics", Some(PLATFORM))
+        .await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn probes_answer_and_anonymous_health_shows_only_the_status() {
+    let app = spawn_seeded().await;
+    let (s, v) = app.send(reqwest::Method::GET, "/livez", None, None).await;
+    assert_eq!((s, v["data"]["status"].as_str()), (200, Some("alive")));
+    let (s, v) = app.send(reqwest::Method::GET, "/readyz", None, None).await;
+    assert_eq!((s, v["data"]["status"].as_str()), (200, Some("ready")));
+    let (s, v) = app.send(reqwest::Method::GET, "/health", None, None).await;
+    assert_eq!((s, &v["data"]), (200, &json!({"status": "ok"})));
+    let (s, v) = app.get("/health", AGENT_A).await;
+    assert_eq!(s, 200);
+    assert!(v["data"]["queues"].is_array(), "{v}");
+    let (s, _) = app.get("/health", "not-a-token").await;
+    assert_eq!(s, 401);
+}
+
+#[tokio::test]
+async fn readyz_is_503_when_the_database_is_closed() {
+    let app = spawn_seeded().await;
+    app.db.pool().close().await;
+    let (s, v) = app.send(reqwest::Method::GET, "/readyz", None, None).await;
+    assert_eq!((s, v["code"].as_i64()), (503, Some(1503)), "{v}");
+    let (s, _) = app.send(reqwest::Method::GET, "/livez", None, None).await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_matched_case_insensitively() {
+    let app = spawn_seeded().await;
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let resp = app
+            .client
+            .get(format!("{}/api/priority-items", app.base))
+            .header("Authorization", format!("{scheme} {PLATFORM}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{scheme}");
+    }
+}

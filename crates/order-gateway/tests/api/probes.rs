@@ -1,0 +1,75 @@
+//! Probes (issue #10 item 8): `/livez`, `/readyz` (503 when the database does not answer), and
+//! `/health` in full only for a caller with a token.
+
+use std::sync::Arc;
+
+use rakuten_types::ManualClock;
+
+use crate::helpers::{TestApp, answer, spawn_app, spawn_app_with, spawn_pg_app};
+use crate::pg::TestDb;
+
+async fn probe(app: &TestApp, path: &str) -> crate::helpers::Answer {
+    answer(app.client.get(app.url(path)).send().await.unwrap()).await
+}
+
+async fn readiness_follows_the_database(app: &TestApp) {
+    assert_eq!(probe(app, "/livez").await.assert_ok()["status"], "alive");
+    assert_eq!(probe(app, "/readyz").await.assert_ok()["status"], "ready");
+    app.state.store.close().await;
+    probe(app, "/readyz").await.assert_err(503, 1503);
+    // The process still answers.
+    assert_eq!(probe(app, "/livez").await.assert_ok()["status"], "alive");
+}
+
+#[tokio::test]
+async fn readyz_is_503_once_the_sqlite_store_is_closed_while_livez_stays_200() {
+    readiness_follows_the_database(&spawn_app().await).await;
+}
+
+#[tokio::test]
+async fn readyz_is_503_once_the_postgres_pool_is_closed_while_livez_stays_200() {
+    let db = Arc::new(TestDb::new().await);
+    let app = spawn_pg_app(db, ManualClock::at_fixed_date(), |_| {}).await;
+    readiness_follows_the_database(&app).await;
+}
+
+#[tokio::test]
+async fn an_anonymous_health_call_sees_only_the_overall_status() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    let anon = app.health_anonymous().await;
+    let d = anon.assert_ok();
+    assert_eq!(d, &serde_json::json!({"status": "ok"}));
+    let full = app.health().await;
+    assert_eq!(full.data()["active"][0]["task_id"], "po-1");
+    assert_eq!(full.data()["workers"][0]["worker_id"], "w1");
+}
+
+#[tokio::test]
+async fn any_role_sees_the_whole_health_and_a_wrong_token_is_401() {
+    let app = spawn_app_with(|s| {
+        s.worker_tokens = Some("pc-1:worker-token-1".parse().unwrap());
+    })
+    .await;
+    app.submit("po-1").await.assert_ok();
+    let worker = answer(
+        app.client
+            .get(app.url("/health"))
+            .bearer_auth("worker-token-1")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(worker.assert_ok()["queued"], 1);
+    answer(
+        app.client
+            .get(app.url("/health"))
+            .bearer_auth("nope")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_err(401, 1001);
+}
