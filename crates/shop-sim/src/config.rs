@@ -227,7 +227,7 @@ pub struct ServeArgs {
     pub port: u16,
     /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file (start on port 0
     /// and read the port back).
-    #[arg(long, env = "SHOP_SIM_ADDR_FILE")]
+    #[arg(long, env = "RAKUTEN_SHOP_SIM_ADDR_FILE")]
     pub addr_file: Option<PathBuf>,
     /// Session cookie value of the one account.
     #[arg(long, env = "RAKUTEN_SHOP_SIM_SESSION_TOKEN", default_value = DEFAULT_SESSION_TOKEN)]
