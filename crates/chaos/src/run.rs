@@ -42,31 +42,28 @@ pub fn bin_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// `cargo build -p order-gateway -p trading-worker -p shop-sim --features
-/// trading-worker/failpoints` (debug), with the `cargo` that
-/// runs us when there is one.
+/// `cargo build -p order-gateway -p shop-sim`, then `cargo build -p trading-worker --features
+/// failpoints` (debug), with the `cargo` that runs us when there is one. Two invocations: with
+/// several `-p`, `--features trading-worker/failpoints` names a feature of a *dependency* of the
+/// selected packages and is silently ignored, which left the worker without its failpoints (and
+/// overwrote the test build's worker binary with one lacking them).
 ///
 /// # Errors
-/// The build fails.
+/// A build fails.
 pub fn build_services() -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = std::process::Command::new(cargo)
-        .args([
-            "build",
-            "-p",
-            "order-gateway",
-            "-p",
-            "trading-worker",
-            "-p",
-            "shop-sim",
-            // The worker's crash injection exists only with this feature (never in a release).
-            "--features",
-            "trading-worker/failpoints",
-        ])
-        .status()
-        .context("run cargo build")?;
-    if !status.success() {
-        bail!("cargo build of the services failed: {status}");
+    for args in [
+        &["build", "-p", "order-gateway", "-p", "shop-sim"][..],
+        // The worker's crash injection exists only with this feature (never in a release).
+        &["build", "-p", "trading-worker", "--features", "failpoints"][..],
+    ] {
+        let status = std::process::Command::new(&cargo)
+            .args(args)
+            .status()
+            .context("run cargo build")?;
+        if !status.success() {
+            bail!("cargo {} failed: {status}", args.join(" "));
+        }
     }
     Ok(())
 }
