@@ -35,7 +35,12 @@ enum Cli {
         )]
         session: String,
         /// `http` or `browser`.
-        #[arg(long, value_enum, default_value = "browser")]
+        #[arg(
+            long,
+            env = "RAKUTEN_SITE_ADAPTER_KIND",
+            value_enum,
+            default_value = "browser"
+        )]
         kind: Kind,
     },
 }
@@ -54,7 +59,11 @@ async fn main() -> anyhow::Result<()> {
     );
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let a = spawn_on(listener, kind, &shop_url, &session, Duration::from_secs(30)).await?;
-    tracing::info!(url = %a.url, ?kind, shop = %shop_url, "site adapter serving");
+    let kind_name = match kind {
+        Kind::Http => "http",
+        Kind::Browser => "browser",
+    };
+    tracing::info!(url = %a.url, kind = kind_name, shop = %shop_url, "site adapter serving");
     tokio::signal::ctrl_c().await?;
     a.stop().await;
     Ok(())

@@ -3,3 +3,4 @@
 //! installs them); they fail, never skip, when those are missing.
 
 mod browser;
+mod env_example;
