@@ -14,7 +14,8 @@ pub mod query_sweeper;
 pub mod sweeper;
 pub mod webhooks;
 
-/// Calls `run_once` every `interval` until `shutdown`, only while this instance is the elected
+/// Calls `run_once` every `interval` (the first time one interval after start) until
+/// `shutdown`, only while this instance is the elected
 /// alert leader (several instances on one database: one runs it, another takes over when it
 /// dies). A failed run is logged as `what` and retried on the next tick.
 pub(crate) async fn every_tick_as_leader<F, Fut, T>(
@@ -27,7 +28,10 @@ pub(crate) async fn every_tick_as_leader<F, Fut, T>(
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
 {
-    let mut tick = tokio::time::interval(interval);
+    // The first run is one interval after start, not at start: a start-up tick that runs late
+    // (a slow first leader election) would otherwise race whatever the caller does meanwhile
+    // (tests drive `run_once` themselves with a manual clock and an hourly interval).
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
