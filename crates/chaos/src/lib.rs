@@ -6,7 +6,8 @@
 //!
 //! Layout:
 //! - [`settings`]: the command line ([`Settings`]).
-//! - [`procs`]: the child processes (gateway(s), worker, shop): start, `kill -9`, restart.
+//! - [`procs`]: the child processes (gateway(s), worker, shop, and with `--site …-adapter` a
+//!   `site-adapter` between worker and shop): start, `kill -9`, restart.
 //! - [`proxy`]: the HTTP-aware TCP proxy between worker and gateway (drop, delay, black-hole;
 //!   records the report acknowledgements it delivered); a second instance sits between worker and
 //!   shop.
@@ -36,4 +37,4 @@ pub mod upstream;
 pub use faults::FaultKind;
 pub use report::RunReport;
 pub use run::run;
-pub use settings::Settings;
+pub use settings::{Settings, SiteChoice};

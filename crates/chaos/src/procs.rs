@@ -12,6 +12,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tokio::process::{Child, Command};
 
+use crate::settings::SiteChoice;
+
 /// The bearer token the harness gives every gateway and worker.
 pub const API_TOKEN: &str = "chaos-token";
 
@@ -341,6 +343,72 @@ pub struct ClusterSpec {
     pub gateway_db_url: String,
     /// `RAKUTEN_LEASE_TTL_SECONDS`.
     pub lease_ttl_seconds: f64,
+    /// The worker's site seam; an adapter choice starts a `site-adapter` process.
+    pub site: SiteChoice,
+}
+
+/// A `site-adapter serve` process between the worker and the shop proxy (never killed by a
+/// fault: like the shop, it stands for the outside world; a kill would also leak its Chromium).
+#[derive(Debug)]
+pub struct SiteAdapter {
+    /// The process.
+    pub proc_: Proc,
+    /// Its loopback address (the worker's `RAKUTEN_SITE_ADAPTER_URL`).
+    pub addr: SocketAddr,
+}
+
+impl SiteAdapter {
+    async fn start(
+        bin_dir: &Path,
+        dir: &Path,
+        kind: &str,
+        shop_url: &str,
+    ) -> anyhow::Result<SiteAdapter> {
+        let adir = dir.join("site-adapter");
+        std::fs::create_dir_all(&adir)?;
+        let addr_file = adir.join("adapter.addr");
+        let mut p = Proc::new(
+            "site-adapter",
+            bin(bin_dir, "site-adapter")?,
+            &["serve"],
+            env(&[
+                ("RAKUTEN_SITE_ADAPTER_LISTEN", "127.0.0.1:0".into()),
+                (
+                    "RAKUTEN_SITE_ADAPTER_ADDR_FILE",
+                    addr_file.display().to_string(),
+                ),
+                ("RAKUTEN_SITE_ADAPTER_KIND", kind.into()),
+                ("RAKUTEN_SITE_BASE_URL", shop_url.into()),
+                ("RUST_LOG", "warn".into()),
+            ]),
+            adir,
+        );
+        p.spawn(&[])?;
+        // A browser adapter starts chromedriver and Chromium first: allow for a slow machine.
+        let Some(addr) = wait_addr_file(&addr_file, &mut p, Duration::from_secs(60)).await? else {
+            let log = std::fs::read_to_string(p.log_path()).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            p.kill9().await;
+            bail!(
+                "site-adapter did not come up; see {} (last lines, newest first: {})",
+                p.log_path().display(),
+                tail.join(" | ")
+            );
+        };
+        Ok(SiteAdapter { proc_: p, addr })
+    }
+
+    /// Stops it with SIGTERM (it ends its WebDriver session, which takes Chromium down), then
+    /// `kill -9` if it is still there after 10 s.
+    pub async fn stop(&mut self) {
+        if self.proc_.signal("TERM").await.is_ok() {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while !self.proc_.exited() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        self.proc_.kill9().await;
+    }
 }
 
 /// Every process of a run.
@@ -352,6 +420,18 @@ pub struct Cluster {
     pub worker: Worker,
     /// The shop.
     pub shop: Shop,
+    /// The site adapter, with `--site http-adapter|browser-adapter` (started with the worker).
+    pub adapter: Option<SiteAdapter>,
+    adapter_plan: Option<AdapterPlan>,
+}
+
+/// How to start the site adapter once the shop proxy serves.
+#[derive(Debug)]
+struct AdapterPlan {
+    kind: &'static str,
+    shop_url: String,
+    bin_dir: PathBuf,
+    dir: PathBuf,
 }
 
 fn bin(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
@@ -466,43 +546,62 @@ impl Cluster {
             gateways.push(g);
         }
 
+        // The worker reaches the shop through the harness's second proxy, directly or through
+        // the adapter, so that the shop-link faults hit whichever path the steps take.
+        let shop_via_proxy = format!("http://127.0.0.1:{shop_proxy_port}");
+        // The adapter starts with the worker (`start_worker`): the browser one opens the shop at
+        // start-up, and the shop proxy answers only once the caller has started it.
+        let adapter_kind = match spec.site {
+            SiteChoice::Sim => None,
+            SiteChoice::HttpAdapter => Some("http"),
+            SiteChoice::BrowserAdapter => Some("browser"),
+        };
+        let site_env: Vec<(&str, String)> = match adapter_kind {
+            None => vec![
+                ("RAKUTEN_SITE", "sim".into()),
+                ("RAKUTEN_SITE_BASE_URL", shop_via_proxy.clone()),
+            ],
+            // RAKUTEN_SITE_ADAPTER_URL is added once the adapter has its port.
+            Some(_) => vec![
+                ("RAKUTEN_SITE", "adapter".into()),
+                // Order-list gathering for stale tasks reads the shop's list directly.
+                ("RAKUTEN_SCRAPER_BASE_URL", shop_via_proxy.clone()),
+            ],
+        };
+
         let wdir = spec.dir.join("worker");
         std::fs::create_dir_all(&wdir)?;
         let db_path = wdir.join("trading.db");
         let renew = (spec.lease_ttl_seconds / 4.0).max(0.25);
+        let mut worker_env = site_env;
+        worker_env.extend([
+            (
+                "RAKUTEN_ORDER_GATEWAY_URL",
+                format!("http://127.0.0.1:{proxy_port}"),
+            ),
+            ("RAKUTEN_API_TOKEN", API_TOKEN.into()),
+            ("RAKUTEN_WORKER_ID", WORKER_ID.into()),
+            ("RAKUTEN_TRADING_DB_PATH", db_path.display().to_string()),
+            (
+                "RAKUTEN_EVIDENCE_DIR",
+                wdir.join("evidence").display().to_string(),
+            ),
+            ("RAKUTEN_LEASE_WAIT_SECONDS", "5".into()),
+            ("RAKUTEN_LEASE_RENEW_INTERVAL_SECONDS", renew.to_string()),
+            ("RAKUTEN_MONITOR_INTERVAL_SECONDS", "30".into()),
+            ("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", "1".into()),
+            (
+                "RAKUTEN_HTTP_TIMEOUT_SECONDS",
+                (spec.lease_ttl_seconds * 2.0).max(5.0).to_string(),
+            ),
+            ("RUST_LOG", "info".into()),
+        ]);
         let worker = Worker {
             proc_: Proc::new(
                 "trading-worker",
                 worker_bin,
                 &["run"],
-                env(&[
-                    (
-                        "RAKUTEN_ORDER_GATEWAY_URL",
-                        format!("http://127.0.0.1:{proxy_port}"),
-                    ),
-                    ("RAKUTEN_API_TOKEN", API_TOKEN.into()),
-                    ("RAKUTEN_WORKER_ID", WORKER_ID.into()),
-                    ("RAKUTEN_TRADING_DB_PATH", db_path.display().to_string()),
-                    (
-                        "RAKUTEN_EVIDENCE_DIR",
-                        wdir.join("evidence").display().to_string(),
-                    ),
-                    ("RAKUTEN_SITE", "sim".into()),
-                    // The worker reaches the shop through the harness's second proxy.
-                    (
-                        "RAKUTEN_SITE_BASE_URL",
-                        format!("http://127.0.0.1:{shop_proxy_port}"),
-                    ),
-                    ("RAKUTEN_LEASE_WAIT_SECONDS", "5".into()),
-                    ("RAKUTEN_LEASE_RENEW_INTERVAL_SECONDS", renew.to_string()),
-                    ("RAKUTEN_MONITOR_INTERVAL_SECONDS", "30".into()),
-                    ("RAKUTEN_GATEWAY_RETRY_MAX_SECONDS", "1".into()),
-                    (
-                        "RAKUTEN_HTTP_TIMEOUT_SECONDS",
-                        (spec.lease_ttl_seconds * 2.0).max(5.0).to_string(),
-                    ),
-                    ("RUST_LOG", "info".into()),
-                ]),
+                env(&worker_env),
                 wdir,
             ),
             db_path,
@@ -512,14 +611,29 @@ impl Cluster {
             gateways,
             worker,
             shop,
+            adapter: None,
+            adapter_plan: adapter_kind.map(|k| AdapterPlan {
+                kind: k,
+                shop_url: shop_via_proxy,
+                bin_dir: spec.bin_dir.clone(),
+                dir: spec.dir.clone(),
+            }),
         })
     }
 
-    /// Starts the worker (first start).
+    /// Starts the site adapter (with `--site …-adapter`) and the worker (first start).
     ///
     /// # Errors
     /// It cannot be spawned.
     pub async fn start_worker(&mut self) -> anyhow::Result<()> {
+        if let (Some(plan), None) = (&self.adapter_plan, &self.adapter) {
+            let a = SiteAdapter::start(&plan.bin_dir, &plan.dir, plan.kind, &plan.shop_url).await?;
+            self.worker.proc_.env.push((
+                "RAKUTEN_SITE_ADAPTER_URL".into(),
+                format!("http://{}", a.addr),
+            ));
+            self.adapter = Some(a);
+        }
         self.worker.start(None).await
     }
 
@@ -552,6 +666,9 @@ impl Cluster {
         self.worker.kill9().await;
         for g in &mut self.gateways {
             g.kill9().await;
+        }
+        if let Some(a) = &mut self.adapter {
+            a.stop().await;
         }
         self.shop.proc_.kill9().await;
     }

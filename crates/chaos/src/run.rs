@@ -42,7 +42,7 @@ pub fn bin_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// `cargo build -p order-gateway -p shop-sim`, then `cargo build -p trading-worker --features
+/// `cargo build -p order-gateway -p shop-sim -p site-adapter`, then `cargo build -p trading-worker --features
 /// failpoints` (debug), with the `cargo` that runs us when there is one. Two invocations: with
 /// several `-p`, `--features trading-worker/failpoints` names a feature of a *dependency* of the
 /// selected packages and is silently ignored, which left the worker without its failpoints (and
@@ -53,7 +53,15 @@ pub fn bin_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
 pub fn build_services() -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     for args in [
-        &["build", "-p", "order-gateway", "-p", "shop-sim"][..],
+        &[
+            "build",
+            "-p",
+            "order-gateway",
+            "-p",
+            "shop-sim",
+            "-p",
+            "site-adapter",
+        ][..],
         // The worker's crash injection exists only with this feature (never in a release).
         &["build", "-p", "trading-worker", "--features", "failpoints"][..],
     ] {
@@ -151,11 +159,13 @@ pub async fn run(settings: &Settings) -> anyhow::Result<RunReport> {
         gateways: settings.gateways,
         gateway_db_url: settings.gateway_db_url.clone(),
         lease_ttl_seconds: settings.lease_ttl_seconds,
+        site: settings.site,
     };
     eprintln!(
-        "chaos: seed {} · {} orders · faults {} · lease TTL {}s · run dir {}",
+        "chaos: seed {} · {} orders · site {} · faults {} · lease TTL {}s · run dir {}",
         settings.seed,
         settings.orders,
+        settings.site.name(),
         settings
             .fault_kinds()
             .iter()

@@ -81,9 +81,38 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_CHAOS_GATEWAYS", default_value_t = 1)]
     pub gateways: u32,
 
+    /// How the worker works the shop: `sim` (the worker's own HTTP seam), `http-adapter` or
+    /// `browser-adapter` (a `site-adapter` process between worker and shop, speaking the site
+    /// adapter protocol; the browser one drives headless Chromium and writes a PNG per step).
+    #[arg(long, env = "RAKUTEN_CHAOS_SITE", value_enum, default_value = "sim")]
+    pub site: SiteChoice,
+
     /// Print each fault as it is injected.
     #[arg(long, short, env = "RAKUTEN_CHAOS_VERBOSE")]
     pub verbose: bool,
+}
+
+/// The site seam of a run's worker (issue #16: the chaos harness can choose the adapter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SiteChoice {
+    /// `RAKUTEN_SITE=sim`: the worker calls the shop's HTTP endpoints itself.
+    Sim,
+    /// `RAKUTEN_SITE=adapter` with `site-adapter serve --kind http` in between.
+    HttpAdapter,
+    /// `RAKUTEN_SITE=adapter` with `site-adapter serve --kind browser` (Debian's chromium and
+    /// chromium-driver) in between.
+    BrowserAdapter,
+}
+
+impl SiteChoice {
+    /// The flag's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            SiteChoice::Sim => "sim",
+            SiteChoice::HttpAdapter => "http-adapter",
+            SiteChoice::BrowserAdapter => "browser-adapter",
+        }
+    }
 }
 
 /// A setting that cannot work.
@@ -121,6 +150,7 @@ impl Settings {
             data_dir: None,
             gateway_db_url: String::new(),
             gateways: 1,
+            site: SiteChoice::Sim,
             verbose: false,
         }
     }
@@ -201,6 +231,9 @@ impl Settings {
         }
         if !self.gateway_db_url.is_empty() {
             c.push_str(" --gateway-db-url <url>");
+        }
+        if self.site != SiteChoice::Sim {
+            c.push_str(&format!(" --site {}", self.site.name()));
         }
         c
     }

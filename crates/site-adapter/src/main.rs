@@ -42,6 +42,10 @@ enum Cli {
             default_value = "browser"
         )]
         kind: Kind,
+        /// Write the bound address (`127.0.0.1:PORT`) to this file once listening, so that a
+        /// caller can ask for port 0 and learn the port (tests, the chaos harness).
+        #[arg(long, env = "RAKUTEN_SITE_ADAPTER_ADDR_FILE")]
+        addr_file: Option<std::path::PathBuf>,
     },
 }
 
@@ -52,6 +56,7 @@ async fn main() -> anyhow::Result<()> {
         shop_url,
         session,
         kind,
+        addr_file,
     } = rakuten_cli::start("info", &[]);
     anyhow::ensure!(
         listen.ip().is_loopback(),
@@ -63,8 +68,20 @@ async fn main() -> anyhow::Result<()> {
         Kind::Http => "http",
         Kind::Browser => "browser",
     };
+    if let Some(f) = &addr_file {
+        // Written whole then renamed, so a reader never sees half an address.
+        let tmp = f.with_extension("tmp");
+        std::fs::write(&tmp, a.addr.to_string())?;
+        std::fs::rename(&tmp, f)?;
+    }
     tracing::info!(url = %a.url, kind = kind_name, shop = %shop_url, "site adapter serving");
-    tokio::signal::ctrl_c().await?;
+    // SIGTERM as well as Ctrl-C: either way the WebDriver session is ended, which is what takes
+    // Chromium down with it (Chromium runs in its own process group; a plain exit leaks it).
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
     a.stop().await;
     Ok(())
 }

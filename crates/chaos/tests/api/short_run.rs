@@ -3,7 +3,7 @@
 
 use std::sync::Once;
 
-use chaos::{FaultKind, Settings};
+use chaos::{FaultKind, Settings, SiteChoice};
 
 static BUILD: Once = Once::new();
 
@@ -73,4 +73,97 @@ async fn a_recovered_task_never_claims_another_tasks_order() {
         "violations: {:#?}",
         report.findings.violations
     );
+}
+
+/// Issue #16: the same at-most-once checks with a `site-adapter` process between the worker and
+/// the shop (the site adapter protocol over plain HTTP), every fault kind at least once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_run_through_the_http_adapter_finds_no_duplicate_and_no_lost_report() {
+    ensure_services_built();
+    let mut s = Settings::for_tests(24, 20261201);
+    s.site = SiteChoice::HttpAdapter;
+    s.submit_rate = 1.5;
+    s.fault_interval_seconds = 1.2;
+    s.deadline_seconds = 150;
+    let report = chaos::run(&s).await.expect("harness runs");
+    println!("{}", report.table());
+    for k in FaultKind::ALL {
+        assert!(
+            report.faults_of(k) >= 1,
+            "fault {} never injected",
+            k.name()
+        );
+    }
+    assert!(
+        !report.deadline_hit,
+        "the run did not settle before its deadline"
+    );
+    assert!(
+        report.findings.violations.is_empty(),
+        "violations: {:#?}",
+        report.findings.violations
+    );
+    assert_eq!(report.findings.duplicates, 0);
+    assert_eq!(report.findings.lost_reports, 0);
+    assert!(report.shop_orders > 0, "the shop took no order at all");
+}
+
+/// Issue #16: the browser adapter (headless Chromium from Debian's packages) under worker kills
+/// and lost shop answers: no duplicate, nothing lost, and the evidence directory holds the PNG of
+/// every step next to the HTML.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_run_through_the_browser_adapter_keeps_at_most_once_and_writes_screenshots() {
+    ensure_services_built();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = Settings::for_tests(6, 20261202);
+    s.site = SiteChoice::BrowserAdapter;
+    s.faults = vec![
+        FaultKind::WorkerKill,
+        FaultKind::ShopAnswerDrop,
+        FaultKind::ShopDropAfterOrder,
+    ];
+    s.submit_rate = 0.5;
+    s.fault_interval_seconds = 3.0;
+    // A browser step takes about a second on a loaded 2-core machine: a longer lease.
+    s.lease_ttl_seconds = 20.0;
+    s.deadline_seconds = 240;
+    s.data_dir = Some(dir.path().to_path_buf());
+    let report = chaos::run(&s).await.expect("harness runs");
+    println!("{}", report.table());
+    assert!(
+        !report.deadline_hit,
+        "the run did not settle before its deadline"
+    );
+    assert!(
+        report.findings.violations.is_empty(),
+        "violations: {:#?}",
+        report.findings.violations
+    );
+    assert_eq!(report.findings.duplicates, 0);
+    assert_eq!(report.findings.lost_reports, 0);
+    assert!(report.shop_orders > 0, "the shop took no order at all");
+    let pngs = walk(&dir.path().join("worker").join("evidence"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+        .count();
+    assert!(
+        pngs >= 6,
+        "only {pngs} screenshots in the evidence directory"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
