@@ -218,6 +218,10 @@ pub struct EdgeSettings {
     /// the previous response (so also the idle keep-alive timeout).
     #[arg(long, env = "RAKUTEN_POLL_HEADER_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_timeout_secs: u64,
+    /// Seconds within which a request body must arrive in full after its head; past it the
+    /// request is answered 408 and the connection closed.
+    #[arg(long, env = "RAKUTEN_POLL_BODY_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout_secs: u64,
     /// Most open connections; past it a new connection gets a 503.
     #[arg(long, env = "RAKUTEN_POLL_MAX_CONNECTIONS", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
@@ -236,6 +240,7 @@ impl Default for EdgeSettings {
             tls_cert_path: None,
             tls_key_path: None,
             header_timeout_secs: 10,
+            body_timeout_secs: 30,
             max_connections: 2048,
             shutdown_deadline_secs: 10,
             addr_file: None,
@@ -262,6 +267,7 @@ impl EdgeSettings {
             Duration::from_secs(self.shutdown_deadline_secs),
         )?;
         config.addr_file = self.addr_file.clone();
+        config.body_timeout = Duration::from_secs(self.body_timeout_secs);
         Ok(config)
     }
 }

@@ -267,6 +267,14 @@ pub struct EdgeSettings {
         default_value_t = 10.0
     )]
     pub header_timeout_seconds: f64,
+    /// A request body must arrive in full within this many seconds of its head; past it the
+    /// request is answered 408 and the connection closed.
+    #[arg(
+        long,
+        env = "RAKUTEN_GATEWAY_BODY_TIMEOUT_SECONDS",
+        default_value_t = 30.0
+    )]
+    pub body_timeout_seconds: f64,
     /// Most open connections, long-polls included; past it a new connection gets a 503.
     #[arg(long, env = "RAKUTEN_GATEWAY_MAX_CONNECTIONS", default_value_t = 2048)]
     pub max_connections: usize,
@@ -289,6 +297,7 @@ impl Default for EdgeSettings {
             tls_cert_path: None,
             tls_key_path: None,
             header_timeout_seconds: 10.0,
+            body_timeout_seconds: 30.0,
             max_connections: 2048,
             shutdown_deadline_seconds: 10.0,
             addr_file: None,
@@ -396,6 +405,7 @@ impl EdgeSettings {
             Duration::from_secs_f64(self.shutdown_deadline_seconds),
         )?;
         config.addr_file = self.addr_file.clone();
+        config.body_timeout = Duration::from_secs_f64(self.body_timeout_seconds);
         Ok(config)
     }
 }
@@ -472,6 +482,10 @@ impl Settings {
             (
                 "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS",
                 self.edge.header_timeout_seconds,
+            ),
+            (
+                "RAKUTEN_GATEWAY_BODY_TIMEOUT_SECONDS",
+                self.edge.body_timeout_seconds,
             ),
             (
                 "RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS",

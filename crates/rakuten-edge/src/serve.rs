@@ -9,6 +9,10 @@
 //! - at most `max_connections` connections are served, long-polls included; one past the cap is
 //!   answered `503` with the envelope (`code` 1503, `Retry-After: 1`, `Connection: close`), and
 //!   past a further small overflow allowance closed at once;
+//! - a request body must arrive in full within `body_timeout` of its head, or the request is
+//!   answered `408` with the envelope (`code` 1003, `Connection: close`) and the connection
+//!   closes, whatever the handler made of the cut-off body: a client that declares a large body
+//!   and sends it slowly (or never) holds a connection for that long at most;
 //! - on shutdown the listener closes, every connection finishes its current response and closes,
 //!   and whatever is still open after `shutdown_deadline` is dropped.
 
@@ -40,6 +44,10 @@ use crate::tls::TlsReloader;
 /// unanswered, so a flood cannot make the overflow path itself unbounded.
 const OVERFLOW_ANSWERS: usize = 64;
 
+/// The default [`EdgeConfig::body_timeout`]: 30 s, enough for the largest body either service
+/// accepts (a bulk import of a few MB) on a slow link.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How a service's edge is bounded. Each service fills it from its own settings.
 #[derive(Debug, Clone)]
 pub struct EdgeConfig {
@@ -48,6 +56,9 @@ pub struct EdgeConfig {
     /// Longest wait for a complete request head (also the idle keep-alive bound and the TLS
     /// handshake bound).
     pub header_timeout: Duration,
+    /// Longest wait for a request's whole body, counted from its head; past it the request is
+    /// answered 408 and the connection closed.
+    pub body_timeout: Duration,
     /// Most connections served at once, long-polls included.
     pub max_connections: usize,
     /// Longest graceful shutdown; connections still open then are dropped.
@@ -71,17 +82,20 @@ impl EdgeConfig {
         Ok(EdgeConfig {
             tls: tls.map(TlsReloader::new).transpose()?,
             header_timeout,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections,
             shutdown_deadline,
             addr_file: None,
         })
     }
 
-    /// Plain HTTP with the default bounds (10 s head, 2048 connections, 10 s shutdown): tests.
+    /// Plain HTTP with the default bounds (10 s head, 30 s body, 2048 connections, 10 s
+    /// shutdown): tests.
     pub fn plain() -> Self {
         EdgeConfig {
             tls: None,
             header_timeout: Duration::from_secs(10),
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: 2048,
             shutdown_deadline: Duration::from_secs(10),
             addr_file: None,
@@ -169,16 +183,25 @@ pub async fn serve(
             }
         };
         let _ = tcp.set_nodelay(true);
+        let body_timeout = config.body_timeout;
         let service = hyper::service::service_fn({
             let router = router.clone();
             move |req: Request<Incoming>| {
                 let router = router.clone();
                 async move {
                     if overloaded {
-                        Ok(too_many_connections())
-                    } else {
-                        router.oneshot(req.map(Body::new)).await
+                        return Ok(too_many_connections());
                     }
+                    let timed_out = Arc::new(AtomicBool::new(false));
+                    let deadline = tokio::time::Instant::now() + body_timeout;
+                    let req = req.map(|body| {
+                        Body::new(DeadlineBody::new(body, deadline, timed_out.clone()))
+                    });
+                    let response = router.oneshot(req).await;
+                    if timed_out.load(Ordering::Relaxed) {
+                        return Ok(body_too_slow(body_timeout));
+                    }
+                    response
                 }
             }
         });
@@ -260,6 +283,93 @@ pub fn write_addr_file(path: &Path, addr: SocketAddr) -> std::io::Result<()> {
     tmp.push(".tmp");
     std::fs::write(&tmp, format!("{addr}\n"))?;
     std::fs::rename(&tmp, path)
+}
+
+/// A request body that must end by `deadline`: past it the next poll fails (the handler sees a
+/// body error) and `timed_out` tells the connection to answer 408 instead of the handler's reply.
+struct DeadlineBody<B> {
+    inner: B,
+    deadline: tokio::time::Instant,
+    /// Armed on the first poll that has to wait, so a body read at once costs no timer.
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    timed_out: Arc<AtomicBool>,
+}
+
+impl<B> DeadlineBody<B> {
+    fn new(inner: B, deadline: tokio::time::Instant, timed_out: Arc<AtomicBool>) -> Self {
+        DeadlineBody {
+            inner,
+            deadline,
+            sleep: None,
+            timed_out,
+        }
+    }
+}
+
+/// The error a [`DeadlineBody`] ends with once its deadline has passed.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive in time")]
+struct BodyTimedOut;
+
+impl<B> hyper::body::Body for DeadlineBody<B>
+where
+    B: hyper::body::Body + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = B::Data;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if let Poll::Ready(frame) = std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|r| r.map_err(Into::into)));
+        }
+        let deadline = this.deadline;
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                this.timed_out.store(true, Ordering::Relaxed);
+                Poll::Ready(Some(Err(Box::new(BodyTimedOut))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The answer to a request whose body did not arrive within `limit`.
+fn body_too_slow(limit: Duration) -> Response<Body> {
+    let body = Envelope::<()>::error(
+        ErrorCode::Validation,
+        format!(
+            "the request body did not arrive within {} s of its head",
+            limit.as_secs_f64()
+        ),
+    );
+    let mut response = Response::new(Body::from(
+        serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()),
+    ));
+    *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The answer on a connection past the cap.

@@ -63,3 +63,61 @@ impl TestCa {
         files
     }
 }
+
+/// A request head that never ends (no blank line): what a slow or hostile client sends to hold a
+/// connection open; the edge must drop it within its header-read timeout (issue #12 item 2).
+pub const INCOMPLETE_HEAD: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n";
+
+/// `host:port` of a base URL such as `http://127.0.0.1:8080` (for raw TCP connections).
+///
+/// # Panics
+/// `base` has no `://`.
+pub fn host_port(base: &str) -> &str {
+    base.split("://").nth(1).expect("a base URL has a scheme")
+}
+
+/// Reads (and discards) until the peer closes; `true` when it closed within `within`, `false`
+/// when it was still open then. A read error counts as closed (a reset is a close).
+pub async fn closed_within(
+    stream: &mut tokio::net::TcpStream,
+    within: std::time::Duration,
+) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// A complete `POST path` head declaring a body of `declared` bytes, followed by `sent` of them:
+/// what a client that trickles (or never sends) its body writes (new-user trial: such
+/// connections stayed open for 15 minutes and more).
+pub fn head_with_partial_body(path: &str, token: &str, declared: u64, sent: &[u8]) -> Vec<u8> {
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {declared}\r\n\r\n"
+    )
+    .into_bytes();
+    request.extend_from_slice(sent);
+    request
+}
+
+/// Reads what the peer sends until it closes or `within` passes; returns it as text.
+pub async fn read_until_closed(
+    stream: &mut tokio::net::TcpStream,
+    within: std::time::Duration,
+) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    while let Ok(Ok(n @ 1..)) = tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+        all.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&all).into_owned()
+}

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
-use rakuten_edge::testing::TestCa;
+use rakuten_edge::testing::{
+    INCOMPLETE_HEAD, TestCa, closed_within, head_with_partial_body, read_until_closed,
+};
 use rakuten_edge::{EdgeConfig, TlsReloader};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -16,6 +18,10 @@ use tokio_util::sync::CancellationToken;
 fn router() -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
+        .route(
+            "/echo",
+            axum::routing::post(|body: axum::body::Bytes| async move { body }),
+        )
         .route(
             "/slow",
             get(|| async {
@@ -45,21 +51,6 @@ async fn start(config: EdgeConfig) -> Running {
     Running { addr, stop, handle }
 }
 
-/// Reads until the peer closes; `true` when it closed within `within`.
-async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
-    let mut buf = [0u8; 1024];
-    let deadline = Instant::now() + within;
-    loop {
-        match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {
-            Err(_) => return false,
-            Ok(Ok(0)) | Ok(Err(_)) => return true,
-            Ok(Ok(_)) => {}
-        }
-    }
-}
-
-const INCOMPLETE_HEAD: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n";
-
 #[tokio::test]
 async fn fifty_incomplete_heads_are_dropped_within_the_header_timeout() {
     let running = start(EdgeConfig {
@@ -76,6 +67,41 @@ async fn fifty_incomplete_heads_are_dropped_within_the_header_timeout() {
     for s in &mut conns {
         assert!(closed_within(s, Duration::from_secs(5)).await);
     }
+}
+
+/// New-user trial: a head plus part of its body (or a `Content-Length` of 99,999,999,999 and no
+/// body at all) held the connection for 15 minutes and more.
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_is_a_408_and_the_connection_closes() {
+    let running = start(EdgeConfig {
+        body_timeout: Duration::from_secs(1),
+        ..EdgeConfig::plain()
+    })
+    .await;
+    for (declared, sent) in [(100, &b"{\"a\":"[..]), (99_999_999_999, &b""[..])] {
+        let mut s = TcpStream::connect(running.addr).await.unwrap();
+        s.write_all(&head_with_partial_body("/echo", "t", declared, sent))
+            .await
+            .unwrap();
+        let t = Instant::now();
+        let answer = read_until_closed(&mut s, Duration::from_secs(10)).await;
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("\"code\":1003"), "{answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close"),
+            "{answer}"
+        );
+    }
+    // A body that arrives in time is untouched.
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/echo", running.addr))
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "hello");
 }
 
 #[tokio::test]

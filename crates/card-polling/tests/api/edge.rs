@@ -5,31 +5,14 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rakuten_edge::testing::TestCa;
+use rakuten_edge::testing::{
+    INCOMPLETE_HEAD, TestCa, closed_within, head_with_partial_body, host_port, read_until_closed,
+};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::helpers::*;
-
-const INCOMPLETE_HEAD: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n";
-
-fn host_port(base: &str) -> &str {
-    base.split("://").nth(1).unwrap()
-}
-
-/// Reads until the peer closes; `true` when it closed within `within`.
-async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
-    let mut buf = [0u8; 1024];
-    let deadline = Instant::now() + within;
-    loop {
-        match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {
-            Err(_) => return false,
-            Ok(Ok(0)) | Ok(Err(_)) => return true,
-            Ok(Ok(_)) => {}
-        }
-    }
-}
 
 #[tokio::test]
 async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header_timeout() {
@@ -45,6 +28,34 @@ async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header
         assert!(closed_within(s, Duration::from_secs(5)).await);
     }
     assert!(started.elapsed() < Duration::from_secs(5));
+    let (status, _) = app.get("/health", ADMIN).await;
+    assert_eq!(status, 200);
+}
+
+/// New-user trial: a head plus part of its body held the connection for 15 minutes and more.
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_is_a_408_and_frees_the_connection() {
+    let app = spawn_with(Backend::Memory, |s| {
+        s.edge.body_timeout_secs = 1;
+        s.edge.max_connections = 2;
+    })
+    .await;
+    for (declared, sent) in [(200, &br#"{"iccid":"#[..]), (99_999_999_999, &b""[..])] {
+        let mut s = TcpStream::connect(host_port(&app.base)).await.unwrap();
+        s.write_all(&head_with_partial_body(
+            "/api/admin/import",
+            ADMIN,
+            declared,
+            sent,
+        ))
+        .await
+        .unwrap();
+        let t = Instant::now();
+        let answer = read_until_closed(&mut s, Duration::from_secs(10)).await;
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains(r#""code":1003"#), "{answer}");
+    }
     let (status, _) = app.get("/health", ADMIN).await;
     assert_eq!(status, 200);
 }

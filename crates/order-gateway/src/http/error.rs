@@ -16,7 +16,7 @@ pub enum ApiError {
     #[error("missing or invalid bearer token")]
     Unauthorized,
     /// A valid token whose role may not call this route (403, 1002).
-    #[error("a {0} token may not call this route")]
+    #[error("the {0} role may not call this route")]
     Forbidden(crate::roles::Role),
     /// Bad input: JSON, types, ranges, vocabularies (422, 1003).
     #[error("{0}")]

@@ -3,31 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use rakuten_edge::testing::TestCa;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use rakuten_edge::testing::{
+    INCOMPLETE_HEAD, TestCa, closed_within, head_with_partial_body, host_port, read_until_closed,
+};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::binary::Binary;
 use crate::helpers::{TestApp, answer, spawn_app, spawn_app_with};
-
-const INCOMPLETE_HEAD: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n";
-
-fn host_port(base: &str) -> &str {
-    base.split("://").nth(1).unwrap()
-}
-
-/// Reads until the peer closes; `true` when it closed within `within`.
-async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
-    let mut buf = [0u8; 1024];
-    let deadline = Instant::now() + within;
-    loop {
-        match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {
-            Err(_) => return false,
-            Ok(Ok(0)) | Ok(Err(_)) => return true,
-            Ok(Ok(_)) => {}
-        }
-    }
-}
 
 #[tokio::test]
 async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header_timeout() {
@@ -44,6 +27,39 @@ async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header
     }
     assert!(started.elapsed() < Duration::from_secs(5));
     app.health().await.assert_ok();
+}
+
+/// New-user trial: a submit whose body never completes (or declares 99,999,999,999 bytes) held
+/// its connection for 15 minutes and more; four took a gateway with `MAX_CONNECTIONS=4`.
+#[tokio::test]
+async fn a_submit_whose_body_does_not_arrive_in_time_is_a_408_and_frees_the_connection() {
+    let app = spawn_app_with(|s| {
+        s.edge.body_timeout_seconds = 1.0;
+        s.edge.max_connections = 2;
+    })
+    .await;
+    for (declared, sent) in [
+        (200, &br#"{"task_id":"t-slow","#[..]),
+        (99_999_999_999, &b""[..]),
+    ] {
+        let mut s = TcpStream::connect(host_port(&app.address)).await.unwrap();
+        s.write_all(&head_with_partial_body(
+            "/api/orders",
+            &app.token,
+            declared,
+            sent,
+        ))
+        .await
+        .unwrap();
+        let t = Instant::now();
+        let answer = read_until_closed(&mut s, Duration::from_secs(10)).await;
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains(r#""code":1003"#), "{answer}");
+    }
+    // Nothing was stored, and the connections are free again.
+    app.health().await.assert_ok();
+    assert_eq!(app.task("t-slow").await.status, 404);
 }
 
 #[tokio::test]

@@ -19,7 +19,7 @@ use crate::http::AppState;
 use crate::http::auth::{Actor, OPERATOR_ONLY, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::http::routes::orders::{ApiResult, DEFAULT_LIMIT, MAX_LIMIT};
+use crate::http::routes::orders::ApiResult;
 use crate::store::operator::{AlertFilter, CancelRequest, ResolveRequest, RetireRequest};
 
 /// The operator routes (under `/api`, behind the Bearer middleware): operators only.
@@ -103,20 +103,13 @@ pub async fn list_alerts(
         .map(str::parse::<AlertKind>)
         .transpose()
         .map_err(|e| ApiError::Validation(e.to_string()))?;
-    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
-    if limit < 1 {
-        return Err(ApiError::Validation("limit must be at least 1".into()));
-    }
-    let offset = q.offset.unwrap_or(0);
-    if offset < 0 {
-        return Err(ApiError::Validation("offset must not be negative".into()));
-    }
+    let (limit, offset) = crate::http::extract::page_bounds(q.limit, q.offset)?;
     let page = st
         .ops
         .alert_list(AlertFilter {
             open_only,
             kind,
-            limit: limit.min(MAX_LIMIT),
+            limit,
             offset,
         })
         .await?;

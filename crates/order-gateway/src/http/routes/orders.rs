@@ -518,20 +518,13 @@ pub async fn list(
     if let Some(site) = &q.site {
         check_site(site)?;
     }
-    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
-    if limit < 1 {
-        return Err(ApiError::Validation("limit must be at least 1".into()));
-    }
-    let offset = q.offset.unwrap_or(0);
-    if offset < 0 {
-        return Err(ApiError::Validation("offset must not be negative".into()));
-    }
+    let (limit, offset) = crate::http::extract::page_bounds(q.limit, q.offset)?;
     let page = st
         .store
         .task_list(TaskFilter {
             status,
             site: q.site,
-            limit: limit.min(MAX_LIMIT),
+            limit,
             offset,
         })
         .await?;

@@ -13,7 +13,7 @@ use rakuten_types::{Envelope, QueryId, WorkerId};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::orders::{ApiResult, DEFAULT_LIMIT, MAX_LIMIT, check_site, lease_wait_and_site};
+use super::orders::{ApiResult, check_site, lease_wait_and_site};
 use crate::http::AppState;
 use crate::http::auth::{Role, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
@@ -275,20 +275,13 @@ pub async fn list(
         .map(str::parse::<QueryKind>)
         .transpose()
         .map_err(ApiError::Validation)?;
-    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
-    if limit < 1 {
-        return Err(ApiError::Validation("limit must be at least 1".into()));
-    }
-    let offset = q.offset.unwrap_or(0);
-    if offset < 0 {
-        return Err(ApiError::Validation("offset must not be negative".into()));
-    }
+    let (limit, offset) = crate::http::extract::page_bounds(q.limit, q.offset)?;
     let page = st
         .queries
         .query_list(QueryFilter {
             status,
             kind,
-            limit: limit.min(MAX_LIMIT),
+            limit,
             offset,
         })
         .await?;
