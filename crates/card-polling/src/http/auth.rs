@@ -19,10 +19,15 @@ impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts
+        let mut headers = parts
             .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .ok_or_else(ApiError::unauthorized)?;
+            .get_all(axum::http::header::AUTHORIZATION)
+            .iter();
+        let header = headers.next().ok_or_else(ApiError::unauthorized)?;
+        if headers.next().is_some() {
+            // Two credentials: which one a proxy or log reader takes differs, so neither counts.
+            return Err(ApiError::unauthorized());
+        }
         if header.len() > MAX_AUTH_HEADER {
             return Err(ApiError::unauthorized());
         }

@@ -61,6 +61,16 @@ async fn missing_or_wrong_tokens_get_401_in_the_envelope() {
     let (s, v) = app.get("/health", "whatever").await;
     assert_eq!(s, 401);
     assert_envelope(&v, 1001);
+    // New-user trial: with two Authorization headers the first one won; neither counts now.
+    let r = app
+        .client
+        .get(format!("{}/api/priority-items", app.base))
+        .header("authorization", format!("Bearer {PLATFORM}"))
+        .header("authorization", "Bearer not-a-real-token-at-all")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
 }
 
 #[tokio::test]

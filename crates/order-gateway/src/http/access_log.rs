@@ -27,6 +27,15 @@ fn clip(s: &str) -> String {
     s.chars().take(ID_MAX_CHARS).collect()
 }
 
+/// The segment of `path` where the route pattern has `name` (`{task_id}`), clipped.
+fn segment(route: &str, path: &str, name: &str) -> Option<String> {
+    route
+        .split('/')
+        .zip(path.split('/'))
+        .find(|(pat, _)| *pat == name)
+        .map(|(_, v)| clip(v))
+}
+
 /// The middleware (`axum::middleware::from_fn`).
 pub async fn access_log(matched: Option<MatchedPath>, req: Request, next: Next) -> Response {
     let started = Instant::now();
@@ -36,11 +45,11 @@ pub async fn access_log(matched: Option<MatchedPath>, req: Request, next: Next) 
         .map_or("(unmatched)", MatchedPath::as_str)
         .to_owned();
     // The path segment where the route pattern has `{task_id}` / `{query_id}`.
-    let id = route
-        .split('/')
-        .zip(req.uri().path().split('/'))
-        .find(|(pat, _)| matches!(*pat, "{task_id}" | "{query_id}"))
-        .map(|(_, v)| clip(v));
+    let path = req.uri().path();
+    let (task_id, query_id) = (
+        segment(&route, path, "{task_id}"),
+        segment(&route, path, "{query_id}"),
+    );
     let mut worker = req.uri().query().and_then(|q| {
         q.split('&')
             .filter_map(|kv| kv.split_once('='))
@@ -76,7 +85,8 @@ pub async fn access_log(matched: Option<MatchedPath>, req: Request, next: Next) 
         route = %route,
         status = res.status().as_u16(),
         latency_ms = (latency_ms * 10.0).round() / 10.0,
-        task_id = id.as_deref().unwrap_or(""),
+        task_id = task_id.as_deref().unwrap_or(""),
+        query_id = query_id.as_deref().unwrap_or(""),
         worker_id = worker.as_deref().unwrap_or(""),
         "request"
     );

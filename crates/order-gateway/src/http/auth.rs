@@ -48,7 +48,12 @@ pub fn guarded(table: Vec<Guarded>) -> Router<AppState> {
 
 /// The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive.
 pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let mut values = headers.get_all(AUTHORIZATION).iter();
+    let value = values.next()?.to_str().ok()?;
+    if values.next().is_some() {
+        // Two credentials: which one a proxy or log reader takes differs, so neither counts.
+        return None;
+    }
     let (scheme, token) = value.trim_start().split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
@@ -132,5 +137,14 @@ mod tests {
             h.insert(AUTHORIZATION, HeaderValue::from_static(value));
             assert_eq!(bearer_token(&h), want, "{value:?}");
         }
+    }
+
+    /// New-user trial: with two `Authorization` headers the first one won.
+    #[test]
+    fn two_authorization_headers_are_no_token() {
+        let mut h = HeaderMap::new();
+        h.append(AUTHORIZATION, HeaderValue::from_static("Bearer good"));
+        h.append(AUTHORIZATION, HeaderValue::from_static("Bearer other"));
+        assert_eq!(bearer_token(&h), None);
     }
 }

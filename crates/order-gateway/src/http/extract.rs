@@ -39,7 +39,14 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
 
 /// Strict: a key repeated in one object, at any depth, is a 422 (issue #12: two parsers must
 /// not read two different spending limits from one body).
+/// Every body of this API is an object; serde would otherwise read `[]` as a struct written as a
+/// sequence and answer "invalid length 0, expected struct SubmitOrder with 3 elements".
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::Validation(
+            "the request body must be a JSON object ({...})".into(),
+        ));
+    }
     rakuten_edge::json::from_slice(bytes)
         .map_err(|e| ApiError::Validation(short(format!("invalid JSON body: {e}"))))
 }

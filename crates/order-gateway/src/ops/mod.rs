@@ -261,12 +261,16 @@ impl OpsCommand {
                 reason,
             } => {
                 let id = arg("task id", TaskId::parse(id))?;
-                let outcome = arg("--outcome", outcome.parse::<Outcome>())?;
-                if outcome == Outcome::NeedsHuman {
-                    return Err(Failure::Usage(
-                        "--outcome must be succeeded or failed".into(),
-                    ));
-                }
+                // Only the two outcomes a person may set; the message names them, not the
+                // whole status vocabulary the parser would list.
+                let outcome = match outcome.parse::<Outcome>() {
+                    Ok(o @ (Outcome::Succeeded | Outcome::Failed)) => o,
+                    _ => {
+                        return Err(Failure::Usage(format!(
+                            "--outcome must be succeeded or failed, not {outcome:?}"
+                        )));
+                    }
+                };
                 let state = match state {
                     Some(s) => Some(arg("--state", s.parse::<OrderState>())?),
                     None => None,

@@ -134,13 +134,31 @@ pub fn validate_submit(kind: &str, params: &Value) -> Result<(QueryKind, String)
     Ok((kind, json))
 }
 
+/// The result must be one of the §11.3 shapes, named by its `kind`: a result without `orders` or
+/// `window_fully_covered` would tell upstream nothing while looking like a success (new-user
+/// trial). Checked, not rewritten: the result is stored as the worker sent it.
+fn check_result_shape(obj: &serde_json::Map<String, Value>) -> Result<(), InputError> {
+    use rakuten_types::query::{OrderDetailResult, OrderListResult};
+    let value = Value::Object(obj.clone());
+    let checked = match obj.get("kind").and_then(Value::as_str) {
+        Some("order_list") => serde_json::from_value::<OrderListResult>(value).map(drop),
+        Some("order_detail") => serde_json::from_value::<OrderDetailResult>(value).map(drop),
+        _ => {
+            return Err(invalid(
+                "result.kind must be order_list or order_detail (§11.3)",
+            ));
+        }
+    };
+    checked.map_err(|e| invalid(format!("result does not have the §11.3 shape: {e}")))
+}
+
 /// Turns a worker's result into what is stored (§11.3): a success result must be a JSON object;
 /// over `max_bytes` serialized → `raw_pages` (order_list) emptied and `raw` (order_detail) nulled,
 /// `raw_omitted: true` set in it; still over → a failure ("result too large", code 1004) so
 /// upstream narrows the window and resubmits. A failure keeps its code unchanged.
 ///
 /// # Errors
-/// [`InputError::Invalid`] for a malformed result (missing object, fields on the wrong side,
+/// [`InputError::Invalid`] for a malformed result (missing object, not a §11.3 shape, fields on the wrong side,
 /// over-long message).
 pub fn prepare_result(
     success: bool,
@@ -180,6 +198,7 @@ pub fn prepare_result(
     let Some(Value::Object(mut obj)) = result else {
         return Err(invalid("success=true needs a result object"));
     };
+    check_result_shape(&obj)?;
     let full = serde_json::to_string(&obj).map_err(|e| invalid(e.to_string()))?;
     if full.len() <= max_bytes {
         return Ok(QueryOutcome::Success {

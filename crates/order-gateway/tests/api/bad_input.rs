@@ -607,3 +607,28 @@ async fn an_infinite_wait_is_refused_with_a_clear_message() {
         );
     }
 }
+
+/// New-user trial: `[]` was answered "invalid length 0, expected struct SubmitOrder with 3
+/// elements", which names Rust internals instead of the mistake.
+#[tokio::test]
+async fn a_body_that_is_not_an_object_says_so() {
+    let app = spawn_app().await;
+    for body in ["[]", "[1,2,3]", "\"po-1\"", "  7"] {
+        let a = answer(
+            app.client
+                .post(app.url("/api/orders"))
+                .bearer_auth(TOKEN)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        a.assert_err(422, 1003);
+        assert_eq!(
+            a.body["msg"], "the request body must be a JSON object ({...})",
+            "{body}"
+        );
+    }
+}

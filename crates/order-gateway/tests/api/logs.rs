@@ -109,6 +109,7 @@ async fn json_logs_have_a_start_line_and_one_line_per_request_without_the_token(
     assert_eq!(f(1)["worker_id"], "w-log");
     assert_eq!(f(2)["route"], "/api/orders/{task_id}/report");
     assert_eq!(f(2)["task_id"], "po-log");
+    assert_eq!(f(2)["query_id"], "", "a task route has no query id");
     assert_eq!(f(2)["worker_id"], "w-log");
     for l in &lines {
         assert!(

@@ -38,6 +38,18 @@ async fn ops_alerts_resolve_cancel_workers_and_retire_work_against_a_gateway() {
     )
     .await;
     assert_eq!(r.code, 2, "{}", r.stderr);
+    // New-user trial: `--outcome bogus` answered "unknown status".
+    let r = ops(
+        &app,
+        &["resolve", "po-cli", "--outcome", "bogus", "--reason", "x"],
+    )
+    .await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--outcome must be succeeded or failed"),
+        "{}",
+        r.stderr
+    );
     let args = [
         "resolve",
         "po-cli",

@@ -296,7 +296,7 @@ async fn terminal_queries_past_retention_are_purged_in_flight_ones_kept() {
     app.query("aq-failed").await.assert_err(404, 6005);
     app.query_result(
         "aq-done",
-        json!({"worker_id": "w1", "success": true, "result": {}}),
+        json!({"worker_id": "w1", "success": true, "result": list_result(json!({}))}),
     )
     .await
     .assert_err(404, 6005);
@@ -452,6 +452,10 @@ async fn bad_results_are_422_and_change_nothing() {
         json!({"lease_token": t, "success": false}),
         json!({"worker_id": "w1", "lease_token": "", "success": false}),
         json!({"worker_id": "w1", "success": "yes"}),
+        // New-user trial: a success without the §11.3 fields was accepted.
+        json!({"worker_id": "w1", "lease_token": t, "success": true, "result": {"kind": "order_list"}}),
+        json!({"worker_id": "w1", "lease_token": t, "success": true, "result": {"kind": "order_detail", "found": true}}),
+        json!({"worker_id": "w1", "lease_token": t, "success": true, "result": {"kind": "other"}}),
     ] {
         app.query_result("aq-1", body.clone())
             .await
