@@ -53,11 +53,19 @@ impl std::fmt::Debug for Application {
 pub async fn connect_hints(settings: &Settings) -> anyhow::Result<Hints> {
     let channel: Arc<dyn QueueChannel> = match &settings.hint_channel {
         HintChannelSetting::Memory => Arc::new(MemoryChannel::default()),
-        HintChannelSetting::Redis(url) => Arc::new(
-            RedisChannel::connect(url.expose())
-                .await
-                .context("connecting the Redis hint channel")?,
-        ),
+        HintChannelSetting::Redis(url) => {
+            let ca = match &settings.redis_ca_path {
+                Some(path) => Some(std::fs::read(path).with_context(|| {
+                    format!("reading RAKUTEN_POLL_REDIS_CA_PATH {}", path.display())
+                })?),
+                None => None,
+            };
+            Arc::new(
+                RedisChannel::connect(url.expose(), ca)
+                    .await
+                    .context("connecting the Redis hint channel")?,
+            )
+        }
     };
     Ok(Hints::new(channel, settings.hint_prefix.clone()))
 }

@@ -162,6 +162,10 @@ pub struct Settings {
     /// Hint channel: `memory` (in-process) or a Redis URL (`redis://127.0.0.1:6379/`).
     #[arg(long, env = "RAKUTEN_POLL_HINT_CHANNEL", default_value = "memory", hide_env_values = true, value_parser = parse_hint_channel)]
     pub hint_channel: HintChannelSetting,
+    /// CA certificate (PEM) that a `rediss://` hint channel's server certificate must chain to,
+    /// instead of the system's trust store (a private CA of a managed Redis, or a test CA).
+    #[arg(long, env = "RAKUTEN_POLL_REDIS_CA_PATH")]
+    pub redis_ca_path: Option<PathBuf>,
     /// Prefix of the hint and manual lane keys (`{prefix}poll:hint:{type}`).
     #[arg(long, env = "RAKUTEN_POLL_HINT_PREFIX", default_value = "card-polling:", value_parser = parse_prefix)]
     pub hint_prefix: String,
@@ -288,6 +292,7 @@ impl Settings {
             executor_batch: 1000,
             executor_concurrency: 16,
             hint_channel: HintChannelSetting::Memory,
+            redis_ca_path: None,
             hint_prefix: String::new(),
             shards: 4,
             shard_batch: 500,

@@ -24,12 +24,24 @@ fn err(e: redis::RedisError) -> ChannelError {
 }
 
 impl RedisChannel {
-    /// Connects (and answers a `PING`) within [`super::CONNECT_TIMEOUT`].
+    /// Connects (and answers a `PING`) within [`super::CONNECT_TIMEOUT`]. A `rediss://` URL
+    /// speaks TLS (rustls) and verifies the server against `ca_pem` when given (PEM bytes of the
+    /// CA), else against the system's trust store.
     ///
     /// # Errors
-    /// A bad URL, or Redis not answering.
-    pub async fn connect(url: &str) -> Result<Self, ChannelError> {
-        let client = redis::Client::open(url).map_err(err)?;
+    /// A bad URL or CA, a server certificate that does not verify, or Redis not answering.
+    pub async fn connect(url: &str, ca_pem: Option<Vec<u8>>) -> Result<Self, ChannelError> {
+        let client = match ca_pem {
+            Some(root_cert) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root_cert),
+                },
+            ),
+            None => redis::Client::open(url),
+        }
+        .map_err(err)?;
         let connect = async {
             let mut conn = client.get_connection_manager().await.map_err(err)?;
             let _: String = redis::cmd("PING")

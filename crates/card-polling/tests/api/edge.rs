@@ -225,28 +225,114 @@ async fn card_polling_over_tls_answers_a_client_trusting_its_ca() {
 
 /// `rediss://` is accepted and speaks TLS: against the machine's plain-text Redis the handshake
 /// fails (it would connect in clear text, or refuse the scheme, without TLS support).
+/// A `redis-server` speaking only TLS on a free port, with a leaf of `ca` for 127.0.0.1. Redis
+/// cannot bind port 0 and report it, so a port is picked and the start retried on a clash.
+struct TlsRedis {
+    child: Child,
+    port: u16,
+}
+
+impl TlsRedis {
+    async fn start(dir: &Path, ca: &TestCa) -> TlsRedis {
+        let files = ca.write_leaf(dir);
+        let ca_file = dir.join("redis-ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        for _ in 0..10 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut child = Command::new("redis-server")
+                .args(["--port", "0", "--tls-port", &port.to_string()])
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .arg("--tls-cert-file")
+                .arg(&files.cert)
+                .arg("--tls-key-file")
+                .arg(&files.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&ca_file)
+                .args(["--tls-auth-clients", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server must be installed (the machine's Redis package)");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if child.try_wait().unwrap().is_some() {
+                    break; // the port was taken meanwhile: try another
+                }
+                if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                    return TlsRedis { child, port };
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("redis-server with TLS did not start on any of 10 ports");
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue #12 item 1: `rediss://` speaks TLS to a real TLS Redis and verifies its certificate
+/// against `RAKUTEN_POLL_REDIS_CA_PATH` (earlier only the handshake against a plain-text Redis was
+/// tried).
 #[tokio::test]
 async fn a_rediss_url_speaks_tls_to_redis() {
-    let plain = redis_url();
-    let tls = plain.replacen("redis://", "rediss://", 1);
     let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("redis test CA");
+    let redis = TlsRedis::start(dir.path(), &ca).await;
+    let url = format!("rediss://127.0.0.1:{}/", redis.port);
     let mut s = card_polling::Settings::for_tests(dir.path().join("cp.db"), ADMIN);
-    s.hint_channel =
-        card_polling::settings::HintChannelSetting::Redis(card_polling::settings::Secret::new(tls));
-    let e = tokio::time::timeout(
-        Duration::from_secs(20),
-        card_polling::app::connect_hints(&s),
-    )
-    .await
-    .expect("the TLS attempt ends")
-    .expect_err("a TLS handshake with a plain-text Redis fails");
+    s.hint_channel = card_polling::settings::HintChannelSetting::Redis(
+        card_polling::settings::Secret::new(url.clone()),
+    );
+    let connect = |s: card_polling::Settings| async move {
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            card_polling::app::connect_hints(&s),
+        )
+        .await
+        .expect("the TLS attempt ends")
+    };
+
+    // Trusting the test CA: connected over TLS, and Redis answered its PING.
+    let ca_file = dir.path().join("trusted-ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    s.redis_ca_path = Some(ca_file);
+    connect(s.clone())
+        .await
+        .expect("rediss:// with the CA file");
+
+    // The system roots do not know the test CA: the certificate is refused.
+    s.redis_ca_path = None;
+    let e = connect(s.clone())
+        .await
+        .expect_err("a server certificate of an unknown CA is refused");
     let msg = format!("{e:#}");
     assert!(!msg.contains("feature"), "TLS support missing: {msg}");
-    // The same server over redis:// works.
+
+    // Nor does another CA.
+    let other = dir.path().join("other-ca.pem");
+    std::fs::write(&other, TestCa::new("another CA").pem()).unwrap();
+    s.redis_ca_path = Some(other);
+    connect(s.clone())
+        .await
+        .expect_err("a server certificate of another CA is refused");
+
+    // Plain redis:// to the machine's Redis still works.
+    s.redis_ca_path = None;
     s.hint_channel = card_polling::settings::HintChannelSetting::Redis(
-        card_polling::settings::Secret::new(plain),
+        card_polling::settings::Secret::new(redis_url()),
     );
-    card_polling::app::connect_hints(&s)
+    connect(s)
         .await
         .expect("Redis must be running (REDIS_URL_TEST)");
 }
