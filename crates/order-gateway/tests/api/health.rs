@@ -142,4 +142,10 @@ async fn an_offline_worker_and_its_alert_stay_in_view_past_a_thousand_workers() 
         alert_kinds(d),
         [("worker_offline".to_owned(), "zz-real".to_owned())]
     );
+    // The operator's worker list had the same bound without an order: an arbitrary 1,000 rows.
+    let ws = crate::helpers::answer(app.get("/api/workers").send().await.unwrap()).await;
+    let ws = ws.assert_ok();
+    assert_eq!(ws.as_array().unwrap().len(), 1000);
+    assert_eq!(ws[0]["worker_id"], "zz-real", "offline first: {}", ws[0]);
+    assert_eq!(ws[0]["offline"], true);
 }

@@ -203,7 +203,8 @@ pub async fn cancel(
     Ok(Json(Envelope::ok(ack)))
 }
 
-/// Every known worker, retired ones included, by id.
+/// Known workers, at most 1,000: serving ones first, the longest silent first (so an offline
+/// worker is never the one past the bound), then retired ones.
 #[utoipa::path(
     get, path = "/api/workers", tag = "operator",
     responses((status = 200, body = Envelope<Vec<WorkerView>>)),

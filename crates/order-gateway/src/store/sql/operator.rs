@@ -21,6 +21,7 @@ use crate::store::operator::{
     OutboxItem, ResolveRequest, RetireRequest, StaleEvidence, WorkerRow,
 };
 use super::{Conn, Db, Store};
+use crate::store::dialect::Dialect;
 use crate::store::operator::{
     Cause, LOGGED_OUT, OperatorStore, WATCHED_SITE, needs_human_summary, notice, webhook_host,
 };
@@ -789,13 +790,22 @@ pub(crate) async fn task_evidence_queries(
         .collect()
 }
 
+/// Most workers `GET /api/workers` and the console list.
+pub(crate) const WORKERS_LISTED: usize = 1000;
+
 pub(crate) async fn worker_list(conn: &mut Conn) -> Result<Vec<WorkerRow>, StoreError> {
-    let mut rows = sqlx::query(
+    // Past the bound, what is cut must be the least interesting: serving workers before retired
+    // ones, the longest silent first (so an offline worker is never the one cut, as on /health).
+    let sql = format!(
         "SELECT w.worker_id, w.last_seen_at, w.retired_at, \
          (SELECT t.task_id FROM tasks t WHERE t.status IN ('leased','running') \
           AND t.lease_owner = w.worker_id LIMIT 1) AS active_task \
-         FROM workers w LIMIT 1000",
-    )
+         FROM workers w \
+         ORDER BY CASE WHEN w.retired_at IS NULL THEN 0 ELSE 1 END, w.last_seen_at, \
+         w.worker_id{} LIMIT {WORKERS_LISTED}",
+        Db::BYTE_ORDER
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
     .fetch_all(&mut *conn)
     .await?
     .iter()
@@ -812,8 +822,6 @@ pub(crate) async fn worker_list(conn: &mut Conn) -> Result<Vec<WorkerRow>, Store
         })
     })
     .collect::<Result<Vec<_>, StoreError>>()?;
-    // Byte order on both engines (PostgreSQL would sort by the database's locale).
-    rows.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
     Ok(rows)
 }
 
