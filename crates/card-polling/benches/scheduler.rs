@@ -5,11 +5,20 @@
 //! Redis.
 //!
 //! Run: `cargo bench -p card-polling --bench scheduler -- --cards 1000000 --secs 60`
-//! Options: `--cards N`, `--secs S` (measured seconds per backend, default 60), `--rate R`
-//! (priority enqueues per second, default 20), `--latency-ms L` (simulated carrier latency,
-//! default 20), `--concurrency C` (executions per task type, default 128), `--redis URL`
-//! (default `redis://127.0.0.1:6379/`), `--dir PATH` (database directory, default temp dir),
-//! `--backpressure N` (shard queue depth threshold, default 2,000), `--shard-batch N` (default 500).
+//!
+//! The service's settings are its **production defaults** (what `card-polling serve` would run
+//! with, `RAKUTEN_POLL_*` variables included), except the simulated carrier's latency (20 ms) and
+//! what a flag below sets. Options: `--cards N`, `--secs S` (measured seconds per hint channel,
+//! default 60), `--rate R` (priority enqueues per second, default 20), `--latency-ms L` (simulated
+//! carrier latency, default 20), `--hints memory|redis|both` (default both), `--redis URL`
+//! (default `redis://127.0.0.1:6379/`), `--dir PATH` (database directory, default temp dir), and
+//! overrides of the settings `--concurrency C` (executions per task type), `--backpressure N`
+//! (shard queue depth threshold), `--shard-batch N`.
+//!
+//! Each run (one per hint channel) ends with one line holding a JSON object with `cards`,
+//! `secs`, `backend`, `hints`, `instances`, `due_polls_per_s`, `executed_polls_per_s`,
+//! `priority_p50_ms`, `priority_p99_ms`, `cycle_p99_ms`, so the last line of the output is the
+//! last run's figures, for scripts that compare runs.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -32,11 +41,33 @@ struct Opts {
     secs: u64,
     rate: u64,
     latency_ms: u64,
-    concurrency: u64,
+    concurrency: Option<u64>,
+    hints: Vec<&'static str>,
     redis: String,
     dir: std::path::PathBuf,
-    backpressure: u64,
-    shard_batch: i64,
+    backpressure: Option<u64>,
+    shard_batch: Option<i64>,
+}
+
+/// `card-polling serve`'s settings as the binary would parse them with no flags.
+#[derive(clap::Parser)]
+struct Defaults {
+    #[command(flatten)]
+    settings: Settings,
+}
+
+fn production_settings(db: &std::path::Path) -> Settings {
+    use clap::Parser;
+    let db = db.display().to_string();
+    Defaults::try_parse_from([
+        "bench",
+        "--db-path",
+        db.as_str(),
+        "--admin-token",
+        "bench-admin-token-0123",
+    ])
+    .expect("the service's default settings parse")
+    .settings
 }
 
 fn opts() -> Opts {
@@ -45,11 +76,12 @@ fn opts() -> Opts {
         secs: 60,
         rate: 20,
         latency_ms: 20,
-        concurrency: 128,
+        concurrency: None,
+        hints: vec!["memory", "redis"],
         redis: "redis://127.0.0.1:6379/".into(),
         dir: std::env::temp_dir(),
-        backpressure: 2000,
-        shard_batch: 500,
+        backpressure: None,
+        shard_batch: None,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -60,10 +92,18 @@ fn opts() -> Opts {
             "--secs" => o.secs = val.parse().expect("--secs S"),
             "--rate" => o.rate = val.parse().expect("--rate R"),
             "--latency-ms" => o.latency_ms = val.parse().expect("--latency-ms L"),
-            "--concurrency" => o.concurrency = val.parse().expect("--concurrency C"),
+            "--concurrency" => o.concurrency = Some(val.parse().expect("--concurrency C")),
+            "--hints" => {
+                o.hints = match val.as_str() {
+                    "memory" => vec!["memory"],
+                    "redis" => vec!["redis"],
+                    "both" => vec!["memory", "redis"],
+                    other => panic!("--hints memory|redis|both, not {other:?}"),
+                }
+            }
             "--redis" => o.redis = val,
-            "--backpressure" => o.backpressure = val.parse().expect("--backpressure N"),
-            "--shard-batch" => o.shard_batch = val.parse().expect("--shard-batch N"),
+            "--backpressure" => o.backpressure = Some(val.parse().expect("--backpressure N")),
+            "--shard-batch" => o.shard_batch = Some(val.parse().expect("--shard-batch N")),
             "--dir" => o.dir = val.into(),
             _ => {
                 i += 1;
@@ -155,13 +195,28 @@ async fn import(app: &Application, cards: usize) {
 }
 
 async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
-    let mut settings = Settings::for_tests(db.to_path_buf(), "bench-admin-token-0123");
-    settings.shards = 16;
-    settings.shard_batch = o.shard_batch;
-    settings.backpressure_depth = o.backpressure;
-    settings.executor_tick_ms = 250;
-    settings.executor_concurrency = o.concurrency;
+    let mut settings = production_settings(db);
+    if let Some(v) = o.shard_batch {
+        settings.shard_batch = v;
+    }
+    if let Some(v) = o.backpressure {
+        settings.backpressure_depth = v;
+    }
+    if let Some(v) = o.concurrency {
+        settings.executor_concurrency = v;
+    }
     settings.sim_latency_ms = o.latency_ms;
+    if first {
+        println!(
+            "settings: shards={} shard_batch={} backpressure_depth={} drain_max={} executor_concurrency={}/type executor_tick_ms={}",
+            settings.shards,
+            settings.shard_batch,
+            settings.backpressure_depth,
+            settings.drain_max,
+            settings.executor_concurrency,
+            settings.executor_tick_ms
+        );
+    }
     if backend == "redis" {
         settings.hint_channel = HintChannelSetting::Redis(Secret::new(o.redis.clone()));
         settings.hint_prefix = format!("card-polling-bench:{}:", uuid::Uuid::now_v7());
@@ -340,6 +395,21 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
             d.task_type, d.ordinary, d.priority, d.manual, d.in_flight
         );
     }
+    println!(
+        "{}",
+        serde_json::json!({
+            "cards": o.cards,
+            "secs": o.secs,
+            "backend": "sqlite",
+            "hints": backend,
+            "instances": 1,
+            "due_polls_per_s": (due_rate * 10.0).round() / 10.0,
+            "executed_polls_per_s": (executed as f64 / elapsed * 10.0).round() / 10.0,
+            "priority_p50_ms": pct(&mut lat, 0.5),
+            "priority_p99_ms": pct(&mut lat, 0.99),
+            "cycle_p99_ms": pct(&mut cyc, 0.99).map(|us| us as f64 / 1000.0),
+        })
+    );
 }
 
 #[tokio::main]
@@ -347,14 +417,12 @@ async fn main() {
     let o = opts();
     let dir = tempfile::tempdir_in(&o.dir).expect("bench dir");
     println!(
-        "card-polling scheduler bench: cards={} secs={} rate={}/s latency={} ms concurrency={}/type backpressure={} shard_batch={} dir={}",
+        "card-polling scheduler bench: cards={} secs={} rate={}/s latency={} ms hints={:?} dir={}",
         o.cards,
         o.secs,
         o.rate,
         o.latency_ms,
-        o.concurrency,
-        o.backpressure,
-        o.shard_batch,
+        o.hints,
         dir.path().display()
     );
     println!(
@@ -362,6 +430,7 @@ async fn main() {
         fsync_rate(dir.path())
     );
     let db = dir.path().join("bench.db");
-    run(&o, &db, "memory", true).await;
-    run(&o, &db, "redis", false).await;
+    for (i, hints) in o.hints.iter().enumerate() {
+        run(&o, &db, hints, i == 0).await;
+    }
 }
