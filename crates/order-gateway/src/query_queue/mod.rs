@@ -336,7 +336,11 @@ mod tests {
     #[test]
     fn oversized_results_lose_raw_first_then_fail() {
         let big = "x".repeat(5000);
-        let r = json!({"kind": "order_list", "orders": [], "raw_pages": [big]});
+        let list = |orders: Value, raw_pages: Value| {
+            json!({"kind": "order_list", "since": null, "max_pages": 1,
+                   "window_fully_covered": true, "orders": orders, "raw_pages": raw_pages})
+        };
+        let r = list(json!([]), json!([big]));
         match prepare_result(true, Some(r.clone()), None, None, 1024).unwrap() {
             QueryOutcome::Success {
                 result_json,
@@ -349,7 +353,9 @@ mod tests {
             }
             o => panic!("{o:?}"),
         }
-        let r = json!({"kind": "order_list", "orders": [big], "raw_pages": []});
+        let order = json!({"order_number": "1-2-3", "order_date": "2026-08-01T00:00:00Z",
+                           "shop_id": 1, "shop_name": big, "items": []});
+        let r = list(json!([order]), json!([]));
         assert!(matches!(
             prepare_result(true, Some(r), None, None, 1024).unwrap(),
             QueryOutcome::Failure {
