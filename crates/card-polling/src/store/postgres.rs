@@ -34,6 +34,10 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
     ),
 ];
 
+/// How long start-up waits for another instance's migrations (sqlx's advisory lock) before it
+/// gives up.
+const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
+
 impl PgStore {
     /// Connects to `url` (optionally `?options=-c%20search_path%3D…`) and runs the migrations
     /// (serialized between instances by sqlx's advisory lock).
@@ -51,17 +55,31 @@ impl PgStore {
     /// # Errors
     /// When PostgreSQL is unreachable or a migration fails.
     pub async fn open_with(url: &str, lock_timeout: Duration) -> Result<Self, sqlx::Error> {
-        let opts = PgConnectOptions::from_str(url)?
-            .application_name("card-polling")
-            .options([
-                ("lock_timeout", format!("{}ms", lock_timeout.as_millis())),
-                ("statement_timeout", "30s".to_owned()),
-            ]);
+        let base = PgConnectOptions::from_str(url)?.application_name("card-polling");
+        // Migrations run on their own connection without the request bounds: an instance starting
+        // beside another must wait for that one's migration lock (a CI failure: the 0.3 s request
+        // lock_timeout cancelled the wait), and a migration may rewrite a large table.
+        let migrating = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(base.clone().options([
+                (
+                    "lock_timeout",
+                    format!("{}ms", MIGRATION_LOCK_TIMEOUT.as_millis()),
+                ),
+                ("statement_timeout", "0".to_owned()),
+            ]))
+            .await?;
+        let migrated = Self::run_migrations(&migrating, MIGRATIONS).await;
+        migrating.close().await;
+        migrated?;
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(lock_timeout)
-            .connect_with(opts)
+            .connect_with(base.options([
+                ("lock_timeout", format!("{}ms", lock_timeout.as_millis())),
+                ("statement_timeout", "30s".to_owned()),
+            ]))
             .await?;
-        Self::migrate(pool, MIGRATIONS).await
+        Ok(Self::from_migrated(pool))
     }
 }

@@ -59,6 +59,7 @@ impl SqliteStore {
             .acquire_timeout(lock_timeout)
             .connect_with(opts)
             .await?;
-        Self::migrate(pool, MIGRATIONS).await
+        Self::run_migrations(&pool, MIGRATIONS).await?;
+        Ok(Self::from_migrated(pool))
     }
 }

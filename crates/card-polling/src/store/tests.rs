@@ -562,3 +562,30 @@ async fn host_domain_payments_bindings_triggers_and_close(h: &Harness) {
         Err(StoreError::NotFound)
     ));
 }
+
+/// CI failure: an instance started with a 0.3 s request lock timeout while another session held
+/// the migration table; `lock_timeout` cancelled its migration and start-up failed. Migrations now
+/// wait on their own session; only requests are bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_waits_for_another_instances_migration_past_the_request_lock_timeout() {
+    let schema = Schema::new().await;
+    drop(PgStore::open(&schema.url).await.unwrap());
+    let mut other = sqlx::PgConnection::connect(&schema.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut other).await.unwrap();
+    sqlx::query("LOCK TABLE _sqlx_migrations IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let url = schema.url.clone();
+    let opening =
+        tokio::spawn(async move { PgStore::open_with(&url, Duration::from_millis(300)).await });
+    // Longer than the request lock timeout: the old start-up had failed by now.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!opening.is_finished(), "start-up did not wait for the lock");
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    let store = tokio::time::timeout(Duration::from_secs(60), opening)
+        .await
+        .expect("start-up ends once the lock is gone")
+        .unwrap();
+    assert!(store.is_ok(), "{:?}", store.err());
+}

@@ -67,22 +67,26 @@ pub struct SqlStore {
 }
 
 impl SqlStore {
-    /// Runs the embedded `migrations` on `pool` and wraps it.
-    pub(crate) async fn migrate(
-        pool: Pool,
+    /// Applies `migrations` through `pool` (serialized between instances by sqlx's lock).
+    pub(crate) async fn run_migrations(
+        pool: &Pool,
         migrations: &'static [MigrationFile],
-    ) -> Result<Self, sqlx::Error> {
+    ) -> Result<(), sqlx::Error> {
         let migrator = sqlx::migrate::Migrator::new(Embedded(migrations))
             .await
             .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
         migrator
-            .run(&pool)
+            .run(pool)
             .await
-            .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
-        Ok(SqlStore {
+            .map_err(|e| sqlx::Error::Migrate(Box::new(e)))
+    }
+
+    /// A store over a pool whose database [`Self::run_migrations`] has brought up to date.
+    pub(crate) fn from_migrated(pool: Pool) -> Self {
+        SqlStore {
             pool,
             feature: Default::default(),
-        })
+        }
     }
 
     /// The pool (benchmarks and test fixtures insert rows in any state through it).
