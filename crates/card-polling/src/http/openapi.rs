@@ -98,7 +98,7 @@ fn ops() -> Vec<Op> {
                 "get",
                 "/health",
                 "health",
-                "liveness and queue depths per task type and lane",
+                "database reachability (503 when it cannot be read), open items by status, oldest pending age, queue depths",
                 None,
                 &[],
             )

@@ -590,6 +590,8 @@ pub trait Store: Send + Sync + 'static {
     async fn item_counts(&self) -> StoreResult<Vec<(String, String, i64)>>;
     /// Whether the database answers.
     async fn ping(&self) -> StoreResult<()>;
+    /// The open items by status and the oldest pending item's enqueue instant (`/health`).
+    async fn queue_health(&self) -> StoreResult<observe::QueueHealth>;
 
     // ---- service facts
     /// Records the priority feature's go-live instant on first start; returns the stored one.

@@ -131,6 +131,10 @@ impl Store for SqlStore {
         observe::ping(&self.pool).await
     }
 
+    async fn queue_health(&self) -> StoreResult<crate::store::observe::QueueHealth> {
+        observe::queue_health(&self.pool).await
+    }
+
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
         sqlx::query(
             "INSERT INTO meta (key, value) VALUES ('feature_enabled_at', $1) ON CONFLICT (key) DO NOTHING",
