@@ -83,15 +83,24 @@ impl Application {
     ) -> anyhow::Result<Self> {
         // PostgreSQL when `RAKUTEN_POLL_DB_URL` is set, else the SQLite file.
         let lock_timeout = std::time::Duration::from_millis(settings.db_lock_timeout_ms);
+        // The acting instance named on audit facts of system transitions (issue #14 item 6).
+        let instance = settings
+            .instance_id
+            .clone()
+            .unwrap_or_else(crate::instance::default_instance_id);
+        tracing::info!(%instance, "card-polling instance");
         let (sqlite, postgres, store): (_, _, Arc<dyn Store>) = match &settings.db_url {
             Some(url) => {
                 let pg = PgStore::open_with(url.expose(), lock_timeout)
                     .await
-                    .context("opening the PostgreSQL database (RAKUTEN_POLL_DB_URL)")?;
+                    .context("opening the PostgreSQL database (RAKUTEN_POLL_DB_URL)")?
+                    .with_instance(&instance);
                 (None, Some(pg.clone()), Arc::new(pg))
             }
             None => {
-                let sqlite = SqliteStore::open_with(&settings.db_path, lock_timeout).await?;
+                let sqlite = SqliteStore::open_with(&settings.db_path, lock_timeout)
+                    .await?
+                    .with_instance(&instance);
                 (Some(sqlite.clone()), None, Arc::new(sqlite))
             }
         };

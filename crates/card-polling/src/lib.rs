@@ -27,6 +27,8 @@
 //! - [`http`]: error, auth, extractors and one route file per resource.
 //! - [`console`]: the operator console at `/console` (issue #11): items, exceptions, queue depths
 //!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
+//! - [`instance`]: the per-process instance id and the claim-token fingerprint that audit facts
+//!   of system transitions record (issue #14 item 6).
 //! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]).
 //! - [`telemetry`]: `/metrics` (Prometheus text); probes `/livez`, `/readyz` are in
 //!   [`http::routes::health`].
@@ -37,6 +39,7 @@ pub mod domain;
 pub mod executor;
 pub mod hints;
 pub mod http;
+pub mod instance;
 pub mod jobs;
 pub mod manual_trigger;
 pub mod priority;

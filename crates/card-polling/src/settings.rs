@@ -199,6 +199,11 @@ pub struct Settings {
     /// Simulated carrier: ICCIDs it does not know (comma-separated).
     #[arg(long, env = "RAKUTEN_POLL_SIM_UNKNOWN_ICCIDS", value_delimiter = ',')]
     pub sim_unknown_iccids: Vec<String>,
+    /// This process's instance id, recorded on the audit facts of the transitions it makes
+    /// (claim, takeover, retry, failure, complete, expire); 1-64 printable ASCII characters.
+    /// Unset: `<hostname>-<pid>-<6 random hex>`, new at every start.
+    #[arg(long, env = "RAKUTEN_POLL_INSTANCE_ID", value_parser = crate::instance::parse_instance_id)]
+    pub instance_id: Option<String>,
     /// Signing key of the operator console's session cookies (issue #11); every instance must
     /// share it. Unset: a random key per process (sessions end at restart).
     #[arg(long, env = "RAKUTEN_POLL_CONSOLE_KEY", hide_env_values = true)]
@@ -304,6 +309,7 @@ impl Settings {
             sim_failure_rate: 0.0,
             sim_timeout_rate: 0.0,
             sim_unknown_iccids: vec![],
+            instance_id: None,
             console_key: None,
             edge: EdgeSettings::default(),
         }

@@ -466,6 +466,13 @@ pub struct ItemEventView {
     pub result: Option<String>,
     /// Time.
     pub at: Timestamp,
+    /// The scheduler/executor instance that made a system transition (claim, takeover, retry,
+    /// failure, complete, expire, fail_dequeue): `RAKUTEN_POLL_INSTANCE_ID` or
+    /// `<host>-<pid>-<hex>`; `null` on operator facts and on facts older than issue #14 item 6.
+    pub actor: Option<String>,
+    /// First 8 hex digits of the SHA-256 of the claim token the transition made or ended (never
+    /// the token); `null` where no claim is involved.
+    pub claim_fingerprint: Option<String>,
 }
 
 /// One integration interaction log row (summaries only).

@@ -32,6 +32,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "scheduler",
         include_str!("../../migrations/postgres/0002_scheduler.sql"),
     ),
+    (
+        3,
+        "audit actor",
+        include_str!("../../migrations/postgres/0003_audit_actor.sql"),
+    ),
 ];
 
 impl PgStore {

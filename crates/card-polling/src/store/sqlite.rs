@@ -27,6 +27,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "scheduler",
         include_str!("../../migrations/sqlite/0002_scheduler.sql"),
     ),
+    (
+        3,
+        "audit actor",
+        include_str!("../../migrations/sqlite/0003_audit_actor.sql"),
+    ),
 ];
 
 impl SqliteStore {

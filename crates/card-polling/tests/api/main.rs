@@ -18,6 +18,8 @@ macro_rules! scenarios {
         #[path = "helpers.rs"]
         mod helpers;
 
+        #[path = "audit.rs"]
+        mod audit;
         #[path = "claims.rs"]
         mod claims;
         #[path = "concurrency.rs"]

@@ -64,6 +64,8 @@ pub struct SqlStore {
     pool: Pool,
     // `meta.feature_enabled_at` never changes once written: read it once.
     feature: std::sync::Arc<std::sync::OnceLock<Timestamp>>,
+    // Written as `actor` on the audit facts of system transitions (issue #14 item 6).
+    instance: std::sync::Arc<str>,
 }
 
 impl SqlStore {
@@ -82,7 +84,20 @@ impl SqlStore {
         Ok(SqlStore {
             pool,
             feature: Default::default(),
+            instance: crate::instance::default_instance_id().into(),
         })
+    }
+
+    /// This store with `id` as the acting instance of the system transitions it writes
+    /// (`RAKUTEN_POLL_INSTANCE_ID`; [`crate::instance::default_instance_id`] until set).
+    pub fn with_instance(mut self, id: &str) -> Self {
+        self.instance = id.into();
+        self
+    }
+
+    /// The acting instance id written on audit facts of system transitions.
+    pub fn instance_id(&self) -> &str {
+        &self.instance
     }
 
     /// The pool (benchmarks and test fixtures insert rows in any state through it).
@@ -304,7 +319,7 @@ impl Store for SqlStore {
         let cutoff = now.minus(crate::priority::VALIDITY);
         let expired_before = (feature <= cutoff).then_some(cutoff);
         in_write_tx!(self, tx => {
-            items::claim(&mut tx, id, token, now, lease, expired_before).await?
+            items::claim(&mut tx, &self.instance, id, token, now, lease, expired_before).await?
         })
     }
 
@@ -328,7 +343,7 @@ impl Store for SqlStore {
         now: Timestamp,
     ) -> StoreResult<ItemStatus> {
         let out: Option<ItemStatus> =
-            in_write_tx!(self, tx => items::finish(&mut tx, claim, finish, logs, now).await?)?;
+            in_write_tx!(self, tx => items::finish(&mut tx, &self.instance, claim, finish, logs, now).await?)?;
         out.ok_or(StoreError::ClaimLost)
     }
 
@@ -355,7 +370,7 @@ impl Store for SqlStore {
         if feature > cutoff {
             return Ok(0);
         }
-        in_write_tx!(self, tx => items::mark_expired(&mut tx, now, cutoff, batch).await?)
+        in_write_tx!(self, tx => items::mark_expired(&mut tx, &self.instance, now, cutoff, batch).await?)
     }
 
     async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>> {
