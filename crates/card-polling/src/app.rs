@@ -1,6 +1,6 @@
 //! `Application::build`: opens the store, records the feature's go-live instant, syncs the
 //! ordinary polling schedule, connects the hint channel, binds the listener and wires the router,
-//! the executor pool, the scheduler and the expiry job.
+//! the executor pool, the scheduler, the expiry job and the retention job.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +19,7 @@ use crate::hints::redis::RedisChannel;
 use crate::hints::{Hints, QueueChannel};
 use crate::http::{AppState, router};
 use crate::jobs::expiry::ExpiryJob;
+use crate::jobs::retention::RetentionJob;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::settings::{HintChannelSetting, Settings};
 use crate::store::Store;
@@ -35,6 +36,7 @@ pub struct Application {
     executor: Executor,
     scheduler: Scheduler,
     expiry: ExpiryJob,
+    retention: RetentionJob,
     edge: rakuten_edge::EdgeConfig,
 }
 
@@ -153,6 +155,12 @@ impl Application {
             clock.clone(),
             Duration::from_secs(settings.expiry_every_secs),
         );
+        let retention = RetentionJob::new(
+            store.clone(),
+            clock.clone(),
+            executor.metrics().clone(),
+            settings.retention(),
+        );
         let state = AppState {
             store,
             clock,
@@ -171,6 +179,7 @@ impl Application {
             executor,
             scheduler,
             expiry,
+            retention,
             edge,
         })
     }
@@ -215,6 +224,11 @@ impl Application {
         &self.expiry
     }
 
+    /// The retention job.
+    pub fn retention(&self) -> &RetentionJob {
+        &self.retention
+    }
+
     /// Serves HTTP only, until `shutdown` (tests drive the scheduler, pool and jobs themselves),
     /// through `rakuten_edge::serve`: TLS when configured, head/idle timeout, connection cap,
     /// and connections still open `RAKUTEN_POLL_SHUTDOWN_DEADLINE_SECS` after shutdown dropped.
@@ -236,6 +250,7 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let tasks = tokio_util::task::TaskTracker::new();
         tasks.spawn(self.expiry.clone().run(shutdown.clone()));
+        tasks.spawn(self.retention.clone().run(shutdown.clone()));
         let tick = self.scheduler.config().tick;
         tasks.spawn(self.scheduler.pool().clone().run(shutdown.clone(), tick));
         tasks.spawn(

@@ -32,6 +32,11 @@ pub(crate) mod sqlite {
            ORDER BY next_poll_at LIMIT $5) \
          RETURNING iccid";
 
+    /// Around the migrations: nothing. Each SQLite file has its own lock and its busy timeout.
+    pub(crate) const MIGRATION_SESSION_BEGIN: &str = "SELECT 1";
+    /// See [`MIGRATION_SESSION_BEGIN`].
+    pub(crate) const MIGRATION_SESSION_END: &str = "SELECT 1";
+
     /// An active binding `b`. `bindings.active` is INTEGER 0/1; the literal `= 1` is what lets the
     /// planner use the partial indexes `… WHERE active = 1`.
     macro_rules! active_binding {
@@ -100,6 +105,13 @@ pub(crate) mod postgres {
            SELECT iccid FROM poll_schedule WHERE task_type = $2 AND shard = $3 AND next_poll_at <= $4 \
            ORDER BY next_poll_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
          RETURNING iccid";
+
+    /// Around the migrations: sqlx's migration lock is one advisory lock per database, which
+    /// instances (and test schemas) starting together wait for; the request `lock_timeout`
+    /// (hundreds of ms) would fail a start, so this session waits up to 60 s instead.
+    pub(crate) const MIGRATION_SESSION_BEGIN: &str = "SET lock_timeout = '60s'";
+    /// Back to the connection's own `lock_timeout` before the connection serves requests.
+    pub(crate) const MIGRATION_SESSION_END: &str = "RESET lock_timeout";
 
     /// An active binding `b`: `bindings.active` is BOOLEAN (no `= 1` between boolean and integer).
     macro_rules! active_binding {

@@ -37,6 +37,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "audit actor",
         include_str!("../../migrations/postgres/0003_audit_actor.sql"),
     ),
+    (
+        4,
+        "retention",
+        include_str!("../../migrations/postgres/0004_retention.sql"),
+    ),
 ];
 
 impl PgStore {

@@ -32,6 +32,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "audit actor",
         include_str!("../../migrations/sqlite/0003_audit_actor.sql"),
     ),
+    (
+        4,
+        "retention",
+        include_str!("../../migrations/sqlite/0004_retention.sql"),
+    ),
 ];
 
 impl SqliteStore {

@@ -42,6 +42,8 @@ macro_rules! scenarios {
         mod ordinary;
         #[path = "queries.rs"]
         mod queries;
+        #[path = "retention.rs"]
+        mod retention;
         #[path = "scheduler.rs"]
         mod scheduler;
         #[path = "snapshot.rs"]

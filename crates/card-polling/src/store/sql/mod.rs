@@ -9,7 +9,7 @@
 //!
 //! Files: `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
 //! transaction), `items.rs` (claim, attempts, finish, close, expire), `observe.rs` (the `/metrics` counts and the
-//! `/readyz` ping), `query.rs` (scoped reads),
+//! `/readyz` ping), `query.rs` (scoped reads), `retention.rs` (batch deletes of old history),
 //! `rows.rs` (row reads), `schedule.rs` (ordinary polling schedule and manual triggers).
 
 mod domain;
@@ -17,6 +17,7 @@ mod enqueue;
 mod items;
 mod observe;
 mod query;
+mod retention;
 mod rows;
 mod schedule;
 
@@ -77,10 +78,18 @@ impl SqlStore {
         let migrator = sqlx::migrate::Migrator::new(Embedded(migrations))
             .await
             .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
+        let mut conn = pool.acquire().await?;
+        sqlx::query(dialect::MIGRATION_SESSION_BEGIN)
+            .execute(&mut *conn)
+            .await?;
         migrator
-            .run(&pool)
+            .run(&mut *conn)
             .await
             .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
+        sqlx::query(dialect::MIGRATION_SESSION_END)
+            .execute(&mut *conn)
+            .await?;
+        drop(conn);
         Ok(SqlStore {
             pool,
             feature: Default::default(),
@@ -148,6 +157,15 @@ impl Store for SqlStore {
 
     async fn queue_health(&self) -> StoreResult<crate::store::observe::QueueHealth> {
         observe::queue_health(&self.pool).await
+    }
+
+    async fn retention_prune(
+        &self,
+        table: PruneTable,
+        cutoff: Timestamp,
+        batch: i64,
+    ) -> StoreResult<u64> {
+        in_write_tx!(self, tx => retention::prune(&mut tx, table, cutoff, batch).await?)
     }
 
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
