@@ -1,6 +1,6 @@
 //! `Application::build`: opens the store, records the feature's go-live instant, syncs the
 //! ordinary polling schedule, connects the hint channel, binds the listener and wires the router,
-//! the executor pool, the scheduler and the expiry job.
+//! the executor pool, the scheduler, the expiry job and the retention job.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +19,7 @@ use crate::hints::redis::RedisChannel;
 use crate::hints::{Hints, QueueChannel};
 use crate::http::{AppState, router};
 use crate::jobs::expiry::ExpiryJob;
+use crate::jobs::retention::RetentionJob;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::settings::{HintChannelSetting, Settings};
 use crate::store::Store;
@@ -35,6 +36,7 @@ pub struct Application {
     executor: Executor,
     scheduler: Scheduler,
     expiry: ExpiryJob,
+    retention: RetentionJob,
     edge: rakuten_edge::EdgeConfig,
 }
 
@@ -83,15 +85,24 @@ impl Application {
     ) -> anyhow::Result<Self> {
         // PostgreSQL when `RAKUTEN_POLL_DB_URL` is set, else the SQLite file.
         let lock_timeout = std::time::Duration::from_millis(settings.db_lock_timeout_ms);
+        // The acting instance named on audit facts of system transitions (issue #14 item 6).
+        let instance = settings
+            .instance_id
+            .clone()
+            .unwrap_or_else(crate::instance::default_instance_id);
+        tracing::info!(%instance, "card-polling instance");
         let (sqlite, postgres, store): (_, _, Arc<dyn Store>) = match &settings.db_url {
             Some(url) => {
                 let pg = PgStore::open_with(url.expose(), lock_timeout)
                     .await
-                    .context("opening the PostgreSQL database (RAKUTEN_POLL_DB_URL)")?;
+                    .context("opening the PostgreSQL database (RAKUTEN_POLL_DB_URL)")?
+                    .with_instance(&instance);
                 (None, Some(pg.clone()), Arc::new(pg))
             }
             None => {
-                let sqlite = SqliteStore::open_with(&settings.db_path, lock_timeout).await?;
+                let sqlite = SqliteStore::open_with(&settings.db_path, lock_timeout)
+                    .await?
+                    .with_instance(&instance);
                 (Some(sqlite.clone()), None, Arc::new(sqlite))
             }
         };
@@ -144,6 +155,12 @@ impl Application {
             clock.clone(),
             Duration::from_secs(settings.expiry_every_secs),
         );
+        let retention = RetentionJob::new(
+            store.clone(),
+            clock.clone(),
+            executor.metrics().clone(),
+            settings.retention(),
+        );
         let state = AppState {
             store,
             clock,
@@ -162,6 +179,7 @@ impl Application {
             executor,
             scheduler,
             expiry,
+            retention,
             edge,
         })
     }
@@ -206,6 +224,11 @@ impl Application {
         &self.expiry
     }
 
+    /// The retention job.
+    pub fn retention(&self) -> &RetentionJob {
+        &self.retention
+    }
+
     /// Serves HTTP only, until `shutdown` (tests drive the scheduler, pool and jobs themselves),
     /// through `rakuten_edge::serve`: TLS when configured, head/idle timeout, connection cap,
     /// and connections still open `RAKUTEN_POLL_SHUTDOWN_DEADLINE_SECS` after shutdown dropped.
@@ -227,6 +250,7 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let tasks = tokio_util::task::TaskTracker::new();
         tasks.spawn(self.expiry.clone().run(shutdown.clone()));
+        tasks.spawn(self.retention.clone().run(shutdown.clone()));
         let tick = self.scheduler.config().tick;
         tasks.spawn(self.scheduler.pool().clone().run(shutdown.clone(), tick));
         tasks.spawn(

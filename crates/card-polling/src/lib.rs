@@ -27,7 +27,10 @@
 //! - [`http`]: error, auth, extractors and one route file per resource.
 //! - [`console`]: the operator console at `/console` (issue #11): items, exceptions, queue depths
 //!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
-//! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]).
+//! - [`instance`]: the per-process instance id and the claim-token fingerprint that audit facts
+//!   of system transitions record (issue #14 item 6).
+//! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]) and the retention job that keeps the
+//!   history tables bounded ([`jobs::retention`], issue #14 item 5).
 //! - [`telemetry`]: `/metrics` (Prometheus text); probes `/livez`, `/readyz` are in
 //!   [`http::routes::health`].
 
@@ -37,6 +40,7 @@ pub mod domain;
 pub mod executor;
 pub mod hints;
 pub mod http;
+pub mod instance;
 pub mod jobs;
 pub mod manual_trigger;
 pub mod priority;

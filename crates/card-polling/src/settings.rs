@@ -187,6 +187,22 @@ pub struct Settings {
     /// Seconds between expiry job runs.
     #[arg(long, env = "RAKUTEN_POLL_EXPIRY_EVERY_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub expiry_every_secs: u64,
+    /// Days interaction logs are kept (issue #14 item 5); rows of an active item are kept longer.
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_LOG_DAYS", default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub retention_log_days: u64,
+    /// Days audit facts and trigger events are kept after their item ended, and ordinary manual
+    /// triggers after their request (at least 2: the 24 h dedupe and the daily quota read them).
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_HISTORY_DAYS", default_value_t = 90, value_parser = clap::value_parser!(u64).range(2..=36500))]
+    pub retention_history_days: u64,
+    /// Rows the retention job deletes per transaction.
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_BATCH", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    pub retention_batch: i64,
+    /// Milliseconds the retention job pauses between two batches (lets other writers in).
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_PAUSE_MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub retention_pause_ms: u64,
+    /// Seconds between retention job runs.
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_EVERY_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub retention_every_secs: u64,
     /// Simulated carrier: latency per call, milliseconds.
     #[arg(long, env = "RAKUTEN_POLL_SIM_LATENCY_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub sim_latency_ms: u64,
@@ -199,6 +215,11 @@ pub struct Settings {
     /// Simulated carrier: ICCIDs it does not know (comma-separated).
     #[arg(long, env = "RAKUTEN_POLL_SIM_UNKNOWN_ICCIDS", value_delimiter = ',')]
     pub sim_unknown_iccids: Vec<String>,
+    /// This process's instance id, recorded on the audit facts of the transitions it makes
+    /// (claim, takeover, retry, failure, complete, expire); 1-64 printable ASCII characters.
+    /// Unset: `<hostname>-<pid>-<6 random hex>`, new at every start.
+    #[arg(long, env = "RAKUTEN_POLL_INSTANCE_ID", value_parser = crate::instance::parse_instance_id)]
+    pub instance_id: Option<String>,
     /// Signing key of the operator console's session cookies (issue #11); every instance must
     /// share it. Unset: a random key per process (sessions end at restart).
     #[arg(long, env = "RAKUTEN_POLL_CONSOLE_KEY", hide_env_values = true)]
@@ -300,10 +321,16 @@ impl Settings {
             drain_max: 1000,
             manual_daily_quota: 100,
             expiry_every_secs: 60,
+            retention_log_days: 7,
+            retention_history_days: 90,
+            retention_batch: 1000,
+            retention_pause_ms: 0,
+            retention_every_secs: 3600,
             sim_latency_ms: 0,
             sim_failure_rate: 0.0,
             sim_timeout_rate: 0.0,
             sim_unknown_iccids: vec![],
+            instance_id: None,
             console_key: None,
             edge: EdgeSettings::default(),
         }
@@ -313,6 +340,18 @@ impl Settings {
     pub fn listen_addr(&self) -> SocketAddr {
         self.listen
             .unwrap_or_else(|| SocketAddr::new(self.host, self.port))
+    }
+
+    /// The retention job's configuration.
+    pub fn retention(&self) -> crate::jobs::retention::Retention {
+        const DAY: u64 = 24 * 3600;
+        crate::jobs::retention::Retention {
+            logs: Duration::from_secs(self.retention_log_days * DAY),
+            history: Duration::from_secs(self.retention_history_days * DAY),
+            batch: self.retention_batch,
+            pause: Duration::from_millis(self.retention_pause_ms),
+            every: Duration::from_secs(self.retention_every_secs),
+        }
     }
 
     /// The simulated carrier's configuration.

@@ -13,6 +13,7 @@
 //! | `cardpoll_items` | gauge | `status` (`pending`, `running`), `task_type` |
 //! | `cardpoll_lane_depth` | gauge | `task_type`, `lane` (`priority`, `manual`, `ordinary`, `in_flight`: the execution queue; `hint_channel`, `manual_channel`: the hint channel) |
 //! | `cardpoll_carrier_calls_total` | counter | `operation` (`poll`, `resume`), `result` (`ok` or the error label) |
+//! | `cardpoll_pruned_rows_total` | counter | `table` (`interaction_logs`, `audit_facts`, `trigger_events`, `manual_triggers`): rows the retention job deleted |
 //! | `cardpoll_cycle_seconds` | histogram | |
 //! | `cardpoll_hint_to_execution_seconds` | histogram | |
 
@@ -75,6 +76,11 @@ impl PollMetrics {
             Some(Unit::Count),
             "Carrier calls by operation and result.".into(),
         );
+        recorder.describe_counter(
+            "cardpoll_pruned_rows_total".into(),
+            Some(Unit::Count),
+            "Rows deleted by the retention job, per table.".into(),
+        );
         recorder.describe_histogram(
             "cardpoll_cycle_seconds".into(),
             Some(Unit::Seconds),
@@ -104,6 +110,16 @@ impl PollMetrics {
                 &META,
             )
             .increment(1);
+    }
+
+    /// Counts `n` rows deleted from `table` by the retention job.
+    pub fn pruned(&self, table: &str, n: u64) {
+        self.recorder
+            .register_counter(
+                &key("cardpoll_pruned_rows_total", &[("table", table)]),
+                &META,
+            )
+            .increment(n);
     }
 
     /// Observes one scheduling cycle.

@@ -361,7 +361,7 @@ pub async fn item(
         section.card #audit {
             h2 { "Audit trail (" (d.events.len()) ")" }
             table {
-                thead { tr { th { "at" } th { "what" } th { "trigger" } th { "source" } th { "who" } th { "reason" } th { "result" } } }
+                thead { tr { th { "at" } th { "what" } th { "trigger" } th { "source" } th { "who" } th { "claim" } th { "reason" } th { "result" } } }
                 tbody {
                     @for e in &d.events {
                         tr {
@@ -369,7 +369,9 @@ pub async fn item(
                             td { (e.kind) }
                             td { (opt(e.trigger_type.as_deref())) }
                             td.mono { (opt(e.source.as_deref())) }
-                            td { (opt(e.operator.as_deref())) }
+                            // The operator of an operator action, the instance of a system one.
+                            td.mono { (opt(e.operator.as_deref().or(e.actor.as_deref()))) }
+                            td.mono { (opt(e.claim_fingerprint.as_deref())) }
                             td.wrap { (opt(e.reason.as_deref())) }
                             td.wrap { (opt(e.result.as_deref())) }
                         }

@@ -61,7 +61,8 @@ const CONFLICT: (&str, &str) = ("409", "conflicting state (1006, 7002, 7003, 700
 
 fn ops() -> Vec<Op> {
     let switch = object(&["enabled"], json!({"enabled": {"type": "boolean"}}));
-    let task_types = json!({"type": "array", "items": {"type": "string"}, "maxItems": 16});
+    let task_types =
+        json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 16});
     let list_query = json!([
         {"name": "status", "in": "query", "schema": {"type": "string"}},
         {"name": "task_type", "in": "query", "schema": {"type": "string"}},
@@ -98,7 +99,7 @@ fn ops() -> Vec<Op> {
                 "get",
                 "/health",
                 "health",
-                "liveness and queue depths per task type and lane",
+                "database reachability (503 when it cannot be read), open items by status, oldest pending age, queue depths",
                 None,
                 &[],
             )

@@ -1,3 +1,4 @@
 //! Background maintenance jobs; each exposes `run_once(now)` and a thin `run(shutdown)`.
 
 pub mod expiry;
+pub mod retention;

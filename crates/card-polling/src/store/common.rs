@@ -183,7 +183,7 @@ where
 }
 
 /// Decodes a row of `priority_item_events` (`id, kind, trigger_type, source, operator, reason,
-/// result, at`).
+/// result, at, actor, claim_fingerprint`).
 pub(crate) fn item_event_view<R>(r: &R) -> StoreResult<ItemEventView>
 where
     R: Row,
@@ -200,6 +200,8 @@ where
         reason: r.try_get("reason")?,
         result: r.try_get("result")?,
         at: ts(r, "at")?,
+        actor: r.try_get("actor")?,
+        claim_fingerprint: r.try_get("claim_fingerprint")?,
     })
 }
 

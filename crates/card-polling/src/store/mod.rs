@@ -466,6 +466,13 @@ pub struct ItemEventView {
     pub result: Option<String>,
     /// Time.
     pub at: Timestamp,
+    /// The scheduler/executor instance that made a system transition (claim, takeover, retry,
+    /// failure, complete, expire, fail_dequeue): `RAKUTEN_POLL_INSTANCE_ID` or
+    /// `<host>-<pid>-<hex>`; `null` on operator facts and on facts older than issue #14 item 6.
+    pub actor: Option<String>,
+    /// First 8 hex digits of the SHA-256 of the claim token the transition made or ended (never
+    /// the token); `null` where no claim is involved.
+    pub claim_fingerprint: Option<String>,
 }
 
 /// One integration interaction log row (summaries only).
@@ -582,6 +589,31 @@ pub enum ManualTriggerOutcome {
     },
 }
 
+/// A history table the retention job prunes (issue #14 item 5, [`crate::jobs::retention`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PruneTable {
+    /// `integration_logs`: rows older than the log retention, unless their item is active.
+    InteractionLogs,
+    /// `priority_item_events`: audit facts of items that ended before the history retention.
+    AuditFacts,
+    /// `priority_trigger_events`: the replay memory of items that ended before it.
+    TriggerEvents,
+    /// `manual_triggers`: ordinary manual triggers requested before it, executed or refused.
+    ManualTriggers,
+}
+
+impl PruneTable {
+    /// The metric label (`cardpoll_pruned_rows_total{table}`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PruneTable::InteractionLogs => "interaction_logs",
+            PruneTable::AuditFacts => "audit_facts",
+            PruneTable::TriggerEvents => "trigger_events",
+            PruneTable::ManualTriggers => "manual_triggers",
+        }
+    }
+}
+
 /// The storage trait.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -590,6 +622,18 @@ pub trait Store: Send + Sync + 'static {
     async fn item_counts(&self) -> StoreResult<Vec<(String, String, i64)>>;
     /// Whether the database answers.
     async fn ping(&self) -> StoreResult<()>;
+    /// The open items by status and the oldest pending item's enqueue instant (`/health`).
+    async fn queue_health(&self) -> StoreResult<observe::QueueHealth>;
+
+    // ---- retention ([`crate::jobs::retention`])
+    /// Deletes up to `batch` rows of `table` older than `cutoff` in one write transaction
+    /// (never a row of an active item); returns how many.
+    async fn retention_prune(
+        &self,
+        table: PruneTable,
+        cutoff: Timestamp,
+        batch: i64,
+    ) -> StoreResult<u64>;
 
     // ---- service facts
     /// Records the priority feature's go-live instant on first start; returns the stored one.

@@ -1,5 +1,17 @@
-//! What `/metrics` and `/readyz` read from the database (issue #10 items 7 and 8); the reads
+//! What `/metrics`, `/readyz` and `/health` read from the database (issue #10 items 7 and 8); the reads
 //! themselves are written once for both engines in `store/sql/observe.rs`.
 
 /// Item statuses counted at scrape time.
 pub const OPEN_ITEM_STATUSES: [&str; 2] = ["pending", "running"];
+
+/// What `/health` reads from the database (issue #14 item 8): the open items by status and the
+/// oldest pending item's enqueue instant. Finished items are not counted (D-ops-5, D-scale2-1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueHealth {
+    /// Items `pending`.
+    pub pending: i64,
+    /// Items `running`.
+    pub running: i64,
+    /// `enqueued_at` of the oldest `pending` item; `None` when none is pending.
+    pub oldest_pending_enqueued_at: Option<rakuten_types::Timestamp>,
+}

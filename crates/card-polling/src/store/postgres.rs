@@ -32,6 +32,16 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "scheduler",
         include_str!("../../migrations/postgres/0002_scheduler.sql"),
     ),
+    (
+        3,
+        "audit actor",
+        include_str!("../../migrations/postgres/0003_audit_actor.sql"),
+    ),
+    (
+        4,
+        "retention",
+        include_str!("../../migrations/postgres/0004_retention.sql"),
+    ),
 ];
 
 /// How long start-up waits for another instance's migrations (sqlx's advisory lock) before it

@@ -27,6 +27,16 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "scheduler",
         include_str!("../../migrations/sqlite/0002_scheduler.sql"),
     ),
+    (
+        3,
+        "audit actor",
+        include_str!("../../migrations/sqlite/0003_audit_actor.sql"),
+    ),
+    (
+        4,
+        "retention",
+        include_str!("../../migrations/sqlite/0004_retention.sql"),
+    ),
 ];
 
 impl SqliteStore {

@@ -81,3 +81,36 @@ async fn card_polling_console_closes_an_item_with_a_reason_and_stays_local() {
     b.screenshot("card-polling-overview").await;
     b.close().await;
 }
+
+/// Issue #14 item 6: the item page's audit trail names the instance that acted and the claim's
+/// fingerprint on system facts, the operator on operator facts.
+#[tokio::test]
+async fn card_polling_console_audit_trail_names_the_instance_and_the_claim() {
+    let app = spawn_with(Backend::Memory, |s| {
+        s.instance_id = Some("console-poller-1".into())
+    })
+    .await;
+    app.seed().await;
+    app.buy("card", "CA1", "addon").await;
+    let id = app.item_of("CA1", "package").await["id"].as_i64().unwrap();
+    app.cycle_and_drain().await;
+    let detail = app.detail(id).await;
+    assert_eq!(detail["item"]["status"], "completed", "{detail}");
+    let fingerprint = detail["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "claim")
+        .and_then(|e| e["claim_fingerprint"].as_str())
+        .expect("a claim fact with a fingerprint")
+        .to_owned();
+    let b = Browser::start().await;
+    sign_in(&b, &app, PLATFORM).await;
+    b.goto(&format!("{}/console/items/{id}", app.base)).await;
+    b.find("#audit").await;
+    let text = b.text().await;
+    assert!(text.contains("console-poller-1"), "{text}");
+    assert!(text.contains(&fingerprint), "{text}");
+    b.screenshot("card-polling-item-audit").await;
+    b.close().await;
+}

@@ -11,6 +11,7 @@ use card_polling::Application;
 use card_polling::executor::{Executor, RunReport};
 use card_polling::hints::Hints;
 use card_polling::jobs::expiry::ExpiryJob;
+use card_polling::jobs::retention::RetentionJob;
 use card_polling::scheduler::{CycleReport, Scheduler};
 use card_polling::settings::{HintChannelSetting, Secret, Settings};
 use card_polling::store::Store;
@@ -35,6 +36,7 @@ pub struct TestApp {
     pub db: super::EngineStore,
     pub executor: Executor,
     pub expiry: ExpiryJob,
+    pub retention: RetentionJob,
     pub scheduler: Scheduler,
     pub hints: Hints,
     pub settings: Settings,
@@ -104,6 +106,7 @@ pub async fn spawn_with_sim(
     let db = super::engine_store(&app);
     let executor = app.executor().clone();
     let expiry = app.expiry().clone();
+    let retention = app.retention().clone();
     let scheduler = app.scheduler().clone();
     let hints = app.state().hints.clone();
     let shutdown = CancellationToken::new();
@@ -117,6 +120,7 @@ pub async fn spawn_with_sim(
         db,
         executor,
         expiry,
+        retention,
         scheduler,
         hints,
         settings,

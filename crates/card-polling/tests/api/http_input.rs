@@ -139,23 +139,26 @@ async fn malformed_requests_get_422_413_or_404_envelopes() {
         .await;
     assert_eq!(s, 422);
     assert_envelope(&v, 1003);
-    // A non-numeric item id answers like a missing item.
-    let (s1, a) = app
-        .raw(
-            reqwest::Method::GET,
-            "/api/priority-items/abc",
-            Some(PLATFORM),
-        )
-        .await;
-    let (s2, b) = app
-        .raw(
-            reqwest::Method::GET,
-            "/api/priority-items/424242",
-            Some(PLATFORM),
-        )
-        .await;
-    assert_eq!((s1, s2), (404, 404));
-    assert_eq!(a, b);
+    // A malformed item id is a 422 envelope (D-scale2-4); a well-formed missing one the 404.
+    for bad in ["abc", "0", "-1", "1.5", "99999999999999999999"] {
+        let (s, v) = app.get(&format!("/api/priority-items/{bad}"), PLATFORM).await;
+        assert_eq!(s, 422, "{bad}: {v}");
+        assert_envelope(&v, 1003);
+        for action in ["close", "retrigger"] {
+            let (s, v) = app
+                .post(
+                    &format!("/api/priority-items/{bad}/{action}"),
+                    PLATFORM,
+                    json!({"reason": "r"}),
+                )
+                .await;
+            assert_eq!(s, 422, "{bad}/{action}: {v}");
+            assert_envelope(&v, 1003);
+        }
+    }
+    let (s, v) = app.get("/api/priority-items/424242", PLATFORM).await;
+    assert_eq!(s, 404, "{v}");
+    assert_envelope(&v, 7001);
     // Unknown route.
     let (s, v) = app.get("/api/nothing-here", PLATFORM).await;
     assert_eq!(s, 404);
@@ -188,4 +191,61 @@ async fn malformed_requests_get_422_413_or_404_envelopes() {
         .await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["data"]["cards"], 1500);
+}
+
+/// New-user trial (issue #14): `task_types: []` read as "every task type"; an explicit empty list
+/// is now a 422, an absent one still means every configured type.
+#[tokio::test]
+async fn an_empty_task_type_list_is_a_422_and_an_absent_one_means_every_type() {
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": [], "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert_envelope(&v, 1003);
+    assert_eq!(app.active_count().await, 0);
+    let (s, v) = app
+        .post(
+            "/api/manual-triggers",
+            PLATFORM,
+            json!({"iccid": "CA1", "task_types": []}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert_envelope(&v, 1003);
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["data"]["items"].as_array().unwrap().len(),
+        app.settings.task_types.all().len()
+    );
+}
+
+/// New-user trial (issue #14): a bulk import over the 32 MiB bound is a 413 in the envelope.
+#[tokio::test]
+async fn an_import_body_over_the_bound_is_a_413_envelope() {
+    let app = spawn_seeded().await;
+    let mut body = br#"{"cards": [], "pad": ""#.to_vec();
+    body.resize(card_polling::http::MAX_IMPORT_BYTES + 1024, b'x');
+    body.extend_from_slice(br#""}"#);
+    let resp = app
+        .client
+        .post(format!("{}/api/admin/import", app.base))
+        .bearer_auth(ADMIN)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("an answer, not a reset connection");
+    assert_eq!(resp.status(), 413);
+    let v: serde_json::Value = resp.json().await.expect("an envelope, not plain text");
+    assert_envelope(&v, 1004);
 }

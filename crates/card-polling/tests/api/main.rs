@@ -18,6 +18,8 @@ macro_rules! scenarios {
         #[path = "helpers.rs"]
         mod helpers;
 
+        #[path = "audit.rs"]
+        mod audit;
         #[path = "claims.rs"]
         mod claims;
         #[path = "concurrency.rs"]
@@ -40,6 +42,8 @@ macro_rules! scenarios {
         mod ordinary;
         #[path = "queries.rs"]
         mod queries;
+        #[path = "retention.rs"]
+        mod retention;
         #[path = "scheduler.rs"]
         mod scheduler;
         #[path = "snapshot.rs"]

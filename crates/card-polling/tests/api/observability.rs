@@ -106,7 +106,10 @@ async fn probes_answer_and_anonymous_health_shows_only_the_status() {
     let (s, v) = app.send(reqwest::Method::GET, "/readyz", None, None).await;
     assert_eq!((s, v["data"]["status"].as_str()), (200, Some("ready")));
     let (s, v) = app.send(reqwest::Method::GET, "/health", None, None).await;
-    assert_eq!((s, &v["data"]), (200, &json!({"status": "ok"})));
+    assert_eq!(
+        (s, &v["data"]),
+        (200, &json!({"status": "ok", "database": "reachable"}))
+    );
     let (s, v) = app.get("/health", AGENT_A).await;
     assert_eq!(s, 200);
     assert!(v["data"]["queues"].is_array(), "{v}");
@@ -137,4 +140,77 @@ async fn the_bearer_scheme_is_matched_case_insensitively() {
             .unwrap();
         assert_eq!(resp.status(), 200, "{scheme}");
     }
+}
+
+#[tokio::test]
+async fn health_counts_open_items_by_status_and_ages_the_oldest_pending_one() {
+    let app = spawn_seeded().await;
+    let (s, v) = app.get("/health", AGENT_A).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["data"]["database"],
+        json!({"reachable": true, "items": {"pending": 0, "running": 0}, "oldest_pending_age_secs": null})
+    );
+
+    let (st, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "health test"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    app.advance(90);
+    let (st, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA11", "task_types": ["card_status"], "reason": "health test"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    app.advance(10);
+    let (s, v) = app.get("/health", AGENT_A).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["status"], "ok");
+    assert_eq!(
+        v["data"]["database"],
+        json!({"reachable": true, "items": {"pending": 2, "running": 0}, "oldest_pending_age_secs": 100})
+    );
+}
+
+#[tokio::test]
+async fn health_is_503_with_its_state_when_the_items_table_is_gone() {
+    let app = spawn_seeded().await;
+    sqlx::query("ALTER TABLE priority_items RENAME TO priority_items_gone")
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    // `SELECT 1` still answers: readiness alone would call this database fine.
+    let (s, _) = app.send(reqwest::Method::GET, "/readyz", None, None).await;
+    assert_eq!(s, 200);
+
+    let (s, v) = app.send(reqwest::Method::GET, "/health", None, None).await;
+    assert_eq!((s, v["code"].as_i64()), (503, Some(1503)), "{v}");
+    assert_eq!(v["success"], false, "{v}");
+    assert_eq!(
+        v["data"],
+        json!({"status": "unavailable", "database": "unreachable"})
+    );
+
+    let (s, v) = app.get("/health", AGENT_A).await;
+    assert_eq!((s, v["code"].as_i64()), (503, Some(1503)), "{v}");
+    assert_eq!(v["data"]["status"], "unavailable", "{v}");
+    assert_eq!(
+        v["data"]["database"],
+        json!({"reachable": false, "items": null, "oldest_pending_age_secs": null})
+    );
+    assert!(v["data"]["queues"].is_array(), "{v}");
+}
+
+#[tokio::test]
+async fn health_is_503_when_the_database_is_closed() {
+    let app = spawn_seeded().await;
+    app.db.pool().close().await;
+    let (s, v) = app.send(reqwest::Method::GET, "/health", None, None).await;
+    assert_eq!((s, v["code"].as_i64()), (503, Some(1503)), "{v}");
+    assert_eq!(v["data"]["database"], "unreachable", "{v}");
 }

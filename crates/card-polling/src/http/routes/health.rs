@@ -2,7 +2,8 @@
 
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::StatusCode;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -18,14 +19,38 @@ use crate::http::{AppState, ok};
 /// Health answer.
 #[derive(Debug, Serialize)]
 pub struct Health {
-    /// `ok` when the process answers (the hint channel's state is reported separately).
+    /// `ok` when the database answers, `unavailable` (with HTTP 503) when it does not.
     pub status: &'static str,
+    /// What the database answered (issue #14 item 8).
+    pub database: DatabaseHealth,
     /// Hint channel backend: `memory` or `redis`.
     pub hint_backend: &'static str,
     /// Per task type: execution queue depths per lane, plus the channel lanes' lengths.
     pub queues: Vec<TypeQueues>,
     /// When the last scheduling cycle ran (absent before the first).
     pub last_cycle_at: Option<rakuten_types::Timestamp>,
+}
+
+/// The database's part of `/health` (issue #14 item 8, D-scale2-1).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DatabaseHealth {
+    /// `true` when the priority items could be read within [`READY_TIMEOUT`].
+    pub reachable: bool,
+    /// Open priority items by status (`pending`, `running`); `null` when unreachable. Finished
+    /// items are not counted (D-ops-5).
+    pub items: Option<ItemStatusCounts>,
+    /// Whole seconds since the oldest `pending` item was enqueued, by the service clock; `null`
+    /// when none is pending or the database is unreachable.
+    pub oldest_pending_age_secs: Option<u64>,
+}
+
+/// Open priority items by status.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct ItemStatusCounts {
+    /// Waiting for a claim.
+    pub pending: i64,
+    /// Claimed, executing.
+    pub running: i64,
 }
 
 /// Queue depths of one task type.
@@ -44,28 +69,92 @@ pub struct TypeQueues {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum HealthView {
-    /// Queue depths and the last cycle.
+    /// Database state, queue depths and the last cycle.
     Full(Health),
-    /// `{"status": "ok"}`.
+    /// `{"status": "ok"|"unavailable", "database": "reachable"|"unreachable"}`.
     Summary {
-        /// `ok`.
+        /// `ok` or `unavailable`.
         status: &'static str,
+        /// `reachable` or `unreachable`.
+        database: &'static str,
     },
 }
 
-/// `GET /health`: with a valid token (any account), liveness and queue depths per task type and
-/// lane; without an `Authorization` header only `{"status": "ok"}` (issue #10 item 8); a wrong
-/// token is 401.
-pub async fn health(
-    State(st): State<AppState>,
-    parts: Parts,
-) -> Result<Json<Envelope<HealthView>>, ApiError> {
-    if !parts.headers.contains_key(AUTHORIZATION) {
-        return Ok(ok(HealthView::Summary { status: "ok" }));
+/// `GET /health`: with a valid token (any account), the database's state (open items by status,
+/// oldest pending age), liveness and queue depths per task type and lane; without an
+/// `Authorization` header only the status and whether the database answers (issue #10 item 8);
+/// a wrong token is 401. When the database cannot be read within [`READY_TIMEOUT`] the answer is
+/// 503 with code 1503, `success: false`, and `data` still describing the state (issue #14 item 8).
+pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response, ApiError> {
+    let full = if parts.headers.contains_key(AUTHORIZATION) {
+        let mut parts = parts;
+        Auth::from_request_parts(&mut parts, &st).await?;
+        true
+    } else {
+        false
+    };
+    let database = database_health(&st).await;
+    let reachable = database.reachable;
+    let status = if reachable { "ok" } else { "unavailable" };
+    let view = if full {
+        HealthView::Full(full_health(&st, status, database).await)
+    } else {
+        HealthView::Summary {
+            status,
+            database: if reachable {
+                "reachable"
+            } else {
+                "unreachable"
+            },
+        }
+    };
+    if reachable {
+        return Ok(ok(view).into_response());
     }
-    let mut parts = parts;
-    Auth::from_request_parts(&mut parts, &st).await?;
-    Ok(ok(HealthView::Full(full_health(&st).await)))
+    let body = Envelope {
+        success: false,
+        msg: "database unavailable".to_owned(),
+        data: Some(view),
+        code: ErrorCode::Unavailable.as_i32(),
+    };
+    Ok((
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(RETRY_AFTER, "1")],
+        Json(body),
+    )
+        .into_response())
+}
+
+/// Reads the open items within [`READY_TIMEOUT`]; a failure or a timeout is `reachable: false`.
+async fn database_health(st: &AppState) -> DatabaseHealth {
+    let unreachable = DatabaseHealth {
+        reachable: false,
+        items: None,
+        oldest_pending_age_secs: None,
+    };
+    match tokio::time::timeout(READY_TIMEOUT, st.store.queue_health()).await {
+        Ok(Ok(q)) => {
+            let now = st.clock.now();
+            DatabaseHealth {
+                reachable: true,
+                items: Some(ItemStatusCounts {
+                    pending: q.pending,
+                    running: q.running,
+                }),
+                oldest_pending_age_secs: q.oldest_pending_enqueued_at.map(|at| {
+                    (now.as_millis().saturating_sub(at.as_millis()).max(0) / 1000) as u64
+                }),
+            }
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "health: the database cannot be read");
+            unreachable
+        }
+        Err(_) => {
+            tracing::warn!("health: the database did not answer in time");
+            unreachable
+        }
+    }
 }
 
 /// `GET /livez`: the process answers (no database, no channel).
@@ -138,7 +227,7 @@ pub struct ProbeStatus {
 /// Longest wait for the database in `/readyz`.
 pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-async fn full_health(st: &AppState) -> Health {
+async fn full_health(st: &AppState, status: &'static str, database: DatabaseHealth) -> Health {
     let mut queues = Vec::new();
     for execution in st.scheduler.pool().depths() {
         let tt = execution.task_type.clone();
@@ -149,7 +238,8 @@ async fn full_health(st: &AppState) -> Health {
         });
     }
     Health {
-        status: "ok",
+        status,
+        database,
         hint_backend: st.hints.backend(),
         queues,
         last_cycle_at: st.scheduler.last_cycle().and_then(|c| c.at),

@@ -150,14 +150,13 @@ pub async fn list(
 }
 
 /// Parses an item id; anything else is "not found" (identical to a missing item).
+/// An item id from a path: a positive integer, else 422 (D-scale2-4; a well-formed id that is
+/// missing or out of scope is the one 404 of [`ApiError::item_not_found`]).
 fn item_id(s: &str) -> Result<i64, ApiError> {
-    if s.len() > 19 {
-        return Err(ApiError::item_not_found());
-    }
     s.parse::<i64>()
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(ApiError::item_not_found)
+        .ok_or_else(|| ApiError::invalid("an item id is a positive integer"))
 }
 
 /// `GET /api/priority-items/{id}`: the item, its audit facts and its interaction log rows.
@@ -182,9 +181,9 @@ pub struct EnqueueBody {
     /// The asset.
     #[serde(flatten)]
     pub asset: AssetRef,
-    /// Task types (default: every configured one).
-    #[serde(default)]
-    pub task_types: Vec<String>,
+    /// Task types, 1–32 names; absent: every configured one. An empty list is a 422 (it would
+    /// otherwise read as "nothing" and silently mean "everything").
+    pub task_types: Option<Vec<String>>,
     /// Required reason.
     pub reason: Option<String>,
     /// Optional idempotency key: the same key again is a replay and adds nothing.
@@ -208,9 +207,7 @@ pub async fn enqueue(
         return Err(ApiError::forbidden());
     }
     key("asset_id", &b.asset.asset_id)?;
-    if b.task_types.len() > 32 {
-        return Err(ApiError::invalid("at most 32 task types"));
-    }
+    let task_types = super::task_type_list(b.task_types)?;
     let event_id = b
         .event_id
         .as_deref()
@@ -222,7 +219,7 @@ pub async fn enqueue(
         &who,
         manual::ManualRequest {
             asset: &b.asset,
-            task_types: &b.task_types,
+            task_types: &task_types,
             reason: b.reason.as_deref(),
             event_id: event_id.as_deref(),
         },

@@ -24,9 +24,8 @@ use crate::store::{ManualTriggerOutcome, StoreError};
 pub struct TriggerBody {
     /// Card.
     pub iccid: String,
-    /// Task types (default: every configured one).
-    #[serde(default)]
-    pub task_types: Vec<String>,
+    /// Task types, 1–32 names; absent: every configured one (an empty list is a 422).
+    pub task_types: Option<Vec<String>>,
 }
 
 /// Queues an immediate ordinary poll of a card.
@@ -39,16 +38,14 @@ pub async fn create(
         return Err(ApiError::forbidden());
     }
     let iccid = key("iccid", &b.iccid)?;
-    if b.task_types.len() > 32 {
-        return Err(ApiError::invalid("at most 32 task types"));
-    }
+    let task_types = super::task_type_list(b.task_types)?;
     let out = manual_trigger::request(
         st.store.as_ref(),
         &st.hints,
         &st.task_types,
         &who,
         &iccid,
-        &b.task_types,
+        &task_types,
         st.manual_daily_quota,
         st.clock.now(),
     )

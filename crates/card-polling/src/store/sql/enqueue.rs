@@ -88,22 +88,44 @@ pub(crate) async fn audit(
     Ok(())
 }
 
-/// An audit fact of an execution or of the expiry job: no trigger, source or operator.
-pub(crate) async fn audit_outcome(
+/// An audit fact of a system transition (claim, takeover, retry, failure, complete, expire,
+/// set-aside): no trigger, source or operator, but the acting `instance` and the fingerprint of
+/// the claim `token` involved (issue #14 item 6; never the token itself).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn audit_system(
     conn: &mut Conn,
     item_id: i64,
     kind: &str,
+    instance: &str,
+    token: Option<&str>,
     reason: Option<&str>,
     result: Option<&str>,
     now: Timestamp,
 ) -> StoreResult<()> {
-    audit(conn, item_id, kind, None, None, None, reason, result, now).await
+    sqlx::query(
+        "INSERT INTO priority_item_events (item_id, kind, reason, result, at, actor, claim_fingerprint) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(item_id)
+    .bind(kind)
+    .bind(reason)
+    .bind(result)
+    .bind(t(now))
+    .bind(instance)
+    .bind(token.map(crate::instance::claim_fingerprint))
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// Enqueue-or-merge of one demand for every target card and task type.
 ///
 /// - A trigger event already applied to this card and task type is a replay: it changes nothing
-///   and only leaves a `merge` audit fact with result `replayed` on the active item.
+///   and only leaves a `merge` audit fact with result `replayed` on the active item. Except a
+///   manual enqueue whose event id's item has since ended (no active item): that is a new
+///   request, it creates an item whose `enqueue` fact says `created_after_end,previous_item=N`
+///   (issue #14 item 6, D-scale2-2; every manual enqueue is recorded, suppression is the active
+///   item's merge).
 /// - Otherwise `INSERT … ON CONFLICT` on the partial unique index: a new pending item, or a
 ///   merge (trigger count + 1, last trigger time and type, source added to the set).
 pub(crate) async fn enqueue(
@@ -125,6 +147,8 @@ pub(crate) async fn enqueue(
             .bind(task_type)
             .fetch_optional(&mut **tx)
             .await?;
+            let mut previous_item: Option<i64> = None;
+            let mut replay: Option<(i64, Option<i64>)> = None;
             if let Some(first_item) = seen {
                 let active: Option<i64> = sqlx::query_scalar(
                     "SELECT id FROM priority_items WHERE iccid = $1 AND task_type = $2 \
@@ -134,6 +158,13 @@ pub(crate) async fn enqueue(
                 .bind(task_type)
                 .fetch_optional(&mut **tx)
                 .await?;
+                if active.is_none() && demand.trigger_type == TriggerType::ManualTrigger {
+                    previous_item = Some(first_item);
+                } else {
+                    replay = Some((first_item, active));
+                }
+            }
+            if let Some((first_item, active)) = replay {
                 if let Some(active) = active {
                     audit(
                         tx,
@@ -193,7 +224,8 @@ pub(crate) async fn enqueue(
             .execute(&mut **tx)
             .await?;
             sqlx::query(
-                "INSERT INTO priority_trigger_events (event_id, iccid, task_type, item_id, at) VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO priority_trigger_events (event_id, iccid, task_type, item_id, at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (event_id, iccid, task_type) DO UPDATE SET item_id = excluded.item_id, at = excluded.at",
             )
             .bind(&demand.event_id)
             .bind(&target.iccid)
@@ -215,7 +247,11 @@ pub(crate) async fn enqueue(
                 Some(&demand.source),
                 demand.operator.as_deref(),
                 demand.reason.as_deref(),
-                Some(if created { "created" } else { "merged" }),
+                Some(&match (created, previous_item) {
+                    (true, Some(prev)) => format!("created_after_end,previous_item={prev}"),
+                    (true, None) => "created".to_owned(),
+                    (false, _) => "merged".to_owned(),
+                }),
                 now,
             )
             .await?;

@@ -7,7 +7,7 @@ use sqlx::Row;
 
 use rakuten_types::Timestamp;
 
-use super::enqueue::{audit, audit_outcome, shop_in_scope};
+use super::enqueue::{audit, audit_system, shop_in_scope};
 use super::{Pool, Tx, dialect, t};
 use crate::domain::Scope;
 use crate::store::common::{UNDECODABLE_ROW, undecodable_item};
@@ -37,7 +37,14 @@ pub(crate) async fn due(pool: &Pool, now: Timestamp, limit: i64) -> StoreResult<
 
 /// Sets a claimed item whose row does not decode aside as `failed` (issue #12 item 7): it is never
 /// executed, the rest of the queue keeps flowing, and lists show it with `reason`.
-async fn set_aside(tx: &mut Tx, id: i64, reason: &str, now: Timestamp) -> StoreResult<()> {
+async fn set_aside(
+    tx: &mut Tx,
+    instance: &str,
+    token: &str,
+    id: i64,
+    reason: &str,
+    now: Timestamp,
+) -> StoreResult<()> {
     sqlx::query(
         "UPDATE priority_items SET status = 'failed', claim_token = NULL, claim_expires_at = NULL, \
            dequeued_at = $1, result = $2, failure_reason = $3 WHERE id = $4 AND status = 'running'",
@@ -49,7 +56,17 @@ async fn set_aside(tx: &mut Tx, id: i64, reason: &str, now: Timestamp) -> StoreR
     .execute(&mut **tx)
     .await?;
     tracing::warn!(item = id, %reason, "priority item set aside as failed");
-    audit_outcome(tx, id, "fail_dequeue", Some(reason), Some(UNDECODABLE_ROW), now).await
+    audit_system(
+        tx,
+        id,
+        "fail_dequeue",
+        instance,
+        Some(token),
+        Some(reason),
+        Some(UNDECODABLE_ROW),
+        now,
+    )
+    .await
 }
 
 /// The result of an `expire` audit fact.
@@ -58,20 +75,26 @@ const VALIDITY_PASSED: &str = "validity period passed";
 /// Claims item `id` (or takes it over after a lapsed lease). An item enqueued at or before
 /// `expired_before` is past its validity: it is expired here, with its audit fact, instead of being
 /// handed out (issue #14 item 4; the expiry job may not have run yet). `None`: not claimable.
+/// Audit facts name `instance` and the fingerprint of the claim token (the new one; on an expiry
+/// the lapsed claim's, if any).
 pub(crate) async fn claim(
     tx: &mut Tx,
+    instance: &str,
     id: i64,
     token: &str,
     now: Timestamp,
     lease: Duration,
     expired_before: Option<Timestamp>,
 ) -> StoreResult<Option<ClaimedItem>> {
-    let before: Option<String> =
-        sqlx::query_scalar("SELECT status FROM priority_items WHERE id = $1")
+    let before: Option<(String, Option<String>)> =
+        sqlx::query_as("SELECT status, claim_token FROM priority_items WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut **tx)
             .await?;
-    let Some(before) = before.as_deref().and_then(ItemStatus::parse) else {
+    let Some((before, lapsed_token)) = before else {
+        return Ok(None);
+    };
+    let Some(before) = ItemStatus::parse(&before) else {
         return Ok(None);
     };
     let event = if before == ItemStatus::Running {
@@ -97,7 +120,17 @@ pub(crate) async fn claim(
         .await?;
         if expired.is_some() {
             before.transition(ItemEvent::Expire).map_err(|e| StoreError::Conflict(e.to_string()))?;
-            audit_outcome(tx, id, "expire", None, Some(VALIDITY_PASSED), now).await?;
+            audit_system(
+                tx,
+                id,
+                "expire",
+                instance,
+                lapsed_token.as_deref(),
+                None,
+                Some(VALIDITY_PASSED),
+                now,
+            )
+            .await?;
             return Ok(None);
         }
     }
@@ -115,7 +148,7 @@ pub(crate) async fn claim(
     .await?;
     let Some(row) = row else { return Ok(None) };
     if let Some(reason) = undecodable_item(&row) {
-        set_aside(tx, id, &reason, now).await?;
+        set_aside(tx, instance, token, id, &reason, now).await?;
         return Ok(None);
     }
     let claimed = ClaimedItem {
@@ -127,10 +160,12 @@ pub(crate) async fn claim(
         max_attempts: row.try_get("max_attempts")?,
         took_over: event == ItemEvent::TakeOver,
     };
-    audit_outcome(
+    audit_system(
         tx,
         id,
         "claim",
+        instance,
+        Some(token),
         None,
         Some(if claimed.took_over {
             "taken_over_after_lease"
@@ -188,8 +223,11 @@ pub(crate) async fn begin_attempt(
     })
 }
 
+/// Ends an attempt of `claim` (its token must still hold); audit facts name `instance` and the
+/// claim token's fingerprint.
 pub(crate) async fn finish(
     tx: &mut Tx,
+    instance: &str,
     claim: &ClaimedItem,
     finish: &Finish,
     logs: &[NewLog],
@@ -262,25 +300,38 @@ pub(crate) async fn finish(
         // The claim no longer holds; the log rows of the calls made are still kept.
         return Ok(None);
     }
+    let token = Some(claim.token.as_str());
     match finish {
         Finish::Completed { result } => {
-            audit_outcome(tx, claim.id, "complete", None, Some(result), now).await?;
+            audit_system(
+                tx,
+                claim.id,
+                "complete",
+                instance,
+                token,
+                None,
+                Some(result),
+                now,
+            )
+            .await?;
         }
         Finish::Retry {
             reason,
             next_run_at,
         } => {
-            audit_outcome(
+            audit_system(
                 tx,
                 claim.id,
                 "failure",
+                instance,
+                token,
                 Some(reason),
                 Some("recoverable"),
                 now,
             )
             .await?;
             let at = format!("next_run_at={}", t(*next_run_at));
-            audit_outcome(tx, claim.id, "retry", None, Some(&at), now).await?;
+            audit_system(tx, claim.id, "retry", instance, token, None, Some(&at), now).await?;
         }
         Finish::Failed {
             reason,
@@ -288,12 +339,24 @@ pub(crate) async fn finish(
             after_call,
         } => {
             if *after_call {
-                audit_outcome(tx, claim.id, "failure", Some(reason), Some(result), now).await?;
+                audit_system(
+                    tx,
+                    claim.id,
+                    "failure",
+                    instance,
+                    token,
+                    Some(reason),
+                    Some(result),
+                    now,
+                )
+                .await?;
             }
-            audit_outcome(
+            audit_system(
                 tx,
                 claim.id,
                 "fail_dequeue",
+                instance,
+                token,
                 Some(reason),
                 Some(result),
                 now,
@@ -354,12 +417,26 @@ pub(crate) async fn close(
     .await
 }
 
+/// Expires up to `batch` active items enqueued at or before `cutoff`; each gets an `expire` fact
+/// naming `instance` and, for a running item, the fingerprint of the claim it ends.
 pub(crate) async fn mark_expired(
     tx: &mut Tx,
+    instance: &str,
     now: Timestamp,
     cutoff: Timestamp,
     batch: i64,
 ) -> StoreResult<u64> {
+    // Writers are serialized (one write transaction at a time), so the rows read here are the rows
+    // the update below takes; the read keeps the claim tokens the update clears.
+    let held: Vec<(i64, Option<String>)> = sqlx::query_as(
+        "SELECT id, claim_token FROM priority_items WHERE status IN ('pending', 'running') \
+           AND enqueued_at <= $1 ORDER BY enqueued_at LIMIT $2",
+    )
+    .bind(t(cutoff))
+    .bind(batch)
+    .fetch_all(&mut **tx)
+    .await?;
+    let tokens: std::collections::HashMap<i64, Option<String>> = held.into_iter().collect();
     let ids: Vec<i64> = sqlx::query_scalar(
         "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, dequeued_at = $1 \
          WHERE id IN (SELECT id FROM priority_items WHERE status IN ('pending', 'running') \
@@ -373,7 +450,18 @@ pub(crate) async fn mark_expired(
     .fetch_all(&mut **tx)
     .await?;
     for id in &ids {
-        audit_outcome(tx, *id, "expire", None, Some(VALIDITY_PASSED), now).await?;
+        let token = tokens.get(id).and_then(|t| t.as_deref());
+        audit_system(
+            tx,
+            *id,
+            "expire",
+            instance,
+            token,
+            None,
+            Some(VALIDITY_PASSED),
+            now,
+        )
+        .await?;
     }
     Ok(ids.len() as u64)
 }

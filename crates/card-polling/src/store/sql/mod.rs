@@ -9,7 +9,7 @@
 //!
 //! Files: `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
 //! transaction), `items.rs` (claim, attempts, finish, close, expire), `observe.rs` (the `/metrics` counts and the
-//! `/readyz` ping), `query.rs` (scoped reads),
+//! `/readyz` ping), `query.rs` (scoped reads), `retention.rs` (batch deletes of old history),
 //! `rows.rs` (row reads), `schedule.rs` (ordinary polling schedule and manual triggers).
 
 mod domain;
@@ -17,6 +17,7 @@ mod enqueue;
 mod items;
 mod observe;
 mod query;
+mod retention;
 mod rows;
 mod schedule;
 
@@ -64,6 +65,8 @@ pub struct SqlStore {
     pool: Pool,
     // `meta.feature_enabled_at` never changes once written: read it once.
     feature: std::sync::Arc<std::sync::OnceLock<Timestamp>>,
+    // Written as `actor` on the audit facts of system transitions (issue #14 item 6).
+    instance: std::sync::Arc<str>,
 }
 
 impl SqlStore {
@@ -86,7 +89,20 @@ impl SqlStore {
         SqlStore {
             pool,
             feature: Default::default(),
+            instance: crate::instance::default_instance_id().into(),
         }
+    }
+
+    /// This store with `id` as the acting instance of the system transitions it writes
+    /// (`RAKUTEN_POLL_INSTANCE_ID`; [`crate::instance::default_instance_id`] until set).
+    pub fn with_instance(mut self, id: &str) -> Self {
+        self.instance = id.into();
+        self
+    }
+
+    /// The acting instance id written on audit facts of system transitions.
+    pub fn instance_id(&self) -> &str {
+        &self.instance
     }
 
     /// The pool (benchmarks and test fixtures insert rows in any state through it).
@@ -133,6 +149,19 @@ impl Store for SqlStore {
 
     async fn ping(&self) -> StoreResult<()> {
         observe::ping(&self.pool).await
+    }
+
+    async fn queue_health(&self) -> StoreResult<crate::store::observe::QueueHealth> {
+        observe::queue_health(&self.pool).await
+    }
+
+    async fn retention_prune(
+        &self,
+        table: PruneTable,
+        cutoff: Timestamp,
+        batch: i64,
+    ) -> StoreResult<u64> {
+        in_write_tx!(self, tx => retention::prune(&mut tx, table, cutoff, batch).await?)
     }
 
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
@@ -304,7 +333,7 @@ impl Store for SqlStore {
         let cutoff = now.minus(crate::priority::VALIDITY);
         let expired_before = (feature <= cutoff).then_some(cutoff);
         in_write_tx!(self, tx => {
-            items::claim(&mut tx, id, token, now, lease, expired_before).await?
+            items::claim(&mut tx, &self.instance, id, token, now, lease, expired_before).await?
         })
     }
 
@@ -328,7 +357,7 @@ impl Store for SqlStore {
         now: Timestamp,
     ) -> StoreResult<ItemStatus> {
         let out: Option<ItemStatus> =
-            in_write_tx!(self, tx => items::finish(&mut tx, claim, finish, logs, now).await?)?;
+            in_write_tx!(self, tx => items::finish(&mut tx, &self.instance, claim, finish, logs, now).await?)?;
         out.ok_or(StoreError::ClaimLost)
     }
 
@@ -355,7 +384,7 @@ impl Store for SqlStore {
         if feature > cutoff {
             return Ok(0);
         }
-        in_write_tx!(self, tx => items::mark_expired(&mut tx, now, cutoff, batch).await?)
+        in_write_tx!(self, tx => items::mark_expired(&mut tx, &self.instance, now, cutoff, batch).await?)
     }
 
     async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>> {

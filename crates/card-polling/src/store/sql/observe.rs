@@ -1,9 +1,11 @@
-//! Reads for `/metrics` and `/readyz` (issue #10 items 7 and 8), no parameters, plain columns.
+//! Reads for `/metrics`, `/readyz` and `/health` (issue #10 items 7 and 8, issue #14 item 8), no
+//! parameters, plain columns.
 //! The item count visits only the [`OPEN_ITEM_STATUSES`](crate::store::observe::OPEN_ITEM_STATUSES)
 //! rows through the `(status, id)` index; finished items, the bulk, are never scanned.
 
 use super::Pool;
-use crate::store::StoreResult;
+use crate::store::observe::QueueHealth;
+use crate::store::{StoreResult, common};
 
 const ITEM_COUNTS: &str = "SELECT status, task_type, COUNT(*) FROM priority_items \
      WHERE status IN ('pending','running') GROUP BY status, task_type";
@@ -21,4 +23,31 @@ pub(crate) async fn ping(pool: &Pool) -> StoreResult<()> {
         .fetch_one(pool)
         .await?;
     Ok(())
+}
+
+const QUEUE_HEALTH: &str = "SELECT status, COUNT(*), MIN(enqueued_at) FROM priority_items \
+     WHERE status IN ('pending','running') GROUP BY status";
+
+/// Open item counts and the oldest pending item's enqueue time, in one statement (so a dropped or
+/// unreadable `priority_items` fails it).
+pub(crate) async fn queue_health(pool: &Pool) -> StoreResult<QueueHealth> {
+    let rows = sqlx::query_as::<_, (String, i64, Option<String>)>(QUEUE_HEALTH)
+        .fetch_all(pool)
+        .await?;
+    let mut out = QueueHealth::default();
+    for (status, n, oldest) in rows {
+        match status.as_str() {
+            "pending" => {
+                out.pending = n;
+                out.oldest_pending_enqueued_at = oldest
+                    .map(|s| {
+                        rakuten_types::Timestamp::parse(&s)
+                            .map_err(|_| common::corrupt("priority_items.enqueued_at"))
+                    })
+                    .transpose()?;
+            }
+            _ => out.running = n,
+        }
+    }
+    Ok(out)
 }

@@ -45,7 +45,7 @@ pub(crate) async fn get(
     };
     let item = item_view(&row, feature, VALIDITY)?;
     let events = sqlx::query(
-        "SELECT id, kind, trigger_type, source, operator, reason, result, at \
+        "SELECT id, kind, trigger_type, source, operator, reason, result, at, actor, claim_fingerprint \
          FROM (SELECT * FROM priority_item_events WHERE item_id = $1 ORDER BY id DESC LIMIT 1000) AS e ORDER BY id",
     )
     .bind(id)

@@ -1,0 +1,149 @@
+//! The retention job (issue #14 item 5): keeps the history tables bounded. Interaction logs older
+//! than [`Retention::logs`] go; audit facts and trigger events of items that ended longer than
+//! [`Retention::history`] ago go, and so do ordinary manual triggers (done ones) requested before
+//! it. Rows of an active item are never deleted. Each batch is its own short write transaction of
+//! at most [`Retention::batch`] rows, with [`Retention::pause`] between batches, so enqueues,
+//! claims and outcomes wait for one batch at most. Priority items themselves are kept.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use rakuten_types::{Clock, Timestamp};
+
+use crate::store::{PruneTable, Store, StoreResult};
+use crate::telemetry::PollMetrics;
+
+/// What to keep and how to delete (`RAKUTEN_POLL_RETENTION_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// How long interaction logs are kept (default 7 days).
+    pub logs: Duration,
+    /// How long audit facts, trigger events and manual triggers are kept after their item ended
+    /// (manual triggers: after their request) (default 90 days).
+    pub history: Duration,
+    /// Rows deleted per transaction (default 1,000).
+    pub batch: i64,
+    /// Pause between two batches (default 100 ms; zero in tests).
+    pub pause: Duration,
+    /// Pause between two runs (default 1 h).
+    pub every: Duration,
+}
+
+/// Rows deleted by one run, per table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    /// `integration_logs`.
+    pub interaction_logs: u64,
+    /// `priority_item_events`.
+    pub audit_facts: u64,
+    /// `priority_trigger_events`.
+    pub trigger_events: u64,
+    /// `manual_triggers`.
+    pub manual_triggers: u64,
+}
+
+impl PruneReport {
+    /// Every row deleted.
+    pub fn total(&self) -> u64 {
+        self.interaction_logs + self.audit_facts + self.trigger_events + self.manual_triggers
+    }
+
+    fn slot(&mut self, table: PruneTable) -> &mut u64 {
+        match table {
+            PruneTable::InteractionLogs => &mut self.interaction_logs,
+            PruneTable::AuditFacts => &mut self.audit_facts,
+            PruneTable::TriggerEvents => &mut self.trigger_events,
+            PruneTable::ManualTriggers => &mut self.manual_triggers,
+        }
+    }
+}
+
+/// The retention job.
+#[derive(Clone)]
+pub struct RetentionJob {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<PollMetrics>,
+    retention: Retention,
+}
+
+impl std::fmt::Debug for RetentionJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetentionJob")
+            .field("retention", &self.retention)
+            .finish()
+    }
+}
+
+impl RetentionJob {
+    /// A job keeping `retention`, counting deleted rows in `metrics`
+    /// (`cardpoll_pruned_rows_total{table}`).
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<PollMetrics>,
+        retention: Retention,
+    ) -> Self {
+        RetentionJob {
+            store,
+            clock,
+            metrics,
+            retention,
+        }
+    }
+
+    /// Deletes everything past retention at `now`, batch by batch, table by table.
+    ///
+    /// # Errors
+    /// Storage failures (rows deleted by earlier batches stay deleted).
+    pub async fn run_once(&self, now: Timestamp) -> StoreResult<PruneReport> {
+        let mut report = PruneReport::default();
+        let r = &self.retention;
+        for (table, keep) in [
+            (PruneTable::InteractionLogs, r.logs),
+            (PruneTable::AuditFacts, r.history),
+            (PruneTable::TriggerEvents, r.history),
+            (PruneTable::ManualTriggers, r.history),
+        ] {
+            let cutoff = now.minus(keep);
+            loop {
+                let n = self.store.retention_prune(table, cutoff, r.batch).await?;
+                *report.slot(table) += n;
+                self.metrics.pruned(table.as_str(), n);
+                if n < r.batch as u64 {
+                    break;
+                }
+                if !r.pause.is_zero() {
+                    tokio::time::sleep(r.pause).await;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs until `shutdown`, once per [`Retention::every`].
+    pub async fn run(self, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                out = self.run_once(self.clock.now()) => match out {
+                    Ok(r) if r.total() == 0 => {}
+                    Ok(r) => tracing::info!(
+                        interaction_logs = r.interaction_logs,
+                        audit_facts = r.audit_facts,
+                        trigger_events = r.trigger_events,
+                        manual_triggers = r.manual_triggers,
+                        "retention: old rows deleted"
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "retention job failed"),
+                },
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(self.retention.every) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Issue #14 item 6: audit facts of system transitions name the acting instance and the claim
+//! token's fingerprint (never the token); a manual enqueue whose event id's item has ended is a new
+//! request, recorded, not a silent replay (D-scale2-2).
+
+use serde_json::{Value, json};
+
+use card_polling::instance::claim_fingerprint;
+use card_polling::priority::CLAIM_LEASE;
+use card_polling::upstream::SimBehavior;
+use rakuten_types::Clock;
+
+use super::helpers::*;
+
+const INSTANCE: &str = "poller-7";
+
+async fn spawn_named() -> TestApp {
+    let app = spawn_with(Backend::Memory, |s| s.instance_id = Some(INSTANCE.into())).await;
+    app.seed().await;
+    app
+}
+
+async fn enqueue_one(app: &TestApp, body: Value) -> (i64, String) {
+    let (s, v) = app.enqueue(PLATFORM, body).await;
+    assert_eq!(s, 200, "{v}");
+    let item = &v["data"]["items"][0];
+    (
+        item["item_id"].as_i64().unwrap(),
+        item["action"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn events(detail: &Value) -> Vec<Value> {
+    detail["events"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn claim_takeover_and_complete_name_the_instance_and_the_claim_fingerprint() {
+    let app = spawn_named().await;
+    let (id, _) = enqueue_one(
+        &app,
+        json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "audit"}),
+    )
+    .await;
+    // A claimer takes the item and dies; this process takes it over after the lease.
+    app.store
+        .item_claim(id, "crashed-claimer-token", app.clock.now(), CLAIM_LEASE)
+        .await
+        .unwrap()
+        .expect("claim");
+    app.advance(CLAIM_LEASE.as_secs());
+    let report = app.run_executor().await;
+    assert_eq!(report.completed, 1, "{report:?}");
+
+    let detail = app.detail(id).await;
+    let ev = events(&detail);
+    let kinds: Vec<&str> = ev.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["enqueue", "claim", "claim", "complete"], "{detail}");
+    // The operator's enqueue names the operator, no instance, no claim.
+    assert_eq!(ev[0]["operator"], "plat", "{}", ev[0]);
+    assert_eq!((&ev[0]["actor"], &ev[0]["claim_fingerprint"]), (&Value::Null, &Value::Null));
+    // Every system fact names this process.
+    for e in &ev[1..] {
+        assert_eq!(e["actor"], INSTANCE, "{e}");
+        assert_eq!(e["operator"], Value::Null, "{e}");
+    }
+    let first = claim_fingerprint("crashed-claimer-token");
+    assert_eq!(ev[1]["claim_fingerprint"], first.as_str());
+    let takeover = ev[2]["claim_fingerprint"].as_str().unwrap().to_owned();
+    assert_eq!(ev[2]["result"], "taken_over_after_lease");
+    assert_eq!(takeover.len(), 8);
+    assert!(takeover.chars().all(|c| c.is_ascii_hexdigit()), "{takeover}");
+    assert_ne!(takeover, first, "a takeover is a new claim");
+    assert_eq!(ev[3]["claim_fingerprint"], takeover.as_str(), "complete ends the takeover's claim");
+    // The token itself is stored nowhere in the audit trail.
+    assert!(!detail.to_string().contains("crashed-claimer-token"), "{detail}");
+    app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn retry_failure_and_expire_name_the_instance() {
+    let app = spawn_named().await;
+    let (id, _) = enqueue_one(
+        &app,
+        json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "audit"}),
+    )
+    .await;
+    app.sim.script("CA1", &[SimBehavior::Fail]);
+    app.run_executor().await;
+    // Held by a claimer when the validity ends: the expiry names the claim it ends.
+    app.advance(600);
+    app.store
+        .item_claim(id, "holder-token", app.clock.now(), CLAIM_LEASE)
+        .await
+        .unwrap()
+        .expect("claim");
+    app.advance(24 * 3600);
+    let expired = app.expiry.run_once(app.clock.now()).await.unwrap();
+    assert_eq!(expired, 1);
+
+    let ev = events(&app.detail(id).await);
+    let by_kind = |k: &str| -> Vec<Value> { ev.iter().filter(|e| e["kind"] == k).cloned().collect() };
+    let failure = by_kind("failure");
+    let retry = by_kind("retry");
+    let expire = by_kind("expire");
+    assert_eq!((failure.len(), retry.len(), expire.len()), (1, 1, 1), "{ev:?}");
+    let claims = by_kind("claim");
+    assert_eq!(failure[0]["actor"], INSTANCE);
+    assert_eq!(failure[0]["claim_fingerprint"], claims[0]["claim_fingerprint"]);
+    assert_eq!(retry[0]["actor"], INSTANCE);
+    assert_eq!(retry[0]["claim_fingerprint"], claims[0]["claim_fingerprint"]);
+    assert_eq!(expire[0]["actor"], INSTANCE);
+    assert_eq!(
+        expire[0]["claim_fingerprint"],
+        claim_fingerprint("holder-token").as_str()
+    );
+    app.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn manual_enqueue_reusing_an_ended_items_event_id_creates_a_new_recorded_item() {
+    let app = spawn_seeded().await;
+    let body = json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["package"],
+                      "reason": "ticket 42", "event_id": "ticket-42"});
+    let (first, action) = enqueue_one(&app, body.clone()).await;
+    assert_eq!(action, "created");
+    app.cycle_and_drain().await;
+    assert_eq!(app.detail(first).await["item"]["status"], "completed");
+
+    // The same key after its item ended: a new item, its audit fact saying why.
+    let again = json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["package"],
+                       "reason": "customer called again", "event_id": "ticket-42"});
+    let (second, action) = enqueue_one(&app, again.clone()).await;
+    assert_eq!(action, "created");
+    assert_ne!(second, first);
+    let ev = events(&app.detail(second).await);
+    assert_eq!(ev[0]["kind"], "enqueue");
+    assert_eq!(ev[0]["reason"], "customer called again");
+    assert_eq!(
+        ev[0]["result"],
+        format!("created_after_end,previous_item={first}")
+    );
+    // While the new item is active the key is a replay of it again.
+    let (third, action) = enqueue_one(&app, again).await;
+    assert_eq!((third, action.as_str()), (second, "replayed"));
+    assert_eq!(app.audit_kinds(second).await, ["enqueue", "merge"]);
+    // The ended item is untouched.
+    assert_eq!(app.audit_kinds(first).await.last().unwrap(), "complete");
+    app.assert_invariants().await;
+}

@@ -1,0 +1,166 @@
+//! Issue #14 item 5: the retention job keeps the history tables bounded — interaction logs past
+//! their retention, audit facts and trigger events of items that ended before the history
+//! retention, done manual triggers — in batches, and never a row of an active item.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use card_polling::jobs::retention::PruneReport;
+use rakuten_types::Clock;
+
+use super::helpers::*;
+
+const DAY: u64 = 24 * 3600;
+
+fn days_ago(app: &TestApp, days: u64) -> String {
+    app.clock
+        .now()
+        .minus(Duration::from_secs(days * DAY))
+        .to_rfc3339()
+}
+
+async fn count(app: &TestApp, sql: &'static str, id: Option<i64>) -> i64 {
+    let mut q = sqlx::query_scalar::<_, i64>(sql);
+    if let Some(id) = id {
+        q = q.bind(id);
+    }
+    q.fetch_one(app.db.pool()).await.unwrap()
+}
+
+async fn old_log(app: &TestApp, item_id: Option<i64>, at: &str) {
+    sqlx::query(
+        "INSERT INTO integration_logs (item_id, iccid, task_type, operation, request_summary, \
+           response_summary, latency_ms, outcome, at) VALUES ($1, 'CA1', 'card_status', 'poll', 'r', 's', $2, 'ok', $3)",
+    )
+    .bind(item_id)
+    .bind(5_i64)
+    .bind(at)
+    .execute(app.db.pool())
+    .await
+    .unwrap();
+}
+
+async fn old_manual_trigger(app: &TestApp, status: &str, at: &str) {
+    let executed = (status == "executed").then_some(at);
+    sqlx::query(
+        "INSERT INTO manual_triggers (operator, iccid, task_type, requested_at, status, executed_at) \
+         VALUES ('plat', 'CA1', 'card_status', $1, $2, $3)",
+    )
+    .bind(at)
+    .bind(status)
+    .bind(executed)
+    .execute(app.db.pool())
+    .await
+    .unwrap();
+}
+
+async fn enqueue(app: &TestApp, iccid: &str) -> i64 {
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": iccid, "task_types": ["card_status"],
+                   "reason": "retention", "event_id": format!("ev-{iccid}")}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    v["data"]["items"][0]["item_id"].as_i64().unwrap()
+}
+
+const LOGS_OF: &str = "SELECT count(*) FROM integration_logs WHERE item_id = $1";
+const FACTS_OF: &str = "SELECT count(*) FROM priority_item_events WHERE item_id = $1";
+const EVENTS_OF: &str = "SELECT count(*) FROM priority_trigger_events WHERE item_id = $1";
+
+#[tokio::test]
+async fn retention_prunes_old_history_but_never_a_row_of_an_active_item() {
+    let app = spawn_seeded().await;
+    // Item A runs and ends now; item B stays pending.
+    let ended = enqueue(&app, "CA1").await;
+    app.cycle_and_drain().await;
+    assert_eq!(app.detail(ended).await["item"]["status"], "completed");
+    let active = enqueue(&app, "CA11").await;
+    // B carries rows far older than any retention (an item from before the go-live, say).
+    old_log(&app, Some(active), &days_ago(&app, 100)).await;
+    sqlx::query(
+        "INSERT INTO priority_item_events (item_id, kind, result, at) VALUES ($1, 'merge', 'merged', $2)",
+    )
+    .bind(active)
+    .bind(days_ago(&app, 100))
+    .execute(app.db.pool())
+    .await
+    .unwrap();
+    // An ordinary poll's log 8 days old, done and queued manual triggers 100 days old.
+    old_log(&app, None, &days_ago(&app, 8)).await;
+    old_manual_trigger(&app, "executed", &days_ago(&app, 100)).await;
+    old_manual_trigger(&app, "queued", &days_ago(&app, 100)).await;
+    let a_logs = count(&app, LOGS_OF, Some(ended)).await;
+    assert!(a_logs >= 1);
+
+    // Now: only the 8-day-old log and the old done trigger are past retention.
+    let r = app.retention.run_once(app.clock.now()).await.unwrap();
+    assert_eq!(
+        r,
+        PruneReport {
+            interaction_logs: 1,
+            audit_facts: 0,
+            trigger_events: 0,
+            manual_triggers: 1,
+        }
+    );
+    assert_eq!(count(&app, LOGS_OF, Some(ended)).await, a_logs);
+    assert_eq!(count(&app, "SELECT count(*) FROM manual_triggers", None).await, 1);
+
+    // 91 days on: A's logs, audit facts and trigger event go; B keeps every row.
+    let b_facts = count(&app, FACTS_OF, Some(active)).await;
+    let a_facts = count(&app, FACTS_OF, Some(ended)).await;
+    app.advance(91 * DAY);
+    let r = app.retention.run_once(app.clock.now()).await.unwrap();
+    assert_eq!(r.interaction_logs as i64, a_logs, "{r:?}");
+    assert_eq!(r.audit_facts as i64, a_facts, "{r:?}");
+    assert_eq!(r.trigger_events, 1, "{r:?}");
+    assert_eq!(r.manual_triggers, 0, "a queued trigger is still owed its poll");
+    for sql in [LOGS_OF, FACTS_OF, EVENTS_OF] {
+        assert_eq!(count(&app, sql, Some(ended)).await, 0, "{sql}");
+    }
+    assert_eq!(count(&app, LOGS_OF, Some(active)).await, 1);
+    assert_eq!(count(&app, FACTS_OF, Some(active)).await, b_facts);
+    assert_eq!(count(&app, EVENTS_OF, Some(active)).await, 1);
+    // The item rows themselves stay; the ended one reads with an empty trail.
+    let detail = app.detail(ended).await;
+    assert_eq!(detail["item"]["status"], "completed");
+    assert_eq!(detail["events"], json!([]));
+
+    // B ends now (expired): its history is young again, so it stays.
+    assert_eq!(app.expiry.run_once(app.clock.now()).await.unwrap(), 1);
+    let r = app.retention.run_once(app.clock.now()).await.unwrap();
+    assert_eq!(r.audit_facts + r.trigger_events, 0, "{r:?}");
+    assert_eq!(count(&app, EVENTS_OF, Some(active)).await, 1);
+}
+
+#[tokio::test]
+async fn retention_deletes_in_batches_and_counts_the_rows_in_metrics() {
+    let app = spawn_with(Backend::Memory, |s| s.retention_batch = 2).await;
+    app.seed().await;
+    let old = days_ago(&app, 30);
+    for _ in 0..5 {
+        old_log(&app, None, &old).await;
+    }
+    old_log(&app, None, &days_ago(&app, 6)).await;
+    let r = app.retention.run_once(app.clock.now()).await.unwrap();
+    assert_eq!(r.interaction_logs, 5, "{r:?}");
+    assert_eq!(count(&app, "SELECT count(*) FROM integration_logs", None).await, 1);
+    let text = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("cardpoll_pruned_rows_total{table=\"interaction_logs\"} 5"),
+        "{text}"
+    );
+}
