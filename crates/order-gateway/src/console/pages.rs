@@ -18,7 +18,7 @@ use web_console::layout::{
 
 use super::Signed;
 use crate::http::AppState;
-use crate::store::operator::AlertFilter;
+use crate::store::operator::{AlertFilter, LeaseGrantRecord};
 use crate::store::queries::QueryFilter;
 use crate::store::{AttentionTask, TaskFilter};
 
@@ -363,6 +363,10 @@ pub async fn task(
         Ok(a) => a,
         Err(e) => return store_error(&signed, e),
     };
+    let grants = match st.ops.task_lease_grants(&task_id, LEASE_GRANTS_SHOWN).await {
+        Ok(g) => g,
+        Err(e) => return store_error(&signed, e),
+    };
     let mut evidence = Vec::new();
     match st.ops.task_evidence_queries(&task_id).await {
         Ok(ids) => {
@@ -384,13 +388,19 @@ pub async fn task(
         .iter()
         .rev()
         .find_map(|r| r.site_order_id.as_deref());
-    let mut owners: Vec<&str> = detail
-        .history
+    // Every worker the grants, the reports and the current lease name, each once, oldest first.
+    let mut owners: Vec<&str> = Vec::new();
+    for w in grants
         .iter()
-        .filter_map(|r| r.worker_id.as_deref())
+        .rev()
+        .map(|g| g.worker_id.as_str())
+        .chain(detail.history.iter().filter_map(|r| r.worker_id.as_deref()))
         .chain(t.lease_owner.as_deref())
-        .collect();
-    owners.dedup();
+    {
+        if !owners.contains(&w) {
+            owners.push(w);
+        }
+    }
     let id_enc = enc(task_id.as_str());
     let csrf = signed.0.csrf.clone();
     let body = html! {
@@ -439,6 +449,10 @@ pub async fn task(
             h2 { "Reports (" (detail.history.len()) ")" }
             (reports_table(&detail.history))
         }
+        section.card #lease-history {
+            h2 { "Lease history (" (grants.len()) " of " (t.lease_count) " grants)" }
+            (grants_table(&grants, t.lease_count))
+        }
         section.card #gathered {
             h2 { "The site's order list for this task's window" }
             @if evidence.is_empty() {
@@ -480,6 +494,57 @@ fn attention_reason(t: &TaskSummary, history: &[ReportView]) -> Option<String> {
             last_error_code: last.and_then(|r| r.error_code),
         })
     })
+}
+
+/// Most grants the task page lists, newest first.
+const LEASE_GRANTS_SHOWN: i64 = 200;
+
+/// The lease history: one row per grant, newest first (D-console2-1).
+fn grants_table(grants: &[LeaseGrantRecord], lease_count: i64) -> Markup {
+    let oldest_shown = grants.last().map_or(lease_count + 1, |g| g.grant_no);
+    let unrecorded = oldest_shown > 1 && grants.len() < LEASE_GRANTS_SHOWN as usize;
+    html! {
+        @if lease_count == 0 { p.empty { "Never leased." } }
+        @else if grants.is_empty() {
+            p.empty #no-grants { "No recorded grants: this task was leased before the gateway kept a \
+                lease history; the counts above are all there is." }
+        } @else {
+            table {
+                thead { tr {
+                    th.num { "grant" } th { "worker" } th { "via" } th { "granted" }
+                    th { "expires / ended" } th.num { "renewals" } th { "how it ended" }
+                    th { "token" }
+                } }
+                tbody #grant-rows {
+                    @for g in grants {
+                        tr {
+                            td.num { (g.grant_no) }
+                            td.mono { (g.worker_id) }
+                            td { (g.via.as_str()) }
+                            td { (ts(g.granted_at)) }
+                            td {
+                                @match g.ended_at {
+                                    Some(e) => { "ended " (ts(e)) br; span.muted { "lease to " (ts(g.expires_at)) } },
+                                    None => { "expires " (ts(g.expires_at)) },
+                                }
+                            }
+                            td.num { (g.renewals)
+                                @if let Some(r) = g.last_renewed_at { br; span.muted { "last " (ts(r)) } } }
+                            td { @match g.ended_how {
+                                Some(h) => { (h.as_str()) },
+                                None => { span.badge.info { "open" } },
+                            } }
+                            td.mono title="first 8 hex digits of the token's SHA-256" { (g.token_fp) }
+                        }
+                    }
+                }
+            }
+            @if unrecorded {
+                p.muted { "Grants before no. " (oldest_shown) " were made before the gateway kept a \
+                    lease history." }
+            }
+        }
+    }
 }
 
 fn reports_table(history: &[ReportView]) -> Markup {

@@ -48,6 +48,11 @@ pub fn migrator() -> Migrator {
             "console indexes",
             include_str!("../../migrations/sqlite/0005_console_indexes.sql"),
         ),
+        (
+            6,
+            "lease grants",
+            include_str!("../../migrations/sqlite/0006_lease_grants.sql"),
+        ),
     ])
 }
 

@@ -9,6 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use order_gateway::LeaseScope;
+use order_gateway::store::operator::{
+    GrantEnd, GrantVia, LeaseGrantRecord, OperatorStore, ResolveRequest, token_fingerprint,
+};
 use order_gateway::store::postgres::PgStore;
 use order_gateway::store::queries::{
     NewQuery, QueryFilter, QueryLeaseRequest, QueryOutcome, QueryResultRecord,
@@ -27,9 +30,9 @@ use sqlx::Connection;
 
 use crate::pg::TestDb;
 
-/// Both traits, as one object.
-pub trait Store: OrderStore + QueryStore {}
-impl<T: OrderStore + QueryStore> Store for T {}
+/// The three traits, as one object.
+pub trait Store: OrderStore + QueryStore + OperatorStore {}
+impl<T: OrderStore + QueryStore + OperatorStore> Store for T {}
 
 /// Raw access to the database, to check that the schema itself refuses bypasses.
 enum Raw {
@@ -477,7 +480,203 @@ conformance!(
     a_lone_instance_is_the_alert_leader,
     a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_is_leased,
     a_locked_database_answers_busy_within_the_bound_instead_of_hanging,
+    lease_history_records_a_grant_its_renewal_and_the_final_report,
+    lease_history_records_expiry_reclaim_and_regrant,
+    resolving_a_task_ends_its_open_grant,
 );
+
+impl Harness {
+    /// The task's lease history, newest first.
+    async fn grants(&self, id: &str) -> Vec<LeaseGrantRecord> {
+        self.store.task_lease_grants(&tid(id), 200).await.unwrap()
+    }
+}
+
+async fn lease_history_records_a_grant_its_renewal_and_the_final_report(h: &Harness) {
+    h.insert("po-1").await;
+    assert!(h.grants("po-1").await.is_empty());
+    let granted_at = h.now();
+    let g = h.granted("w1").await;
+    let open = h.grants("po-1").await;
+    assert_eq!(open.len(), 1);
+    assert_eq!(
+        (open[0].grant_no, open[0].worker_id.as_str(), open[0].via),
+        (1, "w1", GrantVia::Poll)
+    );
+    assert_eq!(
+        (open[0].granted_at, open[0].expires_at),
+        (granted_at, g.lease_expires_at)
+    );
+    assert_eq!(
+        (open[0].renewals, open[0].ended_at, open[0].ended_how),
+        (0, None, None)
+    );
+    // Only the fingerprint is kept: 8 hex digits of the token's SHA-256, never the token.
+    assert_eq!(open[0].token_fp, token_fingerprint(&g.lease_token));
+    assert_eq!(open[0].token_fp.len(), 8);
+
+    h.clock.advance(Duration::from_secs(60));
+    let renewed_at = h.now();
+    let ack = h
+        .store
+        .task_renew(
+            RenewRequest {
+                task_id: tid("po-1"),
+                worker_id: wid("w1"),
+                lease_token: Some(g.lease_token.clone()),
+                ttl: TTL,
+            },
+            h.now(),
+        )
+        .await
+        .unwrap();
+    let renewed = &h.grants("po-1").await[0];
+    assert_eq!(renewed.expires_at, ack.lease_expires_at);
+    assert_eq!(
+        (renewed.renewals, renewed.last_renewed_at),
+        (1, Some(renewed_at))
+    );
+    assert_eq!(renewed.ended_at, None);
+
+    // A progress report leaves the grant open; the final one ends it, and a monitoring report
+    // after the end does not reopen it.
+    h.report("po-1", "w1", Some(&g.lease_token), OrderState::InCart, None)
+        .await
+        .unwrap();
+    assert_eq!(h.grants("po-1").await[0].ended_how, None);
+    h.clock.advance(Duration::from_secs(10));
+    let ended_at = h.now();
+    h.report(
+        "po-1",
+        "w1",
+        Some(&g.lease_token),
+        OrderState::Ordered,
+        Some(Outcome::Succeeded),
+    )
+    .await
+    .unwrap();
+    h.clock.advance(Duration::from_secs(10));
+    h.report("po-1", "w1", Some(&g.lease_token), OrderState::Paid, None)
+        .await
+        .unwrap();
+    let done = h.grants("po-1").await;
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        (done[0].ended_at, done[0].ended_how),
+        (Some(ended_at), Some(GrantEnd::Reported))
+    );
+    assert_eq!(done[0].renewals, 1);
+}
+
+async fn lease_history_records_expiry_reclaim_and_regrant(h: &Harness) {
+    h.insert("po-1").await;
+    let first = h.granted("w1").await;
+    h.clock.advance(TTL);
+    let swept_at = h.now();
+    assert_eq!(
+        h.store
+            .task_mark_stale_expired(h.now())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let expired = h.grants("po-1").await;
+    assert_eq!(expired.len(), 1);
+    assert_eq!(
+        (expired[0].ended_at, expired[0].ended_how),
+        (Some(swept_at), Some(GrantEnd::Expired))
+    );
+    assert_eq!(expired[0].expires_at, first.lease_expires_at);
+
+    h.clock.advance(Duration::from_secs(30));
+    let reclaimed = h.reclaim("po-1", "w2").await.unwrap();
+    let after_reclaim = h.grants("po-1").await;
+    assert_eq!(after_reclaim.len(), 2);
+    assert_eq!(
+        (
+            after_reclaim[0].grant_no,
+            after_reclaim[0].worker_id.as_str(),
+            after_reclaim[0].via
+        ),
+        (2, "w2", GrantVia::Reclaim)
+    );
+    assert_eq!(
+        after_reclaim[0].token_fp,
+        token_fingerprint(&reclaimed.lease_token)
+    );
+    assert_eq!(after_reclaim[0].ended_how, None);
+
+    // The worker's first poll receives the reclaim's own grant: no new row, the lease runs
+    // from that poll.
+    h.clock.advance(Duration::from_secs(5));
+    let received = h.granted("w2").await;
+    assert_eq!(received.lease_count, 2);
+    let moved = h.grants("po-1").await;
+    assert_eq!(moved.len(), 2);
+    assert_eq!(moved[0].expires_at, received.lease_expires_at);
+
+    // A second poll while holding it is a re-grant: the reclaim's grant ends, a new one opens.
+    h.clock.advance(Duration::from_secs(5));
+    let regranted_at = h.now();
+    let again = h.granted("w2").await;
+    let rows = h.grants("po-1").await;
+    let nos: Vec<i64> = rows.iter().map(|g| g.grant_no).collect();
+    assert_eq!(nos, vec![3, 2, 1], "newest first");
+    assert_eq!((rows[0].via, rows[0].ended_how), (GrantVia::Poll, None));
+    assert_eq!(rows[0].token_fp, token_fingerprint(&again.lease_token));
+    assert_eq!(
+        (rows[1].ended_at, rows[1].ended_how),
+        (Some(regranted_at), Some(GrantEnd::Regranted))
+    );
+    assert_eq!(rows[2].ended_how, Some(GrantEnd::Expired));
+
+    // The schema keeps one open grant per task, whatever the code does.
+    let second_open = h
+        .raw(
+            "INSERT INTO lease_grants (task_id, grant_no, worker_id, via, token_fp, granted_at, \
+             expires_at) VALUES ('po-1', 9, 'w9', 'poll', '0123abcd', \
+             '2026-07-27T09:00:00.000Z', '2026-07-27T09:05:00.000Z')",
+        )
+        .await;
+    assert!(
+        second_open.is_err(),
+        "two open grants of one task: {second_open:?}"
+    );
+}
+
+async fn resolving_a_task_ends_its_open_grant(h: &Harness) {
+    h.insert("po-1").await;
+    h.granted("w1").await;
+    // A fixture: a stale task whose grant is still open (the sweeper ends it on the way to
+    // stale; this is the operator's path for a row that got there otherwise).
+    h.raw("UPDATE tasks SET status = 'stale' WHERE task_id = 'po-1'")
+        .await
+        .unwrap();
+    assert_eq!(h.grants("po-1").await[0].ended_how, None);
+    h.clock.advance(Duration::from_secs(60));
+    let resolved_at = h.now();
+    h.store
+        .task_resolve(
+            ResolveRequest {
+                task_id: tid("po-1"),
+                outcome: Outcome::Failed,
+                reason: "no order on the site".into(),
+                actor: "test".into(),
+                site_order_id: None,
+                state: None,
+            },
+            h.now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.status("po-1").await, TaskStatus::Failed);
+    let rows = h.grants("po-1").await;
+    assert_eq!(
+        (rows[0].ended_at, rows[0].ended_how),
+        (Some(resolved_at), Some(GrantEnd::Resolved))
+    );
+}
 
 async fn insert_is_idempotent_on_task_id(h: &Harness) {
     h.insert("po-1").await;

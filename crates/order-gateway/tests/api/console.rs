@@ -3,6 +3,7 @@
 //! under `target/console-screenshots/`.
 
 use serde_json::json;
+use sqlx::Connection;
 use web_console::webdriver::Browser;
 
 use crate::helpers::{TOKEN, TestApp, spawn_app, spawn_app_with};
@@ -15,8 +16,9 @@ async fn sign_in(b: &Browser, app: &TestApp) {
     b.find("#who").await;
 }
 
-/// A stale task: leased to `worker`, reported `in_cart`, its lease lapsed and swept.
-async fn stale_task(app: &TestApp, task_id: &str, worker: &str) {
+/// A stale task: leased to `worker`, reported `in_cart`, its lease lapsed and swept; returns the
+/// grant.
+async fn stale_task(app: &TestApp, task_id: &str, worker: &str) -> serde_json::Value {
     let g = app.leased(task_id, worker).await;
     app.report(
         task_id,
@@ -27,6 +29,7 @@ async fn stale_task(app: &TestApp, task_id: &str, worker: &str) {
     .assert_ok();
     app.expire_leases();
     assert_eq!(app.sweep().await.len(), 1);
+    g
 }
 
 #[tokio::test]
@@ -156,7 +159,7 @@ async fn console_stale_flow_end_to_end() {
         s.worker_offline_alert_seconds = 100_000.0;
     })
     .await;
-    stale_task(&app, "stale-1", "w1").await;
+    let g_task = stale_task(&app, "stale-1", "w1").await;
     let run = app.run_alerts().await;
     assert_eq!(run.evidence.len(), 1, "the order list is gathered");
     let g = app.lease_query("w1", 0.0).await;
@@ -182,6 +185,18 @@ async fn console_stale_flow_end_to_end() {
     let text = b.text().await;
     assert!(text.contains("306087-20260727-0000000042"), "{text}");
     assert!(text.contains("Widget"), "{text}");
+    // The lease history: the one grant, to w1 by a poll, ended when the sweeper found it lapsed.
+    let grants = b.find("#grant-rows").await.text().await.unwrap();
+    assert!(
+        grants.contains("w1") && grants.contains("poll") && grants.contains("expired"),
+        "{grants}"
+    );
+    assert!(
+        grants.contains(&order_gateway::store::operator::token_fingerprint(
+            g_task["lease_token"].as_str().unwrap()
+        )),
+        "token fingerprint: {grants}"
+    );
     b.screenshot("gateway-task-page").await;
     b.eval("document.querySelector('#form-resolve select[name=outcome]').value = 'succeeded'; return 1;")
         .await;
@@ -236,5 +251,94 @@ async fn console_cancels_a_queued_task() {
     b.goto(&app.url("/console")).await;
     b.find("#workers").await;
     b.screenshot("gateway-overview-after-cancel").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn console_task_page_shows_the_lease_history() {
+    let app = spawn_app().await;
+    // A task whose only grant predates the lease history (its row removed, as before migration
+    // 0006): the page says so instead of showing an empty table.
+    let old = app.leased("legacy-1", "w9").await;
+    app.report(
+        "legacy-1",
+        json!({"worker_id": "w9", "lease_token": old["lease_token"], "state": "ordered",
+               "terminal": true, "outcome": "succeeded"}),
+    )
+    .await
+    .assert_ok();
+    let db = app._tempdir.path().join("gw.db");
+    let mut raw = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM lease_grants WHERE task_id = 'legacy-1'")
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    raw.close().await.unwrap();
+
+    // hist-1: granted to w1, renewed once, lapsed and swept, reclaimed to w2.
+    let g = app.leased("hist-1", "w1").await;
+    app.clock.advance(std::time::Duration::from_secs(10));
+    app.renew(
+        "hist-1",
+        json!({"worker_id": "w1", "lease_token": g["lease_token"]}),
+    )
+    .await
+    .assert_ok();
+    app.expire_leases();
+    assert_eq!(app.sweep().await.len(), 1);
+    let r = app.reclaim("hist-1", "w2").await;
+    let r = r.assert_ok().clone();
+
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/tasks/hist-1")).await;
+    let rows = b
+        .eval(
+            "return Array.from(document.querySelectorAll('#grant-rows tr'))\
+             .map(tr => Array.from(tr.cells).map(td => td.innerText));",
+        )
+        .await;
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let cell = |r: usize, c: usize| rows[r][c].as_str().unwrap().to_owned();
+    let fp = order_gateway::store::operator::token_fingerprint;
+    // Newest first: grant 2 by the reclaim, open; grant 1 by a poll, renewed once, expired.
+    assert_eq!(
+        (cell(0, 0), cell(0, 1), cell(0, 2), cell(0, 6), cell(0, 7)),
+        (
+            "2".into(),
+            "w2".into(),
+            "reclaim".into(),
+            "open".into(),
+            fp(r["lease_token"].as_str().unwrap())
+        )
+    );
+    assert_eq!(
+        (cell(1, 0), cell(1, 1), cell(1, 2), cell(1, 6), cell(1, 7)),
+        (
+            "1".into(),
+            "w1".into(),
+            "poll".into(),
+            "expired".into(),
+            fp(g["lease_token"].as_str().unwrap())
+        )
+    );
+    assert!(cell(1, 5).starts_with('1'), "one renewal: {}", cell(1, 5));
+    assert!(cell(1, 4).contains("ended"), "{}", cell(1, 4));
+    let page = b.text().await;
+    assert!(
+        !page.contains(g["lease_token"].as_str().unwrap()),
+        "the page never shows a lease token"
+    );
+    let seen = b.find("#lease").await.text().await.unwrap();
+    assert!(seen.contains("w1, w2"), "workers seen: {seen}");
+    b.screenshot("gateway-task-lease-history").await;
+
+    b.goto(&app.url("/console/tasks/legacy-1")).await;
+    let none = b.find("#no-grants").await.text().await.unwrap();
+    assert!(none.contains("No recorded grants"), "{none}");
+    b.screenshot("gateway-task-no-grants").await;
     b.close().await;
 }

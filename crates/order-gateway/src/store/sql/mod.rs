@@ -7,6 +7,8 @@
 //!   two trait impls, which run each transition through the engine's `write` and send its wake-ups.
 //! - [`operator`](sqlite::operator): alerts, the webhook outbox, operator actions and workers
 //!   (issue #10), with their [`OperatorStore`](super::OperatorStore) impl.
+//! - [`grants`](sqlite::grants): the lease history (`lease_grants`, D-console2-1), written in the
+//!   transactions of [`tasks`](sqlite::tasks) and [`operator`](sqlite::operator).
 //! - [`observe`](sqlite::observe): the `/metrics` counts and the `/readyz` ping.
 //! - [`rows`]: the row types and their decoders, [`query_row`]: the account-query row; both
 //!   generic over the sqlx row type, so one set serves both engines.
@@ -33,6 +35,9 @@ pub(crate) mod sqlite;
 /// `duplicate_mod` allowance.
 macro_rules! one_implementation {
     () => {
+        #[path = "grants.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod grants;
         #[path = "observe.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod observe;

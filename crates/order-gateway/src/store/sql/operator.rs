@@ -18,9 +18,10 @@ use sqlx::Row;
 
 use crate::store::operator::{
     AlertFilter, AlertSyncOutcome, AlertSyncRequest, CancelRequest, DeliveryAttempt,
-    OutboxItem, ResolveRequest, RetireRequest, StaleEvidence, WorkerRow,
+    GrantEnd, LeaseGrantRecord, OutboxItem, ResolveRequest, RetireRequest, StaleEvidence,
+    WorkerRow,
 };
-use super::{Conn, Db, Store};
+use super::{Conn, Db, Store, grants};
 use crate::store::dialect::Dialect;
 use crate::store::operator::{
     Cause, LOGGED_OUT, OperatorStore, WATCHED_SITE, needs_human_summary, notice, webhook_host,
@@ -681,6 +682,7 @@ pub(crate) async fn task_resolve(
                 .into(),
         })?;
     guarded_finish(conn, &req.task_id, from, to, now).await?;
+    grants::grant_ended(conn, &req.task_id, GrantEnd::Resolved, now).await?;
     if let Some(state) = req.state {
         // The person's observation joins the state mirror, marked with the operator. An
         // existing row for that state keeps the worker's evidence and gains the mark.
@@ -738,6 +740,7 @@ pub(crate) async fn task_cancel(
             reason: "only a queued task can be cancelled".into(),
         })?;
     guarded_finish(conn, &req.task_id, from, to, now).await?;
+    grants::grant_ended(conn, &req.task_id, GrantEnd::Cancelled, now).await?;
     let action = action_insert(
         conn,
         OperatorActionKind::Cancel,
@@ -915,6 +918,15 @@ impl OperatorStore for Store {
     ) -> Result<Vec<OperatorActionView>, StoreError> {
         let mut c = self.read_pool().acquire().await?;
         task_operator_actions(&mut c, task_id.clone()).await
+    }
+
+    async fn task_lease_grants(
+        &self,
+        task_id: &TaskId,
+        limit: i64,
+    ) -> Result<Vec<LeaseGrantRecord>, StoreError> {
+        let mut c = self.read_pool().acquire().await?;
+        grants::task_lease_grants(&mut c, task_id, limit).await
     }
 
     async fn task_evidence_queries(&self, task_id: &TaskId) -> Result<Vec<QueryId>, StoreError> {

@@ -20,10 +20,11 @@ use uuid::Uuid;
 
 use super::{Conn, Db};
 use crate::settings::LeaseScope;
-use super::operator;
+use super::{grants, operator};
 use crate::store::dialect::Dialect;
 use crate::store::sql::eq_if_set;
 use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, UNDECODABLE_ROW, decode_ts, order_state};
+use crate::store::operator::{GrantEnd, GrantVia};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, StaleTask,
     StoreError,
@@ -161,6 +162,27 @@ impl Grant<'_> {
         r
     }
 
+    /// Writes the grant's row of the lease history, once [`Self::set`] succeeded.
+    async fn recorded(
+        &self,
+        conn: &mut Conn,
+        (lease_count, lease_token): &(i64, String),
+        via: GrantVia,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        grants::grant_opened(
+            conn,
+            &self.row.task_id,
+            *lease_count,
+            self.worker_id.as_str(),
+            via,
+            lease_token,
+            self.expires,
+            now,
+        )
+        .await
+    }
+
     /// The grant as the worker sees it, once [`Self::set`] succeeded.
     async fn view(
         &self,
@@ -251,6 +273,8 @@ async fn lease_attempt(
         let id =
             TaskId::parse(&task_id).map_err(|e| StoreError::Corrupt(format!("task_id: {e}")))?;
         let row = load_task_locked(conn, &id).await?;
+        // The reclaim's grant (already in the history) now runs from this poll.
+        grants::grant_moved(conn, &id, expires).await?;
         let grant = Grant {
             row: &row,
             worker_id: &req.worker_id,
@@ -287,7 +311,11 @@ async fn lease_attempt(
             expires,
         };
         return match grant.set(conn, now).await {
-            Ok(Some(set)) => Ok(LeaseAttempt::Granted(grant.view(conn, set).await?)),
+            Ok(Some(set)) => {
+                grants::grant_ended(conn, &row.task_id, GrantEnd::Regranted, now).await?;
+                grant.recorded(conn, &set, GrantVia::Poll, now).await?;
+                Ok(LeaseAttempt::Granted(grant.view(conn, set).await?))
+            }
             Ok(None) => Err(StoreError::LeaseInvalid(
                 "lease changed concurrently".into(),
             )),
@@ -350,7 +378,10 @@ async fn lease_attempt(
         expires,
     };
     match grant.set(conn, now).await {
-        Ok(Some(set)) => Ok(LeaseAttempt::Granted(grant.view(conn, set).await?)),
+        Ok(Some(set)) => {
+            grant.recorded(conn, &set, GrantVia::Poll, now).await?;
+            Ok(LeaseAttempt::Granted(grant.view(conn, set).await?))
+        }
         Ok(None) => Ok(LeaseAttempt::Empty),
         // The partial unique index `one_active_task` is the last word on the gate: another
         // instance claimed a different task at the same moment.
@@ -466,6 +497,7 @@ pub(crate) async fn task_renew(
     .await?
     .rows_affected();
     changed_concurrently(done)?;
+    grants::grant_renewed(conn, &req.task_id, expires, now).await?;
     worker_touch(conn, &req.worker_id, now).await?;
     Ok(RenewAck {
         task_id: req.task_id,
@@ -507,6 +539,10 @@ pub(crate) async fn task_report(
         .await?
         .rows_affected();
         changed_concurrently(done)?;
+        if next.is_terminal() {
+            // The final report ends the grant; later monitoring reports (§6) do not reopen it.
+            grants::grant_ended(conn, &r.task_id, GrantEnd::Reported, now).await?;
+        }
         next
     };
 
@@ -589,6 +625,7 @@ pub(crate) async fn task_reclaim(
     };
     match grant.set(conn, now).await {
         Ok(Some(set)) => {
+            grant.recorded(conn, &set, GrantVia::Reclaim, now).await?;
             operator::reclaim_recorded(
                 conn,
                 &row.task_id,
@@ -650,6 +687,9 @@ pub(crate) async fn task_mark_stale_expired(
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
+    for t in &staled {
+        grants::grant_ended(conn, &t.task_id, GrantEnd::Expired, now).await?;
+    }
     // RETURNING has no order; report the oldest lapse first.
     staled.sort_by(|a, b| {
         (a.lease_expires_at, a.task_id.as_str()).cmp(&(b.lease_expires_at, b.task_id.as_str()))
@@ -676,7 +716,12 @@ pub(crate) async fn task_clamp_leases(
         .bind(now.to_rfc3339())
         .fetch_all(&mut *conn)
         .await?;
-    ids.iter()
+    let ids = ids
+        .iter()
         .map(|s| TaskId::parse(s).map_err(|e| StoreError::Corrupt(format!("task_id: {e}"))))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    for id in &ids {
+        grants::grant_moved(conn, id, limit).await?;
+    }
+    Ok(ids)
 }
