@@ -21,6 +21,7 @@ use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
 use crate::http::routes::operator::check_reason;
 use crate::lease::long_poll::lease_with_wait;
+use crate::lease::probe::{self, Step};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, TaskFilter,
 };
@@ -142,8 +143,10 @@ pub async fn submit(
             st.clock.now(),
         )
         .await?;
+    probe::mark(Step::SubmitCommitted);
     if ack.created {
         st.lease_notifier.notify_leasable();
+        probe::mark(Step::SubmitNotified);
     }
     Ok(Json(Envelope::ok(ack)))
 }
