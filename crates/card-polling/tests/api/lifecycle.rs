@@ -318,6 +318,10 @@ async fn an_undecodable_item_is_set_aside_as_failed_and_everything_else_keeps_fl
     assert!(p["dequeued_at"].is_string(), "{p}");
     assert_eq!(app.audit_kinds(pid).await, ["fail_dequeue"]);
     assert_eq!(app.run_executor().await.due, 0, "nothing left to claim");
+    // Counted where the operator looks (the error log line is in `store/sql/items.rs`).
+    let (s, m) = app.raw(reqwest::Method::GET, "/metrics", Some(ADMIN)).await;
+    assert_eq!(s, 200);
+    assert!(m.contains("cardpoll_items_set_aside_total 1"), "{m}");
 }
 
 #[tokio::test]

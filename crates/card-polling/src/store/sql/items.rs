@@ -48,7 +48,11 @@ async fn set_aside(tx: &mut Tx, id: i64, reason: &str, now: Timestamp) -> StoreR
     .bind(id)
     .execute(&mut **tx)
     .await?;
-    tracing::warn!(item = id, %reason, "priority item set aside as failed");
+    tracing::error!(
+        item = id,
+        %reason,
+        "priority item set aside as failed: its stored row cannot be decoded (repair the row, then retrigger)"
+    );
     audit_outcome(tx, id, "fail_dequeue", Some(reason), Some(UNDECODABLE_ROW), now).await
 }
 
@@ -58,6 +62,8 @@ const VALIDITY_PASSED: &str = "validity period passed";
 /// Claims item `id` (or takes it over after a lapsed lease). An item enqueued at or before
 /// `expired_before` is past its validity: it is expired here, with its audit fact, instead of being
 /// handed out (issue #14 item 4; the expiry job may not have run yet). `None`: not claimable.
+/// An item whose row cannot be decoded is set aside as failed instead, and counted in
+/// `set_aside` (issue #12 item 7).
 pub(crate) async fn claim(
     tx: &mut Tx,
     id: i64,
@@ -65,6 +71,7 @@ pub(crate) async fn claim(
     now: Timestamp,
     lease: Duration,
     expired_before: Option<Timestamp>,
+    set_aside_count: &mut u64,
 ) -> StoreResult<Option<ClaimedItem>> {
     let before: Option<String> =
         sqlx::query_scalar("SELECT status FROM priority_items WHERE id = $1")
@@ -116,6 +123,7 @@ pub(crate) async fn claim(
     let Some(row) = row else { return Ok(None) };
     if let Some(reason) = undecodable_item(&row) {
         set_aside(tx, id, &reason, now).await?;
+        *set_aside_count += 1;
         return Ok(None);
     }
     let claimed = ClaimedItem {

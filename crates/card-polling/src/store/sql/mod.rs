@@ -64,6 +64,8 @@ pub struct SqlStore {
     pool: Pool,
     // `meta.feature_enabled_at` never changes once written: read it once.
     feature: std::sync::Arc<std::sync::OnceLock<Timestamp>>,
+    // Items this store set aside as undecodable since start (`/metrics`).
+    set_aside: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl SqlStore {
@@ -82,6 +84,7 @@ impl SqlStore {
         Ok(SqlStore {
             pool,
             feature: Default::default(),
+            set_aside: Default::default(),
         })
     }
 
@@ -129,6 +132,14 @@ impl Store for SqlStore {
 
     async fn ping(&self) -> StoreResult<()> {
         observe::ping(&self.pool).await
+    }
+
+    async fn clock_offset_ms(&self, now: Timestamp) -> StoreResult<Option<i64>> {
+        let Some(sql) = dialect::SHARED_CLOCK_MILLIS else {
+            return Ok(None);
+        };
+        let db_ms: i64 = sqlx::query_scalar(sql).fetch_one(&self.pool).await?;
+        Ok(Some(db_ms - now.as_millis()))
     }
 
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
@@ -299,9 +310,18 @@ impl Store for SqlStore {
         let feature = self.feature().await?;
         let cutoff = now.minus(crate::priority::VALIDITY);
         let expired_before = (feature <= cutoff).then_some(cutoff);
-        in_write_tx!(self, tx => {
-            items::claim(&mut tx, id, token, now, lease, expired_before).await?
-        })
+        let mut set_aside = 0;
+        let claimed = in_write_tx!(self, tx => {
+            items::claim(&mut tx, id, token, now, lease, expired_before, &mut set_aside).await?
+        })?;
+        // Counted once committed.
+        self.set_aside
+            .fetch_add(set_aside, std::sync::atomic::Ordering::Relaxed);
+        Ok(claimed)
+    }
+
+    fn items_set_aside(&self) -> u64 {
+        self.set_aside.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope> {
