@@ -81,6 +81,11 @@ async fn an_instance_whose_clock_runs_ahead_does_not_take_over_a_claim_in_flight
     assert_eq!(s, 200, "{v}");
     let id = v["data"]["items"][0]["item_id"].as_i64().unwrap();
 
+    // The manual clocks stand still: set them again, so the seeding's time is no skew.
+    let real = Timestamp::now_utc();
+    healthy.clock.set(real);
+    fast.clock.set(real.plus(Duration::from_secs(120)));
+
     // The healthy instance claims; its carrier call is in flight.
     assert!(healthy.executor.clock_guard().may_claim().await);
     let claim = healthy
