@@ -129,7 +129,8 @@ impl Application {
             settings.executor_batch,
             settings.executor_concurrency as usize,
             hints.clone(),
-        );
+        )
+        .with_clock_max_skew(settings.clock_max_skew());
         let pool = Arc::new(ExecutorPool::new(
             executor.clone(),
             settings.shards,

@@ -11,7 +11,9 @@
 //! - [`hints`]: the hint and manual lanes per task type over one channel trait:
 //!   [`hints::memory`] (in-process, default) and [`hints::redis`].
 //! - [`executor`]: the one executor (the normal poll content for priority items and ordinary
-//!   polls) and [`executor::pool`] (per-task-type execution queues with a concurrency cap).
+//!   polls), [`executor::pool`] (per-task-type execution queues with a concurrency cap) and
+//!   [`executor::clock_guard`] (no claims while this instance's clock is off from a shared
+//!   database's).
 //! - [`manual_trigger`]: the ordinary manual trigger (daily quota, 24 h dedupe).
 //! - [`domain`]: shops and the agent hierarchy, accounts/roles/token hashes and scope, assets
 //!   (cards, devices, bindings), package orders and usages, configured task types.

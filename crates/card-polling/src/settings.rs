@@ -184,6 +184,12 @@ pub struct Settings {
     /// Accepted ordinary manual triggers per operator per UTC day (one per card and task type).
     #[arg(long, env = "RAKUTEN_POLL_MANUAL_DAILY_QUOTA", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub manual_daily_quota: u32,
+    /// PostgreSQL: an instance whose clock differs from the database's by more than this many
+    /// seconds logs it, shows it in `/health` and `/metrics`, and makes no claims (another
+    /// instance's claim in flight must never look lapsed by a wrong clock); 0 turns the check off
+    /// (issue #12 item 6).
+    #[arg(long, env = "RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub clock_max_skew_secs: u64,
     /// Seconds between expiry job runs.
     #[arg(long, env = "RAKUTEN_POLL_EXPIRY_EVERY_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub expiry_every_secs: u64,
@@ -326,6 +332,8 @@ impl Settings {
             retention_batch: 1000,
             retention_pause_ms: 0,
             retention_every_secs: 3600,
+            // Off: tests run a ManualClock far from the database's clock.
+            clock_max_skew_secs: 0,
             sim_latency_ms: 0,
             sim_failure_rate: 0.0,
             sim_timeout_rate: 0.0,
@@ -334,6 +342,11 @@ impl Settings {
             console_key: None,
             edge: EdgeSettings::default(),
         }
+    }
+
+    /// The clock-skew tolerance of claims, `None` when the check is off.
+    pub fn clock_max_skew(&self) -> Option<Duration> {
+        (self.clock_max_skew_secs > 0).then(|| Duration::from_secs(self.clock_max_skew_secs))
     }
 
     /// The address to bind: the deprecated `RAKUTEN_POLL_LISTEN` when set, else host and port.

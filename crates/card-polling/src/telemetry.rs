@@ -16,6 +16,10 @@
 //! | `cardpoll_pruned_rows_total` | counter | `table` (`interaction_logs`, `audit_facts`, `trigger_events`, `manual_triggers`): rows the retention job deleted |
 //! | `cardpoll_cycle_seconds` | histogram | |
 //! | `cardpoll_hint_to_execution_seconds` | histogram | |
+//! | `cardpoll_clock_offset_seconds` | gauge | (the database's clock minus this instance's, at the last check; PostgreSQL) |
+//! | `cardpoll_clock_skewed` | gauge | (1 while the offset is past `RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS`: no claims) |
+//! | `cardpoll_claims_refused_total` | counter | `reason` (`clock_skew`, `clock_check_failed`) |
+//! | `cardpoll_items_set_aside_total` | counter | (items set aside as failed since start: their row could not be decoded) |
 
 use std::time::Duration;
 
@@ -81,6 +85,12 @@ impl PollMetrics {
             Some(Unit::Count),
             "Rows deleted by the retention job, per table.".into(),
         );
+        recorder.describe_counter(
+            "cardpoll_items_set_aside_total".into(),
+            Some(Unit::Count),
+            "Priority items set aside as failed because their stored row could not be decoded."
+                .into(),
+        );
         recorder.describe_histogram(
             "cardpoll_cycle_seconds".into(),
             Some(Unit::Seconds),
@@ -120,6 +130,33 @@ impl PollMetrics {
                 &META,
             )
             .increment(n);
+    }
+
+    /// Records a check of this instance's clock against the database's (issue #12 item 6).
+    pub fn clock_check(&self, offset_ms: i64, skewed: bool) {
+        self.recorder
+            .register_gauge(&key("cardpoll_clock_offset_seconds", &[]), &META)
+            .set(offset_ms as f64 / 1000.0);
+        self.recorder
+            .register_gauge(&key("cardpoll_clock_skewed", &[]), &META)
+            .set(if skewed { 1.0 } else { 0.0 });
+    }
+
+    /// Counts a claim this instance did not make, by `reason`.
+    pub fn claim_refused(&self, reason: &str) {
+        self.recorder
+            .register_counter(
+                &key("cardpoll_claims_refused_total", &[("reason", reason)]),
+                &META,
+            )
+            .increment(1);
+    }
+
+    /// Sets `cardpoll_items_set_aside_total` to the store's count (read at scrape time).
+    pub fn items_set_aside(&self, total: u64) {
+        self.recorder
+            .register_counter(&key("cardpoll_items_set_aside_total", &[]), &META)
+            .absolute(total);
     }
 
     /// Observes one scheduling cycle.

@@ -11,6 +11,8 @@
 //!   the same with 1 and 1,000 long-polls of distinct workers waiting, with the writer's
 //!   operations per round (a handful with one wake per task, not one per waiter);
 //! - full cycles per second: submit → lease → terminal report, one client;
+//! - `BENCH_PART=handoff`: only the hand-off, with where its time goes step by step
+//!   (`order_gateway::lease::probe`) and the 1 and 1,000 waiters figures;
 //! - server RSS idle and with 1,000 open long-polls (the real binary as a child process).
 //!
 //! Throughput phases run the server in this process (to read the writer's counters); clients
@@ -216,8 +218,12 @@ fn main() {
         .build()
         .unwrap();
     // BENCH_PART: `single` (the SQLite figures above), `matrix` (SQLite vs PostgreSQL, 1 and 3
-    // instances, issue #7), or `all` (default).
+    // instances, issue #7), `handoff` (only the hand-off: its step breakdown and the 1 and 1,000
+    // waiters figures, issue #12 item 9), or `all` (default: single and matrix).
     let part = std::env::var("BENCH_PART").unwrap_or_else(|_| "all".into());
+    if part == "handoff" {
+        rt.block_on(handoff::run());
+    }
     if part == "all" || part == "single" {
         rt.block_on(run());
     }
@@ -675,4 +681,217 @@ async fn run() {
         h.abort();
     }
     fsync_line(dir.path(), "at end");
+}
+
+/// `BENCH_PART=handoff` (issue #12 item 9): the hand-off alone, on SQLite, with the time of each
+/// step from the submit's wake-up to the grant reaching the client (timestamps from
+/// `order_gateway::lease::probe`), then the hand-off with 1 and 1,000 long-polls waiting.
+mod handoff {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use order_gateway::lease::probe::{self, Step};
+    use order_gateway::{Application, Settings};
+    use rakuten_types::SystemClock;
+
+    use super::{Bench, TOKEN, fsync_line, handoff_with_waiters, ms, percentile};
+
+    static EVENTS: Mutex<Vec<(Step, Instant)>> = Mutex::new(Vec::new());
+    static RECORDING: AtomicBool = AtomicBool::new(true);
+
+    fn record(step: Step) {
+        if !RECORDING.load(Ordering::Relaxed) {
+            return;
+        }
+        let at = Instant::now();
+        EVENTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((step, at));
+    }
+
+    fn take() -> Vec<(Step, Instant)> {
+        std::mem::take(&mut *EVENTS.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The first `step` at or after index `from`: its index and time.
+    fn find(ev: &[(Step, Instant)], from: usize, step: Step) -> Option<(usize, Instant)> {
+        ev.iter()
+            .enumerate()
+            .skip(from)
+            .find(|(_, (s, _))| *s == step)
+            .map(|(i, (_, t))| (i, *t))
+    }
+
+    fn us(d: Duration) -> String {
+        format!("{:.0} µs", d.as_secs_f64() * 1e6)
+    }
+
+    pub(super) async fn run() {
+        let dir = tempfile::Builder::new()
+            .prefix("gw-bench-handoff")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        println!("# order-gateway hand-off bench (BENCH_PART=handoff)");
+        println!(
+            "machine: {} cores; load average at start: {}",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
+        );
+        assert!(probe::install(record), "the probe is installed once");
+        let mut settings = Settings::for_tests(dir.path().join("handoff.db"), TOKEN);
+        settings.lease_max_wait_seconds = 60.0;
+        let app = Application::build(settings, Arc::new(SystemClock))
+            .await
+            .unwrap();
+        let store = app.sqlite_store();
+        let base = format!("http://127.0.0.1:{}", app.port());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let server = tokio::spawn({
+            let stop = stop.clone();
+            app.run_until_stopped(async move { stop.cancelled().await })
+        });
+        let b = Arc::new(Bench {
+            base,
+            client: reqwest::Client::new(),
+        });
+
+        let fsync = fsync_line(dir.path(), "before the hand-off breakdown");
+        let rounds = 300;
+        let names = [
+            "submit notified → poll woken (task wake-up)",
+            "poll woken → writer batch begins (channel + writer wake-up)",
+            "batch begins → COMMIT starts (BEGIN IMMEDIATE, SAVEPOINT, lease SQL, RELEASE)",
+            "COMMIT (the WAL fsync)",
+            "COMMIT done → lease returned to the handler (reply + task wake-up)",
+            "lease returned → grant received by the client (JSON, HTTP, client)",
+        ];
+        let mut steps: Vec<Vec<Duration>> = vec![Vec::new(); names.len()];
+        let mut notify_to_ack = Vec::with_capacity(rounds);
+        let mut ack_to_grant = Vec::with_capacity(rounds);
+        let mut submit_commit = Vec::with_capacity(rounds);
+        for i in 0..rounds {
+            let poll = tokio::spawn({
+                let b = b.clone();
+                async move {
+                    let v = b.lease("hw", 10.0).await;
+                    (v, Instant::now())
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(15)).await;
+            take();
+            let id = format!("hb-{i}");
+            let ack = b.submit(&id).await;
+            let acked = Instant::now();
+            assert_eq!(ack["code"], 0);
+            let (v, granted) = poll.await.unwrap();
+            assert_eq!(v["data"]["task_id"], id.as_str(), "{v}");
+            let ev = take();
+            b.finish(&id, "hw").await;
+            // The submit's own batch, then the woken poll's.
+            let Some((sc_i, _)) = find(&ev, 0, Step::SubmitCommitted) else {
+                continue;
+            };
+            if let (Some((_, cs)), Some((_, cd))) = (
+                find(&ev, 0, Step::WriterCommitStart),
+                find(&ev, 0, Step::WriterCommitDone),
+            ) {
+                submit_commit.push(cd.saturating_duration_since(cs));
+            }
+            let Some((n_i, notified)) = find(&ev, sc_i, Step::SubmitNotified) else {
+                continue;
+            };
+            let Some((w_i, woken)) = find(&ev, n_i, Step::PollWoken) else {
+                continue;
+            };
+            let (Some((b_i, begin)), Some((_, lease_back))) = (
+                find(&ev, w_i, Step::WriterBatchBegin),
+                find(&ev, w_i, Step::LeaseReturned),
+            ) else {
+                continue;
+            };
+            let (Some((c_i, commit_start)), Some((_, commit_done))) = (
+                find(&ev, b_i, Step::WriterCommitStart),
+                find(&ev, b_i, Step::WriterCommitDone),
+            ) else {
+                continue;
+            };
+            let _ = c_i;
+            let marks = [
+                notified,
+                woken,
+                begin,
+                commit_start,
+                commit_done,
+                lease_back,
+                granted,
+            ];
+            for (k, w) in marks.windows(2).enumerate() {
+                steps[k].push(w[1].saturating_duration_since(w[0]));
+            }
+            notify_to_ack.push(acked.saturating_duration_since(notified));
+            ack_to_grant.push(granted.saturating_duration_since(acked));
+        }
+        for v in steps
+            .iter_mut()
+            .chain([&mut notify_to_ack, &mut ack_to_grant, &mut submit_commit])
+        {
+            v.sort();
+        }
+        println!(
+            "hand-off breakdown, {} of {rounds} rounds fully traced (disk {fsync:.0} fsync/s = {:.2} ms per fsync):",
+            ack_to_grant.len(),
+            1000.0 / fsync.max(1.0)
+        );
+        println!("| step | p50 | p99 |");
+        println!("|---|---|---|");
+        for (name, v) in names.iter().zip(&steps) {
+            println!(
+                "| {name} | {} | {} |",
+                us(percentile(v, 0.5)),
+                us(percentile(v, 0.99))
+            );
+        }
+        println!(
+            "| (meanwhile) submit notified → ack received by the client | {} | {} |",
+            us(percentile(&notify_to_ack, 0.5)),
+            us(percentile(&notify_to_ack, 0.99))
+        );
+        println!(
+            "| (reference) the submit's own COMMIT | {} | {} |",
+            us(percentile(&submit_commit, 0.5)),
+            us(percentile(&submit_commit, 0.99))
+        );
+        println!(
+            "| **hand-off: ack received → grant received** | {} | {} |",
+            ms(percentile(&ack_to_grant, 0.5)),
+            ms(percentile(&ack_to_grant, 0.99))
+        );
+
+        RECORDING.store(false, Ordering::Relaxed);
+        for waiters in [1, 1000] {
+            let fsync = fsync_line(
+                dir.path(),
+                &format!("before hand-off with {waiters} waiting"),
+            );
+            let (p50, p99, ops) = handoff_with_waiters(&b, &store, waiters, 200).await;
+            println!(
+                "hand-off with {waiters} long-polls waiting, 200 rounds: from submit ack p50 {} p99 {}; {ops:.2} writer ops per round; disk {fsync:.0} fsync/s",
+                ms(p50),
+                ms(p99)
+            );
+        }
+        fsync_line(dir.path(), "at end");
+        println!(
+            "load average at end: {}",
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
+        );
+        stop.cancel();
+        server.await.unwrap().unwrap();
+    }
 }

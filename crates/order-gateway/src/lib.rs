@@ -23,8 +23,9 @@
 //!   `migrations/sqlite`), and [`store::postgres`] for several instances on one queue
 //!   (`RAKUTEN_GATEWAY_DB_URL`; schema in `migrations/postgres`, `LISTEN/NOTIFY` wake-ups);
 //!   [`app::Backend`] picks one.
-//! - [`lease`]: in-process wake-up of long-polls ([`lease::notify`]) and the long-poll
-//!   ([`lease::long_poll`]).
+//! - [`lease`]: in-process wake-up of long-polls ([`lease::notify`], which also counts their
+//!   lease attempts by cause), the long-poll ([`lease::long_poll`]) and the hand-off's step
+//!   timestamps for the benchmark ([`lease::probe`]).
 //! - [`jobs`]: the lease-expiry sweeper ([`jobs::sweeper`]), alerts ([`jobs::alerts`]: `/health`'s
 //!   alerts and the alert records job), alert delivery from the outbox ([`jobs::webhooks`]) and
 //!   the account-query sweeper ([`jobs::query_sweeper`]).

@@ -5,7 +5,8 @@
 //! enqueues `no_valid_package`. [`pool`] runs it with a concurrency cap per task type.
 //!
 //! Order inside [`Executor::execute_one`]:
-//! 1. claim (conditional update; `None` means another executor holds it: skip this round);
+//! 1. claim (conditional update; `None` means another executor holds it: skip this round) — not
+//!    at all while this instance's clock is off from the shared database's ([`clock_guard`]);
 //! 2. a takeover that finds the attempts already used up fails the item without a call;
 //! 3. the scope check (card gone → failed, no retry; card or bound device polling off → failed);
 //! 4. count the attempt, call the carrier (bounded by [`UPSTREAM_TIMEOUT`]);
@@ -16,6 +17,7 @@
 //! The scheduler ([`crate::scheduler`]) feeds [`pool::ExecutorPool`]; [`Executor::run_once`]
 //! (claim and run every due item at once) remains for tests and tools.
 
+pub mod clock_guard;
 pub mod pool;
 
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use serde::Serialize;
 
 use rakuten_types::{Clock, Timestamp};
 
+use self::clock_guard::ClockGuard;
 use crate::domain::TaskTypes;
 use crate::hints::Hints;
 use crate::priority::{CLAIM_LEASE, UPSTREAM_TIMEOUT};
@@ -93,6 +96,7 @@ pub struct Executor {
     concurrency: usize,
     hints: Hints,
     metrics: Arc<PollMetrics>,
+    clock_guard: Arc<ClockGuard>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -116,6 +120,13 @@ impl Executor {
         concurrency: usize,
         hints: Hints,
     ) -> Self {
+        let metrics = Arc::new(PollMetrics::new());
+        let clock_guard = Arc::new(ClockGuard::new(
+            store.clone(),
+            clock.clone(),
+            metrics.clone(),
+            None,
+        ));
         Executor {
             store,
             upstream,
@@ -124,8 +135,26 @@ impl Executor {
             batch: batch.max(1),
             concurrency: concurrency.max(1),
             hints,
-            metrics: Arc::new(PollMetrics::new()),
+            metrics,
+            clock_guard,
         }
+    }
+
+    /// The same executor, making no claims while its clock differs from the shared database's
+    /// by more than `max_skew` (`None`: no check). Issue #12 item 6, [`clock_guard`].
+    pub fn with_clock_max_skew(mut self, max_skew: Option<std::time::Duration>) -> Self {
+        self.clock_guard = Arc::new(ClockGuard::new(
+            self.store.clone(),
+            self.clock.clone(),
+            self.metrics.clone(),
+            max_skew,
+        ));
+        self
+    }
+
+    /// The clock guard (its last check is shown in `/health`).
+    pub fn clock_guard(&self) -> &Arc<ClockGuard> {
+        &self.clock_guard
     }
 
     /// This service's metrics (`/metrics`).
@@ -359,6 +388,9 @@ impl Executor {
     /// # Errors
     /// Storage failures.
     pub async fn execute_one(&self, id: i64, now: Timestamp) -> StoreResult<ExecOutcome> {
+        if !self.clock_guard.may_claim().await {
+            return Ok(ExecOutcome::Skipped);
+        }
         let token = uuid::Uuid::now_v7().to_string();
         let Some(claim) = self.store.item_claim(id, &token, now, CLAIM_LEASE).await? else {
             return Ok(ExecOutcome::Skipped);

@@ -635,6 +635,11 @@ pub trait Store: Send + Sync + 'static {
         batch: i64,
     ) -> StoreResult<u64>;
 
+    /// How far the database's clock is ahead of `now`, milliseconds, when several instances may
+    /// share it (PostgreSQL); `None` for an embedded database, whose only clock is ours (issue #12
+    /// item 6, [`crate::executor::clock_guard`]).
+    async fn clock_offset_ms(&self, now: Timestamp) -> StoreResult<Option<i64>>;
+
     // ---- service facts
     /// Records the priority feature's go-live instant on first start; returns the stored one.
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp>;
@@ -722,6 +727,9 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
         lease: std::time::Duration,
     ) -> StoreResult<Option<ClaimedItem>>;
+    /// Items this store instance set aside as failed since start because their row could not be
+    /// decoded (issue #12 item 7; `cardpoll_items_set_aside_total`).
+    fn items_set_aside(&self) -> u64;
     /// The pre-execution scope check of a card.
     async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope>;
     /// Counts an attempt just before the upstream call (guarded by the claim token).

@@ -284,9 +284,48 @@ async fn an_item_past_its_validity_is_expired_at_claim_when_the_job_has_not_run(
     app.assert_invariants().await;
 }
 
+/// The log lines this thread emits while it is held (a `current_thread` test: the store's work
+/// runs on it).
+#[derive(Clone, Default)]
+struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = CapturedLogs;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl CapturedLogs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
 #[tokio::test]
 async fn an_undecodable_item_is_set_aside_as_failed_and_everything_else_keeps_flowing() {
     // Issue #12 item 7: one poison row (a bad manual edit, a disk fault) failed every list.
+    let logs = CapturedLogs::default();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish(),
+    );
     let app = spawn_seeded().await;
     let good = one_item(&app, "CA1", "card_status").await;
     sqlx::query(
@@ -318,6 +357,17 @@ async fn an_undecodable_item_is_set_aside_as_failed_and_everything_else_keeps_fl
     assert!(p["dequeued_at"].is_string(), "{p}");
     assert_eq!(app.audit_kinds(pid).await, ["fail_dequeue"]);
     assert_eq!(app.run_executor().await.due, 0, "nothing left to claim");
+    // Counted where the operator looks (the error log line is in `store/sql/items.rs`).
+    let (s, m) = app.raw(reqwest::Method::GET, "/metrics", Some(ADMIN)).await;
+    assert_eq!(s, 200);
+    assert!(m.contains("cardpoll_items_set_aside_total 1"), "{m}");
+    let text = logs.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("set aside as failed"))
+        .unwrap_or_else(|| panic!("no set-aside line in {text}"));
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains(&format!("item={pid}")), "{line}");
 }
 
 #[tokio::test]

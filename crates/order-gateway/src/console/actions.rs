@@ -227,7 +227,8 @@ pub async fn reclaim(
     };
     match st.store.task_reclaim(req, st.clock.now()).await {
         Ok(_grant) => {
-            st.lease_notifier.notify_leasable();
+            // The grant names one worker, which may be any of the waiters.
+            st.lease_notifier.notify_everyone();
             back_to(&task_id, "reclaimed")
         }
         Err(e) => refused(&signed, e),

@@ -15,7 +15,7 @@ use rakuten_types::Clock;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::notify::LeaseNotifier;
+use super::notify::{AttemptCause, LeaseNotifier};
 use crate::store::{LeaseAttempt, LeaseRequest, OrderStore, StoreError};
 
 /// Period of the database re-check while waiting (the spec asks for at most 1 s).
@@ -36,6 +36,7 @@ pub async fn lease_with_wait(
     shutdown: &CancellationToken,
 ) -> Result<LeaseAttempt, StoreError> {
     let deadline = Instant::now() + wait;
+    let mut cause = AttemptCause::First;
     loop {
         // Registered before the attempt: a wake-up that lands between the attempt and the wait
         // below is kept, not lost.
@@ -44,6 +45,8 @@ pub async fn lease_with_wait(
         notified.as_mut().enable();
 
         let attempt = store.task_lease(req.clone(), clock.now()).await?;
+        super::probe::mark(super::probe::Step::LeaseReturned);
+        notifier.count_attempt(cause);
         if matches!(attempt, LeaseAttempt::Granted(_)) {
             return Ok(attempt);
         }
@@ -54,7 +57,11 @@ pub async fn lease_with_wait(
             }
             let tick = (now + FALLBACK_CHECK).min(deadline);
             tokio::select! {
-                _ = &mut notified => break,
+                _ = &mut notified => {
+                    super::probe::mark(super::probe::Step::PollWoken);
+                    cause = AttemptCause::Woken;
+                    break;
+                }
                 _ = shutdown.cancelled() => return Ok(attempt),
                 _ = tokio::time::sleep_until(tick) => {
                     if tick >= deadline {
@@ -64,6 +71,7 @@ pub async fn lease_with_wait(
                         .task_leasable_exists(&req.worker_id, req.site.as_deref(), req.scope, clock.now())
                         .await?;
                     if leasable {
+                        cause = AttemptCause::Rechecked;
                         break;
                     }
                 }

@@ -10,12 +10,45 @@
 //! their periodic check, at most [`FALLBACK_CHECK`](super::long_poll::FALLBACK_CHECK) later.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
-/// A cheap, cloneable handle on the wake-up signal.
+/// A cheap, cloneable handle on the wake-up signal, with the count of lease attempts the
+/// long-polls waiting on it ran, by what started each (see [`LeaseAttempts`]).
 #[derive(Debug, Clone, Default)]
-pub struct LeaseNotifier(Arc<Notify>);
+pub struct LeaseNotifier(Arc<Notify>, Arc<AttemptCounters>);
+
+#[derive(Debug, Default)]
+struct AttemptCounters {
+    first: AtomicU64,
+    woken: AtomicU64,
+    rechecked: AtomicU64,
+}
+
+/// What started a long-poll's lease attempt (one database transaction each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptCause {
+    /// The poll's first attempt, as the request arrives.
+    First,
+    /// A wake-up from this notifier (a submit, a freed gate, a `NOTIFY` from another instance).
+    Woken,
+    /// The periodic database check ([`FALLBACK_CHECK`](super::long_poll::FALLBACK_CHECK)) saw
+    /// something leasable.
+    Rechecked,
+}
+
+/// Completed lease attempts of the long-polls on one notifier since start, by cause: how many
+/// lease transactions one submit cost (issue #12 item 9: one woken attempt per leasable task).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseAttempts {
+    /// First attempts (one per long-poll request).
+    pub first: u64,
+    /// Attempts after a wake-up.
+    pub woken: u64,
+    /// Attempts after a periodic check found something leasable.
+    pub rechecked: u64,
+}
 
 impl LeaseNotifier {
     /// A new signal.
@@ -46,6 +79,25 @@ impl LeaseNotifier {
     /// before checking the database, so a wake-up between the check and the wait is not missed.
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.0.notified()
+    }
+
+    /// Counts one completed lease attempt started by `cause`.
+    pub fn count_attempt(&self, cause: AttemptCause) {
+        let c = match cause {
+            AttemptCause::First => &self.1.first,
+            AttemptCause::Woken => &self.1.woken,
+            AttemptCause::Rechecked => &self.1.rechecked,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Lease attempts counted so far, by cause.
+    pub fn attempts(&self) -> LeaseAttempts {
+        LeaseAttempts {
+            first: self.1.first.load(Ordering::Relaxed),
+            woken: self.1.woken.load(Ordering::Relaxed),
+            rechecked: self.1.rechecked.load(Ordering::Relaxed),
+        }
     }
 }
 

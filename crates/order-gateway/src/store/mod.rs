@@ -465,6 +465,13 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
         Ok(None)
     }
 
+    /// Whether wake-ups from other instances arrive: false while a PostgreSQL instance's
+    /// `LISTEN` session is not (yet, or any more) listening, when they arrive only at the
+    /// long-poll's periodic check; always true for an embedded database (one instance).
+    fn wakeups_listening(&self) -> bool {
+        true
+    }
+
     /// A task with its latest state and full history.
     async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError>;
 

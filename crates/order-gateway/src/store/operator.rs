@@ -356,12 +356,19 @@ pub(crate) fn webhook_host(url: &str) -> String {
         .unwrap_or_else(|| "invalid-url".to_owned())
 }
 
-/// Why a `needs_human` task stopped, from the last error code it reported.
+/// Why a `needs_human` task stopped: set aside as a poison row (its `set_aside_reason`), or the
+/// last error code it reported.
 pub(crate) fn needs_human_summary(
     task_id: &str,
     code: Option<i32>,
     detail: Option<&str>,
+    set_aside: Option<&str>,
 ) -> String {
+    if let Some(reason) = set_aside {
+        // A poison row (issue #12 item 7): no worker ever saw it; the row itself needs repair.
+        let reason: String = reason.chars().take(200).collect();
+        return format!("task {task_id} needs a human: set aside, never handed out ({reason})");
+    }
     let why = match code {
         Some(5004) => "amount guard (5004): the payable amount is over the limit".to_owned(),
         Some(5005) => "3-D Secure / challenge (5005): the site asks for a person".to_owned(),

@@ -83,8 +83,11 @@ pub fn migrator() -> Migrator {
 
 /// Sends `pg_notify` for the channels asked for since its last send, one statement each, outside
 /// any data transaction. Requests arriving while it sends are coalesced into the next round.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct NotifyPump {
+    /// This instance's id, sent in every payload: its own listener skips it, since the commit's
+    /// in-process wake-up already woke a waiter here (else one submit woke two local waiters).
+    instance: String,
     /// Leasable things announced since the last send, per channel (the payload of the next one).
     tasks: AtomicU64,
     queries: AtomicU64,
@@ -115,7 +118,7 @@ impl NotifyPump {
                 if n > 0
                     && let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
                         .bind(channel)
-                        .bind(n.to_string())
+                        .bind(format!("{n} {}", self.instance))
                         .execute(&pool)
                         .await
                 {
@@ -133,6 +136,8 @@ pub struct PgStore {
     pool: PgPool,
     options: PgConnectOptions,
     pump: Arc<NotifyPump>,
+    /// Whether the `LISTEN` session is up (set once it listens and has woken the waiters).
+    listening: Arc<AtomicBool>,
     /// The session holding (or trying for) the alert-leader advisory lock, and whether it holds it.
     leader: Arc<tokio::sync::Mutex<Option<(PgConnection, bool)>>>,
 }
@@ -141,10 +146,16 @@ pub struct PgStore {
 /// worker, which may be any of the waiters).
 pub(crate) const WAKE_EVERYONE: usize = 1000;
 
-/// Wakes as many of this instance's waiters as the payload counts (issue #12 item 9); a payload
-/// that is not a count (an older instance sends '') wakes them all.
-fn wake(notifier: &LeaseNotifier, payload: &str) {
-    match payload.parse::<usize>() {
+/// Wakes as many of this instance's waiters as the payload (`"<count> <instance>"`) counts (issue
+/// #12 item 9). A payload this instance sent wakes nobody: the handler that committed already woke
+/// a local waiter in-process. A payload that is not a count (an older instance sends '') wakes
+/// them all.
+fn wake(notifier: &LeaseNotifier, payload: &str, own_instance: &str) {
+    let (count, from) = payload.split_once(' ').unwrap_or((payload, ""));
+    if from == own_instance {
+        return;
+    }
+    match count.parse::<usize>() {
         Ok(n) if n < WAKE_EVERYONE => notifier.notify_leasable_n(n),
         _ => notifier.notify_everyone(),
     }
@@ -187,12 +198,19 @@ impl PgStore {
             .acquire_timeout(super::STORE_OP_BOUND)
             .connect_with(options.clone())
             .await?;
-        let pump = Arc::new(NotifyPump::default());
+        let pump = Arc::new(NotifyPump {
+            instance: uuid::Uuid::now_v7().to_string(),
+            tasks: AtomicU64::default(),
+            queries: AtomicU64::default(),
+            closed: AtomicBool::default(),
+            wake: tokio::sync::Notify::default(),
+        });
         tokio::spawn(pump.clone().run(pool.clone()));
         Ok(PgStore {
             pool,
             options,
             pump,
+            listening: Arc::default(),
             leader: Arc::default(),
         })
     }
@@ -219,6 +237,8 @@ impl PgStore {
                 .unwrap_or("order-gateway")
         );
         let options = self.options.clone().application_name(&name);
+        let own = self.pump.instance.clone();
+        let listening = self.listening.clone();
         tokio::spawn(async move {
             loop {
                 let connected = async {
@@ -248,24 +268,29 @@ impl PgStore {
                 // Anything committed while we were not listening is found by this wake-up.
                 tasks.notify_everyone();
                 queries.notify_everyone();
+                listening.store(true, Ordering::Release);
                 loop {
                     let next = tokio::select! {
                         _ = shutdown.cancelled() => return,
                         n = listener.try_recv() => n,
                     };
                     match next {
-                        Ok(Some(n)) if n.channel() == TASKS_CHANNEL => wake(&tasks, n.payload()),
+                        Ok(Some(n)) if n.channel() == TASKS_CHANNEL => {
+                            wake(&tasks, n.payload(), &own)
+                        }
                         Ok(Some(n)) if n.channel() == QUERIES_CHANNEL => {
-                            wake(&queries, n.payload())
+                            wake(&queries, n.payload(), &own)
                         }
                         Ok(Some(_)) => {}
                         Ok(None) => {
                             // Connection lost; the next try_recv reconnects and re-LISTENs.
+                            listening.store(false, Ordering::Release);
                             tracing::warn!("LISTEN connection lost; reconnecting");
                             tasks.notify_everyone();
                             queries.notify_everyone();
                         }
                         Err(e) => {
+                            listening.store(false, Ordering::Release);
                             tracing::warn!(error = %e, "LISTEN failed; reconnecting in 1 s");
                             tokio::select! {
                                 _ = shutdown.cancelled() => return,
@@ -307,6 +332,11 @@ impl PgStore {
         op: Transition<PgConnection, T>,
     ) -> Result<T, StoreError> {
         self.write(op).await
+    }
+
+    /// Whether the `LISTEN` session is up.
+    pub(crate) fn listening(&self) -> bool {
+        self.listening.load(Ordering::Acquire)
     }
 
     pub(crate) fn read_pool(&self) -> &PgPool {
@@ -384,5 +414,47 @@ impl PgStore {
         }
         // Every acknowledged write is already committed; closing waits for in-flight ones.
         self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    /// Enables 10 waiters, hands `payload` to [`wake`] as instance `me`, counts the woken.
+    fn woken_by(payload: &str) -> usize {
+        let n = LeaseNotifier::new();
+        let mut waiters: Vec<_> = (0..10).map(|_| Box::pin(n.notified())).collect();
+        for w in &mut waiters {
+            w.as_mut().enable();
+        }
+        wake(&n, payload, "me");
+        let mut cx = Context::from_waker(Waker::noop());
+        waiters
+            .iter_mut()
+            .map(|w| w.as_mut().poll(&mut cx))
+            .filter(|p| matches!(p, Poll::Ready(())))
+            .count()
+    }
+
+    #[test]
+    fn a_notification_this_instance_sent_wakes_none_of_its_own_waiters() {
+        assert_eq!(woken_by("1 me"), 0);
+    }
+
+    #[test]
+    fn another_instances_notification_wakes_as_many_waiters_as_it_counts() {
+        assert_eq!(woken_by("1 other"), 1);
+        assert_eq!(woken_by("3 other"), 3);
+        assert_eq!(woken_by("3"), 3);
+    }
+
+    #[test]
+    fn a_payload_that_is_no_count_wakes_every_waiter() {
+        assert_eq!(woken_by(""), 10);
+        assert_eq!(woken_by("1000 other"), 10);
     }
 }

@@ -183,6 +183,11 @@ impl SqliteStore {
     /// Nothing to send, as [`Self::notify_tasks`].
     pub(crate) fn notify_queries(&self, _n: usize) {}
 
+    /// One process per database file: every wake-up is in-process.
+    pub(crate) fn listening(&self) -> bool {
+        true
+    }
+
     /// One process per database file, one clock: nothing to compare.
     pub(crate) async fn database_clock_offset_ms(
         &self,

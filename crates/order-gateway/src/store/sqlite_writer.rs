@@ -21,6 +21,7 @@ use futures::future::BoxFuture;
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::lease::probe::{self, Step};
 use crate::store::{StoreError, Transition};
 
 /// Most operations committed together.
@@ -158,6 +159,7 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<WriteOp>, stats:
         return;
     }
     let started = std::time::Instant::now();
+    probe::mark(Step::WriterBatchBegin);
     let mut tx = match conn.begin_with("BEGIN IMMEDIATE").await {
         Ok(tx) => tx,
         Err(e) => {
@@ -202,20 +204,25 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<WriteOp>, stats:
             ops.for_each(|op| op.0.fail(e.clone()));
             Some(e)
         }
-        None => match tx.commit().await {
-            Ok(()) => {
-                stats.commits.fetch_add(1, Ordering::Relaxed);
-                stats.ops.fetch_add(n, Ordering::Relaxed);
-                if let Some(hook) = stats.on_commit.get() {
-                    hook(n, started.elapsed());
+        None => {
+            probe::mark(Step::WriterCommitStart);
+            let committed = tx.commit().await;
+            probe::mark(Step::WriterCommitDone);
+            match committed {
+                Ok(()) => {
+                    stats.commits.fetch_add(1, Ordering::Relaxed);
+                    stats.ops.fetch_add(n, Ordering::Relaxed);
+                    if let Some(hook) = stats.on_commit.get() {
+                        hook(n, started.elapsed());
+                    }
+                    None
                 }
-                None
+                Err(e) => {
+                    tracing::error!(error = %e, "COMMIT failed; failing the batch");
+                    Some(StoreError::from(e))
+                }
             }
-            Err(e) => {
-                tracing::error!(error = %e, "COMMIT failed; failing the batch");
-                Some(StoreError::from(e))
-            }
-        },
+        }
     };
     for finish in finishes {
         finish(outcome.clone());

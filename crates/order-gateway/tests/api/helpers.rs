@@ -375,6 +375,31 @@ macro_rules! on_both_engines {
     };
 }
 
+impl TestApp {
+    /// Runs `sql` on this app's database from a session of its own (a manual edit, a disk
+    /// fault); returns the rows affected.
+    pub async fn raw_sql(&self, sql: &'static str) -> u64 {
+        use sqlx::Connection;
+        match &self._db {
+            Some(db) => {
+                let mut c = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+                let n = sqlx::query(sql).execute(&mut c).await.expect(sql);
+                let _ = c.close().await;
+                n.rows_affected()
+            }
+            None => {
+                let url = format!("sqlite://{}", self.settings.db_path.display());
+                let mut c = sqlx::SqliteConnection::connect(&url)
+                    .await
+                    .expect("connect");
+                let n = sqlx::query(sql).execute(&mut c).await.expect(sql);
+                let _ = c.close().await;
+                n.rows_affected()
+            }
+        }
+    }
+}
+
 /// Operator helpers (issue #10).
 impl TestApp {
     pub async fn alerts(&self, query: &str) -> Answer {

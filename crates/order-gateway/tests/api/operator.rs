@@ -22,6 +22,7 @@ crate::on_both_engines!(
     a_retired_worker_leaves_health_and_worker_offline_until_it_polls_again,
     needs_human_and_logged_out_raise_their_alerts_and_clear_when_the_cause_is_gone,
     a_reclaim_records_its_reason_and_the_first_poll_receives_its_grant,
+    a_poison_row_set_aside_raises_a_needs_human_alert_that_reaches_the_receiver,
 );
 
 /// Settings for an app whose only alert is the one a test makes (no offline worker after the
@@ -582,4 +583,50 @@ async fn the_audit_names_the_operator_token_and_other_roles_are_refused() {
     )
     .await;
     alerts.assert_err(403, 1002);
+}
+
+/// Issue #12 item 7: a queued task whose stored intent does not decode is set aside by the next
+/// lease (needs_human, reason `undecodable row`); the operator hears of it as of any other
+/// needs_human task: an alert record naming the reason, delivered to the webhook receiver.
+async fn a_poison_row_set_aside_raises_a_needs_human_alert_that_reaches_the_receiver(e: Engine) {
+    let rx = Receiver::start().await;
+    let app = e.spawn(with_receiver(rx.url.clone())).await;
+    app.submit("po-poison").await.assert_ok();
+    app.clock.advance(Duration::from_millis(5));
+    app.submit("po-fine").await.assert_ok();
+    assert_eq!(
+        app.raw_sql("UPDATE tasks SET intent_json = '{not json' WHERE task_id = 'po-poison'")
+            .await,
+        1
+    );
+    let g = app.lease("w1", 0.0).await;
+    assert_eq!(g.assert_ok()["task_id"], "po-fine");
+    assert_eq!(app.status_of("po-poison").await, "needs_human");
+
+    for _ in 0..3 {
+        app.run_alerts().await;
+        app.deliver().await;
+    }
+    let open = app.alerts("?state=open&kind=task_needs_human").await;
+    let items = open.assert_ok()["items"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["task_id"], "po-poison");
+    let summary = items[0]["summary"].as_str().unwrap();
+    assert!(summary.contains("undecodable row"), "{summary}");
+    assert!(
+        !summary.contains("not json"),
+        "row content never in an alert: {summary}"
+    );
+
+    let delivered = rx.delivered();
+    let about = events_about(&delivered, "po-poison");
+    assert_eq!(about.len(), 1, "{delivered:?}");
+    assert_eq!(about[0]["kind"], "task_needs_human");
+    assert_eq!(about[0]["state"], "raised");
+    assert!(
+        about[0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("undecodable row")
+    );
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use rakuten_types::{Envelope, ErrorCode};
 
+use crate::executor::clock_guard::ClockCheck;
 use crate::executor::pool::QueueDepth;
 use crate::hints::ChannelLane;
 use crate::http::auth::Auth;
@@ -29,6 +30,10 @@ pub struct Health {
     pub queues: Vec<TypeQueues>,
     /// When the last scheduling cycle ran (absent before the first).
     pub last_cycle_at: Option<rakuten_types::Timestamp>,
+    /// The last check of this instance's clock against the shared database's (PostgreSQL with
+    /// `RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS` > 0; `null` otherwise): `skewed: true` means this
+    /// instance makes no claims (issue #12 item 6).
+    pub clock: Option<ClockCheck>,
 }
 
 /// The database's part of `/health` (issue #14 item 8, D-scale2-1).
@@ -213,7 +218,9 @@ pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response,
         }
     }
     let mut body = crate::telemetry::render_counts(&items, &lanes);
-    body.push_str(&st.scheduler.pool().executor().metrics().render());
+    let metrics = st.scheduler.pool().executor().metrics();
+    metrics.items_set_aside(st.store.items_set_aside());
+    body.push_str(&metrics.render());
     Ok(([(CONTENT_TYPE, crate::telemetry::CONTENT_TYPE)], body).into_response())
 }
 
@@ -243,6 +250,7 @@ async fn full_health(st: &AppState, status: &'static str, database: DatabaseHeal
         hint_backend: st.hints.backend(),
         queues,
         last_cycle_at: st.scheduler.last_cycle().and_then(|c| c.at),
+        clock: st.scheduler.pool().executor().clock_guard().last_check(),
     }
 }
 

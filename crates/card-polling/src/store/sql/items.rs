@@ -55,7 +55,11 @@ async fn set_aside(
     .bind(id)
     .execute(&mut **tx)
     .await?;
-    tracing::warn!(item = id, %reason, "priority item set aside as failed");
+    tracing::error!(
+        item = id,
+        %reason,
+        "priority item set aside as failed: its stored row cannot be decoded (repair the row, then retrigger)"
+    );
     audit_system(
         tx,
         id,
@@ -77,6 +81,12 @@ const VALIDITY_PASSED: &str = "validity period passed";
 /// handed out (issue #14 item 4; the expiry job may not have run yet). `None`: not claimable.
 /// Audit facts name `instance` and the fingerprint of the claim token (the new one; on an expiry
 /// the lapsed claim's, if any).
+/// An item whose row cannot be decoded is set aside as failed instead, and counted in
+/// `set_aside` (issue #12 item 7).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one transition: the claim's actor, its token and times, and the set-aside count it reports"
+)]
 pub(crate) async fn claim(
     tx: &mut Tx,
     instance: &str,
@@ -85,6 +95,7 @@ pub(crate) async fn claim(
     now: Timestamp,
     lease: Duration,
     expired_before: Option<Timestamp>,
+    set_aside_count: &mut u64,
 ) -> StoreResult<Option<ClaimedItem>> {
     let before: Option<(String, Option<String>)> =
         sqlx::query_as("SELECT status, claim_token FROM priority_items WHERE id = $1")
@@ -149,6 +160,7 @@ pub(crate) async fn claim(
     let Some(row) = row else { return Ok(None) };
     if let Some(reason) = undecodable_item(&row) {
         set_aside(tx, instance, token, id, &reason, now).await?;
+        *set_aside_count += 1;
         return Ok(None);
     }
     let claimed = ClaimedItem {

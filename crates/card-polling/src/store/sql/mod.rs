@@ -67,6 +67,8 @@ pub struct SqlStore {
     feature: std::sync::Arc<std::sync::OnceLock<Timestamp>>,
     // Written as `actor` on the audit facts of system transitions (issue #14 item 6).
     instance: std::sync::Arc<str>,
+    // Items this store set aside as undecodable since start (`/metrics`).
+    set_aside: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl SqlStore {
@@ -90,6 +92,7 @@ impl SqlStore {
             pool,
             feature: Default::default(),
             instance: crate::instance::default_instance_id().into(),
+            set_aside: Default::default(),
         }
     }
 
@@ -162,6 +165,14 @@ impl Store for SqlStore {
         batch: i64,
     ) -> StoreResult<u64> {
         in_write_tx!(self, tx => retention::prune(&mut tx, table, cutoff, batch).await?)
+    }
+
+    async fn clock_offset_ms(&self, now: Timestamp) -> StoreResult<Option<i64>> {
+        let Some(sql) = dialect::SHARED_CLOCK_MILLIS else {
+            return Ok(None);
+        };
+        let db_ms: i64 = sqlx::query_scalar(sql).fetch_one(&self.pool).await?;
+        Ok(Some(db_ms - now.as_millis()))
     }
 
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
@@ -332,9 +343,19 @@ impl Store for SqlStore {
         let feature = self.feature().await?;
         let cutoff = now.minus(crate::priority::VALIDITY);
         let expired_before = (feature <= cutoff).then_some(cutoff);
-        in_write_tx!(self, tx => {
-            items::claim(&mut tx, &self.instance, id, token, now, lease, expired_before).await?
-        })
+        let mut set_aside = 0;
+        let claimed = in_write_tx!(self, tx => {
+            items::claim(&mut tx, &self.instance, id, token, now, lease, expired_before, &mut set_aside)
+                .await?
+        })?;
+        // Counted once committed.
+        self.set_aside
+            .fetch_add(set_aside, std::sync::atomic::Ordering::Relaxed);
+        Ok(claimed)
+    }
+
+    fn items_set_aside(&self) -> u64 {
+        self.set_aside.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope> {

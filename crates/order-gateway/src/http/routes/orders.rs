@@ -21,6 +21,7 @@ use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
 use crate::http::routes::operator::check_reason;
 use crate::lease::long_poll::lease_with_wait;
+use crate::lease::probe::{self, Step};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, TaskFilter,
 };
@@ -142,9 +143,17 @@ pub async fn submit(
             st.clock.now(),
         )
         .await?;
+    probe::mark(Step::SubmitCommitted);
     if ack.created {
         st.lease_notifier.notify_leasable();
+        probe::mark(Step::SubmitNotified);
+        // The woken long-poll sits in this worker thread's next-task slot, which tokio lets run
+        // only when this task yields: without this, after the acknowledgement is written. Its
+        // lease reaches the writer first now, the answer waits one task switch (BENCHMARKS.md,
+        // hand-off breakdown).
+        tokio::task::yield_now().await;
     }
+    probe::mark(Step::SubmitAnswered);
     Ok(Json(Envelope::ok(ack)))
 }
 

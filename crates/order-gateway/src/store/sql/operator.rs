@@ -278,7 +278,7 @@ async fn causes(
          (SELECT r.error_code FROM task_reports r WHERE r.task_id = t.task_id \
           AND r.error_code IS NOT NULL ORDER BY r.seq DESC LIMIT 1) AS error_code, \
          (SELECT r.detail FROM task_reports r WHERE r.task_id = t.task_id \
-          ORDER BY r.seq DESC LIMIT 1) AS detail \
+          ORDER BY r.seq DESC LIMIT 1) AS detail, t.set_aside_reason \
          FROM tasks t WHERE t.status = 'needs_human' ORDER BY t.updated_at LIMIT 1000",
     )
     .fetch_all(&mut *conn)
@@ -287,9 +287,10 @@ async fn causes(
         let t: String = row.try_get("task_id")?;
         let code: Option<i32> = row.try_get("error_code")?;
         let detail: Option<String> = row.try_get("detail")?;
+        let set_aside: Option<String> = row.try_get("set_aside_reason")?;
         out.push(Cause {
             kind: AlertKind::TaskNeedsHuman,
-            summary: needs_human_summary(&t, code, detail.as_deref()),
+            summary: needs_human_summary(&t, code, detail.as_deref(), set_aside.as_deref()),
             subject: t.clone(),
             task_id: Some(t),
             worker_id: None,

@@ -119,6 +119,10 @@ impl OrderStore for Store {
         bounded(self.database_clock_offset_ms(now)).await
     }
 
+    fn wakeups_listening(&self) -> bool {
+        self.listening()
+    }
+
     async fn task_get(&self, task_id: &TaskId) -> Result<Option<TaskDetail>, StoreError> {
         bounded(reads::task_get(self.read_pool(), task_id)).await
     }
