@@ -302,6 +302,50 @@ pub fn pager(base: &str, offset: i64, limit: i64, total: i64) -> Markup {
     }
 }
 
+/// A list's row count for its pager: "10,000+" once the count passed `cap` (the count stopped
+/// there), else the number with thousands separators.
+pub fn capped_count(n: i64, cap: i64) -> String {
+    let digits = n.min(cap).to_string();
+    let mut out = String::with_capacity(digits.len() + 4);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n > cap {
+        out.push('+');
+    }
+    out
+}
+
+/// Oldest/older/newer/newest links of a keyset-paged list, oldest first. `base` is the page's
+/// path and query without the position (ending in `?` or `&`); `older` and `newer` are the
+/// cursors of the page's first and last rows when rows precede / follow them; `total` is the
+/// count capped at `cap` (see [`capped_count`]).
+pub fn seek_pager(
+    base: &str,
+    shown: usize,
+    total: i64,
+    cap: i64,
+    older: Option<&str>,
+    newer: Option<&str>,
+) -> Markup {
+    html! {
+        div.pager {
+            span { @if total == 0 { "nothing" } @else { (shown) " shown of " (capped_count(total, cap)) } }
+            @if let Some(c) = older {
+                a href=(base) #oldest { "« oldest" }
+                a href={ (base) "before=" (enc(c)) } #older { "← older" }
+            }
+            @if let Some(c) = newer {
+                a href={ (base) "after=" (enc(c)) } #newer { "newer →" }
+                a href={ (base) "before=newest" } #newest { "newest »" }
+            }
+        }
+    }
+}
+
 /// Pretty-printed JSON in a collapsed block.
 pub fn raw_json(summary: &str, value: &serde_json::Value) -> Markup {
     let text = serde_json::to_string_pretty(value).unwrap_or_default();
@@ -319,4 +363,19 @@ pub fn enc(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::capped_count;
+
+    #[test]
+    fn a_capped_count_groups_thousands_and_says_plus_past_the_cap() {
+        assert_eq!(capped_count(0, 10_000), "0");
+        assert_eq!(capped_count(999, 10_000), "999");
+        assert_eq!(capped_count(1_000, 10_000), "1,000");
+        assert_eq!(capped_count(10_000, 10_000), "10,000");
+        assert_eq!(capped_count(10_001, 10_000), "10,000+");
+        assert_eq!(capped_count(25_000, 10_000), "10,000+");
+    }
 }

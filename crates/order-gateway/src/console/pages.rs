@@ -13,14 +13,14 @@ use rakuten_types::query::{OrderListResult, QueryKind, QueryStatus, QueryView};
 use rakuten_types::{QueryId, TaskId, TaskStatus, Timestamp};
 use serde::Deserialize;
 use web_console::layout::{
-    Notice, action_form, age, badge, csrf_input, enc, opt, pager, raw_json, ts, ts_opt,
+    Notice, action_form, age, badge, capped_count, csrf_input, enc, opt, pager, raw_json,
+    seek_pager, ts, ts_opt,
 };
 
 use super::Signed;
 use crate::http::AppState;
 use crate::store::operator::{AlertFilter, LeaseGrantRecord};
-use crate::store::queries::QueryFilter;
-use crate::store::{AttentionTask, TaskFilter};
+use crate::store::{AttentionTask, COUNT_CAP, Seek, SeekCursor, SeekPage};
 
 /// Rows per list page.
 pub const PAGE: i64 = 50;
@@ -63,8 +63,8 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
         Ok(c) => c,
         Err(e) => return store_error(&signed, e),
     };
-    let health = match st.store.health_snapshot(now).await {
-        Ok(h) => h,
+    let active = match st.store.task_active_leases().await {
+        Ok(a) => a,
         Err(e) => return store_error(&signed, e),
     };
     let workers = match st.ops.worker_list().await {
@@ -83,7 +83,7 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
             @for (status, n) in &counts.by_status {
                 @let alarm = *n > 0 && matches!(status, TaskStatus::Stale | TaskStatus::NeedsHuman);
                 a.count.alarm[alarm] href={ "/console/tasks?status=" (status.as_str()) } {
-                    div.n { (n) }
+                    div.n { (capped_count(*n, COUNT_CAP)) }
                     div.l { (status.as_str()) }
                 }
             }
@@ -97,7 +97,7 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
             .map(|(_, n)| n).sum::<i64>();
         @if stuck > 0 {
             div.notice.err {
-                (stuck) " task(s) wait for a person. "
+                (capped_count(stuck, COUNT_CAP)) " task(s) wait for a person. "
                 a href="/console/attention" { "Open “Needs attention” →" }
             }
         }
@@ -140,12 +140,12 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
             }
             section.card {
                 h2 { "Active leases" }
-                @if health.active.is_empty() { p.empty { "No task is leased." } }
+                @if active.is_empty() { p.empty { "No task is leased." } }
                 @else {
                     table {
                         thead { tr { th { "task" } th { "holder" } th { "lease ends" } } }
                         tbody {
-                            @for t in &health.active {
+                            @for t in &active {
                                 tr {
                                     td { (task_link(&t.task_id)) }
                                     td.mono { (opt(t.lease_owner.as_deref())) }
@@ -248,12 +248,43 @@ fn short_url(url: &str) -> &str {
     }
 }
 
+/// The page position of a list's `?after=` / `?before=` (`before=newest`: the last page); `None`
+/// when a cursor is malformed.
+fn seek_of(after: Option<&str>, before: Option<&str>) -> Option<Seek> {
+    let after = after.filter(|s| !s.is_empty());
+    let before = before.filter(|s| !s.is_empty());
+    Some(match (after, before) {
+        (_, Some("newest")) => Seek::Newest,
+        (_, Some(c)) => Seek::Before(SeekCursor::parse(c)?),
+        (Some(c), None) => Seek::After(SeekCursor::parse(c)?),
+        (None, None) => Seek::Oldest,
+    })
+}
+
+/// The Older/Newer links of a keyset page.
+fn pager_of<T>(base: &str, page: &SeekPage<T>) -> Markup {
+    let (first, last) = page
+        .edges
+        .as_ref()
+        .map(|(f, l)| (f.encode(), l.encode()))
+        .unzip();
+    seek_pager(
+        base,
+        page.items.len(),
+        page.total,
+        COUNT_CAP,
+        first.as_deref().filter(|_| page.older),
+        last.as_deref().filter(|_| page.newer),
+    )
+}
+
 /// Filters of the task list.
 #[derive(Debug, Default, Deserialize)]
 pub struct TaskListQuery {
     status: Option<String>,
     site: Option<String>,
-    offset: Option<i64>,
+    after: Option<String>,
+    before: Option<String>,
 }
 
 /// `GET /console/tasks`.
@@ -273,17 +304,10 @@ pub async fn tasks(
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| s.chars().take(64).collect::<String>());
-    let offset = q.offset.unwrap_or(0).clamp(0, i64::MAX / 2);
-    let page = match st
-        .store
-        .task_list(TaskFilter {
-            status,
-            site: site.clone(),
-            limit: PAGE,
-            offset,
-        })
-        .await
-    {
+    let Some(seek) = seek_of(q.after.as_deref(), q.before.as_deref()) else {
+        return signed.error(StatusCode::BAD_REQUEST, "Malformed page position.");
+    };
+    let page = match st.store.task_seek(status, site.clone(), seek, PAGE).await {
         Ok(p) => p,
         Err(e) => return store_error(&signed, e),
     };
@@ -309,7 +333,7 @@ pub async fn tasks(
         }
         section.card {
             (task_table(&page.items, now))
-            (pager(&base, page.offset, page.limit, page.total))
+            (pager_of(&base, &page))
         }
     };
     signed.page("/console/tasks", "Tasks", None, body)
@@ -751,7 +775,8 @@ fn audit_table(actions: &[OperatorActionView]) -> Markup {
 pub struct QueryListQuery {
     status: Option<String>,
     kind: Option<String>,
-    offset: Option<i64>,
+    after: Option<String>,
+    before: Option<String>,
 }
 
 /// `GET /console/queries`.
@@ -768,17 +793,10 @@ pub async fn queries(
     ) else {
         return signed.error(StatusCode::BAD_REQUEST, "Unknown status or kind.");
     };
-    let offset = q.offset.unwrap_or(0).clamp(0, i64::MAX / 2);
-    let page = match st
-        .queries
-        .query_list(QueryFilter {
-            status,
-            kind,
-            limit: PAGE,
-            offset,
-        })
-        .await
-    {
+    let Some(seek) = seek_of(q.after.as_deref(), q.before.as_deref()) else {
+        return signed.error(StatusCode::BAD_REQUEST, "Malformed page position.");
+    };
+    let page = match st.queries.query_seek(status, kind, seek, PAGE).await {
         Ok(p) => p,
         Err(e) => return store_error(&signed, e),
     };
@@ -830,7 +848,7 @@ pub async fn queries(
                     }
                 }
             }
-            (pager(&base, page.offset, page.limit, page.total))
+            (pager_of(&base, &page))
         }
     };
     signed.page("/console/queries", "Account queries", None, body)

@@ -170,6 +170,78 @@ pub struct TaskFilter {
     pub offset: i64,
 }
 
+/// Rows a console count counts up to: past it a page shows "10,000+" instead of scanning on
+/// (issue #11: a count of the whole table is most of a page's time at volume).
+pub const COUNT_CAP: i64 = 10_000;
+
+/// A position in a console list's oldest-first order `(created_at, insertion order)` — the order
+/// of the indexes `idx_tasks_pending`, `idx_tasks_created` and their account-query twins, so a
+/// page starts with an index seek instead of scanning past an offset. Its text form
+/// (`<created_at>_<n>`) is what the page's Newer/Older links carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeekCursor {
+    created_at: String,
+    ord: i64,
+}
+
+impl SeekCursor {
+    /// The cursor of a row: its `created_at` text as stored and its insertion order.
+    pub(crate) fn new(created_at: String, ord: i64) -> Self {
+        Self { created_at, ord }
+    }
+
+    /// Parses a cursor from a link; `None` when it is not one (the page answers 400).
+    pub fn parse(s: &str) -> Option<Self> {
+        let (created_at, ord) = s.rsplit_once('_')?;
+        Timestamp::parse(created_at).ok()?;
+        Some(Self {
+            created_at: created_at.to_owned(),
+            ord: ord.parse().ok()?,
+        })
+    }
+
+    /// The text form [`SeekCursor::parse`] reads.
+    pub fn encode(&self) -> String {
+        format!("{}_{}", self.created_at, self.ord)
+    }
+
+    pub(crate) fn created_at(&self) -> &str {
+        &self.created_at
+    }
+
+    pub(crate) fn ord(&self) -> i64 {
+        self.ord
+    }
+}
+
+/// Where a console list page starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seek {
+    /// The oldest rows.
+    Oldest,
+    /// The rows just after this position (the "newer" link).
+    After(SeekCursor),
+    /// The rows just before this position (the "older" link).
+    Before(SeekCursor),
+    /// The newest rows.
+    Newest,
+}
+
+/// One keyset page of a console list, oldest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeekPage<T> {
+    /// This page's rows, oldest first, at most the page size.
+    pub items: Vec<T>,
+    /// The first and last row's positions (the Older and Newer links start there).
+    pub edges: Option<(SeekCursor, SeekCursor)>,
+    /// Whether a row precedes this page.
+    pub older: bool,
+    /// Whether a row follows this page.
+    pub newer: bool,
+    /// Rows matching the filter, counted up to [`COUNT_CAP`] + 1 (more than the cap: "10,000+").
+    pub total: i64,
+}
+
 /// A worker's heartbeat.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerSeen {
@@ -207,7 +279,8 @@ pub const HEALTH_WORKERS_LISTED: i64 = 1000;
 /// Tasks per status and the oldest queued task (the console's overview).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatusCounts {
-    /// Every status with its number of tasks (zero included), in [`TaskStatus::ALL`] order.
+    /// Every status with its number of tasks (zero included), in [`TaskStatus::ALL`] order, each
+    /// counted up to [`COUNT_CAP`] + 1.
     pub by_status: Vec<(TaskStatus, i64)>,
     /// When the oldest queued task was created.
     pub oldest_queued: Option<Timestamp>,
@@ -477,6 +550,19 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// A filtered page of tasks, oldest first.
     async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError>;
+
+    /// The console's task list: a filtered keyset page (at most `limit` rows) with a capped total.
+    async fn task_seek(
+        &self,
+        status: Option<TaskStatus>,
+        site: Option<String>,
+        seek: Seek,
+        limit: i64,
+    ) -> Result<SeekPage<TaskSummary>, StoreError>;
+
+    /// The leased and running tasks, oldest first, at most 100 (the console overview's "Active
+    /// leases"; `health_snapshot` would also count every queued and stale task).
+    async fn task_active_leases(&self) -> Result<Vec<TaskSummary>, StoreError>;
 
     /// Tasks per status and the oldest queued task, from one snapshot.
     async fn task_status_counts(&self) -> Result<StatusCounts, StoreError>;

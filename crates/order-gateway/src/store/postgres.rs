@@ -78,6 +78,11 @@ pub fn migrator() -> Migrator {
             "lease grants",
             include_str!("../../migrations/postgres/0006_lease_grants.sql"),
         ),
+        (
+            7,
+            "console paging",
+            include_str!("../../migrations/postgres/0007_console_paging.sql"),
+        ),
     ])
 }
 

@@ -202,4 +202,14 @@ pub trait QueryStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// A filtered page of queries, oldest first, without result bodies.
     async fn query_list(&self, filter: QueryFilter) -> Result<Page<QuerySummary>, StoreError>;
+
+    /// The console's account-query list: a filtered keyset page (at most `limit` rows) with a
+    /// capped total.
+    async fn query_seek(
+        &self,
+        status: Option<QueryStatus>,
+        kind: Option<QueryKind>,
+        seek: super::Seek,
+        limit: i64,
+    ) -> Result<super::SeekPage<QuerySummary>, StoreError>;
 }

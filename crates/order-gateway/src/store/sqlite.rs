@@ -53,6 +53,11 @@ pub fn migrator() -> Migrator {
             "lease grants",
             include_str!("../../migrations/sqlite/0006_lease_grants.sql"),
         ),
+        (
+            7,
+            "console paging",
+            include_str!("../../migrations/sqlite/0007_console_paging.sql"),
+        ),
     ])
 }
 

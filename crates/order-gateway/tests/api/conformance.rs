@@ -19,7 +19,7 @@ use order_gateway::store::queries::{
 use order_gateway::store::sqlite::SqliteStore;
 use order_gateway::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, QueryStore, ReclaimRequest,
-    RenewRequest, StoreError, TaskFilter,
+    RenewRequest, Seek, SeekPage, StoreError, TaskFilter,
 };
 use rakuten_types::order::LeaseGrant;
 use rakuten_types::query::{QueryKind, QueryStatus};
@@ -483,6 +483,7 @@ conformance!(
     lease_history_records_a_grant_its_renewal_and_the_final_report,
     lease_history_records_expiry_reclaim_and_regrant,
     resolving_a_task_ends_its_open_grant,
+    console_lists_page_by_keyset_through_ties_in_both_directions,
 );
 
 impl Harness {
@@ -1449,4 +1450,114 @@ async fn postgres_instances_elect_one_alert_leader_and_take_over_when_it_goes() 
     a.close().await;
     assert!(b.alerts_leader().await.unwrap(), "b takes over");
     b.close().await;
+}
+
+/// The ids of a keyset page and its (older, newer) flags.
+fn seek_ids<T>(page: &SeekPage<T>, id: impl Fn(&T) -> String) -> (Vec<String>, bool, bool) {
+    (page.items.iter().map(id).collect(), page.older, page.newer)
+}
+
+async fn console_lists_page_by_keyset_through_ties_in_both_directions(h: &Harness) {
+    // Four tasks share one created_at (the tie is broken by insertion order), three come a second
+    // later; a yahoo task and a leased one are filtered out.
+    for i in 0..4 {
+        h.insert(&format!("a{i}")).await;
+    }
+    h.insert_site("y", "yahoo").await;
+    h.clock.advance(Duration::from_secs(1));
+    for i in 0..3 {
+        h.insert(&format!("b{i}")).await;
+    }
+    h.granted("w1").await; // a0
+    let seek = |seek: Seek| {
+        let store = h.store.clone();
+        async move {
+            let page = store
+                .task_seek(Some(TaskStatus::Queued), Some("rakuten".into()), seek, 2)
+                .await
+                .unwrap();
+            assert_eq!(page.total, 6);
+            let edges = page.edges.clone();
+            (seek_ids(&page, |t| t.task_id.to_string()), edges)
+        }
+    };
+    let mut forward = Vec::new();
+    let (mut page, mut edges) = seek(Seek::Oldest).await;
+    assert_eq!((page.1, page.2), (false, true), "oldest page");
+    loop {
+        forward.extend(page.0.clone());
+        if !page.2 {
+            break;
+        }
+        assert!(forward.len() < 10, "the walk ends");
+        (page, edges) = seek(Seek::After(edges.unwrap().1)).await;
+        assert!(page.1, "a newer page has an older one");
+    }
+    assert_eq!(forward, ["a1", "a2", "a3", "b0", "b1", "b2"]);
+    let mut backward = Vec::new();
+    (page, edges) = seek(Seek::Newest).await;
+    assert_eq!(page.0, ["b1", "b2"]);
+    assert_eq!((page.1, page.2), (true, false), "newest page");
+    loop {
+        backward.splice(0..0, page.0.clone());
+        if !page.1 {
+            break;
+        }
+        assert!(backward.len() < 10, "the walk ends");
+        (page, edges) = seek(Seek::Before(edges.unwrap().0)).await;
+        assert!(page.2, "an older page has a newer one");
+    }
+    assert_eq!(backward, forward);
+    // A cursor survives a link: its text form parses back to the same position.
+    let (_, edges) = seek(Seek::Oldest).await;
+    let last = edges.unwrap().1;
+    let reparsed = order_gateway::store::SeekCursor::parse(&last.encode()).unwrap();
+    assert_eq!(seek(Seek::After(reparsed)).await.0.0, ["a3", "b0"]);
+    assert!(order_gateway::store::SeekCursor::parse("2026-01-01T00:00:00Z_x").is_none());
+    assert!(order_gateway::store::SeekCursor::parse("yesterday_1").is_none());
+    // Unfiltered: every task, the leased one and the yahoo one included.
+    let all = h
+        .store
+        .task_seek(None, None, Seek::Oldest, 50)
+        .await
+        .unwrap();
+    assert_eq!((all.items.len(), all.total, all.newer), (8, 8, false));
+    // The account-query list pages the same way.
+    for i in 0..3 {
+        h.insert_query(&format!("q{i}"), 3).await;
+    }
+    let q = h
+        .store
+        .query_seek(None, None, Seek::Oldest, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        seek_ids(&q, |q| q.query_id.to_string()),
+        (vec!["q0".into(), "q1".into()], false, true)
+    );
+    let next = Seek::After(q.edges.unwrap().1);
+    let q = h
+        .store
+        .query_seek(
+            Some(QueryStatus::Queued),
+            Some(QueryKind::OrderList),
+            next,
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        seek_ids(&q, |q| q.query_id.to_string()),
+        (vec!["q2".into()], true, false)
+    );
+    assert_eq!(q.total, 3);
+    // Counts by status are capped like the list totals, and exact below the cap.
+    let counts = h.store.task_status_counts().await.unwrap();
+    let queued = counts
+        .by_status
+        .iter()
+        .find(|(s, _)| *s == TaskStatus::Queued)
+        .unwrap()
+        .1;
+    assert_eq!(queued, 7);
 }

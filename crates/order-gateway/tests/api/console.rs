@@ -342,3 +342,44 @@ async fn console_task_page_shows_the_lease_history() {
     b.screenshot("gateway-task-no-grants").await;
     b.close().await;
 }
+
+#[tokio::test]
+async fn console_task_list_pages_newer_and_older_by_keyset() {
+    let app = spawn_app().await;
+    // 52 queued tasks, all created at the same instant (the manual clock stands still), so the
+    // pages are split inside a tie of created_at.
+    for i in 0..52 {
+        app.submit(&format!("page-{i:02}")).await.assert_ok();
+    }
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/tasks?status=queued")).await;
+    let pager = b.find(".pager").await.text().await.unwrap();
+    assert!(pager.contains("50 shown of 52"), "{pager}");
+    assert!(!b.has("#older").await, "the first page has nothing older");
+    b.find("#tasks a[href='/console/tasks/page-49']").await;
+    b.click("#newer").await;
+    b.find("#older").await;
+    let text = b.text().await;
+    assert!(
+        text.contains("page-50") && text.contains("page-51") && !text.contains("page-49"),
+        "{text}"
+    );
+    assert!(text.contains("2 shown of 52"), "{text}");
+    assert!(!b.has("#newer").await, "the last page has nothing newer");
+    b.screenshot("gateway-task-list-newer-page").await;
+    b.click("#older").await;
+    b.find("#tasks a[href='/console/tasks/page-00']").await;
+    let text = b.text().await;
+    assert!(
+        text.contains("page-49") && !text.contains("page-50"),
+        "{text}"
+    );
+    // The last page straight away, and a cursor that is not one.
+    b.goto(&app.url("/console/tasks?before=newest")).await;
+    b.find("#tasks a[href='/console/tasks/page-51']").await;
+    assert!(b.has("#older").await && !b.has("#newer").await);
+    b.goto(&app.url("/console/tasks?after=not-a-cursor")).await;
+    assert!(b.text().await.contains("Malformed page position."));
+    b.close().await;
+}

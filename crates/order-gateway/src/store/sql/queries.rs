@@ -13,7 +13,7 @@ use rakuten_types::{QueryId, Timestamp};
 use uuid::Uuid;
 
 use super::{Conn, Db, Pool};
-use crate::store::StoreError;
+use crate::store::{Seek, SeekPage, StoreError};
 use crate::store::dialect::Dialect;
 use crate::store::queries::{
     LapsedQuery, NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord,
@@ -22,7 +22,7 @@ use crate::store::sql::query_row::{
     QUERY_COLUMNS, QUERY_SUMMARY_COLUMNS, QueryRow, result_columns,
 };
 use crate::store::sql::rows::corrupt;
-use super::reads::filtered_page;
+use super::reads::{filtered_page, seek_page};
 use crate::store::sql::eq_if_set;
 
 /// Loads a query; `lock` also locks its row until the transaction ends (PostgreSQL).
@@ -321,6 +321,23 @@ pub(crate) async fn query_list(
     let columns = QUERY_SUMMARY_COLUMNS;
     let page = (f.limit, f.offset);
     filtered_page(pool, columns, "account_queries", "", filters, page, |r| {
+        QueryRow::decode(r).and_then(QueryRow::into_summary)
+    })
+    .await
+}
+
+pub(crate) async fn query_seek(
+    pool: &Pool,
+    status: Option<QueryStatus>,
+    kind: Option<QueryKind>,
+    seek: Seek,
+    limit: i64,
+) -> Result<SeekPage<QuerySummary>, StoreError> {
+    let filters = [
+        ("status", status.map(QueryStatus::as_str)),
+        ("kind", kind.map(QueryKind::as_str)),
+    ];
+    seek_page(pool, QUERY_SUMMARY_COLUMNS, "account_queries", "", filters, (&seek, limit), |r| {
         QueryRow::decode(r).and_then(QueryRow::into_summary)
     })
     .await

@@ -10,9 +10,9 @@ use rakuten_types::order::{
     LeaseGrant, Page, RenewAck, ReportAck, SubmitOrderAck, TaskDetail, TaskSummary,
 };
 use rakuten_types::query::{
-    QueryGrant, QueryResultAck, QueryStatus, QuerySummary, QueryView, SubmitQueryAck,
+    QueryGrant, QueryKind, QueryResultAck, QueryStatus, QuerySummary, QueryView, SubmitQueryAck,
 };
-use rakuten_types::{QueryId, TaskId, Timestamp, WorkerId};
+use rakuten_types::{QueryId, TaskId, TaskStatus, Timestamp, WorkerId};
 
 use super::{Store, observe, queries, reads, tasks};
 use crate::settings::LeaseScope;
@@ -24,7 +24,7 @@ use crate::store::observe::StoreCounts;
 use crate::store::{
     bounded,
     AttentionTask, HealthSnapshot, StatusCounts, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
-    RenewRequest, StaleTask, StoreError, TaskFilter,
+    RenewRequest, Seek, SeekPage, StaleTask, StoreError, TaskFilter,
 };
 
 #[async_trait]
@@ -129,6 +129,20 @@ impl OrderStore for Store {
 
     async fn task_list(&self, filter: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
         bounded(reads::task_list(self.read_pool(), filter)).await
+    }
+
+    async fn task_seek(
+        &self,
+        status: Option<TaskStatus>,
+        site: Option<String>,
+        seek: Seek,
+        limit: i64,
+    ) -> Result<SeekPage<TaskSummary>, StoreError> {
+        bounded(reads::task_seek(self.read_pool(), status, site, seek, limit)).await
+    }
+
+    async fn task_active_leases(&self) -> Result<Vec<TaskSummary>, StoreError> {
+        bounded(reads::task_active_leases(self.read_pool())).await
     }
 
     async fn task_status_counts(&self) -> Result<StatusCounts, StoreError> {
@@ -244,5 +258,15 @@ impl QueryStore for Store {
 
     async fn query_list(&self, filter: QueryFilter) -> Result<Page<QuerySummary>, StoreError> {
         bounded(queries::query_list(self.read_pool(), filter)).await
+    }
+
+    async fn query_seek(
+        &self,
+        status: Option<QueryStatus>,
+        kind: Option<QueryKind>,
+        seek: Seek,
+        limit: i64,
+    ) -> Result<SeekPage<QuerySummary>, StoreError> {
+        bounded(queries::query_seek(self.read_pool(), status, kind, seek, limit)).await
     }
 }
