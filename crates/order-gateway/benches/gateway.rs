@@ -467,6 +467,45 @@ mod matrix {
     }
 }
 
+/// An in-process SQLite gateway serving on a loopback port, and a client for it.
+struct Served {
+    b: Arc<Bench>,
+    store: Arc<order_gateway::store::sqlite::SqliteStore>,
+    stop: tokio_util::sync::CancellationToken,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// Starts a gateway on the database file `db` (long-polls may wait 60 s); the client keeps up
+/// to `idle_per_host` idle connections (0: reqwest's default).
+async fn serve_sqlite(db: &std::path::Path, idle_per_host: usize) -> Served {
+    let mut settings = Settings::for_tests(db.to_path_buf(), TOKEN);
+    settings.lease_max_wait_seconds = 60.0;
+    let app = Application::build(settings, Arc::new(SystemClock))
+        .await
+        .unwrap();
+    let store = app.sqlite_store();
+    let base = format!("http://127.0.0.1:{}", app.port());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn({
+        let stop = stop.clone();
+        app.run_until_stopped(async move { stop.cancelled().await })
+    });
+    let mut client = reqwest::Client::builder();
+    if idle_per_host > 0 {
+        client = client.pool_max_idle_per_host(idle_per_host);
+    }
+    let b = Arc::new(Bench {
+        base,
+        client: client.build().unwrap(),
+    });
+    Served {
+        b,
+        store,
+        stop,
+        server,
+    }
+}
+
 async fn run() {
     let secs = bench_seconds();
     let dir = tempfile::Builder::new()
@@ -487,25 +526,12 @@ async fn run() {
     fsync_line(dir.path(), "at start");
 
     // In-process server: throughput, hand-off, cycles.
-    let mut settings = Settings::for_tests(dir.path().join("bench.db"), TOKEN);
-    settings.lease_max_wait_seconds = 60.0;
-    let app = Application::build(settings, Arc::new(SystemClock))
-        .await
-        .unwrap();
-    let store = app.sqlite_store();
-    let base = format!("http://127.0.0.1:{}", app.port());
-    let stop = tokio_util::sync::CancellationToken::new();
-    let server = tokio::spawn({
-        let stop = stop.clone();
-        app.run_until_stopped(async move { stop.cancelled().await })
-    });
-    let b = Arc::new(Bench {
-        base,
-        client: reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()
-            .unwrap(),
-    });
+    let Served {
+        b,
+        store,
+        stop,
+        server,
+    } = serve_sqlite(&dir.path().join("bench.db"), 64).await;
 
     fsync_line(dir.path(), "before submit x1");
     let (c0, o0) = store.write_stats();
@@ -538,22 +564,12 @@ async fn run() {
     stop.cancel();
     server.await.unwrap().unwrap();
 
-    let mut settings = Settings::for_tests(dir.path().join("bench2.db"), TOKEN);
-    settings.lease_max_wait_seconds = 60.0;
-    let app = Application::build(settings, Arc::new(SystemClock))
-        .await
-        .unwrap();
-    let store = app.sqlite_store();
-    let base = format!("http://127.0.0.1:{}", app.port());
-    let stop = tokio_util::sync::CancellationToken::new();
-    let server = tokio::spawn({
-        let stop = stop.clone();
-        app.run_until_stopped(async move { stop.cancelled().await })
-    });
-    let b = Arc::new(Bench {
-        base,
-        client: reqwest::Client::new(),
-    });
+    let Served {
+        b,
+        store,
+        stop,
+        server,
+    } = serve_sqlite(&dir.path().join("bench2.db"), 0).await;
 
     // Hand-off latency.
     fsync_line(dir.path(), "before hand-off");
@@ -687,15 +703,13 @@ async fn run() {
 /// step from the submit's wake-up to the grant reaching the client (timestamps from
 /// `order_gateway::lease::probe`), then the hand-off with 1 and 1,000 long-polls waiting.
 mod handoff {
+    use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
     use order_gateway::lease::probe::{self, Step};
-    use order_gateway::{Application, Settings};
-    use rakuten_types::SystemClock;
 
-    use super::{Bench, TOKEN, fsync_line, handoff_with_waiters, ms, percentile};
+    use super::{fsync_line, handoff_with_waiters, ms, percentile};
 
     static EVENTS: Mutex<Vec<(Step, Instant)>> = Mutex::new(Vec::new());
     static RECORDING: AtomicBool = AtomicBool::new(true);
@@ -742,22 +756,12 @@ mod handoff {
                 .trim()
         );
         assert!(probe::install(record), "the probe is installed once");
-        let mut settings = Settings::for_tests(dir.path().join("handoff.db"), TOKEN);
-        settings.lease_max_wait_seconds = 60.0;
-        let app = Application::build(settings, Arc::new(SystemClock))
-            .await
-            .unwrap();
-        let store = app.sqlite_store();
-        let base = format!("http://127.0.0.1:{}", app.port());
-        let stop = tokio_util::sync::CancellationToken::new();
-        let server = tokio::spawn({
-            let stop = stop.clone();
-            app.run_until_stopped(async move { stop.cancelled().await })
-        });
-        let b = Arc::new(Bench {
-            base,
-            client: reqwest::Client::new(),
-        });
+        let super::Served {
+            b,
+            store,
+            stop,
+            server,
+        } = super::serve_sqlite(&dir.path().join("handoff.db"), 0).await;
 
         let fsync = fsync_line(dir.path(), "before the hand-off breakdown");
         let rounds = 300;
