@@ -109,6 +109,7 @@ impl Application {
         let notifier = LeaseNotifier::new();
         let shutdown = CancellationToken::new();
         let dyn_store = backend.order_store();
+        let metrics = Arc::new(GatewayMetrics::new());
         let sweeper = Sweeper::new(
             dyn_store.clone(),
             clock.clone(),
@@ -122,7 +123,12 @@ impl Application {
         .with_lease_guard(LeaseGuard {
             max_lease: Some(settings.lease_ttl() + LEASE_CLAMP_MARGIN),
             skew_alert: settings.clock_skew_alert(),
-        });
+        })
+        .with_metrics(metrics.clone());
+        tracing::info!(
+            instance_id = sweeper.instance_id(),
+            "clock signals and clock alerts name this instance so"
+        );
         let query_store = backend.query_store();
         let query_notifier = LeaseNotifier::new();
         let query_sweeper = QuerySweeper::new(
@@ -138,7 +144,6 @@ impl Application {
         let credentials = Arc::new(settings.credentials()?);
         let console_key = ConsoleKey::new(settings.console_key.as_ref().map(|k| k.expose()));
         let ops = backend.operator_store();
-        let metrics = Arc::new(GatewayMetrics::new());
         let alert_job = AlertJob::new(
             ops.clone(),
             dyn_store.clone(),

@@ -143,6 +143,16 @@ impl GatewayMetrics {
             "Open alerts per kind, as of the last alert job run.".into(),
         );
         recorder.describe_gauge(
+            "gateway_clock_offset_seconds".into(),
+            Some(Unit::Seconds),
+            "The shared database's clock minus this instance's, as of the last sweep (0 on SQLite).".into(),
+        );
+        recorder.describe_gauge(
+            "gateway_clock_skewed".into(),
+            None,
+            "1 while this instance's clock is off from the database's by more than RAKUTEN_CLOCK_SKEW_ALERT_SECONDS (it does not sweep leases).".into(),
+        );
+        recorder.describe_gauge(
             "gateway_open_long_polls".into(),
             None,
             "Lease long-polls waiting now.".into(),
@@ -178,7 +188,16 @@ impl GatewayMetrics {
         for delivered in [true, false] {
             m.webhook_deliveries(delivered).absolute(0);
         }
+        m.set_clock(None, false);
         m
+    }
+
+    /// Sets `gateway_clock_offset_seconds` (the database's clock minus ours; 0 when there is
+    /// nothing to compare) and `gateway_clock_skewed` (the sweeper, each sweep; issue #12 item 6).
+    pub fn set_clock(&self, offset_ms: Option<i64>, skewed: bool) {
+        let gauge = |name| self.recorder.register_gauge(&key(name, &[]), &META);
+        gauge("gateway_clock_offset_seconds").set(offset_ms.unwrap_or_default() as f64 / 1000.0);
+        gauge("gateway_clock_skewed").set(f64::from(u8::from(skewed)));
     }
 
     /// The grant counter of `channel`.

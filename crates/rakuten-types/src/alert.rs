@@ -50,17 +50,28 @@ pub enum AlertKind {
     AccountLoggedOut,
     /// Alert deliveries to a webhook keep failing. Subject: the webhook's host.
     WebhookFailing,
+    /// A gateway instance's clock stepped (a lease stamped while the clock ran ahead was clamped,
+    /// or the wall clock moved differently from the monotonic one between two sweeps). An event,
+    /// not a state: cleared once no new jump was seen for `CLOCK_JUMP_QUIET` (10 min, D-edge5-1).
+    /// Subject: the instance id.
+    ClockJump,
+    /// A gateway instance's clock is off from the shared database's by more than
+    /// `RAKUTEN_CLOCK_SKEW_ALERT_SECONDS`; it does not sweep leases meanwhile. Cleared when its
+    /// offset is back within tolerance (or it stopped reporting). Subject: the instance id.
+    ClockSkew,
 }
 
 impl AlertKind {
     /// Every kind.
-    pub const ALL: [AlertKind; 6] = [
+    pub const ALL: [AlertKind; 8] = [
         AlertKind::WorkerOffline,
         AlertKind::TaskQueuedTooLong,
         AlertKind::TaskStale,
         AlertKind::TaskNeedsHuman,
         AlertKind::AccountLoggedOut,
         AlertKind::WebhookFailing,
+        AlertKind::ClockJump,
+        AlertKind::ClockSkew,
     ];
 
     /// The wire and storage name.
@@ -72,6 +83,8 @@ impl AlertKind {
             AlertKind::TaskNeedsHuman => "task_needs_human",
             AlertKind::AccountLoggedOut => "account_logged_out",
             AlertKind::WebhookFailing => "webhook_failing",
+            AlertKind::ClockJump => "clock_jump",
+            AlertKind::ClockSkew => "clock_skew",
         }
     }
 

@@ -253,6 +253,30 @@ pub struct Health {
     /// Raised alerts. Past a list's bound, one more alert of the same kind (subject `more`) says
     /// how many are not listed, so no alert is ever out of view.
     pub alerts: Vec<Alert>,
+    /// Each gateway instance's clock as its sweeper last saw it (issue #12 item 6): offset to the
+    /// shared database's clock and whether it is over the tolerance; at most 100 instances,
+    /// those that reported in the last 5 minutes.
+    #[serde(default)]
+    pub clocks: Vec<InstanceClock>,
+}
+
+/// One gateway instance's clock in `/health` (`clock_signals` row).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct InstanceClock {
+    /// The instance (`<hostname>/<8 hex digits>`, fixed at start-up).
+    pub instance_id: String,
+    /// The database's clock minus this instance's, milliseconds; `null` on SQLite (one instance,
+    /// one clock, nothing to compare).
+    pub offset_ms: Option<i64>,
+    /// `|offset_ms|` is over `RAKUTEN_CLOCK_SKEW_ALERT_SECONDS`: the instance does not sweep
+    /// leases and `clock_skew` is raised.
+    pub skewed: bool,
+    /// The last clock jump the instance saw, on its own clock.
+    pub last_jump_at: Option<Timestamp>,
+    /// What that jump was (at most 500 characters).
+    pub last_jump_detail: Option<String>,
+    /// When the instance last reported, on its own clock (add `offset_ms` for the database's).
+    pub updated_at: Timestamp,
 }
 
 /// An active task in `/health`.

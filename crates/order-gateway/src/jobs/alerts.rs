@@ -1,9 +1,10 @@
 //! Alerts (§4.7, issue #10). Two views of one set of causes:
 //! - [`health_at`]: a worker silent longer than `RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS`, a task
-//!   queued longer than `RAKUTEN_QUEUED_ALERT_SECONDS`, every stale task, computed from a
+//!   queued longer than `RAKUTEN_QUEUED_ALERT_SECONDS`, every stale task, an instance whose clock
+//!   is skewed or jumped in the last 10 min (`clock_signals`), computed from a
 //!   [`HealthSnapshot`] and the injected clock for `/health`;
 //! - [`AlertJob`]: alert records (`GET /api/alerts`), the kinds above plus `task_needs_human`,
-//!   `account_logged_out` and `webhook_failing`, raised once, cleared when the cause is gone,
+//!   `account_logged_out`, `webhook_failing`, `clock_skew` and `clock_jump`, raised once, cleared when the cause is gone,
 //!   each event queued for the webhooks ([`super::webhooks`]).
 
 use std::collections::HashSet;
@@ -17,7 +18,10 @@ use tokio_util::sync::CancellationToken;
 use crate::lease::notify::LeaseNotifier;
 use crate::store::operator::{AlertFilter, AlertSyncOutcome, AlertSyncRequest};
 use crate::store::queries::NewQuery;
-use crate::store::{HealthSnapshot, OperatorStore, OrderStore, QueryStore, StoreError};
+use crate::store::{
+    CLOCK_JUMP_QUIET, HealthSnapshot, OperatorStore, OrderStore, QueryStore, StoreError,
+    clock_signal_fresh,
+};
 use crate::telemetry::GatewayMetrics;
 use rakuten_types::alert::AlertKind;
 
@@ -27,6 +31,10 @@ pub const WORKER_OFFLINE: &str = "worker_offline";
 pub const TASK_QUEUED_TOO_LONG: &str = "task_queued_too_long";
 /// Alert kinds.
 pub const TASK_STALE: &str = "task_stale";
+/// Alert kinds.
+pub const CLOCK_SKEW: &str = "clock_skew";
+/// Alert kinds.
+pub const CLOCK_JUMP: &str = "clock_jump";
 
 /// Alert thresholds.
 #[derive(Debug, Clone, Copy)]
@@ -123,7 +131,44 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
             format!("{unlisted_stale} more stale tasks are not listed"),
         ));
     }
+    // Each instance's clock (issue #12 item 6), the fresh signals only; the same causes as the
+    // `clock_skew` / `clock_jump` alert records.
+    let clocks: Vec<_> = snap
+        .clocks
+        .iter()
+        .filter(|c| clock_signal_fresh(c, now))
+        .cloned()
+        .collect();
+    for c in &clocks {
+        if c.skewed {
+            alerts.push(Alert {
+                kind: CLOCK_SKEW.into(),
+                subject: c.instance_id.clone(),
+                message: format!(
+                    "instance {}'s clock is off from the database's by {} ms; it does not sweep \
+                     leases",
+                    c.instance_id,
+                    c.offset_ms.unwrap_or_default()
+                ),
+            });
+        }
+    }
+    for c in &snap.clocks {
+        if let (Some(at), Some(detail)) = (c.last_jump_at, &c.last_jump_detail)
+            && at >= now.minus(CLOCK_JUMP_QUIET)
+        {
+            alerts.push(Alert {
+                kind: CLOCK_JUMP.into(),
+                subject: c.instance_id.clone(),
+                message: format!(
+                    "instance {}'s clock jumped at {at}: {detail}",
+                    c.instance_id
+                ),
+            });
+        }
+    }
     Health {
+        clocks,
         status: if alerts.is_empty() { "ok" } else { "degraded" }.into(),
         queued: snap.queued,
         stale: snap.stale_count,

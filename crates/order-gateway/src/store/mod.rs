@@ -271,7 +271,55 @@ pub struct HealthSnapshot {
     pub workers: Vec<WorkerSeen>,
     /// Every worker, listed or not.
     pub workers_total: i64,
+    /// Each instance's clock signal, most recently written first (at most
+    /// [`CLOCK_SIGNALS_LISTED`]; [`crate::jobs::alerts::compute`] keeps the fresh ones).
+    pub clocks: Vec<rakuten_types::order::InstanceClock>,
 }
+
+/// What an instance's sweeper saw of its clock, written to `clock_signals` (issue #12 item 6).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClockSignal {
+    /// The instance (`<hostname>/<8 hex digits>`, fixed at start-up).
+    pub instance_id: String,
+    /// The database's clock minus the instance's, milliseconds; `None` when there is nothing to
+    /// compare (SQLite).
+    pub offset_ms: Option<i64>,
+    /// `|offset_ms|` is over the tolerance (the instance does not sweep).
+    pub skewed: bool,
+    /// A clock jump seen since the last signal, described; `None` keeps the last one recorded.
+    pub jump: Option<String>,
+}
+
+/// `at` (on an instance's clock) moved by that instance's `offset_ms` (the database's clock
+/// minus its own): the same instant on the shared clock.
+pub fn on_shared_clock(at: Timestamp, offset_ms: Option<i64>) -> Timestamp {
+    match offset_ms {
+        Some(o) if o >= 0 => at.plus(Duration::from_millis(o.unsigned_abs())),
+        Some(o) => at.minus(Duration::from_millis(o.unsigned_abs())),
+        None => at,
+    }
+}
+
+/// Whether an instance's clock signal was written within [`CLOCK_SIGNAL_FRESH`] of `now`
+/// (compared on the shared clock, so an instance whose clock runs behind still counts as
+/// running).
+pub fn clock_signal_fresh(c: &rakuten_types::order::InstanceClock, now: Timestamp) -> bool {
+    on_shared_clock(c.updated_at, c.offset_ms) >= now.minus(CLOCK_SIGNAL_FRESH)
+}
+
+/// A clock signal not written for this long is an instance that stopped (or lost the database):
+/// it no longer raises `clock_skew` and `/health` no longer lists it.
+pub const CLOCK_SIGNAL_FRESH: Duration = Duration::from_secs(300);
+
+/// `clock_jump` is an event, not a state: its alert clears once the instance saw no new jump for
+/// this long (D-edge5-1).
+pub const CLOCK_JUMP_QUIET: Duration = Duration::from_secs(600);
+
+/// Rows of `clock_signals` not written for this long are deleted (every start-up has a new id).
+pub const CLOCK_SIGNAL_RETENTION: Duration = Duration::from_secs(86_400);
+
+/// Most clock signals `/health` and the alert sync read.
+pub const CLOCK_SIGNALS_LISTED: i64 = 100;
 
 /// Most workers a [`HealthSnapshot`] lists.
 pub const HEALTH_WORKERS_LISTED: i64 = 1000;
@@ -530,6 +578,15 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
         limit: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<TaskId>, StoreError>;
+
+    /// Records what this instance's sweeper saw of its clock (`clock_signals`, one row per
+    /// instance), the cause the alert sync reads for `clock_skew` and `clock_jump`; rows unwritten
+    /// for [`CLOCK_SIGNAL_RETENTION`] are dropped in the same transaction.
+    async fn clock_signal_record(
+        &self,
+        signal: ClockSignal,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
 
     /// How far the database's clock is ahead of `now`, milliseconds, when several instances share
     /// it (PostgreSQL); `None` for an embedded database, whose only clock is ours.

@@ -83,6 +83,11 @@ pub fn migrator() -> Migrator {
             "console paging",
             include_str!("../../migrations/postgres/0007_console_paging.sql"),
         ),
+        (
+            8,
+            "clock signals",
+            include_str!("../../migrations/postgres/0008_clock_signals.sql"),
+        ),
     ])
 }
 

@@ -58,6 +58,11 @@ pub fn migrator() -> Migrator {
             "console paging",
             include_str!("../../migrations/sqlite/0007_console_paging.sql"),
         ),
+        (
+            8,
+            "clock signals",
+            include_str!("../../migrations/sqlite/0008_clock_signals.sql"),
+        ),
     ])
 }
 

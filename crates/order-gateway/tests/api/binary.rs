@@ -27,10 +27,29 @@ impl Binary {
     /// Starts `order-gateway serve` with the test token, a 3 s lease, a 0.2 s sweep, and `env`
     /// on top; waits until it has written its address.
     pub async fn start(dir: &Path, env: &[(&str, &str)]) -> Binary {
+        Self::start_with_clock(dir, env, None).await
+    }
+
+    /// [`Self::start`] under libfaketime with the wall clock moved by `offset` (`"+120s"`): the
+    /// process's `SystemTime` is off, its monotonic clock is not (`FAKETIME_DONT_FAKE_MONOTONIC`,
+    /// so tokio's timers run normally). Fails loudly when `faketime` is not installed.
+    pub async fn start_faked(dir: &Path, env: &[(&str, &str)], offset: &str) -> Binary {
+        Self::start_with_clock(dir, env, Some(offset)).await
+    }
+
+    async fn start_with_clock(dir: &Path, env: &[(&str, &str)], fake: Option<&str>) -> Binary {
         static N: AtomicU32 = AtomicU32::new(0);
         let addr_file = dir.join(format!("addr-{}", N.fetch_add(1, Ordering::Relaxed)));
         let _ = std::fs::remove_file(&addr_file);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_order-gateway"));
+        let bin = env!("CARGO_BIN_EXE_order-gateway");
+        let mut cmd = Command::new(bin);
+        if let Some(offset) = fake {
+            // LD_PRELOAD rather than the `faketime` wrapper, which forks: the child would outlive
+            // a SIGKILL of the wrapper, and a SIGTERM would not reach it.
+            cmd.env("LD_PRELOAD", libfaketime())
+                .env("FAKETIME", offset)
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
         cmd.arg("serve")
             .env("RAKUTEN_API_TOKEN", TOKEN)
             .env("RAKUTEN_GATEWAY_PORT", "0")
@@ -83,5 +102,27 @@ impl Binary {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+/// libfaketime's multi-threaded preload library (Debian package `faketime` / `libfaketime`,
+/// which `.ci/run` installs), or a loud failure: the clock-step tests never skip.
+pub fn libfaketime() -> String {
+    let found = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("faketime/libfaketimeMT.so.1"))
+        .chain([std::path::PathBuf::from(
+            "/usr/lib/faketime/libfaketimeMT.so.1",
+        )])
+        .find(|p| p.exists());
+    match found {
+        Some(p) if Path::new("/usr/bin/faketime").exists() => p.display().to_string(),
+        _ => panic!(
+            "libfaketime is missing (no /usr/bin/faketime or /usr/lib/*/faketime/\
+             libfaketimeMT.so.1): the libfaketime tests (issue #12 item 6) need it; install the \
+             Debian package `faketime` (apt-get install faketime; .ci/run does)"
+        ),
     }
 }

@@ -110,6 +110,32 @@ async fn openapi_document_lists_every_endpoint() {
     ] {
         assert!(doc["paths"][path].is_object(), "{path} missing");
     }
+    // Issue #12 item 6: /health's per-instance clocks are in the document (schemathesis checks
+    // answers against it).
+    let schemas = &doc["components"]["schemas"];
+    assert!(
+        schemas["Health"]["properties"]["clocks"].is_object(),
+        "{}",
+        schemas["Health"]
+    );
+    for field in [
+        "instance_id",
+        "offset_ms",
+        "skewed",
+        "last_jump_at",
+        "updated_at",
+    ] {
+        assert!(
+            schemas["InstanceClock"]["properties"][field].is_object(),
+            "InstanceClock.{field}: {}",
+            schemas["InstanceClock"]
+        );
+    }
+    let kinds = schemas["AlertKind"].to_string();
+    assert!(
+        kinds.contains("clock_jump") && kinds.contains("clock_skew"),
+        "{kinds}"
+    );
 }
 
 /// Issue #12 item 10: with the offline threshold at 2 s, one poll as `zz-real` then one each as

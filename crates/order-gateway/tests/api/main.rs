@@ -7,12 +7,14 @@
 mod alert_crash;
 mod bad_input;
 mod binary;
+mod clock_alerts;
 mod conformance;
 mod console;
 mod crash;
 mod edge;
 mod env_example;
 mod expiry;
+mod faketime;
 mod health;
 mod helpers;
 mod invariants;

@@ -9,6 +9,7 @@
 //!   (issue #10), with their [`OperatorStore`](super::OperatorStore) impl.
 //! - [`grants`](sqlite::grants): the lease history (`lease_grants`, D-console2-1), written in the
 //!   transactions of [`tasks`](sqlite::tasks) and [`operator`](sqlite::operator).
+//! - [`clocks`](sqlite::clocks): each instance's clock signal (`clock_signals`, issue #12 item 6).
 //! - [`observe`](sqlite::observe): the `/metrics` counts and the `/readyz` ping.
 //! - [`rows`]: the row types and their decoders, [`query_row`]: the account-query row; both
 //!   generic over the sqlx row type, so one set serves both engines.
@@ -35,6 +36,9 @@ pub(crate) mod sqlite;
 /// `duplicate_mod` allowance.
 macro_rules! one_implementation {
     () => {
+        #[path = "clocks.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod clocks;
         #[path = "grants.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod grants;

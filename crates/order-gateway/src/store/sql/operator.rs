@@ -27,7 +27,7 @@ use crate::store::operator::{
     Cause, LOGGED_OUT, OperatorStore, WATCHED_SITE, needs_human_summary, notice, webhook_host,
 };
 use crate::store::sql::rows::{decode_ts, ts};
-use crate::store::StoreError;
+use crate::store::{CLOCK_JUMP_QUIET, StoreError, clock_signal_fresh};
 
 type DbRow = <Db as sqlx::Database>::Row;
 
@@ -352,6 +352,38 @@ async fn causes(
         let e = failing.entry(webhook_host(&url)).or_default();
         e.0 += 1;
         e.1 = e.1.max(attempts);
+    }
+    // Clock signals of every instance (issue #12 item 6): a skew while the instance still
+    // reports, a jump until it has been quiet for CLOCK_JUMP_QUIET.
+    for c in super::clocks::clock_signals(conn).await? {
+        let fresh = clock_signal_fresh(&c, now);
+        if c.skewed && fresh {
+            let offset = c.offset_ms.unwrap_or_default();
+            out.push(Cause {
+                kind: AlertKind::ClockSkew,
+                summary: format!(
+                    "instance {}'s clock is {:.1} s {} the database's; it does not sweep leases \
+                     until its clock is fixed (NTP)",
+                    c.instance_id,
+                    offset.unsigned_abs() as f64 / 1000.0,
+                    if offset < 0 { "ahead of" } else { "behind" }
+                ),
+                subject: c.instance_id.clone(),
+                task_id: None,
+                worker_id: None,
+            });
+        }
+        if let (Some(at), Some(detail)) = (c.last_jump_at, &c.last_jump_detail)
+            && at >= now.minus(CLOCK_JUMP_QUIET)
+        {
+            out.push(Cause {
+                kind: AlertKind::ClockJump,
+                summary: format!("instance {}'s clock jumped at {at}: {detail}", c.instance_id),
+                subject: c.instance_id,
+                task_id: None,
+                worker_id: None,
+            });
+        }
     }
     for (host, (events, attempts)) in failing {
         out.push(Cause {

@@ -327,8 +327,10 @@ pub(crate) async fn health_snapshot(
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
+    let clocks = super::clocks::clock_signals(&mut tx).await?;
     tx.commit().await?;
     Ok(HealthSnapshot {
+        clocks,
         queued,
         stale_count,
         active,

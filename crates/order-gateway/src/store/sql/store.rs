@@ -14,7 +14,7 @@ use rakuten_types::query::{
 };
 use rakuten_types::{QueryId, TaskId, TaskStatus, Timestamp, WorkerId};
 
-use super::{Store, observe, queries, reads, tasks};
+use super::{Store, clocks, observe, queries, reads, tasks};
 use crate::settings::LeaseScope;
 use crate::store::postgres::WAKE_EVERYONE;
 use crate::store::queries::{
@@ -23,7 +23,7 @@ use crate::store::queries::{
 use crate::store::observe::StoreCounts;
 use crate::store::{
     bounded,
-    AttentionTask, HealthSnapshot, StatusCounts, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
+    AttentionTask, ClockSignal, HealthSnapshot, StatusCounts, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
     RenewRequest, Seek, SeekPage, StaleTask, StoreError, TaskFilter,
 };
 
@@ -111,6 +111,17 @@ impl OrderStore for Store {
     ) -> Result<Vec<TaskId>, StoreError> {
         self.write(Box::new(move |c| {
             Box::pin(tasks::task_clamp_leases(c, limit, now))
+        }))
+        .await
+    }
+
+    async fn clock_signal_record(
+        &self,
+        signal: ClockSignal,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.write(Box::new(move |c| {
+            Box::pin(clocks::clock_signal_record(c, signal, now))
         }))
         .await
     }
