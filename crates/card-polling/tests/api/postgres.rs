@@ -125,3 +125,226 @@ async fn an_instance_whose_clock_runs_ahead_does_not_take_over_a_claim_in_flight
     assert_eq!(h["data"]["clock"]["skewed"], false, "{h}");
     drop((healthy, fast));
 }
+
+/// A `card-polling serve` process on port 0 (the address it wrote to `RAKUTEN_POLL_ADDR_FILE`),
+/// killed when dropped.
+struct Proc {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    /// Starts the binary with `env`; with `fake_offset` (`"+120s"`) under libfaketime, its wall
+    /// clock moved and its monotonic clock not (`FAKETIME_DONT_FAKE_MONOTONIC`: tokio's timers
+    /// run normally).
+    async fn start(
+        dir: &std::path::Path,
+        name: &str,
+        env: &[(&str, &str)],
+        fake_offset: Option<&str>,
+    ) -> Proc {
+        use std::time::{Duration, Instant};
+        let addr_file = dir.join(format!("{name}.addr"));
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_card-polling"));
+        cmd.arg("serve")
+            .env("RAKUTEN_POLL_LISTEN", "127.0.0.1:0")
+            .env("RAKUTEN_POLL_ADDR_FILE", &addr_file)
+            .env("RAKUTEN_POLL_INSTANCE_ID", name)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        if let Some(offset) = fake_offset {
+            cmd.env("LD_PRELOAD", crate::libfaketime())
+                .env("FAKETIME", offset)
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        let mut child = cmd.spawn().expect("start card-polling");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(addr) = std::fs::read_to_string(&addr_file)
+                && !addr.trim().is_empty()
+            {
+                return Proc {
+                    child,
+                    base: format!("http://{}", addr.trim()),
+                };
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("card-polling {name} exited before listening: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "card-polling {name} did not come up"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The sum of the samples of `name` in its `/metrics`.
+    async fn metric_sum(&self, client: &reqwest::Client, token: &str, name: &str) -> f64 {
+        let text = client
+            .get(format!("{}/metrics", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// Issue #12 item 6 with real processes and a real clock step (libfaketime, not an injected
+/// clock): two `card-polling` processes on one PostgreSQL schema, one 120 s ahead. By the fast
+/// clock the healthy instance's claim (90 s lease) lapsed the moment it was made; while the
+/// carrier call is in flight (3 s of simulated latency) the fast instance used to take the claim
+/// over and call the carrier a second time. It now makes no claim while skewed: the carrier is
+/// called once in all, and the fast instance's `/health` and `/metrics` say why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_120_s_ahead_under_libfaketime_does_not_take_over_a_claim_in_flight() {
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+
+    use helpers::{ADMIN, PLATFORM};
+
+    let shared = crate::PgSchema::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("RAKUTEN_POLL_DB_URL", shared.url.as_str()),
+        ("RAKUTEN_POLL_ADMIN_TOKEN", ADMIN),
+        ("RAKUTEN_POLL_EXECUTOR_TICK_MS", "100"),
+        ("RAKUTEN_POLL_SIM_LATENCY_MS", "3000"),
+        ("RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS", "2"),
+    ];
+    let healthy = Proc::start(dir.path(), "healthy", &env, None).await;
+    let fast = Proc::start(dir.path(), "fast", &env, Some("+120s")).await;
+    let client = reqwest::Client::new();
+    let post = |base: &str, path: &str, token: &str, body: Value| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let r = post(
+        &healthy.base,
+        "/api/admin/import",
+        ADMIN,
+        json!({"shops": [{"id": "A", "name": "Agent A"}],
+               "accounts": [{"id": "plat", "role": "platform", "token": PLATFORM}],
+               "cards": [{"iccid": "CA1", "shop_id": "A"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let r = post(
+        &healthy.base,
+        "/api/priority-items",
+        PLATFORM,
+        json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"],
+               "reason": "libfaketime"}),
+    )
+    .await
+    .unwrap();
+    let v: Value = r.json().await.unwrap();
+    let id = v["data"]["items"][0]["item_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{v}"));
+
+    // The healthy instance claims and calls the carrier (3 s); meanwhile the fast one ticks
+    // every 100 ms with the claim lapsed by its clock.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let detail = loop {
+        let d: Value = client
+            .get(format!("{}/api/priority-items/{id}", healthy.base))
+            .bearer_auth(PLATFORM)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if d["data"]["item"]["status"] == "completed" {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "never completed: {d}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // One claim, by the healthy instance, no takeover; one carrier call logged.
+    let events: Vec<(String, String)> = detail["data"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap_or("").to_owned(),
+                e["actor"].as_str().unwrap_or("-").to_owned(),
+            )
+        })
+        .collect();
+    let claims: Vec<_> = events
+        .iter()
+        .filter(|(k, _)| k == "claim" || k == "takeover")
+        .collect();
+    assert_eq!(
+        claims,
+        [&("claim".to_owned(), "healthy".to_owned())],
+        "{detail}"
+    );
+    assert_eq!(
+        detail["data"]["logs"].as_array().unwrap().len(),
+        1,
+        "{detail}"
+    );
+    const CALLS: &str = "cardpoll_carrier_calls_total";
+    let h_calls = healthy.metric_sum(&client, ADMIN, CALLS).await;
+    let f_calls = fast.metric_sum(&client, ADMIN, CALLS).await;
+    assert_eq!(
+        (h_calls, f_calls),
+        (1.0, 0.0),
+        "the carrier is called once in all"
+    );
+    let refused = fast
+        .metric_sum(&client, ADMIN, "cardpoll_claims_refused_total")
+        .await;
+    assert!(
+        refused >= 1.0,
+        "the fast instance tried and refused: {refused}"
+    );
+    assert_eq!(
+        fast.metric_sum(&client, ADMIN, "cardpoll_clock_skewed")
+            .await,
+        1.0
+    );
+    let h: Value = client
+        .get(format!("{}/health", fast.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(h["data"]["clock"]["skewed"], true, "{h}");
+    let offset = h["data"]["clock"]["offset_ms"].as_i64().unwrap();
+    assert!((-125_000..-115_000).contains(&offset), "{offset}");
+    drop((healthy, fast));
+}
