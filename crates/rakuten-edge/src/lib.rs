@@ -9,10 +9,12 @@
 //!   connections (one crypto provider, aws-lc-rs, for the whole workspace).
 //! - [`json`]: strict JSON parsing: a duplicate key at any depth is an error.
 //! - [`openapi`]: the statuses the edge can answer (401/403/413/422/503), added to a document.
+//! - [`query_guard`]: unknown query parameters refused, the allowed ones read from the document.
 //! - `testing` (feature `test-util`): a throw-away CA and certificates for the suites.
 
 pub mod json;
 pub mod openapi;
+pub mod query_guard;
 pub mod serve;
 #[cfg(feature = "test-util")]
 pub mod testing;

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 /// Adds, where missing, to every operation of `doc` (an OpenAPI 3 document as JSON): 503
 /// (connection cap, storage unavailable); 401 and 403 when it needs a token; 413 when it takes
-/// a body; 422 when it takes a body or parameters. Each answers the envelope described by the
+/// a body; 422 always (an unknown query parameter; also an invalid body or parameter); 414 and
+/// 431 always (an oversized request head, `serve`). Each answers the envelope described by the
 /// component schema `error_schema`.
 pub fn add_edge_responses(doc: &mut Value, error_schema: &str) {
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
@@ -43,12 +44,25 @@ pub fn add_edge_responses(doc: &mut Value, error_schema: &str) {
             if body {
                 add("413", "request body over its limit (1004)");
             }
-            if body || params {
-                add(
-                    "422",
-                    "invalid body, query or path: JSON, types, ranges, duplicate keys (1003)",
-                );
-            }
+            // Every documented operation refuses a query parameter it does not list
+            // (`query_guard`), so each can answer 422.
+            add(
+                "422",
+                if body || params {
+                    "invalid body, query or path: JSON, types, ranges, duplicate keys, an unknown \
+                     query parameter (1003)"
+                } else {
+                    "an unknown query parameter (1003)"
+                },
+            );
+            add(
+                "414",
+                "request target over the edge's bound (1004; hyper itself answers a bare 414 past 65,534 bytes)",
+            );
+            add(
+                "431",
+                "header section over the edge's bound (1004; hyper itself answers a bare 431 past its own)",
+            );
         }
     }
 }
@@ -68,13 +82,16 @@ mod tests {
         let health = doc["paths"]["/health"]["get"]["responses"]
             .as_object()
             .unwrap();
-        assert_eq!(health.keys().collect::<Vec<_>>(), ["200", "503"]);
+        assert_eq!(
+            health.keys().collect::<Vec<_>>(),
+            ["200", "414", "422", "431", "503"]
+        );
         let x = doc["paths"]["/api/x/{id}"]["post"]["responses"]
             .as_object()
             .unwrap();
         assert_eq!(
             x.keys().collect::<Vec<_>>(),
-            ["200", "401", "403", "413", "422", "503"]
+            ["200", "401", "403", "413", "414", "422", "431", "503"]
         );
         assert_eq!(x["422"]["description"], "mine");
         assert_eq!(

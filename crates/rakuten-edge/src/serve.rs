@@ -13,6 +13,11 @@
 //!   answered `408` with the envelope (`code` 1003, `Connection: close`) and the connection
 //!   closes, whatever the handler made of the cut-off body: a client that declares a large body
 //!   and sends it slowly (or never) holds a connection for that long at most;
+//! - a request target longer than [`MAX_URI_BYTES`] is answered `414`, a header section over
+//!   [`MAX_HEADER_BYTES`] or [`MAX_HEADER_COUNT`] lines `431`, both with the envelope (`code`
+//!   1004, `Connection: close`) before any route runs; only past hyper's own bounds (a target
+//!   over 65,534 bytes, a head over ~408 KiB or [`HYPER_MAX_HEADERS`] lines) does hyper answer
+//!   first, with a bare status and no body (D-edge5-3);
 //! - on shutdown the listener closes, every connection finishes its current response and closes,
 //!   and whatever is still open after `shutdown_deadline` is dropped.
 
@@ -43,6 +48,20 @@ use crate::tls::TlsReloader;
 /// Connections past the cap that still get their 503 answer; beyond these they are closed
 /// unanswered, so a flood cannot make the overflow path itself unbounded.
 const OVERFLOW_ANSWERS: usize = 64;
+
+/// Longest request target (path and query), bytes; longer is a `414` with the envelope.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Largest header section (each line's name and value plus 4 bytes), bytes; larger is a `431`
+/// with the envelope.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// Most header lines; more is a `431` with the envelope.
+pub const MAX_HEADER_COUNT: usize = 100;
+
+/// hyper's own header-line bound, above [`MAX_HEADER_COUNT`] so that the envelope answers first
+/// (hyper's default, 100, would answer a bare 431 at the 101st line).
+pub const HYPER_MAX_HEADERS: usize = 256;
 
 /// The default [`EdgeConfig::body_timeout`]: 30 s, enough for the largest body either service
 /// accepts (a bulk import of a few MB) on a slow link.
@@ -192,6 +211,9 @@ pub async fn serve(
                     if overloaded {
                         return Ok(too_many_connections());
                     }
+                    if let Some(refused) = head_too_large(&req) {
+                        return Ok(refused);
+                    }
                     let timed_out = Arc::new(AtomicBool::new(false));
                     let deadline = tokio::time::Instant::now() + body_timeout;
                     let req = req.map(|body| {
@@ -262,6 +284,7 @@ async fn connection<IO, S>(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
+        .max_headers(HYPER_MAX_HEADERS)
         .keep_alive(keep_alive);
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -370,6 +393,49 @@ fn body_too_slow(limit: Duration) -> Response<Body> {
     );
     headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
+}
+
+/// The `414` / `431` envelope for a request head over the edge's bounds, or `None`.
+fn head_too_large<B>(req: &Request<B>) -> Option<Response<Body>> {
+    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    let (status, msg) = if target > MAX_URI_BYTES {
+        (
+            StatusCode::URI_TOO_LONG,
+            format!("the request target is {target} bytes; at most {MAX_URI_BYTES} are read"),
+        )
+    } else {
+        let lines = req.headers().len();
+        let bytes: usize = req
+            .headers()
+            .iter()
+            .map(|(n, v)| n.as_str().len() + v.len() + 4)
+            .sum();
+        if lines > MAX_HEADER_COUNT {
+            (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                format!("{lines} header lines; at most {MAX_HEADER_COUNT} are read"),
+            )
+        } else if bytes > MAX_HEADER_BYTES {
+            (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                format!("the header section is {bytes} bytes; at most {MAX_HEADER_BYTES} are read"),
+            )
+        } else {
+            return None;
+        }
+    };
+    let body = Envelope::<()>::error(ErrorCode::PayloadTooLarge, msg);
+    let mut response = Response::new(Body::from(
+        serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()),
+    ));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    Some(response)
 }
 
 /// The answer on a connection past the cap.

@@ -121,3 +121,59 @@ pub async fn read_until_closed(
     }
     String::from_utf8_lossy(&all).into_owned()
 }
+
+/// The requests of issue #12 item 4b, as raw bytes for `path` with `token`: a request target of
+/// 10,000 bytes (over [`crate::serve::MAX_URI_BYTES`]), a header section of 40,000 bytes (over
+/// [`crate::serve::MAX_HEADER_BYTES`]) and one of 150 lines (over
+/// [`crate::serve::MAX_HEADER_COUNT`]), each with the status it must be answered with.
+pub fn oversized_heads(path: &str, token: &str) -> Vec<(&'static str, u16, Vec<u8>)> {
+    let long_target = format!(
+        "GET {path}?pad={} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n",
+        "a".repeat(10_000)
+    );
+    let big_header = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nX-Pad: {}\r\nConnection: close\r\n\r\n",
+        "b".repeat(40_000)
+    );
+    let mut many = format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n");
+    for i in 0..150 {
+        many.push_str(&format!("X-Pad-{i}: {i}\r\n"));
+    }
+    many.push_str("Connection: close\r\n\r\n");
+    vec![
+        (
+            "a 10,000-byte request target",
+            414,
+            long_target.into_bytes(),
+        ),
+        ("a 40,000-byte header", 431, big_header.into_bytes()),
+        ("150 header lines", 431, many.into_bytes()),
+    ]
+}
+
+/// Sends each of [`oversized_heads`] to `base` (`http://host:port`) on a connection of its own
+/// and checks the answer: its status, the JSON envelope with code 1004, and the connection closed.
+pub async fn assert_oversized_heads_get_the_envelope(base: &str, path: &str, token: &str) {
+    use tokio::io::AsyncWriteExt;
+    for (what, status, request) in oversized_heads(path, token) {
+        let mut s = tokio::net::TcpStream::connect(host_port(base))
+            .await
+            .unwrap();
+        s.write_all(&request).await.unwrap();
+        let answer = read_until_closed(&mut s, std::time::Duration::from_secs(10)).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{what}: {answer}"
+        );
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("{what}: the body is not JSON ({e}): {answer}"));
+        assert_eq!(v["success"], false, "{what}: {v}");
+        assert_eq!(v["code"], 1004, "{what}: {v}");
+        assert!(v["data"].is_null(), "{what}: {v}");
+        assert!(
+            !v["msg"].as_str().unwrap_or_default().is_empty(),
+            "{what}: {v}"
+        );
+    }
+}

@@ -275,3 +275,20 @@ fn a_plain_listener_on_a_public_address_warns() {
         false
     ));
 }
+
+/// Issue #12 item 4b: a URI or header section over the bounds was answered by hyper with a bare
+/// 414/431 and no body; the edge now answers with the envelope (code 1004) and closes.
+#[tokio::test]
+async fn an_oversized_request_head_gets_414_or_431_with_the_envelope() {
+    let running = start(EdgeConfig::plain()).await;
+    let base = format!("http://{}", running.addr);
+    rakuten_edge::testing::assert_oversized_heads_get_the_envelope(&base, "/health", "t").await;
+    // Within the bounds the same route answers.
+    let mut s = TcpStream::connect(running.addr).await.unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until_closed(&mut s, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    running.stop.cancel();
+}

@@ -15,7 +15,8 @@ pub enum ErrorCode {
     Forbidden,
     /// 1003: malformed or invalid request: JSON, types, ranges, vocabularies (HTTP 422).
     Validation,
-    /// 1004: request body over its size bound (HTTP 413).
+    /// 1004: request body over its size bound (HTTP 413), or a request target or header section
+    /// over the edge's bounds (HTTP 414, 431).
     PayloadTooLarge,
     /// 1005: no such route or resource outside the task vocabulary (HTTP 404).
     NotFound,

@@ -36,8 +36,9 @@ pub mod routes;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::{delete, get, post, put};
+use rakuten_edge::query_guard::QueryAllowlist;
 use serde::Serialize;
 
 use rakuten_types::{Clock, Envelope};
@@ -113,10 +114,31 @@ pub fn router(state: AppState) -> Router {
         .route("/api/priority-items/{id}/retrigger", post(items::retrigger))
         .route("/api/manual-triggers", post(manual_triggers::create))
         .route("/api/scheduler/last-cycle", get(scheduler::last_cycle))
+        // The query parameters each operation accepts are the ones the OpenAPI document lists
+        // (issue #12 item 4a); the routes above only, not the console or `/openapi.json`.
+        .route_layer(axum::middleware::from_fn_with_state(
+            QueryAllowlist::from_openapi(&openapi::document()),
+            refuse_unknown_query,
+        ))
         .merge(openapi::router())
         .merge(crate::console::router())
         .fallback(error::not_found_route)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// 422 naming the first query parameter the operation does not list in the OpenAPI document
+/// (issue #12 item 4a: a typo used to be ignored silently). It runs before the handler's token
+/// check, so an anonymous request with an unknown parameter is a 422 rather than a 401.
+async fn refuse_unknown_query(
+    State(allow): State<QueryAllowlist>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match allow.refusal(&req) {
+        Some(msg) => error::ApiError::invalid(msg).into_response(),
+        None => next.run(req).await,
+    }
 }

@@ -336,3 +336,16 @@ async fn a_rediss_url_speaks_tls_to_redis() {
         .await
         .expect("Redis must be running (REDIS_URL_TEST)");
 }
+
+/// Issue #12 item 4b: a URI or header section over the bounds was answered with a bare 414/431
+/// and no body; now the JSON envelope (code 1004) answers, and the connection closes.
+#[tokio::test]
+async fn an_oversized_request_head_gets_414_or_431_with_the_envelope() {
+    let app = spawn_with(Backend::Memory, |_| {}).await;
+    rakuten_edge::testing::assert_oversized_heads_get_the_envelope(
+        &app.base,
+        "/api/priority-items",
+        PLATFORM,
+    )
+    .await;
+}

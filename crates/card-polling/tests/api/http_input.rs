@@ -249,3 +249,31 @@ async fn an_import_body_over_the_bound_is_a_413_envelope() {
     let v: serde_json::Value = resp.json().await.expect("an envelope, not plain text");
     assert_envelope(&v, 1004);
 }
+
+/// Issue #12 item 4a: an unknown query parameter (a typo such as `?stauts=failed`) was ignored,
+/// so the list answered every item. Every API route now refuses a query parameter its OpenAPI
+/// operation does not list: 422 (1003) naming it; documented parameters still pass.
+#[tokio::test]
+async fn an_unknown_query_parameter_is_a_422_naming_it() {
+    let app = spawn_with(Backend::Memory, |_| {}).await;
+    app.seed().await;
+    for path in [
+        "/api/priority-items?stauts=failed",
+        "/api/priority-items/1?verbose=1",
+        "/health?full=1",
+        "/api/task-types?x%20y=1",
+    ] {
+        let (s, v) = app.get(path, PLATFORM).await;
+        assert_eq!((s, v["code"].as_i64()), (422, Some(1003)), "{path}: {v}");
+        assert_eq!(v["success"], false);
+        assert!(
+            v["msg"].as_str().unwrap().contains("unknown query parameter `"),
+            "{path}: {v}"
+        );
+    }
+    let (s, v) = app.get("/api/priority-items?stauts=failed", PLATFORM).await;
+    assert!(v["msg"].as_str().unwrap().contains("`stauts`"), "{s} {v}");
+    assert!(v["msg"].as_str().unwrap().contains("status"), "{v}");
+    let (s, v) = app.get("/api/priority-items?status=failed&limit=5", PLATFORM).await;
+    assert_eq!(s, 200, "{v}");
+}

@@ -24,9 +24,10 @@ pub mod routes;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::Uri;
 use axum::middleware::from_fn_with_state;
+use rakuten_edge::query_guard::QueryAllowlist;
 use rakuten_types::Clock;
 use rakuten_types::order::MAX_INTENT_BYTES;
 use tokio_util::sync::CancellationToken;
@@ -75,15 +76,22 @@ pub struct AppState {
 
 /// The whole application router.
 pub fn router(state: AppState) -> Router {
+    // The query parameters each operation accepts are the ones the OpenAPI document lists; the
+    // check runs after authentication (an anonymous caller gets 401, not a 422 about its query).
+    let allow = QueryAllowlist::from_openapi(&openapi::document());
     let api = Router::new()
         .merge(routes::orders::router())
         .merge(routes::queries::router(&state.settings))
         .merge(routes::operator::router())
         .merge(routes::probes::metrics_router())
+        .route_layer(from_fn_with_state(allow.clone(), refuse_unknown_query))
         .route_layer(from_fn_with_state(state.clone(), auth::require_bearer));
-    Router::new()
+    let public = Router::new()
         .merge(routes::health::router())
         .merge(routes::probes::router())
+        .route_layer(from_fn_with_state(allow, refuse_unknown_query));
+    Router::new()
+        .merge(public)
         .merge(openapi::router())
         .merge(crate::console::router())
         .merge(api)
@@ -93,6 +101,20 @@ pub fn router(state: AppState) -> Router {
         .layer(TraceLayer::new_for_http())
         .layer(axum::middleware::from_fn(access_log::access_log))
         .with_state(state)
+}
+
+/// 422 naming the first query parameter the operation does not list in the OpenAPI document
+/// (issue #12 item 4a: `?wiat=30` silently meant no wait).
+async fn refuse_unknown_query(
+    State(allow): State<QueryAllowlist>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match allow.refusal(&req) {
+        Some(msg) => ApiError::Validation(msg).into_response(),
+        None => next.run(req).await,
+    }
 }
 
 async fn not_found(uri: Uri) -> ApiError {

@@ -254,7 +254,12 @@ impl Sweeper {
 
     /// Sweeps every interval until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.interval);
+        // The first sweep is one interval after start, as in `jobs::every_tick_as_leader`: a
+        // start-up tick that runs late would read the clock, then act on that reading after
+        // whatever the caller did meanwhile (tests move a ManualClock and sweep themselves; a
+        // late tick holding an hour-ahead reading staled a lease the test had just clamped).
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last: Option<(std::time::Instant, Timestamp)> = None;
         loop {

@@ -632,3 +632,56 @@ async fn a_body_that_is_not_an_object_says_so() {
         );
     }
 }
+
+/// Issue #12 item 4a: a new user's typo `?wiat=30` was ignored, so the long-poll did not wait and
+/// nothing said why. Every API route now refuses a query parameter its OpenAPI operation does not
+/// list: 422 (1003) naming it, before anything runs (no lease is taken).
+#[tokio::test]
+async fn an_unknown_query_parameter_is_a_422_naming_it_and_takes_no_lease() {
+    let app = spawn_app().await;
+    app.submit("po-typo").await.assert_ok();
+    let a = answer(
+        app.get("/api/orders/lease?worker_id=w1&wiat=30")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    a.assert_err(422, 1003);
+    let msg = a.body["msg"].as_str().unwrap();
+    assert!(msg.contains("`wiat`") && msg.contains("wait"), "{msg}");
+    assert_eq!(app.status_of("po-typo").await, "queued");
+    // A route without query parameters, a body route, /health, and percent-encoding.
+    for (method, path) in [
+        ("GET", "/api/orders/po-typo?verbose=1"),
+        ("POST", "/api/orders?dry_run=1"),
+        ("GET", "/health?full=1"),
+        ("GET", "/api/orders?st%61tus=queued&x%20y=1"),
+    ] {
+        let req = match method {
+            "GET" => app.get(path),
+            _ => app.post(path).json(&json!({})),
+        };
+        let a = answer(req.send().await.unwrap()).await;
+        a.assert_err(422, 1003);
+        assert!(
+            a.body["msg"]
+                .as_str()
+                .unwrap()
+                .contains("unknown query parameter"),
+            "{path}: {:?}",
+            a.body
+        );
+    }
+    // Documented parameters still pass; an anonymous caller still gets 401 first.
+    app.list("?status=queued").await.assert_ok();
+    let anon = answer(
+        app.client
+            .get(app.url("/api/orders/lease?worker_id=w1&wiat=30"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(anon.status, 401, "{:?}", anon.body);
+}

@@ -358,3 +358,16 @@ async fn the_document_allows_the_null_data_of_an_empty_long_poll_and_lists_the_e
     let lease = app.lease("w-doc", 0.0).await;
     assert!(lease.assert_ok().is_null());
 }
+
+/// Issue #12 item 4b: a URI or header section over the bounds was answered with a bare 414/431
+/// and no body; now the JSON envelope (code 1004) answers, and the connection closes.
+#[tokio::test]
+async fn an_oversized_request_head_gets_414_or_431_with_the_envelope() {
+    let app = crate::helpers::spawn_app().await;
+    rakuten_edge::testing::assert_oversized_heads_get_the_envelope(
+        &app.address,
+        "/api/orders",
+        crate::helpers::TOKEN,
+    )
+    .await;
+}

@@ -77,8 +77,9 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
-/// Spawns with adjusted settings. The background sweeper runs hourly here (its first tick is at
-/// start): tests drive expiry with the clock and `sweep()` so nothing races them by surprise.
+/// Spawns with adjusted settings. The background sweeper runs hourly here (its first tick one
+/// hour after start): tests drive expiry with the clock and `sweep()` so nothing races them by
+/// surprise.
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
     spawn_on(None, ManualClock::at_fixed_date(), adjust).await
 }

@@ -1,0 +1,184 @@
+//! Unknown query parameters are refused (issue #12 item 4a): a typo such as `?wiat=30` used to be
+//! ignored silently, so the long-poll did not wait at all. The parameters a route accepts are the
+//! ones its OpenAPI document lists (`in: query`), so the document and the server cannot drift
+//! apart: a parameter the document does not name is a 422 naming it. Routes the document does not
+//! describe (the console's HTML pages) are not checked.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
+use serde_json::Value;
+
+/// The query parameters of every documented operation, by `(method, path template)`.
+#[derive(Debug, Clone, Default)]
+pub struct QueryAllowlist {
+    ops: Arc<HashMap<(String, String), BTreeSet<String>>>,
+}
+
+/// The operations' methods in an OpenAPI path item.
+const METHODS: [&str; 6] = ["get", "put", "post", "delete", "patch", "head"];
+
+/// The names of the `in: query` parameters of a `parameters` list; `$ref`s into
+/// `#/components/parameters/` are followed.
+fn query_names(doc: &Value, params: Option<&Value>, into: &mut BTreeSet<String>) {
+    for p in params.and_then(Value::as_array).into_iter().flatten() {
+        let p = match p.get("$ref").and_then(Value::as_str) {
+            Some(r) => match r.strip_prefix('#').and_then(|pointer| doc.pointer(pointer)) {
+                Some(target) => target,
+                None => continue,
+            },
+            None => p,
+        };
+        if p["in"] == "query"
+            && let Some(name) = p["name"].as_str()
+        {
+            into.insert(name.to_owned());
+        }
+    }
+}
+
+impl QueryAllowlist {
+    /// Reads every operation's query parameters from `doc` (an OpenAPI 3 document as JSON).
+    pub fn from_openapi(doc: &Value) -> Self {
+        let mut ops = HashMap::new();
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            let mut shared = BTreeSet::new();
+            query_names(doc, item.get("parameters"), &mut shared);
+            for method in METHODS {
+                if let Some(op) = item.get(method) {
+                    let mut names = shared.clone();
+                    query_names(doc, op.get("parameters"), &mut names);
+                    ops.insert((method.to_owned(), path.clone()), names);
+                }
+            }
+        }
+        QueryAllowlist { ops: Arc::new(ops) }
+    }
+
+    /// The first query parameter of `query` that the operation `(method, path)` does not list,
+    /// with the names it does list; `None` when every name is listed or the operation is not in
+    /// the document. `HEAD` is checked as the `GET` it runs.
+    pub fn unknown(
+        &self,
+        method: &Method,
+        path: &str,
+        query: Option<&str>,
+    ) -> Option<(String, Vec<String>)> {
+        let query = query.filter(|q| !q.is_empty())?;
+        let method = if method == Method::HEAD {
+            "get".to_owned()
+        } else {
+            method.as_str().to_ascii_lowercase()
+        };
+        let allowed = self.ops.get(&(method, path.to_owned()))?;
+        form_urlencoded::parse(query.as_bytes())
+            .map(|(name, _)| name)
+            .find(|name| !allowed.contains(name.as_ref()))
+            .map(|name| {
+                (
+                    name.chars().take(64).collect(),
+                    allowed.iter().cloned().collect(),
+                )
+            })
+    }
+
+    /// [`Self::unknown`] for a routed request (its [`MatchedPath`]), as the message of a 422:
+    /// ``unknown query parameter `wiat`; this route accepts: wait, worker_id``.
+    pub fn refusal(&self, req: &Request) -> Option<String> {
+        let path = req.extensions().get::<MatchedPath>()?;
+        let (name, allowed) = self.unknown(req.method(), path.as_str(), req.uri().query())?;
+        Some(if allowed.is_empty() {
+            format!("unknown query parameter `{name}`; this route takes no query parameters")
+        } else {
+            format!(
+                "unknown query parameter `{name}`; this route accepts: {}",
+                allowed.join(", ")
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn doc() -> Value {
+        json!({
+            "paths": {
+                "/api/orders/lease": {"get": {"parameters": [
+                    {"name": "worker_id", "in": "query"}, {"name": "wait", "in": "query"}]}},
+                "/api/orders/{task_id}": {
+                    "parameters": [{"name": "task_id", "in": "path"}],
+                    "get": {},
+                    "post": {"parameters": [{"$ref": "#/components/parameters/Reason"}]}},
+            },
+            "components": {"parameters": {"Reason": {"name": "reason", "in": "query"}}}
+        })
+    }
+
+    #[test]
+    fn a_typo_in_a_query_parameter_is_named() {
+        let a = QueryAllowlist::from_openapi(&doc());
+        let (name, allowed) = a
+            .unknown(
+                &Method::GET,
+                "/api/orders/lease",
+                Some("worker_id=w&wiat=30"),
+            )
+            .unwrap();
+        assert_eq!(name, "wiat");
+        assert_eq!(allowed, ["wait", "worker_id"]);
+        assert!(
+            a.unknown(
+                &Method::HEAD,
+                "/api/orders/lease",
+                Some("wait=1&worker_id=w")
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn path_parameters_are_not_query_parameters_and_refs_are_followed() {
+        let a = QueryAllowlist::from_openapi(&doc());
+        assert_eq!(
+            a.unknown(&Method::GET, "/api/orders/{task_id}", Some("task_id=x"))
+                .unwrap()
+                .0,
+            "task_id"
+        );
+        assert!(
+            a.unknown(&Method::POST, "/api/orders/{task_id}", Some("reason=r"))
+                .is_none()
+        );
+        // Percent-encoded names are decoded before the check.
+        assert_eq!(
+            a.unknown(
+                &Method::POST,
+                "/api/orders/{task_id}",
+                Some("re%61son=r&x%20y=1")
+            )
+            .unwrap()
+            .0,
+            "x y"
+        );
+    }
+
+    #[test]
+    fn an_undocumented_route_or_an_empty_query_is_not_checked() {
+        let a = QueryAllowlist::from_openapi(&doc());
+        assert!(
+            a.unknown(&Method::GET, "/console", Some("anything=1"))
+                .is_none()
+        );
+        assert!(
+            a.unknown(&Method::GET, "/api/orders/lease", Some(""))
+                .is_none()
+        );
+        assert!(a.unknown(&Method::GET, "/api/orders/lease", None).is_none());
+    }
+}
