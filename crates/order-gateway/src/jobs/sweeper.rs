@@ -188,6 +188,20 @@ impl Sweeper {
         }
     }
 
+    /// [`Self::record_signal`], a failure logged: the signal is rewritten at the next sweep (a
+    /// jump is kept for it), and the sweep itself must go on (a lapsed lease still turns stale).
+    async fn record_signal_or_log(
+        &self,
+        offset_ms: Option<i64>,
+        skewed: bool,
+        jump: Option<String>,
+        now: Timestamp,
+    ) {
+        if let Err(e) = self.record_signal(offset_ms, skewed, jump, now).await {
+            tracing::warn!(error = %e, "writing this instance's clock signal failed; retried next sweep");
+        }
+    }
+
     /// The same sweeper, guarding leases against clock steps.
     pub fn with_lease_guard(mut self, guard: LeaseGuard) -> Self {
         self.guard = guard;
@@ -207,7 +221,7 @@ impl Sweeper {
             _ => false,
         };
         if skewed {
-            self.record_signal(offset, true, None, now).await?;
+            self.record_signal_or_log(offset, true, None, now).await;
             return Ok(Vec::new());
         }
         let mut jump = None;
@@ -225,7 +239,7 @@ impl Sweeper {
                 jump = Some(detail);
             }
         }
-        self.record_signal(offset, false, jump, now).await?;
+        self.record_signal_or_log(offset, false, jump, now).await;
         let staled = self.store.task_mark_stale_expired(now).await?;
         for t in &staled {
             tracing::warn!(
