@@ -109,6 +109,22 @@ async fn a_clock_jump_raises_one_alert_and_one_webhook_event_and_clears_after_a_
         .map(|e| e["state"].as_str().unwrap())
         .collect();
     assert_eq!(states, ["raised", "cleared"], "{delivered:?}");
+
+    // A step the sweep loop sees between two ticks is a new cause: a new alert.
+    app.sweeper
+        .note_clock_jump("the clock stepped by 5000 ms between two sweeps".into());
+    app.sweep().await;
+    sync_and_deliver(&app).await;
+    let open = open_of(&app, "clock_jump").await;
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert!(
+        open[0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("stepped by 5000 ms"),
+        "{open:?}"
+    );
+    assert_eq!(events_of(&rx.delivered(), "clock_jump").len(), 3);
 }
 
 fn metric(app: &TestApp, name: &str) -> f64 {

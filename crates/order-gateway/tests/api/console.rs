@@ -383,3 +383,28 @@ async fn console_task_list_pages_newer_and_older_by_keyset() {
     assert!(b.text().await.contains("Malformed page position."));
     b.close().await;
 }
+
+/// Issue #12 item 6: a clock jump is an alert record, so the overview's open alerts show it with
+/// the instance it happened on.
+#[tokio::test]
+async fn console_overview_shows_a_clock_jump_alert() {
+    let app = spawn_app_with(|s| {
+        s.lease_ttl_seconds = 4.0;
+        s.worker_offline_alert_seconds = 100_000.0;
+    })
+    .await;
+    let correct = rakuten_types::Clock::now(&app.clock);
+    app.clock.advance(std::time::Duration::from_secs(3600));
+    app.leased("jump-1", "w1").await;
+    app.clock.set(correct);
+    app.sweep().await;
+    app.run_alerts().await;
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.find("#open-alerts").await;
+    let text = b.text().await;
+    assert!(text.contains("clock_jump"), "{text}");
+    assert!(text.contains(app.sweeper.instance_id()), "{text}");
+    b.screenshot("gateway-overview-clock-jump").await;
+    b.close().await;
+}
