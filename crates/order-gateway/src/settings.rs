@@ -116,9 +116,9 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_QUEUED_ALERT_SECONDS", default_value_t = 600.0)]
     pub queued_alert_seconds: f64,
 
-    /// PostgreSQL: an instance whose clock differs from the database's by more than this logs a
-    /// `clock_skew` alert and leaves lease sweeps to the other instances, seconds; 0 turns the
-    /// check off (issue #12 item 6).
+    /// PostgreSQL: an instance whose clock differs from the database's by more than this raises
+    /// a `clock_skew` alert (cleared once it is back within) and leaves lease sweeps to the other
+    /// instances, seconds; 0 turns the check off (issue #12 item 6).
     #[arg(long, env = "RAKUTEN_CLOCK_SKEW_ALERT_SECONDS", default_value_t = 2.0)]
     pub clock_skew_alert_seconds: f64,
 
