@@ -151,6 +151,13 @@ fn parse_prefix(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+fn parse_backpressure_secs(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| (0.0..=3600.0).contains(v))
+        .ok_or_else(|| "seconds between 0 and 3600 (decimals allowed)".into())
+}
+
 fn parse_rate(s: &str) -> Result<f64, String> {
     s.parse::<f64>()
         .ok()
@@ -217,9 +224,15 @@ pub struct Settings {
     /// Ordinary cards taken per shard per cycle.
     #[arg(long, env = "RAKUTEN_POLL_SHARD_BATCH", default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..=100_000))]
     pub shard_batch: i64,
-    /// A shard queue holding more queued ordinary polls than this skips its batch that cycle.
+    /// Upper bound: a shard queue holding more queued ordinary polls than this skips its batch
+    /// that cycle, whatever `RAKUTEN_POLL_BACKPRESSURE_SECS` allows.
     #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_DEPTH", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     pub backpressure_depth: u64,
+    /// Seconds of queued work (queued entries ÷ measured execution rate) a task type's execution
+    /// queue may hold before ordinary batches stop for the cycle; a priority hint waits about this
+    /// plus one cycle. Decimal (`0.5`); 0 turns it off (only the depth bound applies).
+    #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_SECS", default_value = "0.5", value_parser = parse_backpressure_secs)]
+    pub backpressure_secs: f64,
     /// Hints (and manual triggers) drained per task type per cycle.
     #[arg(long, env = "RAKUTEN_POLL_DRAIN_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub drain_max: u64,
@@ -376,6 +389,7 @@ impl Settings {
             shards: 4,
             shard_batch: 500,
             backpressure_depth: 2000,
+            backpressure_secs: crate::scheduler::backpressure::DEFAULT_SECS,
             drain_max: 1000,
             manual_daily_quota: 100,
             expiry_every_secs: 60,
