@@ -5,7 +5,7 @@
 //! Run: `cargo bench -p card-polling --bench retention -- --days 10`
 //! and, to see the 90-day tables level off within the span, `… -- --days 10 --history-days 3`.
 //! Options: `--cards N` (100,000), `--days D` (10), `--sample S` (1 in S ordinary polls written,
-//! default 100), `--polls-per-s P` (the spec's pace: 5,556/s per 1,000,000 cards, so N × 0.005556),
+//! default 1,000), `--polls-per-s P` (the spec's pace: 5,556/s per 1,000,000 cards, so N × 0.005556),
 //! `--priority-per-day K` (priority items enqueued, executed and completed per day, 2,400),
 //! `--manual-per-day M` (ordinary manual triggers per day, 480), `--log-days L` (7),
 //! `--history-days H` (90), `--batch B` (1,000), `--pause-ms MS` (0: the pause between batches is
@@ -64,7 +64,7 @@ fn opts() -> Opts {
     let mut o = Opts {
         cards: 100_000,
         days: 10,
-        sample: 100,
+        sample: 1000,
         polls_per_s: f64::NAN,
         priority_per_day: 2_400.0,
         manual_per_day: 480.0,
@@ -134,12 +134,13 @@ fn fsync_rate(dir: &std::path::Path) -> f64 {
     rate
 }
 
-const TABLES: [(&str, &str); 5] = [
+const TABLES: [(&str, &str); 6] = [
     ("interaction_logs", "integration_logs"),
     ("audit_facts", "priority_item_events"),
     ("trigger_events", "priority_trigger_events"),
     ("manual_triggers", "manual_triggers"),
     ("priority_items", "priority_items"),
+    ("item_sources", "priority_item_sources"),
 ];
 
 async fn scalar(pool: &sqlx::SqlitePool, sql: &str) -> i64 {
@@ -243,12 +244,13 @@ async fn main() {
     }
     println!("setup: {} cards imported in {:.1?}", o.cards, t.elapsed());
     println!(
-        "day | {:>16} {:>11} {:>14} {:>15} {:>14} | {:>9} {:>10} {:>8} | {:>9} {:>12} | wall",
+        "day | {:>16} {:>11} {:>14} {:>15} {:>14} {:>12} | {:>9} {:>10} {:>8} | {:>9} {:>12} | wall",
         "interaction_logs",
         "audit_facts",
         "trigger_events",
         "manual_triggers",
         "priority_items",
+        "item_sources",
         "db_MiB",
         "free_pages",
         "wal_MiB",
@@ -415,12 +417,13 @@ async fn main() {
         let db_bytes = page_count * page_size;
         let mib = |b: i64| b as f64 / (1024.0 * 1024.0);
         println!(
-            "{day:>3} | {:>16} {:>11} {:>14} {:>15} {:>14} | {:>9.1} {:>10} {:>8.1} | {:>9} {:>12.1} | {:.0?}",
+            "{day:>3} | {:>16} {:>11} {:>14} {:>15} {:>14} {:>12} | {:>9.1} {:>10} {:>8.1} | {:>9} {:>12.1} | {:.0?}",
             counts[0],
             counts[1],
             counts[2],
             counts[3],
             counts[4],
+            counts[5],
             mib(db_bytes),
             free,
             mib(wal as i64),
