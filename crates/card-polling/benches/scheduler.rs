@@ -13,7 +13,8 @@
 //! carrier latency, default 20), `--hints memory|redis|both` (default both), `--redis URL`
 //! (default `redis://127.0.0.1:6379/`), `--dir PATH` (database directory, default temp dir), and
 //! overrides of the settings `--concurrency C` (executions per task type), `--backpressure N`
-//! (shard queue depth threshold), `--shard-batch N`.
+//! (per-shard queue depth bound), `--backpressure-secs S` (seconds of queued work per task type,
+//! issue #14 item 3), `--shard-batch N`.
 //!
 //! Each run (one per hint channel) ends with one line holding a JSON object with `cards`,
 //! `secs`, `backend`, `hints`, `instances`, `due_polls_per_s`, `executed_polls_per_s`,
@@ -46,6 +47,7 @@ struct Opts {
     redis: String,
     dir: std::path::PathBuf,
     backpressure: Option<u64>,
+    backpressure_secs: Option<f64>,
     shard_batch: Option<i64>,
 }
 
@@ -81,6 +83,7 @@ fn opts() -> Opts {
         redis: "redis://127.0.0.1:6379/".into(),
         dir: std::env::temp_dir(),
         backpressure: None,
+        backpressure_secs: None,
         shard_batch: None,
     };
     let args: Vec<String> = std::env::args().collect();
@@ -103,6 +106,9 @@ fn opts() -> Opts {
             }
             "--redis" => o.redis = val,
             "--backpressure" => o.backpressure = Some(val.parse().expect("--backpressure N")),
+            "--backpressure-secs" => {
+                o.backpressure_secs = Some(val.parse().expect("--backpressure-secs S"))
+            }
             "--shard-batch" => o.shard_batch = Some(val.parse().expect("--shard-batch N")),
             "--dir" => o.dir = val.into(),
             _ => {
@@ -205,13 +211,17 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
     if let Some(v) = o.concurrency {
         settings.executor_concurrency = v;
     }
+    if let Some(v) = o.backpressure_secs {
+        settings.backpressure_secs = v;
+    }
     settings.sim_latency_ms = o.latency_ms;
     if first {
         println!(
-            "settings: shards={} shard_batch={} backpressure_depth={} drain_max={} executor_concurrency={}/type executor_tick_ms={}",
+            "settings: shards={} shard_batch={} backpressure_depth={} backpressure_secs={} drain_max={} executor_concurrency={}/type executor_tick_ms={}",
             settings.shards,
             settings.shard_batch,
             settings.backpressure_depth,
+            settings.backpressure_secs,
             settings.drain_max,
             settings.executor_concurrency,
             settings.executor_tick_ms

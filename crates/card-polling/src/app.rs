@@ -145,6 +145,7 @@ impl Application {
                 shards: settings.shards,
                 shard_batch: settings.shard_batch,
                 backpressure_depth: settings.backpressure_depth as usize,
+                backpressure_work: Duration::from_secs_f64(settings.backpressure_secs),
                 drain_max: settings.drain_max as usize,
                 recovery_limit: settings.executor_batch,
                 tick: Duration::from_millis(settings.executor_tick_ms),

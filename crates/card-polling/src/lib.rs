@@ -21,7 +21,8 @@
 //!   [`priority::item_status`] (state machine), [`priority::trigger`] (trigger enum and the
 //!   renewal rule), [`priority::manual`] (enqueue, close, retrigger),
 //!   enqueue-side rules; execution is in [`executor`].
-//! - [`upstream`]: the carrier trait and the simulated carrier ([`upstream::sim`]).
+//! - [`upstream`]: the carrier trait, the simulated carrier ([`upstream::sim`]) and the HTTP
+//!   carrier adapter ([`upstream::http`], `RAKUTEN_POLL_CARRIER_URL`, issue #14 item 7).
 //! - [`store`]: the storage trait (the single door to the database) and its one SQL
 //!   implementation (`store/sql/`, with the engine differences in `store/dialect.rs`), compiled for
 //!   SQLite ([`store::sqlite`], the default; `migrations/sqlite`) and PostgreSQL
@@ -59,13 +60,14 @@ use tokio_util::sync::CancellationToken;
 pub use app::Application;
 pub use settings::Settings;
 
-/// `card-polling serve`: the system clock, the simulated carrier from the settings, HTTP, the
+/// `card-polling serve`: the system clock, the carrier from the settings (HTTP when
+/// `RAKUTEN_POLL_CARRIER_URL` is set, else simulated), HTTP, the
 /// scheduler, the executor pool and the expiry job, until Ctrl-C or SIGTERM.
 ///
 /// # Errors
 /// Start-up or server failures.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let upstream = Arc::new(upstream::SimCarrier::new(settings.sim_config()));
+    let upstream = settings.upstream()?;
     let ip = settings.listen_addr().ip();
     let (storage, database) = match settings.db_url {
         Some(_) => ("postgres", "RAKUTEN_POLL_DB_URL".to_owned()),

@@ -73,6 +73,48 @@ fn parse_pg_url(s: &str) -> Result<Secret, String> {
     Ok(Secret(s.to_owned()))
 }
 
+/// The HTTP carrier's base URL (`RAKUTEN_POLL_CARRIER_URL`). It may carry userinfo or an API
+/// key in its query, so Debug prints only its redacted form (scheme, host, port, path).
+#[derive(Clone, PartialEq, Eq)]
+pub struct CarrierUrl(reqwest::Url);
+
+impl CarrierUrl {
+    /// The URL itself; use only where it is needed (the HTTP carrier).
+    pub fn expose(&self) -> &reqwest::Url {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for CarrierUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CarrierUrl({})",
+            crate::upstream::http::redact_url(&self.0)
+        )
+    }
+}
+
+impl std::str::FromStr for CarrierUrl {
+    type Err = String;
+
+    /// An `http://` or `https://` URL with a host; the error never repeats the URL.
+    fn from_str(s: &str) -> Result<Self, String> {
+        crate::upstream::http::parse_carrier_url(s).map(CarrierUrl)
+    }
+}
+
+fn parse_carrier_url(s: &str) -> Result<CarrierUrl, String> {
+    s.parse()
+}
+
+fn parse_carrier_token(s: &str) -> Result<Secret, String> {
+    if s.is_empty() || s.len() > 4096 || s.chars().any(|c| c.is_control() || c == ' ') {
+        return Err("the carrier token must be 1-4096 characters without spaces".into());
+    }
+    Ok(Secret(s.to_owned()))
+}
+
 /// Where the hint and manual lanes live.
 #[derive(Clone, PartialEq, Eq)]
 pub enum HintChannelSetting {
@@ -107,6 +149,13 @@ fn parse_prefix(s: &str) -> Result<String, String> {
         return Err("at most 64 characters, no spaces".into());
     }
     Ok(s.to_owned())
+}
+
+fn parse_backpressure_secs(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| (0.0..=3600.0).contains(v))
+        .ok_or_else(|| "seconds between 0 and 3600 (decimals allowed)".into())
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -175,9 +224,15 @@ pub struct Settings {
     /// Ordinary cards taken per shard per cycle.
     #[arg(long, env = "RAKUTEN_POLL_SHARD_BATCH", default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..=100_000))]
     pub shard_batch: i64,
-    /// A shard queue holding more queued ordinary polls than this skips its batch that cycle.
+    /// Upper bound: a shard queue holding more queued ordinary polls than this skips its batch
+    /// that cycle, whatever `RAKUTEN_POLL_BACKPRESSURE_SECS` allows.
     #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_DEPTH", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     pub backpressure_depth: u64,
+    /// Seconds of queued work (queued entries ÷ measured execution rate) a task type's execution
+    /// queue may hold before ordinary batches stop for the cycle; a priority hint waits about this
+    /// plus one cycle. Decimal (`0.5`); 0 turns it off (only the depth bound applies).
+    #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_SECS", default_value = "0.5", value_parser = parse_backpressure_secs)]
+    pub backpressure_secs: f64,
     /// Hints (and manual triggers) drained per task type per cycle.
     #[arg(long, env = "RAKUTEN_POLL_DRAIN_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub drain_max: u64,
@@ -209,6 +264,16 @@ pub struct Settings {
     /// Seconds between retention job runs.
     #[arg(long, env = "RAKUTEN_POLL_RETENTION_EVERY_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub retention_every_secs: u64,
+    /// HTTP carrier gateway base URL (`https://carrier.example/api`): when set, every poll and
+    /// resume is a JSON `POST` to `{url}/poll` / `{url}/resume` (docs/carrier-http-contract.md)
+    /// bounded by the spec's 30 s upstream timeout, instead of the simulated carrier. Only its
+    /// scheme, host, port and path are ever printed.
+    #[arg(long, env = "RAKUTEN_POLL_CARRIER_URL", hide_env_values = true, value_parser = parse_carrier_url)]
+    pub carrier_url: Option<CarrierUrl>,
+    /// Bearer token sent to the HTTP carrier (`Authorization: Bearer …`); never printed, logged
+    /// or written to interaction logs.
+    #[arg(long, env = "RAKUTEN_POLL_CARRIER_TOKEN", hide_env_values = true, value_parser = parse_carrier_token)]
+    pub carrier_token: Option<Secret>,
     /// Simulated carrier: latency per call, milliseconds.
     #[arg(long, env = "RAKUTEN_POLL_SIM_LATENCY_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub sim_latency_ms: u64,
@@ -324,6 +389,7 @@ impl Settings {
             shards: 4,
             shard_batch: 500,
             backpressure_depth: 2000,
+            backpressure_secs: crate::scheduler::backpressure::DEFAULT_SECS,
             drain_max: 1000,
             manual_daily_quota: 100,
             expiry_every_secs: 60,
@@ -334,6 +400,8 @@ impl Settings {
             retention_every_secs: 3600,
             // Off: tests run a ManualClock far from the database's clock.
             clock_max_skew_secs: 0,
+            carrier_url: None,
+            carrier_token: None,
             sim_latency_ms: 0,
             sim_failure_rate: 0.0,
             sim_timeout_rate: 0.0,
@@ -365,6 +433,25 @@ impl Settings {
             pause: Duration::from_millis(self.retention_pause_ms),
             every: Duration::from_secs(self.retention_every_secs),
         }
+    }
+
+    /// The carrier these settings choose: the HTTP carrier when `RAKUTEN_POLL_CARRIER_URL` is
+    /// set, else the simulated carrier.
+    ///
+    /// # Errors
+    /// The HTTP client cannot be built.
+    pub fn upstream(&self) -> anyhow::Result<std::sync::Arc<dyn crate::upstream::Upstream>> {
+        Ok(match &self.carrier_url {
+            Some(url) => {
+                let c = crate::upstream::HttpCarrier::new(
+                    url.expose().clone(),
+                    self.carrier_token.clone(),
+                )?;
+                tracing::info!(carrier = %c.redacted_url(), token = self.carrier_token.is_some(), "HTTP carrier");
+                std::sync::Arc::new(c)
+            }
+            None => std::sync::Arc::new(crate::upstream::SimCarrier::new(self.sim_config())),
+        })
     }
 
     /// The simulated carrier's configuration.

@@ -180,16 +180,18 @@ impl Executor {
     /// The normal polling content of one (card, task type): the carrier poll (bounded by
     /// [`UPSTREAM_TIMEOUT`]); for a suspended card on `card_status`, the resume decision —
     /// refused while the stop lock is held; for `package`, the package verdict (which enqueues
-    /// `no_valid_package` and pushes its hints after commit). `item_id` only labels the call.
+    /// `no_valid_package` and pushes its hints after commit). `item_id` only labels the call;
+    /// `attempt` (1-based; 1 for ordinary polls) is sent to the carrier.
     pub async fn poll_content(
         &self,
         iccid: &str,
         task_type: &str,
         stop_locked: bool,
         item_id: Option<i64>,
+        attempt: u32,
     ) -> PollContent {
         let content = self
-            .poll_content_uncounted(iccid, task_type, stop_locked, item_id)
+            .poll_content_uncounted(iccid, task_type, stop_locked, item_id, attempt)
             .await;
         for l in &content.logs {
             self.metrics.carrier_call(&l.operation, &l.outcome);
@@ -203,10 +205,12 @@ impl Executor {
         task_type: &str,
         stop_locked: bool,
         item_id: Option<i64>,
+        attempt: u32,
     ) -> PollContent {
         let req = PollRequest {
             iccid: iccid.to_owned(),
             task_type: task_type.to_owned(),
+            attempt: attempt.max(1),
             item_id,
         };
         let started = Instant::now();
@@ -214,7 +218,11 @@ impl Executor {
             .await
             .unwrap_or(Err(UpstreamError::Timeout));
         let latency_ms = started.elapsed().as_millis() as i64;
-        let request_summary = format!("poll {} iccid={}", req.task_type, req.iccid);
+        // Summaries only: never the carrier URL, a credential or the raw answer.
+        let request_summary = format!(
+            "poll {} iccid={} attempt={}",
+            req.task_type, req.iccid, req.attempt
+        );
         let mut logs = vec![NewLog {
             operation: "poll".into(),
             request_summary,
@@ -345,7 +353,9 @@ impl Executor {
             }
             CardScope::InScope { stop_locked } => stop_locked,
         };
-        let content = self.poll_content(iccid, task_type, stop_locked, None).await;
+        let content = self
+            .poll_content(iccid, task_type, stop_locked, None, 1)
+            .await;
         record.result = match &content.answer {
             Ok(r) => r.clone(),
             Err(e) => e.label().into(),
@@ -469,7 +479,13 @@ impl Executor {
             .item_begin_attempt(&claim, self.clock.now())
             .await?;
         let content = self
-            .poll_content(&claim.iccid, &claim.task_type, stop_locked, Some(claim.id))
+            .poll_content(
+                &claim.iccid,
+                &claim.task_type,
+                stop_locked,
+                Some(claim.id),
+                u32::try_from(claim.attempts).unwrap_or(1),
+            )
             .await;
         let logs = content.logs;
         let now = self.clock.now();

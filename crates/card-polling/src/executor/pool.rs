@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Executor;
+use crate::scheduler::backpressure::ExecMeter;
 use crate::store::{PollRecord, StoreResult};
 
 /// Ordinary outcomes buffered before a worker writes them itself.
@@ -88,6 +89,8 @@ struct TypeQueue {
     queued_since: std::collections::HashMap<i64, std::time::Instant>,
     // Manual triggers queued, running, or run but not yet recorded.
     manual_ids: HashSet<i64>,
+    // Execution time per entry (back-pressure's execution rate).
+    meter: ExecMeter,
 }
 
 /// Queue depths of one task type, per lane.
@@ -232,6 +235,26 @@ impl ExecutorPool {
         )
     }
 
+    /// Executions per task type that may run at once.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Queued entries of a task type, all lanes (what a new hint would wait behind).
+    pub fn queued(&self, task_type: &str) -> usize {
+        self.queues
+            .get(task_type)
+            .map_or(0, |(q, _)| lock(q).jobs.len())
+    }
+
+    /// Measured executions per second of a task type's `cap` workers (`None` before the first
+    /// execution; infinite when executions take no time by the injected clock).
+    pub fn exec_rate(&self, task_type: &str) -> Option<f64> {
+        self.queues
+            .get(task_type)
+            .and_then(|(q, _)| lock(q).meter.rate_per_s(self.cap))
+    }
+
     /// Queued ordinary entries of one shard of a task type.
     pub fn shard_depth(&self, task_type: &str, shard: u32) -> usize {
         self.queues
@@ -292,12 +315,13 @@ impl ExecutorPool {
         Some(job)
     }
 
-    fn done(&self, task_type: &str, job: &Job, ok: bool) {
+    fn done(&self, task_type: &str, job: &Job, ok: bool, took_ms: i64) {
         let Some((q, _)) = self.queues.get(task_type) else {
             return;
         };
         let mut q = lock(q);
         q.in_flight -= 1;
+        q.meter.record(took_ms);
         match job {
             Job::Priority { item_id } => {
                 q.items.remove(item_id);
@@ -329,7 +353,9 @@ impl ExecutorPool {
             }
             Job::Ordinary { iccid, .. } => self.ordinary(task_type, iccid, None, now).await,
         };
-        self.done(task_type, &job, ok);
+        // Timed with the injected clock: a test's still clock measures 0 ms (no rate limit).
+        let took_ms = self.executor.clock().now().as_millis() - now.as_millis();
+        self.done(task_type, &job, ok, took_ms);
     }
 
     async fn ordinary(

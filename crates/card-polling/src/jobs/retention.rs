@@ -99,6 +99,20 @@ impl RetentionJob {
     /// # Errors
     /// Storage failures (rows deleted by earlier batches stay deleted).
     pub async fn run_once(&self, now: Timestamp) -> StoreResult<PruneReport> {
+        self.run_once_observed(now, |_, _, _| {}).await
+    }
+
+    /// [`Self::run_once`], calling `on_batch(table, rows deleted, wall time of the batch's write
+    /// transaction)` after each batch: the retention benchmark (`benches/retention.rs`) reads from
+    /// it the longest time one batch held the writer.
+    ///
+    /// # Errors
+    /// As [`Self::run_once`].
+    pub async fn run_once_observed(
+        &self,
+        now: Timestamp,
+        mut on_batch: impl FnMut(PruneTable, u64, Duration) + Send,
+    ) -> StoreResult<PruneReport> {
         let mut report = PruneReport::default();
         let r = &self.retention;
         for (table, keep) in [
@@ -109,7 +123,10 @@ impl RetentionJob {
         ] {
             let cutoff = now.minus(keep);
             loop {
+                // Wall time, not the injected clock: this is how long the writer was held.
+                let started = std::time::Instant::now();
                 let n = self.store.retention_prune(table, cutoff, r.batch).await?;
+                on_batch(table, n, started.elapsed());
                 *report.slot(table) += n;
                 self.metrics.pruned(table.as_str(), n);
                 if n < r.batch as u64 {

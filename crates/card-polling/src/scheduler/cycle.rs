@@ -7,8 +7,10 @@
 //! 3. the recovery read: one bounded `SELECT` of due active priority items (pending and due, or
 //!    running past their lease) — the persisted rows are authoritative, so a lost hint delays an
 //!    item by at most one cycle;
-//! 4. ordinary shard batches, skipping each shard whose queue is deeper than the back-pressure
-//!    threshold.
+//! 4. ordinary shard batches, up to the task type's budget of queued work
+//!    ([`ordinary_budget`]: `RAKUTEN_POLL_BACKPRESSURE_SECS` at the measured execution rate),
+//!    spread over the shards, skipping each shard whose queue is deeper than the per-shard bound
+//!    (`RAKUTEN_POLL_BACKPRESSURE_DEPTH`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -18,7 +20,7 @@ use serde::Serialize;
 use rakuten_types::Timestamp;
 
 use super::Scheduler;
-use super::backpressure::skip_ordinary_batch;
+use super::backpressure::{floor_entries, ordinary_budget, skip_ordinary_batch};
 use crate::executor::pool::QueueDepth;
 
 /// Age after which a still-queued manual trigger is taken from the database (its lane entry
@@ -44,6 +46,13 @@ pub struct CycleReport {
     pub ordinary_skipped_for_backpressure: BTreeMap<String, usize>,
     /// Shards skipped, as `task_type/shard`.
     pub skipped_shards: Vec<String>,
+    /// Ordinary entries each task type's queue had room for by the seconds-of-work rule (absent:
+    /// no limit from that rule — it is off, or executions take no measurable time).
+    pub ordinary_budget: BTreeMap<String, usize>,
+    /// True when a task type took fewer ordinary entries than its shard batches would have
+    /// because of that budget: the queue is being refilled as it drains, so the next cycle comes
+    /// after a quarter tick.
+    pub ordinary_cut_at_budget: bool,
     /// Lane or store failures during the cycle (logged; the next cycle retries).
     pub errors: Vec<String>,
     /// Wall time of the cycle, microseconds.
@@ -70,9 +79,11 @@ pub struct CyclePhases {
 }
 
 impl CycleReport {
-    /// True when a lane was cut at its bound: the next cycle should come sooner.
+    /// True when a lane was cut at its bound, or ordinary work at its budget: the next cycle
+    /// should come sooner.
     pub fn saturated(&self, drain_max: usize, recovery_limit: usize) -> bool {
-        self.hints_taken.values().any(|&n| n >= drain_max)
+        self.ordinary_cut_at_budget
+            || self.hints_taken.values().any(|&n| n >= drain_max)
             || self.manual_taken.values().any(|&n| n >= drain_max)
             || self.due_items_recovered.values().sum::<usize>() >= recovery_limit
     }
@@ -167,13 +178,43 @@ impl Scheduler {
                     take.push(shard);
                 }
             }
+            // The seconds-of-work budget, spread over the shards that may take a batch.
+            let budget = if cfg.backpressure_work.is_zero() {
+                usize::MAX
+            } else {
+                ordinary_budget(
+                    self.pool.queued(&tt.name),
+                    self.pool.exec_rate(&tt.name),
+                    cfg.backpressure_work.as_secs_f64(),
+                    floor_entries(self.pool.cap()),
+                )
+            };
+            let mut per_shard = cfg.shard_batch;
+            if budget != usize::MAX {
+                r.ordinary_budget.insert(tt.name.clone(), budget);
+                if budget == 0 {
+                    for shard in take.drain(..) {
+                        skipped += 1;
+                        r.skipped_shards.push(format!("{}/{shard}", tt.name));
+                    }
+                } else {
+                    let share = budget.div_ceil(take.len().max(1));
+                    let share = i64::try_from(share).unwrap_or(i64::MAX);
+                    if share < per_shard {
+                        per_shard = share;
+                    }
+                }
+                if budget == 0 || per_shard < cfg.shard_batch {
+                    r.ordinary_cut_at_budget = true;
+                }
+            }
             r.ordinary_skipped_for_backpressure
                 .insert(tt.name.clone(), skipped);
             let mut n = 0;
             if !take.is_empty() {
                 match self
                     .store
-                    .schedule_take_due(&tt.name, tt.interval, &take, cfg.shard_batch, now)
+                    .schedule_take_due(&tt.name, tt.interval, &take, per_shard, now)
                     .await
                 {
                     Ok(batches) => {

@@ -4,7 +4,8 @@
 //!
 //! - [`cycle`]: one cycle ([`Scheduler::run_once`]) and its [`cycle::CycleReport`].
 //! - [`shard_queue`]: the stable card → shard hash and first-poll spreading.
-//! - [`backpressure`]: the skip rule for ordinary shard batches.
+//! - [`backpressure`]: how much ordinary work a cycle may queue (seconds of work at the measured
+//!   execution rate, bounded by the per-shard depth).
 //!
 //! There is one scheduler and one executor pool: the priority lane only changes where its
 //! entries enter the same queues (spec: "no new infrastructure").
@@ -33,8 +34,11 @@ pub struct SchedulerConfig {
     pub shards: u32,
     /// Ordinary cards taken per shard per cycle.
     pub shard_batch: i64,
-    /// A shard queue deeper than this skips its ordinary batch.
+    /// Upper bound: a shard queue deeper than this skips its ordinary batch.
     pub backpressure_depth: usize,
+    /// Queued work (entries ÷ measured execution rate) a task type's queue may hold before its
+    /// ordinary batches stop ([`backpressure::ordinary_budget`]); zero turns the rule off.
+    pub backpressure_work: Duration,
     /// Hints (and manual triggers) taken per task type per cycle.
     pub drain_max: usize,
     /// Due items the recovery read takes per cycle.

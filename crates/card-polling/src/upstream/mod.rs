@@ -2,13 +2,21 @@
 //! and, for a suspended card, may ask [`Upstream::resume`] (复机) — never for a card holding the
 //! carrier channel threshold stop lock.
 //!
+//! Two carriers: [`sim::SimCarrier`] (simulated; the default, tests and benchmarks) and
+//! [`http::HttpCarrier`] (a carrier gateway over a documented JSON contract,
+//! `docs/carrier-http-contract.md`), chosen by `RAKUTEN_POLL_CARRIER_URL`. The executor bounds
+//! every call by the spec's upstream timeout and writes one interaction-log row per call from
+//! the safe summaries returned here — never a credential or the raw answer.
+//!
 //! Errors say whether to retry ([`UpstreamError::is_retryable`]): timeouts, failures and invalid
 //! responses are recoverable; an unknown card is a business failure that is never retried.
 
+pub mod http;
 pub mod sim;
 
 use async_trait::async_trait;
 
+pub use http::HttpCarrier;
 pub use sim::{SimBehavior, SimCarrier, SimConfig};
 
 /// One poll of one card for one task type.
@@ -18,6 +26,9 @@ pub struct PollRequest {
     pub iccid: String,
     /// Task type name (`card_status`, `data_usage`, `package`, …).
     pub task_type: String,
+    /// 1-based attempt: a priority item's attempt counted before the call (1..=3); 1 for an
+    /// ordinary poll or ordinary manual trigger.
+    pub attempt: u32,
     /// The priority item this call executes (`None` for ordinary polls). Context only: a real
     /// carrier never sees it; the simulated carrier records it so tests can check that no call
     /// was made for a closed or expired item.

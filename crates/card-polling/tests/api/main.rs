@@ -20,6 +20,8 @@ macro_rules! scenarios {
 
         #[path = "audit.rs"]
         mod audit;
+        #[path = "carrier.rs"]
+        mod carrier;
         #[path = "claims.rs"]
         mod claims;
         #[path = "concurrency.rs"]

@@ -200,7 +200,7 @@ async fn completed_execution_reports_times_duration_and_log_reference_without_ra
     let logs = d["logs"].as_array().unwrap();
     assert_eq!(logs.len(), 1);
     assert_eq!(item["last_log_id"], logs[0]["id"]);
-    assert_eq!(logs[0]["request_summary"], "poll data_usage iccid=CA1");
+    assert_eq!(logs[0]["request_summary"], "poll data_usage iccid=CA1 attempt=1");
     assert_eq!(logs[0]["response_summary"], "data_usage ok");
     assert!(logs[0]["latency_ms"].as_i64().unwrap() >= 20);
     let text = d.to_string();

@@ -164,3 +164,37 @@ async fn retention_deletes_in_batches_and_counts_the_rows_in_metrics() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn retention_reports_every_batch_to_its_observer_with_the_rows_it_deleted() {
+    // The retention benchmark reads the writer hold from this hook: one call per batch (the
+    // last, short one included), in table order, rows summing to the report.
+    let app = spawn_with(Backend::Memory, |s| s.retention_batch = 2).await;
+    app.seed().await;
+    let old = days_ago(&app, 30);
+    for _ in 0..5 {
+        old_log(&app, None, &old).await;
+    }
+    let mut seen = Vec::new();
+    let r = app
+        .retention
+        .run_once_observed(app.clock.now(), |table, n, took| {
+            assert!(took < Duration::from_secs(60), "{took:?}");
+            seen.push((table, n));
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.interaction_logs, 5, "{r:?}");
+    use card_polling::store::PruneTable::*;
+    assert_eq!(
+        seen,
+        vec![
+            (InteractionLogs, 2),
+            (InteractionLogs, 2),
+            (InteractionLogs, 1),
+            (AuditFacts, 0),
+            (TriggerEvents, 0),
+            (ManualTriggers, 0),
+        ]
+    );
+}

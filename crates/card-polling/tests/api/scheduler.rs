@@ -299,3 +299,148 @@ async fn hint_and_manual_lanes_use_distinct_keys_per_task_type(backend: Backend)
     // Leave nothing behind in a shared Redis.
     app.hints.clear(ChannelLane::Hint, "package").await.unwrap();
 }
+
+/// A carrier whose every poll takes `ms` on the test's clock (the pool times executions with the
+/// injected clock).
+struct TickingCarrier {
+    clock: rakuten_types::ManualClock,
+    ms: u64,
+}
+
+#[async_trait::async_trait]
+impl card_polling::upstream::Upstream for TickingCarrier {
+    async fn poll(
+        &self,
+        req: &card_polling::upstream::PollRequest,
+    ) -> Result<card_polling::upstream::PollResponse, card_polling::upstream::UpstreamError> {
+        self.clock.advance(std::time::Duration::from_millis(self.ms));
+        Ok(card_polling::upstream::PollResponse {
+            summary: format!("{} ok", req.task_type),
+            suspended: false,
+        })
+    }
+
+    async fn resume(&self, _iccid: &str) -> Result<(), card_polling::upstream::UpstreamError> {
+        Ok(())
+    }
+}
+
+/// Issue #14 item 3: the ordinary work a cycle queues follows the measured execution rate
+/// (seconds of work), a hint waits behind at most that, and ordinary polling is refilled as the
+/// queue drains until every due card ran (no starvation).
+#[tokio::test]
+async fn backpressure_in_seconds_of_work_follows_the_measured_rate_and_keeps_ordinary_polling_going()
+ {
+    use std::sync::Arc;
+
+    use card_polling::executor::Executor;
+    use card_polling::executor::pool::ExecutorPool;
+    use card_polling::scheduler::{Scheduler, SchedulerConfig};
+
+    let app = spawn_app().await;
+    app.seed().await;
+    let cards: Vec<_> = (0..200)
+        .map(|i| json!({"iccid": format!("BP{i:04}"), "shop_id": "A"}))
+        .collect();
+    app.post_ok("/api/admin/import", ADMIN, json!({"cards": cards}))
+        .await;
+    let cap = 2;
+    // 20 ms per poll on the test clock, 2 workers: ≈ 100 polls/s, so 0.5 s ≈ 50 entries.
+    let carrier = Arc::new(TickingCarrier {
+        clock: app.clock.clone(),
+        ms: 20,
+    });
+    let executor = Executor::new(
+        app.store.clone(),
+        carrier,
+        Arc::new(app.clock.clone()),
+        app.settings.task_types.clone(),
+        100,
+        cap,
+        app.hints.clone(),
+    );
+    let shards = app.settings.shards;
+    let pool = Arc::new(ExecutorPool::new(executor, shards, cap));
+    let scheduler = Scheduler::new(
+        app.store.clone(),
+        app.hints.clone(),
+        pool.clone(),
+        Arc::new(app.clock.clone()),
+        SchedulerConfig {
+            shards,
+            shard_batch: 500,
+            backpressure_depth: 2000,
+            backpressure_work: std::time::Duration::from_millis(500),
+            drain_max: 1000,
+            recovery_limit: 1000,
+            tick: std::time::Duration::from_millis(250),
+            pool_flushes_itself: false,
+        },
+    );
+    let total_cards = 207; // the standard world's 7 and 200 more
+    app.advance(3600);
+    // Nothing measured yet: only the depth bound applies, the first cycle takes every due card.
+    let r = scheduler.run_once(app.clock.now()).await;
+    assert_eq!(r.ordinary_taken["card_status"], total_cards, "{r:?}");
+    assert!(r.ordinary_budget.is_empty(), "{r:?}");
+    pool.drain().await.unwrap();
+    // At most 100/s; less, as the other task types' polls move the same clock meanwhile.
+    let rate = pool.exec_rate("card_status").expect("measured");
+    assert!((10.0..=110.0).contains(&rate), "measured rate {rate}");
+
+    // Every card due again: the budget is the measured rate × 0.5 s.
+    app.advance(3600);
+    let r = scheduler.run_once(app.clock.now()).await;
+    let budget = r.ordinary_budget["card_status"];
+    assert!(
+        (8..=(rate * 0.5).ceil() as usize).contains(&budget),
+        "budget {budget} at {rate}/s"
+    );
+    let taken = r.ordinary_taken["card_status"];
+    assert!(
+        taken < total_cards && taken <= budget + shards as usize,
+        "{taken} of budget {budget}: {r:?}"
+    );
+    assert!(r.ordinary_cut_at_budget);
+    assert!(r.saturated(1000, 1000), "a budget cut brings the next cycle sooner");
+
+    // A hint now waits behind at most the budget's entries, and the full queue takes no more.
+    let id = priority_item(&app, "CA1", "card_status").await;
+    let r = scheduler.run_once(app.clock.now()).await;
+    assert_eq!(r.hints_queued["card_status"], 1);
+    assert_eq!(r.ordinary_taken["card_status"], 0, "{r:?}");
+    assert_eq!(r.ordinary_budget["card_status"], 0);
+    let queue = pool.snapshot("card_status");
+    let ahead = queue
+        .iter()
+        .position(|j| *j == Job::Priority { item_id: id })
+        .expect("queued");
+    assert!(ahead <= budget + shards as usize, "{ahead} ahead of the hint");
+
+    // Drain and cycle: the queue is refilled as it drains until every due card ran once.
+    let executed = |pool: &ExecutorPool| {
+        pool.depths()
+            .iter()
+            .find(|d| d.task_type == "card_status")
+            .unwrap()
+            .executed_ordinary
+    };
+    // Everything before this round was drained; this round's entries (`taken`) run below.
+    let before = executed(&pool);
+    let mut cycles = 0;
+    loop {
+        pool.drain().await.unwrap();
+        if executed(&pool) - before >= total_cards as u64 {
+            break;
+        }
+        cycles += 1;
+        assert!(cycles < 100, "ordinary polling starved");
+        let r = scheduler.run_once(app.clock.now()).await;
+        assert!(
+            r.ordinary_taken["card_status"] <= r.ordinary_budget["card_status"] + shards as usize
+        );
+    }
+    assert_eq!(executed(&pool) - before, total_cards as u64);
+    assert_eq!(app.detail(id).await["item"]["status"], "completed");
+    app.assert_invariants().await;
+}
