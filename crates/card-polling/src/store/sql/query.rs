@@ -10,8 +10,10 @@ use crate::store::common::item_view;
 use super::{Db, Pool};
 use crate::domain::Scope;
 use crate::priority::VALIDITY;
-use crate::store::common::{item_event_view, log_view, push_item_list_filter, push_scope};
-use crate::store::{ItemDetail, ItemFilter, ItemView, StoreResult};
+use crate::store::common::{
+    item_event_view, log_view, push_item_conditions, push_item_list_filter, push_scope,
+};
+use crate::store::{COUNT_CAP, ItemDetail, ItemFilter, ItemView, StoreResult};
 
 pub(crate) async fn list(
     pool: &Pool,
@@ -24,9 +26,22 @@ pub(crate) async fn list(
     ));
     push_item_list_filter(&mut qb, scope, f);
     let rows = qb.build().fetch_all(pool).await?;
-    rows.iter()
+    let mut items = rows
+        .iter()
         .map(|r| item_view(r, feature, VALIDITY))
-        .collect()
+        .collect::<StoreResult<Vec<_>>>()?;
+    if f.before_id.is_none() && f.after_id.is_some() {
+        // The newer page is walked oldest first from the cursor; the list is newest first.
+        items.reverse();
+    }
+    Ok(items)
+}
+
+pub(crate) async fn count(pool: &Pool, scope: &Scope, f: &ItemFilter) -> StoreResult<i64> {
+    let mut qb = QueryBuilder::<Db>::new("SELECT COUNT(*) FROM (SELECT 1 FROM priority_items i WHERE 1 = 1");
+    push_item_conditions(&mut qb, scope, f);
+    qb.push(" LIMIT ").push_bind(COUNT_CAP + 1).push(") AS capped");
+    Ok(qb.build_query_scalar::<i64>().fetch_one(pool).await?)
 }
 
 pub(crate) async fn get(
