@@ -83,6 +83,11 @@ pub fn migrator() -> Migrator {
             "console paging",
             include_str!("../../migrations/postgres/0007_console_paging.sql"),
         ),
+        (
+            9,
+            "alert paging, grant endings",
+            include_str!("../../migrations/postgres/0009_alert_paging.sql"),
+        ),
     ])
 }
 

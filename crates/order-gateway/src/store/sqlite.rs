@@ -58,6 +58,11 @@ pub fn migrator() -> Migrator {
             "console paging",
             include_str!("../../migrations/sqlite/0007_console_paging.sql"),
         ),
+        (
+            9,
+            "alert paging, grant endings",
+            include_str!("../../migrations/sqlite/0009_alert_paging.sql"),
+        ),
     ])
 }
 

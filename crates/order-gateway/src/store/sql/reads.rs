@@ -139,6 +139,22 @@ pub(crate) async fn seek_page<T>(
     (seek, limit): (&Seek, i64),
     decode: impl Fn(&<Db as sqlx::Database>::Row) -> Result<T, StoreError>,
 ) -> Result<SeekPage<T>, StoreError> {
+    seek_page_by(pool, columns, from_table, prefix, "created_at", filters, (seek, limit), decode).await
+}
+
+/// [`seek_page`] in `(time_column, insertion order)` order instead of `created_at`'s (the alerts
+/// page pages by `raised_at`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn seek_page_by<T>(
+    pool: &Pool,
+    columns: &str,
+    from_table: &str,
+    prefix: &str,
+    time_column: &str,
+    filters: [(&str, Option<&str>); 2],
+    (seek, limit): (&Seek, i64),
+    decode: impl Fn(&<Db as sqlx::Database>::Row) -> Result<T, StoreError>,
+) -> Result<SeekPage<T>, StoreError> {
     let [(col1, val1), (col2, val2)] = filters;
     // Each filter is written as the equality alone when set (so the planner picks the
     // `(status, created_at…)` index — `eq_if_set`'s `IS NULL OR` form hides it from SQLite), and
@@ -148,7 +164,7 @@ pub(crate) async fn seek_page<T>(
         None => format!("CAST(${n} AS TEXT) IS NULL"),
     };
     let filter = format!("{} AND {}", term(col1, val1, 1), term(col2, val2, 2));
-    let created = format!("{prefix}created_at");
+    let created = format!("{prefix}{time_column}");
     let ord = format!("{prefix}{}", Db::INSERTION_ORDER);
     // Rows strictly after / before the position bound at $3 (created_at) and $4 (order), written
     // with a leading range on `created_at` so both engines seek the index to it.
