@@ -189,3 +189,55 @@ async fn card_polling_console_audit_trail_names_the_instance_and_the_claim() {
     b.screenshot("card-polling-item-audit").await;
     b.close().await;
 }
+
+/// Issue #11: the items list pages by keyset on the id, newest first — 53 items: the newest 50,
+/// "older" the other 3, "newer" back, "oldest" the oldest page; a malformed cursor is refused.
+#[tokio::test]
+async fn card_polling_items_page_older_and_newer_by_keyset() {
+    let app = spawn_seeded().await;
+    sqlx::query(
+        "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 53) \
+         INSERT INTO priority_items (iccid, task_type, asset_type, asset_id, shop_id, status, \
+           trigger_type, last_trigger_type, trigger_count, enqueued_at, last_triggered_at, \
+           attempts, max_attempts, next_run_at) \
+         SELECT printf('PG%02d', i), 'package', 'card', printf('PG%02d', i), 'A11', 'pending', \
+           'purchase_activated', 'purchase_activated', 1, '2026-07-27T00:00:00.000Z', \
+           '2026-07-27T00:00:00.000Z', 0, 3, '2026-07-27T00:00:00.000Z' FROM k",
+    )
+    .execute(app.db.pool())
+    .await
+    .unwrap();
+    let b = Browser::start().await;
+    sign_in(&b, &app, PLATFORM).await;
+    b.goto(&format!("{}/console/items", app.base)).await;
+    let pager = b.find("#count").await.text().await.unwrap();
+    assert!(pager.contains("50 shown of 53"), "{pager}");
+    assert!(!b.has("#newer").await, "the first page is the newest");
+    let text = b.text().await;
+    assert!(
+        text.contains("PG53") && text.contains("PG04") && !text.contains("PG03"),
+        "{text}"
+    );
+    b.screenshot("card-polling-items-newest-page").await;
+    b.click("#older").await;
+    b.find("#newer").await;
+    let text = b.text().await;
+    assert!(
+        text.contains("PG03") && text.contains("PG01") && !text.contains("PG04"),
+        "{text}"
+    );
+    assert!(text.contains("3 shown of 53"), "{text}");
+    assert!(!b.has("#older").await, "nothing older than the oldest page");
+    b.screenshot("card-polling-items-older-page").await;
+    b.click("#newer").await;
+    b.find("#older").await;
+    assert!(b.text().await.contains("PG53"));
+    b.click("#oldest").await;
+    b.find("#newer").await;
+    let text = b.text().await;
+    assert!(text.contains("PG01") && !text.contains("PG53"), "{text}");
+    b.goto(&format!("{}/console/items?before=not-a-cursor", app.base))
+        .await;
+    assert!(b.text().await.contains("Malformed page position."));
+    b.close().await;
+}
