@@ -115,11 +115,15 @@ pub(crate) async fn task_seek(
     seek_page(pool, TASK_COLUMNS, "tasks t", "t.", filters, (&seek, limit), TaskRow::summary_or_undecodable).await
 }
 
-/// `SELECT COUNT(*)` of at most [`COUNT_CAP`] + 1 rows of `FROM {from_where}`: an index walk that
-/// stops at the cap instead of counting a large table.
-pub(crate) fn capped_count(from_where: &str) -> String {
+/// `SELECT COUNT(*)` of at most [`COUNT_CAP`] + 1 rows of `FROM {from_where}` taken in
+/// `order_by` order: an index walk that stops at the cap instead of counting a large table. The
+/// order is the list's keyset order on purpose: it names the index to walk. Without it
+/// PostgreSQL's generic plan of a prepared statement (the status is a parameter) scanned the
+/// whole table, 20 ms for a status with no task and 87 ms for the overview's seven counts at
+/// 100,000 tasks (D-console3-4).
+pub(crate) fn capped_count(from_where: &str, order_by: &str) -> String {
     format!(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM {from_where} LIMIT {}) AS capped",
+        "SELECT COUNT(*) FROM (SELECT 1 FROM {from_where} ORDER BY {order_by} LIMIT {}) AS capped",
         COUNT_CAP + 1
     )
 }
@@ -171,9 +175,10 @@ pub(crate) async fn seek_page_by<T>(
     let after = format!("{created} >= $3 AND ({created} > $3 OR {ord} > $4)");
     let before = format!("{created} <= $3 AND ({created} < $3 OR {ord} < $4)");
     let mut tx = pool.begin_with(Db::READ_SNAPSHOT).await?;
-    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(capped_count(&format!(
-        "{from_table} WHERE {filter}"
-    ))))
+    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(capped_count(
+        &format!("{from_table} WHERE {filter}"),
+        &format!("{created}, {ord}"),
+    )))
     .bind(val1)
     .bind(val2)
     .fetch_one(&mut *tx)
@@ -362,7 +367,10 @@ pub(crate) async fn task_status_counts(pool: &Pool) -> Result<StatusCounts, Stor
     // stopped at the cap (the console shows "10,000+").
     let mut by_status = Vec::with_capacity(TaskStatus::ALL.len());
     for status in TaskStatus::ALL {
-        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(capped_count("tasks WHERE status = $1")))
+        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(capped_count(
+            "tasks WHERE status = $1",
+            &format!("created_at, {}", Db::INSERTION_ORDER),
+        )))
             .bind(status.as_str())
             .fetch_one(&mut *tx)
             .await?;
