@@ -10,3 +10,8 @@ CREATE INDEX priority_items_iccid ON priority_items (iccid, id);
 -- recognise that the index covers the query.
 CREATE INDEX priority_items_exceptions ON priority_items (id)
     WHERE status IN ('failed', 'expired') OR attempts >= max_attempts OR failure_reason IS NOT NULL;
+-- An agent's exceptions view (its shop tree AND the exceptions condition): the same partial index
+-- keyed by shop, so each shop of the tree is one short index range instead of a walk over every
+-- exception or every item of the tree.
+CREATE INDEX priority_items_exceptions_shop ON priority_items (shop_id, id)
+    WHERE status IN ('failed', 'expired') OR attempts >= max_attempts OR failure_reason IS NOT NULL;
