@@ -3,9 +3,11 @@
 //!
 //! `cargo bench -p order-gateway --bench console` (release), or `--profile dev` for an upper bound
 //! on a machine without release artifacts; `BENCH_TASKS=N` (default 100,000), `BENCH_ROUNDS=N`
-//! (default 20).
+//! (default 20). `-- --backend postgres` (or `BENCH_BACKEND=postgres`): on PostgreSQL instead, in a
+//! schema of its own in `DATABASE_URL_TEST` (default `postgres://postgres@127.0.0.1:5432/test`),
+//! dropped at the end.
 //!
-//! Loads N tasks into a fresh SQLite gateway in one SQL statement (a quarter each queued, failed,
+//! Loads N tasks into a fresh gateway database in one SQL statement (a quarter each queued, failed,
 //! stale and succeeded, with a report per non-queued task), signs in through the console's form,
 //! checks that the list total and the counts by status are capped ("10,000+"), then GETs every
 //! console page `BENCH_ROUNDS` times over loopback and prints the median, p99 and maximum time per
@@ -28,22 +30,105 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// PostgreSQL when `--backend postgres` or `BENCH_BACKEND=postgres`.
+fn postgres_wanted() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = args
+        .windows(2)
+        .find(|w| w[0] == "--backend")
+        .map(|w| w[1].clone());
+    match arg
+        .or_else(|| std::env::var("BENCH_BACKEND").ok())
+        .as_deref()
+    {
+        None | Some("sqlite") => false,
+        Some("postgres") => true,
+        Some(other) => panic!("--backend {other}: sqlite or postgres"),
+    }
+}
+
+/// A schema of its own in `DATABASE_URL_TEST`, dropped when the bench ends (also on a panic).
+struct PgSchema {
+    base: String,
+    name: String,
+    url: String,
+}
+
+impl PgSchema {
+    async fn new() -> anyhow::Result<PgSchema> {
+        use sqlx::Connection;
+        let base = std::env::var("DATABASE_URL_TEST")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let name = format!("gwbench_{}", uuid::Uuid::now_v7().simple());
+        let mut c = sqlx::PgConnection::connect(&base).await.map_err(|e| {
+            anyhow::anyhow!("POSTGRESQL IS NOT ANSWERING at {base} ({e}): set DATABASE_URL_TEST")
+        })?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+            .execute(&mut c)
+            .await?;
+        let url = format!("{base}?options=-c%20search_path%3D{name}");
+        Ok(PgSchema { base, name, url })
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let (base, name) = (self.base.clone(), self.name.clone());
+        // Own thread and runtime: `Drop` may run inside the bench's runtime.
+        let _ = std::thread::spawn(move || {
+            use sqlx::Connection;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&base).await {
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "DROP SCHEMA IF EXISTS {name} CASCADE"
+                    )))
+                    .execute(&mut c)
+                    .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let n = env_or("BENCH_TASKS", 100_000);
     let rounds = env_or("BENCH_ROUNDS", 20);
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("gw.db");
+    let mut settings = Settings::for_tests(&db, TOKEN);
+    let schema = if postgres_wanted() {
+        let s = PgSchema::new().await?;
+        settings.db_url = Some(order_gateway::settings::Secret::new(s.url.clone()));
+        Some(s)
+    } else {
+        None
+    };
     let clock = SystemClock;
     let now = clock.now();
     // Let the gateway create and migrate the schema, then stop it and load the rows.
     {
-        let app =
-            Application::build(Settings::for_tests(&db, TOKEN), Arc::new(SystemClock)).await?;
+        let app = Application::build(settings.clone(), Arc::new(SystemClock)).await?;
         drop(app);
     }
-    load(&db, n, now).await?;
-    let app = Application::build(Settings::for_tests(&db, TOKEN), Arc::new(SystemClock)).await?;
+    match &schema {
+        Some(s) => load_pg(&s.url, n, now).await?,
+        None => load(&db, n, now).await?,
+    }
+    println!(
+        "{}",
+        if schema.is_some() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        }
+    );
+    let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let base = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped(std::future::pending()));
     let client = reqwest::Client::builder()
@@ -141,6 +226,7 @@ async fn main() -> anyhow::Result<()> {
             ms(*times.last().unwrap())
         );
     }
+    drop(schema);
     Ok(())
 }
 
@@ -185,5 +271,42 @@ async fn load(db: &std::path::Path, n: usize, now: rakuten_types::Timestamp) -> 
     )
     .execute(&mut conn)
     .await?;
+    Ok(())
+}
+
+/// [`load`] on PostgreSQL, then `VACUUM ANALYZE`: the same rows, the series from `generate_series` and the timestamps
+/// formatted as the gateway stores them (RFC 3339, milliseconds, `Z`).
+async fn load_pg(url: &str, n: usize, now: rakuten_types::Timestamp) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await?;
+    let start = now.minus(Duration::from_secs(n as u64 + 10)).to_rfc3339();
+    let sql = format!(
+        "INSERT INTO tasks (task_id, site, intent_json, status, lease_owner, lease_expires_at, \
+           lease_count, created_at, updated_at, outcome, lease_token, gate_key) \
+         SELECT 'bench-' || lpad(i::text, 6, '0'), 'rakuten', \
+           '{{\"item_url\":\"https://item.rakuten.co.jp/shop/a/\",\"quantity\":1}}', \
+           CASE i % 4 WHEN 0 THEN 'queued' WHEN 1 THEN 'failed' WHEN 2 THEN 'stale' ELSE 'succeeded' END, \
+           CASE i % 4 WHEN 0 THEN NULL ELSE 'w1' END, \
+           CASE i % 4 WHEN 0 THEN NULL ELSE '{start}' END, \
+           CASE i % 4 WHEN 0 THEN 0 ELSE 1 END, \
+           to_char(('{start}'::timestamptz + i * interval '1 second') AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
+           to_char(('{start}'::timestamptz + i * interval '1 second') AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
+           CASE i % 4 WHEN 1 THEN 'failed' WHEN 3 THEN 'succeeded' ELSE NULL END, \
+           CASE i % 4 WHEN 0 THEN NULL ELSE 'tok' END, NULL FROM generate_series(0, {}) AS k(i)",
+        n.max(1) - 1
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&mut conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO task_reports (task_id, state, detail, reported_at, worker_id, seq) \
+         SELECT task_id, 'in_cart', 'item in cart', updated_at, 'w1', 1 FROM tasks \
+         WHERE status <> 'queued'",
+    )
+    .execute(&mut conn)
+    .await?;
+    // What autovacuum does after a bulk insert (the test server runs with autovacuum off): the
+    // statistics, and the visibility map that lets the capped counts read the index alone.
+    sqlx::query("VACUUM ANALYZE").execute(&mut conn).await?;
     Ok(())
 }

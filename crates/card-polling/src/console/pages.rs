@@ -7,14 +7,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
-use web_console::layout::{Notice, action_form, badge, enc, opt, ts, ts_opt};
+use web_console::layout::{Notice, action_form, badge, capped_count, enc, opt, ts, ts_opt};
 
 use super::{Signed, csrf_refused};
-use crate::domain::Scope;
 use crate::http::AppState;
 use crate::priority::item_status::ItemStatus;
 use crate::priority::manual::{self, ManualError};
-use crate::store::{ExceptionCondition, ItemFilter, ItemView, StoreError};
+use crate::store::{COUNT_CAP, ExceptionCondition, ItemFilter, ItemView, StoreError};
 
 /// Items per page.
 pub const PAGE: i64 = 50;
@@ -117,8 +116,34 @@ pub struct ItemQuery {
     task_type: Option<String>,
     iccid: Option<String>,
     shop: Option<String>,
-    before: Option<i64>,
+    /// Keyset cursor: items older than this id (the next page down).
+    before: Option<String>,
+    /// Keyset cursor: items newer than this id (`0`: the oldest page).
+    after: Option<String>,
     done: Option<String>,
+}
+
+/// A page position: `?before=<id>` (older than), `?after=<id>` (newer than; `0` is the oldest
+/// page), or neither (the newest page). `Err` when a cursor is not a non-negative integer.
+fn cursor_of(q: &ItemQuery) -> Result<(Option<i64>, Option<i64>), ()> {
+    let parse = |s: &Option<String>| -> Result<Option<i64>, ()> {
+        match s.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            None => Ok(None),
+            Some(s) => s
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .map(Some)
+                .ok_or(()),
+        }
+    };
+    let before = parse(&q.before)?;
+    let after = parse(&q.after)?;
+    Ok(if before.is_some() {
+        (before, None)
+    } else {
+        (None, after)
+    })
 }
 
 fn nonempty(s: &Option<String>) -> Option<String> {
@@ -155,16 +180,17 @@ async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> R
     let task_type = nonempty(&q.task_type);
     let iccid = nonempty(&q.iccid);
     let shop = nonempty(&q.shop);
-    // A shop filter narrows the scope to that shop's tree; an agent may narrow only within its
-    // own tree, so for an agent it applies only to its own shop (the whole scope).
-    let scope = match (&signed.scope, &shop) {
-        (Scope::All, Some(s)) => Scope::ShopTree(s.clone()),
-        (scope, _) => scope.clone(),
+    let Ok((before, after)) = cursor_of(&q) else {
+        return signed.error(StatusCode::BAD_REQUEST, "Malformed page position.");
     };
+    // A shop filter narrows the account's scope to that shop's tree, in SQL, for every role: an
+    // agent filtering to one of its descendant shops sees exactly that shop's items, and a shop
+    // outside its tree leaves nothing, the same as a shop that does not exist.
     let filter = ItemFilter {
         status,
         task_type: task_type.clone(),
         iccid: iccid.clone(),
+        shop: shop.clone(),
         exceptions: if exceptions {
             vec![
                 ExceptionCondition::Failed,
@@ -175,13 +201,53 @@ async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> R
         } else {
             vec![]
         },
-        before_id: q.before.filter(|b| *b > 0),
-        limit: PAGE,
+        before_id: before,
+        after_id: after,
+        // One more than shown: whether a page lies beyond, in the walk's direction.
+        limit: PAGE + 1,
         ..ItemFilter::default()
     };
-    let rows = match st.store.item_list(&scope, &filter).await {
+    let scope = &signed.scope;
+    let (rows, total) = match tokio::try_join!(
+        st.store.item_list(scope, &filter),
+        st.store.item_count(scope, &filter)
+    ) {
         Ok(r) => r,
         Err(e) => return store_error(&signed, e),
+    };
+    let mut rows = rows;
+    let more = rows.len() as i64 > PAGE;
+    if more {
+        if after.is_some() {
+            // Walked upwards from the cursor: the extra row is the newest one.
+            rows.remove(0);
+        } else {
+            rows.pop();
+        }
+    }
+    // The side the read did not walk: one probe of at most one row from the page's edge.
+    let probe = |before_id: Option<i64>, after_id: Option<i64>| {
+        let f = ItemFilter {
+            before_id,
+            after_id,
+            limit: 1,
+            ..filter.clone()
+        };
+        let st = st.clone();
+        async move { st.store.item_list(scope, &f).await.map(|r| !r.is_empty()) }
+    };
+    let first = rows.first().map(|i| i.id);
+    let last = rows.last().map(|i| i.id);
+    let (newer, older) = match (before, after) {
+        (None, None) => (false, more),
+        (Some(b), _) => match probe(None, Some(first.unwrap_or(b.saturating_sub(1)))).await {
+            Ok(n) => (n, more),
+            Err(e) => return store_error(&signed, e),
+        },
+        (None, Some(a)) => match probe(Some(last.unwrap_or(a.saturating_add(1))), None).await {
+            Ok(o) => (more, o),
+            Err(e) => return store_error(&signed, e),
+        },
     };
     let path = if exceptions {
         "/console/exceptions"
@@ -225,24 +291,41 @@ async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> R
                 }
             }
             label { "ICCID" input name="iccid" value=(iccid.as_deref().unwrap_or("")) size="22"; }
-            @if matches!(signed.scope, Scope::All) {
-                label { "shop (and sub-shops)" input name="shop" value=(shop.as_deref().unwrap_or("")) size="12"; }
-            }
+            label { "shop (and sub-shops)" input name="shop" value=(shop.as_deref().unwrap_or("")) size="12"; }
             button.secondary type="submit" { "Filter" }
         }
         section.card {
             (item_table(&rows))
-            div.pager {
-                @if let Some(last) = rows.last() {
-                    @if rows.len() as i64 == PAGE {
-                        a #next href={ (base) "&before=" (last.id) } { "older →" }
-                    }
-                }
-                @if q.before.is_some() { a href=(base) { "← newest" } }
-            }
+            (item_pager(&base, rows.len(), total, first.filter(|_| newer), last.filter(|_| older)))
         }
     };
     signed.page(path, title, notice.as_ref(), body)
+}
+
+/// Newest/newer/older/oldest links of an item list (newest first, keyset on the id) and its
+/// count, capped at [`COUNT_CAP`] ("10,000+"). `newer`/`older`: the ids of the page's first and
+/// last rows when items lie beyond them.
+fn item_pager(
+    base: &str,
+    shown: usize,
+    total: i64,
+    newer: Option<i64>,
+    older: Option<i64>,
+) -> Markup {
+    html! {
+        // An empty list says so in its table; its pager has nothing to add.
+        @if total > 0 || newer.is_some() || older.is_some() { div.pager {
+            span #count { (shown) " shown of " (capped_count(total, COUNT_CAP)) }
+            @if let Some(id) = newer {
+                a href=(base) #newest { "« newest" }
+                a href={ (base) "&after=" (id) } #newer { "← newer" }
+            }
+            @if let Some(id) = older {
+                a href={ (base) "&before=" (id) } #older { "older →" }
+                a href={ (base) "&after=0" } #oldest { "oldest »" }
+            }
+        } }
+    }
 }
 
 fn item_table(rows: &[ItemView]) -> Markup {

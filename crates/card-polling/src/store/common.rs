@@ -238,8 +238,14 @@ where
     }
 }
 
-/// Appends the item-list conditions after `… FROM priority_items i WHERE 1 = 1`: scope, filter,
-/// then `ORDER BY i.id DESC LIMIT`.
+/// The exceptions view's condition when it asks for all four of them: written exactly as the
+/// predicate of the partial index `priority_items_exceptions` (migration 0005), so both engines
+/// see that the index covers the query and walk it instead of the whole table.
+pub(crate) const ALL_EXCEPTIONS: &str = "(i.status IN ('failed', 'expired') OR i.attempts >= i.max_attempts OR i.failure_reason IS NOT NULL)";
+
+/// Appends the item-list conditions after `… FROM priority_items i WHERE 1 = 1`: scope, shop,
+/// filter, cursor, then the keyset order and `LIMIT` (`ORDER BY i.id DESC`, or `ASC` from an
+/// `after_id` cursor: the caller reverses that page).
 pub(crate) fn push_item_list_filter<DB>(qb: &mut QueryBuilder<DB>, scope: &Scope, f: &ItemFilter)
 where
     DB: Database,
@@ -247,7 +253,39 @@ where
     &'static str: for<'t> Encode<'t, DB> + Type<DB>,
     i64: for<'t> Encode<'t, DB> + Type<DB>,
 {
+    push_item_conditions(qb, scope, f);
+    match (f.before_id, f.after_id) {
+        (Some(before), _) => {
+            qb.push(" AND i.id < ").push_bind(before);
+            qb.push(" ORDER BY i.id DESC LIMIT ");
+        }
+        (None, Some(after)) => {
+            qb.push(" AND i.id > ").push_bind(after);
+            qb.push(" ORDER BY i.id ASC LIMIT ");
+        }
+        (None, None) => {
+            qb.push(" ORDER BY i.id DESC LIMIT ");
+        }
+    }
+    qb.push_bind(f.limit);
+}
+
+/// Appends the conditions of `f` but its cursors (scope, shop, status, task type, trigger,
+/// ICCID, enqueue window, exceptions) after `… FROM priority_items i WHERE 1 = 1`.
+pub(crate) fn push_item_conditions<DB>(qb: &mut QueryBuilder<DB>, scope: &Scope, f: &ItemFilter)
+where
+    DB: Database,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+    &'static str: for<'t> Encode<'t, DB> + Type<DB>,
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+{
     push_scope(qb, scope);
+    if let Some(shop) = &f.shop {
+        // Intersected with the scope above: a shop outside it leaves nothing.
+        qb.push(" AND i.shop_id IN (SELECT descendant_id FROM shop_closure WHERE ancestor_id = ")
+            .push_bind(shop.clone())
+            .push(")");
+    }
     if let Some(s) = f.status {
         qb.push(" AND i.status = ").push_bind(s.as_str());
     }
@@ -266,7 +304,15 @@ where
     if let Some(to) = f.enqueued_to {
         qb.push(" AND i.enqueued_at < ").push_bind(t(to));
     }
-    if !f.exceptions.is_empty() {
+    let all = [
+        ExceptionCondition::Failed,
+        ExceptionCondition::Expired,
+        ExceptionCondition::AttemptsAtMax,
+        ExceptionCondition::HasFailureReason,
+    ];
+    if all.iter().all(|c| f.exceptions.contains(c)) {
+        qb.push(" AND ").push(ALL_EXCEPTIONS);
+    } else if !f.exceptions.is_empty() {
         // `1 = 0` is false on both engines (SQLite has no boolean type, PostgreSQL no `0` boolean).
         qb.push(" AND (1 = 0");
         for c in &f.exceptions {
@@ -279,10 +325,6 @@ where
         }
         qb.push(")");
     }
-    if let Some(before) = f.before_id {
-        qb.push(" AND i.id < ").push_bind(before);
-    }
-    qb.push(" ORDER BY i.id DESC LIMIT ").push_bind(f.limit);
 }
 
 /// Decodes an `accounts` row found by token hash (`id, role, shop_id, token_sha256,

@@ -357,11 +357,20 @@ pub struct ItemFilter {
     pub enqueued_to: Option<Timestamp>,
     /// Exceptions-and-retries view conditions (any of them matches).
     pub exceptions: Vec<ExceptionCondition>,
-    /// Only ids below this (keyset pagination, newest first).
+    /// Only items of this shop and its sub-shops (`shop_closure`), on top of the scope: a shop
+    /// outside the scope matches nothing, exactly like a missing shop (issue #11).
+    pub shop: Option<String>,
+    /// Only ids below this (keyset pagination, newest first: the older page).
     pub before_id: Option<i64>,
+    /// Only ids above this (keyset pagination: the newer page, walked oldest first and returned
+    /// newest first). Ignored when `before_id` is set.
+    pub after_id: Option<i64>,
     /// Page size (1..=200).
     pub limit: i64,
 }
+
+/// Where [`Store::item_count`] stops counting: the console shows "10,000+" past it (issue #11).
+pub const COUNT_CAP: i64 = 10_000;
 
 /// A condition of the "exceptions and retries" view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -766,6 +775,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<u64>;
     /// Lists items in `scope`, newest first.
     async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>>;
+    /// How many items in `scope` match `filter` (its cursors and limit ignored), counted to at
+    /// most [`COUNT_CAP`]` + 1`: an index walk that stops there instead of counting a large table.
+    async fn item_count(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<i64>;
     /// One item in `scope` with its audit facts and logs.
     async fn item_get(&self, scope: &Scope, id: i64) -> StoreResult<Option<ItemDetail>>;
     /// Claimable items with their task types (pending and due, or running with a passed lease),

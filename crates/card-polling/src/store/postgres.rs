@@ -42,6 +42,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "retention",
         include_str!("../../migrations/postgres/0004_retention.sql"),
     ),
+    (
+        5,
+        "console paging",
+        include_str!("../../migrations/postgres/0005_console_paging.sql"),
+    ),
 ];
 
 /// How long start-up waits for another instance's migrations (sqlx's advisory lock) before it

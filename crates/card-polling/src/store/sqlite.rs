@@ -37,6 +37,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "retention",
         include_str!("../../migrations/sqlite/0004_retention.sql"),
     ),
+    (
+        5,
+        "console paging",
+        include_str!("../../migrations/sqlite/0005_console_paging.sql"),
+    ),
 ];
 
 impl SqliteStore {

@@ -245,3 +245,56 @@ async fn list_filters_and_pages_newest_first() {
     assert_eq!(app.list(&format!("enqueued_to={from}")).await.len(), 3);
     assert_eq!(app.list("status=completed").await.len(), 0);
 }
+
+/// Issue #11: the console's keyset paging and capped count in the store, on both engines: the
+/// older page (`before_id`), the newer page (`after_id`, returned newest first), the oldest page
+/// (`after_id = 0`), and a shop filter intersected with the scope (a descendant shop: exactly its
+/// items; a shop outside the scope: nothing, like a missing one).
+#[tokio::test]
+async fn console_store_pages_by_keyset_both_ways_and_narrows_to_a_shop_within_the_scope() {
+    use card_polling::domain::Scope;
+    use card_polling::store::ItemFilter;
+
+    let app = spawn_seeded().await;
+    app.buy("card", "CA1", "main").await;
+    app.buy("card", "CA11", "main").await;
+    app.buy("card", "CB1", "main").await;
+    let all = Scope::All;
+    let page = |before_id, after_id| ItemFilter {
+        before_id,
+        after_id,
+        limit: 4,
+        ..ItemFilter::default()
+    };
+    let ids = |v: Vec<card_polling::store::ItemView>| v.iter().map(|i| i.id).collect::<Vec<_>>();
+    let every = ids(app.store.item_list(&all, &ItemFilter { limit: 200, ..ItemFilter::default() }).await.unwrap());
+    assert_eq!(every.len(), 9, "three cards, three task types");
+    assert!(every.windows(2).all(|w| w[0] > w[1]), "newest first");
+    let newest = ids(app.store.item_list(&all, &page(None, None)).await.unwrap());
+    assert_eq!(newest, every[..4]);
+    let older = ids(app.store.item_list(&all, &page(Some(newest[3]), None)).await.unwrap());
+    assert_eq!(older, every[4..8]);
+    let back = ids(app.store.item_list(&all, &page(None, Some(older[0]))).await.unwrap());
+    assert_eq!(back, newest, "the newer page of the older one is the newest, newest first");
+    let oldest = ids(app.store.item_list(&all, &page(None, Some(0))).await.unwrap());
+    assert_eq!(oldest, every[5..], "the oldest page");
+    assert_eq!(app.store.item_count(&all, &page(Some(newest[3]), None)).await.unwrap(), 9, "the count ignores the cursor");
+
+    let agent_a = Scope::ShopTree("A".into());
+    let shop = |s: &str| ItemFilter {
+        shop: Some(s.into()),
+        limit: 200,
+        ..ItemFilter::default()
+    };
+    let leaf = app.store.item_list(&agent_a, &shop("A11")).await.unwrap();
+    assert_eq!(leaf.len(), 3);
+    assert!(leaf.iter().all(|i| i.iccid == "CA11"), "{leaf:?}");
+    assert_eq!(app.store.item_count(&agent_a, &shop("A11")).await.unwrap(), 3);
+    let own = app.store.item_list(&agent_a, &shop("A")).await.unwrap();
+    assert_eq!(own.len(), 6, "A's tree: CA1 and CA11");
+    for outside in ["B", "NO-SUCH-SHOP"] {
+        assert!(app.store.item_list(&agent_a, &shop(outside)).await.unwrap().is_empty(), "{outside}");
+        assert_eq!(app.store.item_count(&agent_a, &shop(outside)).await.unwrap(), 0, "{outside}");
+    }
+    assert_eq!(app.store.item_count(&all, &shop("B")).await.unwrap(), 3);
+}

@@ -13,13 +13,13 @@ use rakuten_types::query::{OrderListResult, QueryKind, QueryStatus, QueryView};
 use rakuten_types::{QueryId, TaskId, TaskStatus, Timestamp};
 use serde::Deserialize;
 use web_console::layout::{
-    Notice, action_form, age, badge, capped_count, csrf_input, enc, opt, pager, raw_json,
-    seek_pager, ts, ts_opt,
+    Notice, action_form, age, badge, capped_count, csrf_input, enc, opt, raw_json, seek_pager, ts,
+    ts_opt,
 };
 
 use super::Signed;
 use crate::http::AppState;
-use crate::store::operator::{AlertFilter, LeaseGrantRecord};
+use crate::store::operator::LeaseGrantRecord;
 use crate::store::{AttentionTask, COUNT_CAP, Seek, SeekCursor, SeekPage};
 
 /// Rows per list page.
@@ -71,10 +71,12 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
         Ok(w) => w,
         Err(e) => return store_error(&signed, e),
     };
-    let alerts = match st.ops.alert_list(open_alerts(0)).await {
+    let mut alerts = match st.ops.alert_seek(true, None, Seek::Newest, PAGE).await {
         Ok(a) => a,
         Err(e) => return store_error(&signed, e),
     };
+    // Newest first on the page.
+    alerts.items.reverse();
     let csrf = signed.0.csrf.clone();
     let offline_after = st.settings.worker_offline_alert();
     let body = html! {
@@ -102,7 +104,7 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
             }
         }
         section.card #open-alerts {
-            h2 { "Open alerts (" (alerts.total) ")" }
+            h2 { "Open alerts (" (capped_count(alerts.total, COUNT_CAP)) ")" }
             (alert_table(&alerts.items, now))
             @if alerts.total > alerts.items.len() as i64 { p { a href="/console/alerts" { "All open alerts →" } } }
         }
@@ -670,16 +672,6 @@ fn actions(t: &TaskSummary, id_enc: &str, csrf: &str) -> Markup {
     }
 }
 
-/// The alert filter of the overview and the alerts page.
-fn open_alerts(offset: i64) -> AlertFilter {
-    AlertFilter {
-        open_only: true,
-        kind: None,
-        limit: PAGE,
-        offset,
-    }
-}
-
 fn alert_table(alerts: &[AlertView], now: Timestamp) -> Markup {
     html! {
         @if alerts.is_empty() { p.empty { "No alert." } }
@@ -706,26 +698,59 @@ fn alert_table(alerts: &[AlertView], now: Timestamp) -> Markup {
     }
 }
 
+/// The alerts page's links: its default is the newest page, so "oldest" is `after=oldest` and
+/// "newest" the bare path (the other lists default to their oldest page, see [`pager_of`]).
+fn alert_pager<T>(base: &str, page: &SeekPage<T>) -> Markup {
+    let (first, last) = page
+        .edges
+        .as_ref()
+        .map(|(f, l)| (f.encode(), l.encode()))
+        .unzip();
+    let older = first.filter(|_| page.older);
+    let newer = last.filter(|_| page.newer);
+    html! {
+        div.pager {
+            span { @if page.total == 0 { "nothing" } @else { (page.items.len()) " shown of " (capped_count(page.total, COUNT_CAP)) } }
+            @if let Some(c) = &newer {
+                a href=(base.trim_end_matches(['&', '?'])) #newest { "« newest" }
+                a href={ (base) "after=" (enc(c)) } #newer { "← newer" }
+            }
+            @if let Some(c) = &older {
+                a href={ (base) "before=" (enc(c)) } #older { "older →" }
+                a href={ (base) "after=oldest" } #oldest { "oldest »" }
+            }
+        }
+    }
+}
+
 /// Filters of the alerts page.
 #[derive(Debug, Default, Deserialize)]
 pub struct AlertListQuery {
     state: Option<String>,
-    offset: Option<i64>,
+    after: Option<String>,
+    before: Option<String>,
 }
 
-/// `GET /console/alerts`: open alerts, or every alert with `state=all`, newest first.
+/// `GET /console/alerts`: open alerts, or every alert with `state=all`, newest first, paged by
+/// keyset on `(raised_at, insertion order)`: the newest page unless `?after=`/`?before=` says
+/// otherwise (no OFFSET: a deep page costs what the first does).
 pub async fn alerts(
     State(st): State<AppState>,
     signed: Signed,
     Query(q): Query<AlertListQuery>,
 ) -> Response {
     let all = q.state.as_deref() == Some("all");
-    let offset = q.offset.unwrap_or(0).clamp(0, i64::MAX / 2);
-    let filter = AlertFilter {
-        open_only: !all,
-        ..open_alerts(offset)
+    let after = q.after.as_deref().filter(|s| !s.is_empty());
+    let before = q.before.as_deref().filter(|s| !s.is_empty());
+    let seek = match (after, before) {
+        (None, None) => Some(Seek::Newest),
+        (Some("oldest"), None) => Some(Seek::Oldest),
+        _ => seek_of(after, before),
     };
-    let page = match st.ops.alert_list(filter).await {
+    let Some(seek) = seek else {
+        return signed.error(StatusCode::BAD_REQUEST, "Malformed page position.");
+    };
+    let mut page = match st.ops.alert_seek(!all, None, seek, PAGE).await {
         Ok(p) => p,
         Err(e) => return store_error(&signed, e),
     };
@@ -733,6 +758,9 @@ pub async fn alerts(
         "/console/alerts?state={}&",
         if all { "all" } else { "open" }
     );
+    let pager = alert_pager(&base, &page);
+    // Newest first on the page; the links keep their meaning (older / newer).
+    page.items.reverse();
     let body = html! {
         h1 { "Alerts" }
         p {
@@ -741,7 +769,7 @@ pub async fn alerts(
         }
         section.card {
             (alert_table(&page.items, st.clock.now()))
-            (pager(&base, page.offset, page.limit, page.total))
+            (pager)
         }
     };
     signed.page("/console/alerts", "Alerts", None, body)

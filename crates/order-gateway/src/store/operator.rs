@@ -73,8 +73,9 @@ pub enum GrantEnd {
     Regranted,
     /// An operator resolved the task while this grant was open.
     Resolved,
-    /// An operator cancelled the task while this grant was open.
-    Cancelled,
+    // No `Cancelled`: an operator may cancel only a queued task (D-alert-5), and a queued task
+    // never holds a grant — every grant leaves `queued` and nothing returns to it (spec §3, §5).
+    // D-console3-1.
 }
 
 impl GrantEnd {
@@ -85,7 +86,6 @@ impl GrantEnd {
             GrantEnd::Expired => "expired",
             GrantEnd::Regranted => "regranted",
             GrantEnd::Resolved => "resolved",
-            GrantEnd::Cancelled => "cancelled",
         }
     }
 
@@ -96,7 +96,6 @@ impl GrantEnd {
             GrantEnd::Expired,
             GrantEnd::Regranted,
             GrantEnd::Resolved,
-            GrantEnd::Cancelled,
         ]
         .into_iter()
         .find(|v| v.as_str() == s)
@@ -269,6 +268,18 @@ pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// A page of alerts, newest first.
     async fn alert_list(&self, filter: AlertFilter) -> Result<Page<AlertView>, StoreError>;
+
+    /// The console's alert list (issue #11): one keyset page in `(raised_at, insertion order)`
+    /// order, oldest first within the page, of the open alerts (`open_only`) or every alert, of
+    /// `kind` when set, with a total capped at [`super::COUNT_CAP`] + 1. An index seek plus at
+    /// most `limit + 1` rows at any depth (migration 0009).
+    async fn alert_seek(
+        &self,
+        open_only: bool,
+        kind: Option<AlertKind>,
+        seek: super::Seek,
+        limit: i64,
+    ) -> Result<super::SeekPage<AlertView>, StoreError>;
 
     /// Open `task_stale` alerts whose evidence query is not yet submitted (at most 100).
     async fn alert_stale_without_evidence(&self) -> Result<Vec<StaleEvidence>, StoreError>;

@@ -88,6 +88,11 @@ pub fn migrator() -> Migrator {
             "clock signals",
             include_str!("../../migrations/postgres/0008_clock_signals.sql"),
         ),
+        (
+            9,
+            "alert paging, grant endings",
+            include_str!("../../migrations/postgres/0009_alert_paging.sql"),
+        ),
     ])
 }
 

@@ -63,6 +63,11 @@ pub fn migrator() -> Migrator {
             "clock signals",
             include_str!("../../migrations/sqlite/0008_clock_signals.sql"),
         ),
+        (
+            9,
+            "alert paging, grant endings",
+            include_str!("../../migrations/sqlite/0009_alert_paging.sql"),
+        ),
     ])
 }
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use order_gateway::LeaseScope;
 use order_gateway::store::operator::{
-    GrantEnd, GrantVia, LeaseGrantRecord, OperatorStore, ResolveRequest, token_fingerprint,
+    CancelRequest, GrantEnd, GrantVia, LeaseGrantRecord, OperatorStore, ResolveRequest,
+    token_fingerprint,
 };
 use order_gateway::store::postgres::PgStore;
 use order_gateway::store::queries::{
@@ -85,7 +86,8 @@ impl Harness {
     }
 
     /// One parameterless statement, bypassing the store; rows affected or the error text.
-    async fn raw(&self, sql: &'static str) -> Result<u64, String> {
+    async fn raw(&self, sql: &str) -> Result<u64, String> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
         match &self.raw {
             Raw::Sqlite(path) => {
                 let mut c =
@@ -484,6 +486,8 @@ conformance!(
     lease_history_records_expiry_reclaim_and_regrant,
     resolving_a_task_ends_its_open_grant,
     console_lists_page_by_keyset_through_ties_in_both_directions,
+    console_alerts_page_by_keyset_newest_first_through_ties,
+    a_cancelled_task_never_held_a_grant_and_no_grant_ends_as_cancelled,
 );
 
 impl Harness {
@@ -1560,4 +1564,121 @@ async fn console_lists_page_by_keyset_through_ties_in_both_directions(h: &Harnes
         .unwrap()
         .1;
     assert_eq!(queued, 7);
+}
+
+/// Issue #11 item 4: the console's alerts page pages by keyset on `(raised_at, insertion order)`
+/// (no OFFSET), open alerts only unless asked for all, with a capped total.
+async fn console_alerts_page_by_keyset_newest_first_through_ties(h: &Harness) {
+    // Five alerts: al0..al2 raised at the same instant (insertion order breaks the tie), al3 and
+    // al4 later; al1 and al4 are cleared.
+    for (i, (at, cleared)) in [
+        ("2026-07-27T09:00:00.000Z", false),
+        ("2026-07-27T09:00:00.000Z", true),
+        ("2026-07-27T09:00:00.000Z", false),
+        ("2026-07-27T09:01:00.000Z", false),
+        ("2026-07-27T09:02:00.000Z", true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (state, cleared_at) = if cleared {
+            ("cleared", "'2026-07-27T10:00:00.000Z'")
+        } else {
+            ("open", "NULL")
+        };
+        h.raw(&format!(
+            "INSERT INTO alerts (alert_id, kind, subject, state, summary, raised_at, cleared_at) \
+             VALUES ('al{i}', 'worker_offline', 'w{i}', '{state}', 'worker w{i} is offline', '{at}', {cleared_at})"
+        ))
+        .await
+        .unwrap();
+    }
+    let seek = |open_only: bool, seek: Seek| {
+        let store = h.store.clone();
+        async move {
+            let page = store.alert_seek(open_only, None, seek, 2).await.unwrap();
+            let edges = page.edges.clone();
+            (seek_ids(&page, |a| a.alert_id.clone()), edges, page.total)
+        }
+    };
+    // The newest page first (the page's default), then older ones by the cursor of its first row.
+    let (page, edges, total) = seek(true, Seek::Newest).await;
+    assert_eq!(total, 3);
+    assert_eq!(page, (vec!["al2".into(), "al3".into()], true, false));
+    let (page, _, _) = seek(true, Seek::Before(edges.unwrap().0)).await;
+    assert_eq!(page, (vec!["al0".into()], false, true));
+    // Every alert, oldest first from the oldest page.
+    let mut walked = Vec::new();
+    let (mut page, mut edges, total) = seek(false, Seek::Oldest).await;
+    assert_eq!(total, 5);
+    loop {
+        walked.extend(page.0.clone());
+        if !page.2 {
+            break;
+        }
+        assert!(walked.len() < 10, "the walk ends");
+        (page, edges, _) = seek(false, Seek::After(edges.unwrap().1)).await;
+    }
+    assert_eq!(walked, ["al0", "al1", "al2", "al3", "al4"]);
+    // Filtered by kind: none of another kind.
+    let none = h
+        .store
+        .alert_seek(
+            false,
+            Some(rakuten_types::alert::AlertKind::TaskStale),
+            Seek::Newest,
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!((none.items.len(), none.total), (0, 0));
+}
+
+/// Issue #11 item 5: an operator may cancel only a queued task (D-alert-5), which has never been
+/// granted, so a cancel ends no lease grant; the schema no longer admits a `cancelled` ending
+/// (migration 0009, D-console3-1).
+async fn a_cancelled_task_never_held_a_grant_and_no_grant_ends_as_cancelled(h: &Harness) {
+    h.insert("po-1").await;
+    h.store
+        .task_cancel(
+            CancelRequest {
+                task_id: tid("po-1"),
+                reason: "not wanted".into(),
+                actor: "test".into(),
+            },
+            h.now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.status("po-1").await, TaskStatus::Failed);
+    assert!(
+        h.grants("po-1").await.is_empty(),
+        "a queued task was never granted"
+    );
+    // A leased task cannot be cancelled: its grant stays open.
+    h.insert("po-2").await;
+    h.granted("w1").await;
+    let refused = h
+        .store
+        .task_cancel(
+            CancelRequest {
+                task_id: tid("po-2"),
+                reason: "not wanted".into(),
+                actor: "test".into(),
+            },
+            h.now(),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::StateConflict { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(h.grants("po-2").await[0].ended_how, None);
+    let bypass = h
+        .raw(
+            "UPDATE lease_grants SET ended_at = '2026-07-27T09:00:00.000Z', \
+             ended_how = 'cancelled' WHERE task_id = 'po-2'",
+        )
+        .await;
+    assert!(bypass.is_err(), "a cancelled ending is refused: {bypass:?}");
 }

@@ -408,3 +408,72 @@ async fn console_overview_shows_a_clock_jump_alert() {
     b.screenshot("gateway-overview-clock-jump").await;
     b.close().await;
 }
+
+/// Issue #11 item 4: the alerts page pages by keyset (no OFFSET), newest first: 52 open alerts
+/// raised at one instant and one cleared; the first page shows the newest 50, "older" the other
+/// two, "newer" back; a malformed cursor is refused.
+#[tokio::test]
+async fn console_alerts_page_pages_older_and_newer_by_keyset() {
+    let app = spawn_app().await;
+    let db = app._tempdir.path().join("gw.db");
+    let mut raw = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query(
+        "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < 52) \
+         INSERT INTO alerts (alert_id, kind, subject, state, summary, raised_at) \
+         SELECT printf('al-%02d', i), 'worker_offline', printf('worker-%02d', i), 'open', \
+           printf('worker worker-%02d has not polled', i), '2026-07-27T08:00:00.000Z' FROM k",
+    )
+    .execute(&mut raw)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO alerts (alert_id, kind, subject, state, summary, raised_at, cleared_at) \
+         VALUES ('al-cleared', 'worker_offline', 'worker-gone', 'cleared', 'worker worker-gone \
+         has not polled', '2026-07-27T09:00:00.000Z', '2026-07-27T09:30:00.000Z')",
+    )
+    .execute(&mut raw)
+    .await
+    .unwrap();
+    raw.close().await.unwrap();
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/alerts")).await;
+    let pager = b.find(".pager").await.text().await.unwrap();
+    assert!(pager.contains("50 shown of 52"), "{pager}");
+    assert!(!b.has("#newer").await, "the first page is the newest");
+    let text = b.text().await;
+    assert!(
+        text.contains("worker-51") && text.contains("worker-02") && !text.contains("worker-01"),
+        "{text}"
+    );
+    assert!(!text.contains("worker-gone"), "open alerts only: {text}");
+    // Newest first on the page.
+    assert!(text.find("worker-51") < text.find("worker-50"), "{text}");
+    b.screenshot("gateway-alerts-newest-page").await;
+    b.click("#older").await;
+    b.find("#newer").await;
+    let text = b.text().await;
+    assert!(
+        text.contains("worker-00") && text.contains("worker-01") && !text.contains("worker-02"),
+        "{text}"
+    );
+    assert!(text.contains("2 shown of 52"), "{text}");
+    assert!(!b.has("#older").await, "nothing older than the oldest page");
+    b.screenshot("gateway-alerts-older-page").await;
+    b.click("#newer").await;
+    b.find("#older").await;
+    assert!(b.text().await.contains("worker-51"));
+    // Every alert, the cleared one on the newest page; a cursor that is not one.
+    b.goto(&app.url("/console/alerts?state=all")).await;
+    let text = b.find("main").await.text().await.unwrap();
+    assert!(
+        text.contains("worker-gone") && text.contains("of 53"),
+        "{text}"
+    );
+    b.goto(&app.url("/console/alerts?before=not-a-cursor"))
+        .await;
+    assert!(b.text().await.contains("Malformed page position."));
+    b.close().await;
+}

@@ -115,6 +115,7 @@ fn filter(q: &ListQuery) -> Result<ItemFilter, ApiError> {
         exceptions,
         before_id: q.before_id,
         limit,
+        ..ItemFilter::default()
     })
 }
 

@@ -412,6 +412,10 @@ impl Store for SqlStore {
         query::list(&self.pool, self.feature().await?, scope, filter).await
     }
 
+    async fn item_count(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<i64> {
+        query::count(&self.pool, scope, filter).await
+    }
+
     async fn item_get(&self, scope: &Scope, id: i64) -> StoreResult<Option<ItemDetail>> {
         query::get(&self.pool, self.feature().await?, scope, id).await
     }

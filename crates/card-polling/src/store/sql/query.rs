@@ -10,8 +10,37 @@ use crate::store::common::item_view;
 use super::{Db, Pool};
 use crate::domain::Scope;
 use crate::priority::VALIDITY;
-use crate::store::common::{item_event_view, log_view, push_item_list_filter, push_scope};
-use crate::store::{ItemDetail, ItemFilter, ItemView, StoreResult};
+use crate::store::common::{
+    item_event_view, log_view, push_item_conditions, push_item_list_filter, push_scope,
+};
+use crate::store::{COUNT_CAP, ItemDetail, ItemFilter, ItemView, StoreResult};
+
+/// A shop filter folded into the scope: the shop's tree when the shop lies within `scope` (one
+/// `shop_closure` probe), `None` when it does not — then nothing matches, exactly as for a shop
+/// that does not exist. One `IN (…)` instead of two intersected ones: PostgreSQL walked the table
+/// to find that two disjoint trees share no item (30 ms at 100,000 items, D-console3-2).
+async fn narrow(pool: &Pool, scope: &Scope, f: &ItemFilter) -> StoreResult<Option<(Scope, ItemFilter)>> {
+    let Some(shop) = &f.shop else {
+        return Ok(Some((scope.clone(), f.clone())));
+    };
+    if let Scope::ShopTree(root) = scope {
+        let within: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM shop_closure WHERE ancestor_id = $1 AND descendant_id = $2",
+        )
+        .bind(root)
+        .bind(shop)
+        .fetch_one(pool)
+        .await?;
+        if within == 0 {
+            return Ok(None);
+        }
+    }
+    let narrowed = ItemFilter {
+        shop: None,
+        ..f.clone()
+    };
+    Ok(Some((Scope::ShopTree(shop.clone()), narrowed)))
+}
 
 pub(crate) async fn list(
     pool: &Pool,
@@ -19,14 +48,35 @@ pub(crate) async fn list(
     scope: &Scope,
     f: &ItemFilter,
 ) -> StoreResult<Vec<ItemView>> {
+    let Some((scope, f)) = narrow(pool, scope, f).await? else {
+        return Ok(Vec::new());
+    };
+    let (scope, f) = (&scope, &f);
     let mut qb = QueryBuilder::<Db>::new(format!(
         "SELECT {ITEM_COLUMNS} FROM priority_items i WHERE 1 = 1"
     ));
     push_item_list_filter(&mut qb, scope, f);
     let rows = qb.build().fetch_all(pool).await?;
-    rows.iter()
+    let mut items = rows
+        .iter()
         .map(|r| item_view(r, feature, VALIDITY))
-        .collect()
+        .collect::<StoreResult<Vec<_>>>()?;
+    if f.before_id.is_none() && f.after_id.is_some() {
+        // The newer page is walked oldest first from the cursor; the list is newest first.
+        items.reverse();
+    }
+    Ok(items)
+}
+
+pub(crate) async fn count(pool: &Pool, scope: &Scope, f: &ItemFilter) -> StoreResult<i64> {
+    let Some((scope, f)) = narrow(pool, scope, f).await? else {
+        return Ok(0);
+    };
+    let (scope, f) = (&scope, &f);
+    let mut qb = QueryBuilder::<Db>::new("SELECT COUNT(*) FROM (SELECT 1 FROM priority_items i WHERE 1 = 1");
+    push_item_conditions(&mut qb, scope, f);
+    qb.push(" LIMIT ").push_bind(COUNT_CAP + 1).push(") AS capped");
+    Ok(qb.build_query_scalar::<i64>().fetch_one(pool).await?)
 }
 
 pub(crate) async fn get(

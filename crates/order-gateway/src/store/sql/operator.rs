@@ -27,7 +27,7 @@ use crate::store::operator::{
     Cause, LOGGED_OUT, OperatorStore, WATCHED_SITE, needs_human_summary, notice, webhook_host,
 };
 use crate::store::sql::rows::{decode_ts, ts};
-use crate::store::{CLOCK_JUMP_QUIET, StoreError, clock_signal_fresh};
+use crate::store::{CLOCK_JUMP_QUIET, Seek, SeekPage, StoreError, clock_signal_fresh};
 
 type DbRow = <Db as sqlx::Database>::Row;
 
@@ -772,8 +772,9 @@ pub(crate) async fn task_cancel(
             status: from,
             reason: "only a queued task can be cancelled".into(),
         })?;
+    // Only `queued` cancels (the transition above), and a queued task has never been granted:
+    // there is no open lease grant to end (D-console3-1).
     guarded_finish(conn, &req.task_id, from, to, now).await?;
-    grants::grant_ended(conn, &req.task_id, GrantEnd::Cancelled, now).await?;
     let action = action_insert(
         conn,
         OperatorActionKind::Cancel,
@@ -904,6 +905,30 @@ impl OperatorStore for Store {
     async fn alert_list(&self, filter: AlertFilter) -> Result<Page<AlertView>, StoreError> {
         let mut c = self.read_pool().acquire().await?;
         alert_list(&mut c, filter).await
+    }
+
+    async fn alert_seek(
+        &self,
+        open_only: bool,
+        kind: Option<AlertKind>,
+        seek: Seek,
+        limit: i64,
+    ) -> Result<SeekPage<AlertView>, StoreError> {
+        let filters = [
+            ("state", open_only.then_some("open")),
+            ("kind", kind.map(|k| k.as_str())),
+        ];
+        super::reads::seek_page_by(
+            self.read_pool(),
+            ALERT_COLUMNS,
+            "alerts",
+            "",
+            "raised_at",
+            filters,
+            (&seek, limit),
+            decode_alert,
+        )
+        .await
     }
 
     async fn alert_stale_without_evidence(&self) -> Result<Vec<StaleEvidence>, StoreError> {

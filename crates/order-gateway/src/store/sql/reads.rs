@@ -115,11 +115,15 @@ pub(crate) async fn task_seek(
     seek_page(pool, TASK_COLUMNS, "tasks t", "t.", filters, (&seek, limit), TaskRow::summary_or_undecodable).await
 }
 
-/// `SELECT COUNT(*)` of at most [`COUNT_CAP`] + 1 rows of `FROM {from_where}`: an index walk that
-/// stops at the cap instead of counting a large table.
-pub(crate) fn capped_count(from_where: &str) -> String {
+/// `SELECT COUNT(*)` of at most [`COUNT_CAP`] + 1 rows of `FROM {from_where}` taken in
+/// `order_by` order: an index walk that stops at the cap instead of counting a large table. The
+/// order is the list's keyset order on purpose: it names the index to walk. Without it
+/// PostgreSQL's generic plan of a prepared statement (the status is a parameter) scanned the
+/// whole table, 20 ms for a status with no task and 87 ms for the overview's seven counts at
+/// 100,000 tasks (D-console3-4).
+pub(crate) fn capped_count(from_where: &str, order_by: &str) -> String {
     format!(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM {from_where} LIMIT {}) AS capped",
+        "SELECT COUNT(*) FROM (SELECT 1 FROM {from_where} ORDER BY {order_by} LIMIT {}) AS capped",
         COUNT_CAP + 1
     )
 }
@@ -139,6 +143,22 @@ pub(crate) async fn seek_page<T>(
     (seek, limit): (&Seek, i64),
     decode: impl Fn(&<Db as sqlx::Database>::Row) -> Result<T, StoreError>,
 ) -> Result<SeekPage<T>, StoreError> {
+    seek_page_by(pool, columns, from_table, prefix, "created_at", filters, (seek, limit), decode).await
+}
+
+/// [`seek_page`] in `(time_column, insertion order)` order instead of `created_at`'s (the alerts
+/// page pages by `raised_at`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn seek_page_by<T>(
+    pool: &Pool,
+    columns: &str,
+    from_table: &str,
+    prefix: &str,
+    time_column: &str,
+    filters: [(&str, Option<&str>); 2],
+    (seek, limit): (&Seek, i64),
+    decode: impl Fn(&<Db as sqlx::Database>::Row) -> Result<T, StoreError>,
+) -> Result<SeekPage<T>, StoreError> {
     let [(col1, val1), (col2, val2)] = filters;
     // Each filter is written as the equality alone when set (so the planner picks the
     // `(status, created_at…)` index — `eq_if_set`'s `IS NULL OR` form hides it from SQLite), and
@@ -148,16 +168,17 @@ pub(crate) async fn seek_page<T>(
         None => format!("CAST(${n} AS TEXT) IS NULL"),
     };
     let filter = format!("{} AND {}", term(col1, val1, 1), term(col2, val2, 2));
-    let created = format!("{prefix}created_at");
+    let created = format!("{prefix}{time_column}");
     let ord = format!("{prefix}{}", Db::INSERTION_ORDER);
     // Rows strictly after / before the position bound at $3 (created_at) and $4 (order), written
     // with a leading range on `created_at` so both engines seek the index to it.
     let after = format!("{created} >= $3 AND ({created} > $3 OR {ord} > $4)");
     let before = format!("{created} <= $3 AND ({created} < $3 OR {ord} < $4)");
     let mut tx = pool.begin_with(Db::READ_SNAPSHOT).await?;
-    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(capped_count(&format!(
-        "{from_table} WHERE {filter}"
-    ))))
+    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(capped_count(
+        &format!("{from_table} WHERE {filter}"),
+        &format!("{created}, {ord}"),
+    )))
     .bind(val1)
     .bind(val2)
     .fetch_one(&mut *tx)
@@ -348,7 +369,10 @@ pub(crate) async fn task_status_counts(pool: &Pool) -> Result<StatusCounts, Stor
     // stopped at the cap (the console shows "10,000+").
     let mut by_status = Vec::with_capacity(TaskStatus::ALL.len());
     for status in TaskStatus::ALL {
-        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(capped_count("tasks WHERE status = $1")))
+        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(capped_count(
+            "tasks WHERE status = $1",
+            &format!("created_at, {}", Db::INSERTION_ORDER),
+        )))
             .bind(status.as_str())
             .fetch_one(&mut *tx)
             .await?;
