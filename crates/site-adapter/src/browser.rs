@@ -32,6 +32,12 @@ use crate::driver::{Browser, BrowserPaths};
 /// The HTTP status of the page shown, from Navigation Timing (0: no response, e.g. an error page).
 const STATUS_JS: &str = "const e = performance.getEntriesByType('navigation')[0]; return e && e.responseStatus ? e.responseStatus : 0;";
 
+/// A property set on the page's `window` before a press; a new document does not have it.
+const PRESSED_MARK: &str = "__rakutenAdapterPressed";
+
+/// How long a press may take to show its page (the driver's page-load bound).
+const NAVIGATION_BOUND: Duration = Duration::from_secs(20);
+
 /// The simulated shop in a browser.
 #[derive(Debug)]
 pub struct BrowserSite {
@@ -152,6 +158,30 @@ impl Tab<'_> {
         })
     }
 
+    /// Waits until the marked document has been replaced by a loaded one, for at most
+    /// [`NAVIGATION_BOUND`]; past it, a 5007 timeout (after an irreversible button: unknown).
+    async fn wait_for_new_document(&self) -> Result<(), SiteError> {
+        let probe =
+            format!("return window.{PRESSED_MARK} !== true && document.readyState === 'complete';");
+        let deadline = tokio::time::Instant::now() + NAVIGATION_BOUND;
+        loop {
+            // A script run while the navigation commits may fail: that is "not yet".
+            if let Ok(serde_json::Value::Bool(true)) = self.c.execute(&probe, vec![]).await {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(SiteError::new(
+                    SiteErrorKind::Timeout,
+                    format!(
+                        "browser: no new page within {} s of the press",
+                        NAVIGATION_BOUND.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Presses a button that changes something, then reads the page it leads to (a POST).
     async fn press(
         &self,
@@ -160,11 +190,24 @@ impl Tab<'_> {
         irreversible: bool,
     ) -> Result<(PageSnapshot, serde_json::Value), SiteError> {
         let button = self.find(css, page).await?;
+        // Marks this document, so that the page read after the click is the one the button
+        // led to: chromedriver's click does not always wait for the navigation it starts
+        // (Chromium 156.0.8078.114 returned before it, and the step read the form page again).
+        self.c
+            .execute(
+                &format!("window.{PRESSED_MARK} = true; return true;"),
+                vec![],
+            )
+            .await
+            .map_err(|e| driver_err("marking the page", e))?;
         button
             .click()
             .await
             .map_err(|e| driver_err(&format!("pressing {css}"), e))?;
-        let snap = self.snapshot("POST").await;
+        let snap = match self.wait_for_new_document().await {
+            Ok(()) => self.snapshot("POST").await,
+            Err(e) => Err(e),
+        };
         if irreversible {
             snap.and_then(read_page).map_err(|e| lost(css, e))
         } else {
