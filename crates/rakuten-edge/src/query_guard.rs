@@ -85,8 +85,12 @@ impl QueryAllowlist {
     }
 
     /// [`Self::unknown`] for a routed request (its [`MatchedPath`]), as the message of a 422:
-    /// ``unknown query parameter `wiat`; this route accepts: wait, worker_id``.
+    /// ``unknown query parameter `wiat`; this route accepts: wait, worker_id``; or
+    /// [`not_utf8`]'s refusal of a query whose bytes are not UTF-8.
     pub fn refusal(&self, req: &Request) -> Option<String> {
+        if let Some(msg) = req.uri().query().and_then(not_utf8) {
+            return Some(msg);
+        }
         let path = req.extensions().get::<MatchedPath>()?;
         let (name, allowed) = self.unknown(req.method(), path.as_str(), req.uri().query())?;
         Some(if allowed.is_empty() {
@@ -98,6 +102,34 @@ impl QueryAllowlist {
             )
         })
     }
+}
+
+/// The refusal of a query with a name or value whose percent-decoded bytes are not UTF-8, naming
+/// the pair's position (1-based); `None` when every pair decodes.
+///
+/// axum's `Query` (serde_urlencoded, form_urlencoded) decodes bad bytes lossily into U+FFFD, so
+/// `?worker_id=%ff` was leased a real order under the name "\u{FFFD}" (a new user's finding):
+/// ids must arrive as the bytes that were sent, or not at all. The bytes are not echoed.
+pub fn not_utf8(query: &str) -> Option<String> {
+    let decodes = |part: &str| {
+        let plus_as_space = part.replace('+', " ");
+        percent_encoding::percent_decode_str(&plus_as_space)
+            .decode_utf8()
+            .is_ok()
+    };
+    query
+        .split('&')
+        .enumerate()
+        .find(|(_, pair)| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            !decodes(name) || !decodes(value)
+        })
+        .map(|(i, _)| {
+            format!(
+                "query parameter {} is not valid UTF-8 once percent-decoded",
+                i + 1
+            )
+        })
 }
 
 #[cfg(test)]
@@ -166,6 +198,22 @@ mod tests {
             .0,
             "x y"
         );
+    }
+
+    #[test]
+    fn percent_encoded_bytes_that_are_not_utf8_are_refused_without_echoing_them() {
+        // The new user's input: `GET /api/orders/lease?worker_id=%ff&wait=0`.
+        let msg = not_utf8("worker_id=%ff&wait=0").unwrap();
+        assert_eq!(
+            msg,
+            "query parameter 1 is not valid UTF-8 once percent-decoded"
+        );
+        assert_eq!(
+            not_utf8("status=queued&x%fe%ff=1").unwrap(),
+            "query parameter 2 is not valid UTF-8 once percent-decoded"
+        );
+        assert!(not_utf8("worker_id=%E3%83%AF&wait=0&q=a+b&flag").is_none());
+        assert!(not_utf8("").is_none());
     }
 
     #[test]

@@ -277,3 +277,22 @@ async fn an_unknown_query_parameter_is_a_422_naming_it() {
     let (s, v) = app.get("/api/priority-items?status=failed&limit=5", PLATFORM).await;
     assert_eq!(s, 200, "{v}");
 }
+
+/// Query bytes that are not UTF-8 once percent-decoded are a 422, never decoded lossily into
+/// U+FFFD (a new user's finding on the gateway; the same guard serves both services).
+#[tokio::test]
+async fn a_query_that_is_not_utf8_is_a_422() {
+    let app = spawn_with(Backend::Memory, |_| {}).await;
+    app.seed().await;
+    for path in [
+        "/api/priority-items?iccid=%ff",
+        "/api/priority-items?status=%ff%fe",
+    ] {
+        let (s, v) = app.get(path, PLATFORM).await;
+        assert_eq!((s, v["code"].as_i64()), (422, Some(1003)), "{path}: {v}");
+        assert!(
+            v["msg"].as_str().unwrap().contains("not valid UTF-8"),
+            "{path}: {v}"
+        );
+    }
+}

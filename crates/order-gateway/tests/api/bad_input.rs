@@ -685,3 +685,36 @@ async fn an_unknown_query_parameter_is_a_422_naming_it_and_takes_no_lease() {
     .await;
     assert_eq!(anon.status, 401, "{:?}", anon.body);
 }
+
+/// A new user's finding: `?worker_id=%ff` was decoded lossily to "\u{FFFD}" and a real order was
+/// leased to that name. Query bytes that are not UTF-8 are a 422 that takes no lease, on every
+/// documented route.
+#[tokio::test]
+async fn a_query_that_is_not_utf8_is_a_422_and_takes_no_lease() {
+    let app = spawn_app().await;
+    app.submit("po-bytes").await.assert_ok();
+    for path in [
+        "/api/orders/lease?worker_id=%ff&wait=0",
+        "/api/orders/lease?worker_id=w1&wait=0&%fe=1",
+        "/api/orders?status=%ff%fe",
+    ] {
+        let a = answer(app.get(path).send().await.unwrap()).await;
+        a.assert_err(422, 1003);
+        let msg = a.body["msg"].as_str().unwrap();
+        assert!(msg.contains("not valid UTF-8"), "{path}: {msg}");
+        assert!(!msg.contains('\u{FFFD}'), "the bytes are not echoed: {msg}");
+    }
+    assert_eq!(app.status_of("po-bytes").await, "queued");
+    // Percent-encoded UTF-8 is fine.
+    let a = answer(
+        app.get("/api/orders/lease?worker_id=%E3%83%AF&wait=0")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["data"]["task_id"], "po-bytes", "{:?}", a.body);
+    let read = answer(app.get("/api/orders/po-bytes").send().await.unwrap()).await;
+    assert_eq!(read.body["data"]["lease_owner"], "ワ", "{:?}", read.body);
+}
