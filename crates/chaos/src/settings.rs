@@ -74,7 +74,12 @@ pub struct Settings {
 
     /// Gateway database URL (`RAKUTEN_GATEWAY_DB_URL`), e.g. `postgres://…`; empty = the
     /// default SQLite file in the run directory. Needed for more than one gateway.
-    #[arg(long, env = "RAKUTEN_CHAOS_GATEWAY_DB_URL", default_value = "")]
+    #[arg(
+        long,
+        env = "RAKUTEN_CHAOS_GATEWAY_DB_URL",
+        default_value = "",
+        hide_env_values = true
+    )]
     pub gateway_db_url: String,
 
     /// Gateway instances behind the proxy (more than one needs a shared database URL).

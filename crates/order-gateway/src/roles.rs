@@ -117,7 +117,7 @@ impl FromStr for NamedTokens {
             }
             if token.is_empty() || token.chars().any(char::is_whitespace) {
                 return Err(format!(
-                    "entry {} ({name}): the token must be non-empty, without spaces",
+                    "entry {}: the token must be non-empty, without spaces",
                     i + 1
                 ));
             }

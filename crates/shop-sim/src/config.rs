@@ -230,7 +230,12 @@ pub struct ServeArgs {
     #[arg(long, env = "RAKUTEN_SHOP_SIM_ADDR_FILE")]
     pub addr_file: Option<PathBuf>,
     /// Session cookie value of the one account.
-    #[arg(long, env = "RAKUTEN_SHOP_SIM_SESSION_TOKEN", default_value = DEFAULT_SESSION_TOKEN)]
+    #[arg(
+        long,
+        env = "RAKUTEN_SHOP_SIM_SESSION_TOKEN",
+        default_value = DEFAULT_SESSION_TOKEN,
+        hide_env_values = true
+    )]
     pub session_token: String,
     /// Append every order submission to this JSONL file.
     #[arg(long, env = "RAKUTEN_SHOP_SIM_SUBMISSION_LOG")]

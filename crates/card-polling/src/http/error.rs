@@ -22,6 +22,9 @@ pub enum PollCode {
     ManualQuotaExceeded,
     /// 7005: the card was already manually triggered for that task type within 24 h (409).
     ManualDuplicate,
+    /// 7006: the card or device named by a manual enqueue or manual trigger does not exist or is
+    /// outside the caller's scope (404) — distinct from 1005, which also answers unknown routes.
+    AssetNotFound,
 }
 
 impl PollCode {
@@ -33,6 +36,7 @@ impl PollCode {
             PollCode::ClaimLost => 7003,
             PollCode::ManualQuotaExceeded => 7004,
             PollCode::ManualDuplicate => 7005,
+            PollCode::AssetNotFound => 7006,
         }
     }
 }
@@ -86,6 +90,16 @@ impl ApiError {
             code: PollCode::ItemNotFound.as_i32(),
             msg: "priority item not found".into(),
         }
+    }
+
+    /// 404 (code 7006) for an unknown or out-of-scope card or device; `what` is `asset` or
+    /// `card`, the same bytes whether missing or out of scope.
+    pub fn asset_not_found(what: &str) -> Self {
+        Self::poll(
+            StatusCode::NOT_FOUND,
+            PollCode::AssetNotFound,
+            format!("{what} not found"),
+        )
     }
 
     /// 409 for an item state conflict.

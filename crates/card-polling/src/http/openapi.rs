@@ -57,6 +57,8 @@ struct Op {
 }
 
 const NOT_FOUND: (&str, &str) = ("404", "not found (1005, or 7001 for a priority item)");
+/// The 404 of a manual enqueue / manual trigger naming an unknown or out-of-scope card or device.
+const ASSET_NOT_FOUND: (&str, &str) = ("404", "unknown or out-of-scope card or device (7006)");
 const CONFLICT: (&str, &str) = ("409", "conflicting state (1006, 7002, 7003, 7005)");
 
 fn ops() -> Vec<Op> {
@@ -232,7 +234,11 @@ fn ops() -> Vec<Op> {
                 asset(),
                 json!({"task_types": task_types, "reason": {"type": "string", "minLength": 1, "maxLength": 500}, "event_id": string()}),
             )),
-            &[NOT_FOUND, CONFLICT, ("429", "manual quota used up (7004)")],
+            &[
+                ASSET_NOT_FOUND,
+                CONFLICT,
+                ("429", "manual quota used up (7004)"),
+            ],
         ),
         op(
             "get",
@@ -267,7 +273,11 @@ fn ops() -> Vec<Op> {
                 &["iccid"],
                 json!({"iccid": string(), "task_types": task_types}),
             )),
-            &[NOT_FOUND, CONFLICT, ("429", "daily quota used up (7004)")],
+            &[
+                ASSET_NOT_FOUND,
+                CONFLICT,
+                ("429", "daily quota used up (7004)"),
+            ],
         ),
         op(
             "get",
@@ -367,5 +377,20 @@ mod tests {
         }
         let health = &doc["paths"]["/health"]["get"]["responses"];
         assert!(health.get("503").is_some() && health.get("401").is_none());
+    }
+
+    /// The manual enqueue and the manual trigger document their own 404 code (7006), not 1005.
+    #[test]
+    fn manual_routes_document_code_7006_for_an_unknown_asset() {
+        let doc = super::openapi();
+        for (path, method) in [
+            ("/api/priority-items", "post"),
+            ("/api/manual-triggers", "post"),
+        ] {
+            let d = doc["paths"][path][method]["responses"]["404"]["description"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(d.contains("7006") && !d.contains("1005"), "{path}: {d}");
+        }
     }
 }

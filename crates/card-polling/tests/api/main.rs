@@ -57,6 +57,7 @@ macro_rules! scenarios {
 
 mod env_example;
 mod postgres;
+mod secret_settings;
 mod sqlite;
 
 use sqlx::Connection;

@@ -173,3 +173,21 @@ async fn agent_enqueues_only_within_its_shop_tree_and_reason_is_required() {
         .await;
     assert_eq!(s, 422, "task type outside the configured range");
 }
+
+/// Regression: an unknown `asset_id` answered 1005, the generic code of unknown routes too; it is
+/// now 404 code 7006, the same for a missing and an out-of-scope asset, card or device.
+#[tokio::test]
+async fn manual_enqueue_of_an_unknown_asset_answers_code_7006() {
+    let app = spawn_seeded().await;
+    for (token, body) in [
+        (PLATFORM, json!({"asset_type": "card", "asset_id": "NOPE", "reason": "r"})),
+        (PLATFORM, json!({"asset_type": "device", "asset_id": "NODEV", "reason": "r"})),
+        (AGENT_A, json!({"asset_type": "card", "asset_id": "CB1", "reason": "r"})),
+    ] {
+        let (s, v) = app.enqueue(token, body.clone()).await;
+        assert_eq!(s, 404, "{body}: {v}");
+        assert_eq!(v["code"].as_i64(), Some(7006), "{body}: {v}");
+        assert_eq!(v["success"], json!(false), "{v}");
+        assert_eq!(v["msg"], json!("asset not found"), "{v}");
+    }
+}

@@ -119,3 +119,18 @@ async fn lost_manual_lane_is_recovered_from_the_database() {
     let r = app.cycle_and_drain().await;
     assert_eq!(r.manual_taken["data_usage"], 0, "executed once");
 }
+
+/// Regression: an unknown card answered 1005, the generic code of unknown routes too; it is now
+/// 404 code 7006, the same bytes for a missing and an out-of-scope card.
+#[tokio::test]
+async fn manual_trigger_of_an_unknown_card_answers_code_7006() {
+    let app = spawn_seeded().await;
+    let (s, missing) = trigger(&app, PLATFORM, "NOPE", "card_status").await;
+    assert_eq!(s, 404, "{missing}");
+    assert_eq!(missing["code"].as_i64(), Some(7006), "{missing}");
+    assert_eq!(missing["msg"], json!("card not found"), "{missing}");
+    let (s, out) = trigger(&app, AGENT_B, "CA1", "card_status").await;
+    assert_eq!(s, 404, "{out}");
+    assert_eq!(out, missing, "out of scope answers like a missing card");
+    assert!(statuses(&app).await.is_empty(), "nothing recorded");
+}

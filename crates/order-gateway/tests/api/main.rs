@@ -33,6 +33,7 @@ mod receiver;
 mod report;
 mod roles;
 mod runbook;
+mod secret_settings;
 mod soak;
 mod store;
 mod submit;

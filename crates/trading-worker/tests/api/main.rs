@@ -10,3 +10,4 @@ mod instance;
 mod process;
 mod queries;
 mod recovery;
+mod secret_settings;

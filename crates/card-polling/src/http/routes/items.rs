@@ -229,7 +229,7 @@ pub async fn enqueue(
     .await
     .map_err(|e| match e {
         manual::ManualError::Store(crate::store::StoreError::NotFound) => {
-            ApiError::not_found("asset")
+            ApiError::asset_not_found("asset")
         }
         other => other.into(),
     })?;

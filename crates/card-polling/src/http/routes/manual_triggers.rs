@@ -51,7 +51,7 @@ pub async fn create(
     )
     .await
     .map_err(|e| match e {
-        ManualError::Store(StoreError::NotFound) => ApiError::not_found("card"),
+        ManualError::Store(StoreError::NotFound) => ApiError::asset_not_found("card"),
         other => other.into(),
     })?;
     match out {

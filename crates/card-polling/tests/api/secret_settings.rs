@@ -1,0 +1,123 @@
+//! Regression (security): a refused secret setting named the value in clap's
+//! `invalid value '<value>' for '--admin-token'` line, which systemd writes to the journal. Each
+//! case runs the binary with one bad secret in the environment and checks exit code 2, the one
+//! error line naming the flag and its variable, and that neither the value nor a distinctive
+//! part of it reaches stdout or stderr; `--help` never shows a secret's environment value.
+
+use std::process::{Command, Output};
+
+fn run(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_card-polling"));
+    // A clean environment: only the case's variables decide what clap refuses.
+    cmd.env_clear();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.args(args).output().expect("run card-polling")
+}
+
+/// `(variable, bad value, distinctive substring, expected message)`.
+const CASES: &[(&str, &str, &str, &str)] = &[
+    (
+        "RAKUTEN_POLL_ADMIN_TOKEN",
+        "short",
+        "short",
+        "error: invalid setting --admin-token / RAKUTEN_POLL_ADMIN_TOKEN: the admin token must be 16-256 characters without spaces",
+    ),
+    (
+        "RAKUTEN_POLL_ADMIN_TOKEN",
+        "S3CRET ADMIN TOKEN WITH SPACES",
+        "S3CRET",
+        "error: invalid setting --admin-token / RAKUTEN_POLL_ADMIN_TOKEN: the admin token must be 16-256 characters without spaces",
+    ),
+    (
+        "RAKUTEN_POLL_DB_URL",
+        "mysql://user:DbPa55word@db.example/polls",
+        "DbPa55word",
+        "error: invalid setting --db-url / RAKUTEN_POLL_DB_URL: the database URL must start with postgres:// or postgresql://",
+    ),
+    (
+        "RAKUTEN_POLL_HINT_CHANNEL",
+        "http://:RedisPa55@redis.example:6379/",
+        "RedisPa55",
+        "error: invalid setting --hint-channel / RAKUTEN_POLL_HINT_CHANNEL: must be `memory` or a redis:// or rediss:// URL",
+    ),
+    (
+        "RAKUTEN_POLL_CARRIER_URL",
+        "ftp://carrier:CarrierPa55@carrier.example/api?key=K3YVALUE",
+        "CarrierPa55",
+        "error: invalid setting --carrier-url / RAKUTEN_POLL_CARRIER_URL: ",
+    ),
+    (
+        "RAKUTEN_POLL_CARRIER_TOKEN",
+        "CarrierT0ken WITH SPACE",
+        "CarrierT0ken",
+        "error: invalid setting --carrier-token / RAKUTEN_POLL_CARRIER_TOKEN: the carrier token must be 1-4096 characters without spaces",
+    ),
+];
+
+#[test]
+fn refused_secret_settings_never_print_the_value() {
+    for (var, value, part, message) in CASES {
+        let out = run(&[(var, value)], &["serve"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}: {stderr}");
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.starts_with(message), "{var}: {stderr}");
+        for leak in [*value, *part] {
+            assert!(!stdout.contains(leak), "{var} leaked to stdout: {stdout}");
+            assert!(!stderr.contains(leak), "{var} leaked to stderr: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn refused_admin_token_flag_is_not_printed() {
+    let out = run(&[], &["serve", "--admin-token", "Fl4gSecret"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("invalid setting --admin-token / RAKUTEN_POLL_ADMIN_TOKEN: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Fl4gSecret"), "{stderr}");
+}
+
+#[test]
+fn help_never_shows_secret_env_values() {
+    let env = [
+        ("RAKUTEN_POLL_ADMIN_TOKEN", "HelpAdminS3cret-0123456789"),
+        (
+            "RAKUTEN_POLL_DB_URL",
+            "postgres://u:HelpDbPa55@127.0.0.1/db",
+        ),
+        (
+            "RAKUTEN_POLL_HINT_CHANNEL",
+            "redis://:HelpRedisPa55@127.0.0.1:6379/",
+        ),
+        (
+            "RAKUTEN_POLL_CARRIER_URL",
+            "https://c:HelpCarrierPa55@carrier.example/api",
+        ),
+        ("RAKUTEN_POLL_CARRIER_TOKEN", "HelpCarrierT0ken"),
+    ];
+    for args in [&["--help"][..], &["serve", "--help"][..]] {
+        let out = run(&env, args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {text}");
+        for part in [
+            "HelpAdminS3cret",
+            "HelpDbPa55",
+            "HelpRedisPa55",
+            "HelpCarrierPa55",
+            "HelpCarrierT0ken",
+        ] {
+            assert!(!text.contains(part), "{args:?} shows {part}: {text}");
+        }
+    }
+}

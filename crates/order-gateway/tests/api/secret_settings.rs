@@ -1,0 +1,125 @@
+//! Regression (security): a refused token list was echoed whole by clap's
+//! `invalid value '<value>' for '--upstream-tokens'` line, secret included (and systemd writes
+//! stderr to the journal). Each case runs the binary with one bad secret setting in the
+//! environment and checks exit code 2, the one error line naming the flag and its variable, and
+//! that neither the value nor a distinctive part of it reaches stdout or stderr; `--help` never
+//! shows a secret's environment value.
+
+use std::process::{Command, Output};
+
+fn run(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_order-gateway"));
+    // A clean environment: only the case's variables decide what clap refuses.
+    cmd.env_clear();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.args(args).output().expect("run order-gateway")
+}
+
+/// `(variable, bad value, distinctive substring, expected first line)`.
+const CASES: &[(&str, &str, &str, &str)] = &[
+    (
+        "RAKUTEN_UPSTREAM_TOKENS",
+        "up:tok1,S3CRET-TOKEN-VALUE",
+        "S3CRET",
+        "error: invalid setting --upstream-tokens / RAKUTEN_UPSTREAM_TOKENS: entry 2 is not name:token",
+    ),
+    (
+        "RAKUTEN_WORKER_TOKENS",
+        "w1:W0rkerS3cret INNER",
+        "W0rkerS3cret",
+        "error: invalid setting --worker-tokens / RAKUTEN_WORKER_TOKENS: entry 1: the token must be non-empty, without spaces",
+    ),
+    (
+        "RAKUTEN_OPERATOR_TOKENS",
+        "ops:fine-token,bad name!:Op3ratorS3cret",
+        "Op3ratorS3cret",
+        "error: invalid setting --operator-tokens / RAKUTEN_OPERATOR_TOKENS: entry 2: the name must be 1..=",
+    ),
+    (
+        "RAKUTEN_METRICS_TOKENS",
+        ":M3tricsS3cret",
+        "M3tricsS3cret",
+        "error: invalid setting --metrics-tokens / RAKUTEN_METRICS_TOKENS: entry 1: the name must be 1..=",
+    ),
+];
+
+#[test]
+fn refused_token_lists_never_print_the_value() {
+    for (var, value, part, message) in CASES {
+        let out = run(&[(var, value)], &["serve"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}: {stderr}");
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.starts_with(message), "{var}: {stderr}");
+        for leak in [*value, *part] {
+            assert!(!stdout.contains(leak), "{var} leaked to stdout: {stdout}");
+            assert!(!stderr.contains(leak), "{var} leaked to stderr: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn refused_database_url_is_not_printed() {
+    let out = run(
+        &[
+            ("RAKUTEN_API_TOKEN", "ApiT0ken-0123456789abcdef"),
+            ("RAKUTEN_GATEWAY_DB_URL", "mysql://u:GwDbPa55@db.example/gw"),
+        ],
+        &["serve"],
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("RAKUTEN_GATEWAY_DB_URL"), "{text}");
+    for leak in ["GwDbPa55", "ApiT0ken"] {
+        assert!(!text.contains(leak), "{text}");
+    }
+}
+
+#[test]
+fn help_never_shows_secret_env_values() {
+    let env = [
+        ("RAKUTEN_API_TOKEN", "HelpApiS3cret"),
+        (
+            "RAKUTEN_GATEWAY_DB_URL",
+            "postgres://u:HelpDbPa55@127.0.0.1/db",
+        ),
+        ("RAKUTEN_UPSTREAM_TOKENS", "up:HelpUpS3cret"),
+        ("RAKUTEN_WORKER_TOKENS", "w:HelpWorkerS3cret"),
+        ("RAKUTEN_OPERATOR_TOKENS", "o:HelpOpS3cret"),
+        ("RAKUTEN_METRICS_TOKENS", "m:HelpMetricsS3cret"),
+        ("RAKUTEN_CONSOLE_KEY", "HelpConsoleKey"),
+        (
+            "RAKUTEN_ALERT_WEBHOOK_URLS",
+            "https://u:HelpHookPa55@hook.example/",
+        ),
+        ("RAKUTEN_ALERT_WEBHOOK_SECRET", "HelpHookS3cret"),
+        ("RAKUTEN_OPS_TOKEN", "HelpOpsT0ken"),
+    ];
+    for args in [
+        &["--help"][..],
+        &["serve", "--help"][..],
+        &["ops", "--help"][..],
+    ] {
+        let out = run(&env, args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {text}");
+        for (_, value) in env {
+            let part = value
+                .rsplit([':', '@', '/'])
+                .find(|p| p.contains("Help"))
+                .unwrap_or(value);
+            assert!(!text.contains(part), "{args:?} shows {part}: {text}");
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! Regression (security, D-fix6-1): `--help` never shows a secret's environment value (the
+//! worker's secrets parse infallibly, so clap has no refused value to echo).
+
+use std::process::Command;
+
+#[test]
+fn help_never_shows_secret_env_values() {
+    for args in [&["--help"][..], &["run", "--help"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_trading-worker"))
+            .env_clear()
+            .env("RAKUTEN_API_TOKEN", "TwHelpS3cret")
+            .env("RAKUTEN_SITE_SESSION", "TwSessS3cret")
+            .args(args)
+            .output()
+            .expect("run trading-worker");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {text}");
+        for part in ["TwHelpS3cret", "TwSessS3cret"] {
+            assert!(!text.contains(part), "{args:?} shows {part}: {text}");
+        }
+    }
+}
