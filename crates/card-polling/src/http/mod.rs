@@ -125,6 +125,9 @@ pub fn router(state: AppState) -> Router {
         .fallback(error::not_found_route)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(
+            rakuten_edge::access_log::access_log,
+        ))
         .with_state(state)
 }
 

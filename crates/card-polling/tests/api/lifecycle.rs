@@ -536,3 +536,42 @@ async fn stop_locked_card_priority_execution_records_lock_refusal_and_never_resu
     );
     assert_eq!(app.detail(free).await["item"]["result"], "ok; card resumed");
 }
+
+/// A new user's finding: card-polling wrote no line per request. Each request is now one `info`
+/// line with its method, route pattern, status, latency and path parameters — never its token
+/// or its query string.
+#[tokio::test]
+async fn every_request_is_one_access_log_line_without_its_token_or_query() {
+    let logs = CapturedLogs::default();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish(),
+    );
+    let app = spawn_seeded().await;
+    let (s, v) = app.get("/api/priority-items?status=failed", PLATFORM).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = app.get("/api/priority-items/987654", PLATFORM).await;
+    assert_eq!(s, 404, "{v}");
+    let text = logs.text();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" request ") || l.ends_with(" request"))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.contains("method=GET")
+            && l.contains("route=/api/priority-items ")
+            && l.contains("status=200")),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("route=/api/priority-items/{id}")
+            && l.contains("status=404")
+            && l.contains("params=id=987654")),
+        "{text}"
+    );
+    assert!(!text.contains(PLATFORM), "the token never reaches the log: {text}");
+    assert!(!text.contains("status=failed"), "the query never reaches the log: {text}");
+}
