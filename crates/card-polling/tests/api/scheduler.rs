@@ -392,8 +392,12 @@ async fn backpressure_in_seconds_of_work_follows_the_measured_rate_and_keeps_ord
     app.advance(3600);
     let r = scheduler.run_once(app.clock.now()).await;
     let budget = r.ordinary_budget["card_status"];
+    // The budget never goes below its floor of 4 entries per worker (2 × 4 = 8): a measured rate
+    // under 16/s (the other task types move the shared test clock too; seen at 12.6/s on
+    // PostgreSQL in CI) gives the floor, not rate × 0.5.
+    let floor = 4 * cap;
     assert!(
-        (8..=(rate * 0.5).ceil() as usize).contains(&budget),
+        (floor..=floor.max((rate * 0.5).ceil() as usize)).contains(&budget),
         "budget {budget} at {rate}/s"
     );
     let taken = r.ordinary_taken["card_status"];
