@@ -8,7 +8,7 @@ use sqlx::Row;
 use rakuten_types::Timestamp;
 
 use super::enqueue::{self, snapshot_asset};
-use super::{Conn, DbRow, Pool, QueryResult, Tx, map_constraint, t};
+use super::{Conn, DbRow, Pool, QueryResult, map_constraint, t};
 use crate::domain::TokenHash;
 use crate::domain::account::Account;
 use crate::domain::asset::{AssetRef, AssetType, BindingRow};
@@ -57,7 +57,7 @@ async fn shop_exists(conn: &mut Conn, id: &str) -> StoreResult<bool> {
 }
 
 pub(crate) async fn import(
-    tx: &mut Tx,
+    tx: &mut Conn,
     batch: &ImportBatch,
     now: Timestamp,
 ) -> StoreResult<ImportCounts> {
@@ -86,7 +86,7 @@ pub(crate) async fn import(
                 .bind(&s.id)
                 .bind(&s.parent_id)
                 .bind(&s.name)
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await
                 .map_err(|e| map_constraint(e, "shop"))?;
             sqlx::query(
@@ -96,7 +96,7 @@ pub(crate) async fn import(
             )
             .bind(&s.id)
             .bind(&s.parent_id)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
             counts.shops += 1;
         }
@@ -119,7 +119,7 @@ pub(crate) async fn import(
         .bind(TokenHash::of(&a.token).0.as_slice())
         .bind(a.perm_manual_trigger)
         .bind(a.perm_card_data)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await
         .map_err(|e| map_constraint(e, "account (id or token)"))?;
         counts.accounts += 1;
@@ -137,7 +137,7 @@ pub(crate) async fn import(
         .bind(&c.shop_id)
         .bind(c.polling_enabled)
         .bind(c.stop_locked)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await
         .map_err(|e| map_constraint(e, "card"))?;
         if let Some(cfg) = &schedule {
@@ -153,7 +153,7 @@ pub(crate) async fn import(
         .bind(&d.shop_id)
         .bind(d.polling_enabled)
         .bind(&d.reported_slot_iccid)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await
         .map_err(|e| map_constraint(e, "device"))?;
         counts.devices += 1;
@@ -165,7 +165,7 @@ pub(crate) async fn import(
     Ok(counts)
 }
 
-pub(crate) async fn binding_upsert(tx: &mut Tx, b: &BindingRow) -> StoreResult<()> {
+pub(crate) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO bindings (device_no, iccid, active) VALUES ($1, $2, $3) \
          ON CONFLICT (device_no, iccid) DO UPDATE SET active = excluded.active",
@@ -173,7 +173,7 @@ pub(crate) async fn binding_upsert(tx: &mut Tx, b: &BindingRow) -> StoreResult<(
     .bind(&b.device_no)
     .bind(&b.iccid)
     .bind(b.active)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await
     .map_err(|e| map_constraint(e, "active binding of this card"))?;
     Ok(())
@@ -213,7 +213,7 @@ fn order_from_row(row: &DbRow) -> StoreResult<OrderView> {
 }
 
 pub(crate) async fn order_create(
-    tx: &mut Tx,
+    tx: &mut Conn,
     id: &str,
     asset: &AssetRef,
     kind: PackageKind,
@@ -235,14 +235,14 @@ pub(crate) async fn order_create(
     .bind(&asset.asset_id)
     .bind(kind.as_str())
     .bind(t(now))
-    .fetch_one(&mut **tx)
+    .fetch_one(&mut *tx)
     .await
     .map_err(|e| map_constraint(e, "order"))?;
     order_from_row(&row)
 }
 
 pub(crate) async fn payment_apply(
-    tx: &mut Tx,
+    tx: &mut Conn,
     cb: &PaymentCallback,
     task_types: &[String],
     now: Timestamp,
@@ -251,7 +251,7 @@ pub(crate) async fn payment_apply(
     // "replay" that says something else is not a replay: 409 naming both values (issue #12 #11).
     let seen = sqlx::query("SELECT * FROM package_orders WHERE payment_id = $1")
         .bind(&cb.payment_id)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
     if let Some(row) = seen {
         let order = order_from_row(&row)?;
@@ -273,7 +273,7 @@ pub(crate) async fn payment_apply(
         let usage: Option<(String, String)> =
             sqlx::query_as("SELECT id, status FROM package_usages WHERE order_id = $1")
                 .bind(&order.id)
-                .fetch_optional(&mut **tx)
+                .fetch_optional(&mut *tx)
                 .await?;
         return Ok(PaymentOutcome {
             order_id: order.id,
@@ -287,7 +287,7 @@ pub(crate) async fn payment_apply(
     }
     let order = sqlx::query("SELECT * FROM package_orders WHERE id = $1")
         .bind(&cb.order_id)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?
         .ok_or(StoreError::NotFound)?;
     let order = order_from_row(&order)?;
@@ -299,7 +299,7 @@ pub(crate) async fn payment_apply(
     .bind(&cb.payment_id)
     .bind(t(now))
     .bind(&order.id)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     if settled.rows_affected() != 1 {
         return Err(StoreError::Conflict(format!(
@@ -326,7 +326,7 @@ pub(crate) async fn payment_apply(
     )
     .bind(asset.asset_type.as_str())
     .bind(&asset.asset_id)
-    .fetch_one(&mut **tx)
+    .fetch_one(&mut *tx)
     .await?;
     let trigger = match order.kind {
         PackageKind::Main => {
@@ -336,7 +336,7 @@ pub(crate) async fn payment_apply(
             )
             .bind(asset.asset_type.as_str())
             .bind(&asset.asset_id)
-            .fetch_one(&mut **tx)
+            .fetch_one(&mut *tx)
             .await?;
             (!has_active_main).then(|| TriggerType::for_main_activation(had_earlier))
         }
@@ -357,7 +357,7 @@ pub(crate) async fn payment_apply(
     .bind(t(now))
     .bind(active.then(|| t(now)))
     .bind(active.then(|| t(now.plus(PACKAGE_PERIOD))))
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     out.usage_id = Some(usage_id);
     out.usage_active = active;
@@ -378,7 +378,7 @@ pub(crate) async fn payment_apply(
 }
 
 pub(crate) async fn usage_activate_queued(
-    tx: &mut Tx,
+    tx: &mut Conn,
     usage_id: &str,
     task_types: &[String],
     now: Timestamp,
@@ -390,13 +390,13 @@ pub(crate) async fn usage_activate_queued(
     .bind(t(now))
     .bind(t(now.plus(PACKAGE_PERIOD)))
     .bind(usage_id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *tx)
     .await?;
     let Some((asset_type, asset_id)) = hit else {
         let exists: bool =
             sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM package_usages WHERE id = $1)")
                 .bind(usage_id)
-                .fetch_one(&mut **tx)
+                .fetch_one(&mut *tx)
                 .await?;
         return Err(if exists {
             StoreError::Conflict("usage record is not a pending main package".into())
@@ -413,7 +413,7 @@ pub(crate) async fn usage_activate_queued(
     .bind(&asset_type)
     .bind(&asset_id)
     .bind(usage_id)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     let asset = AssetRef {
         asset_type: AssetType::parse(&asset_type).unwrap_or(AssetType::Card),
@@ -432,7 +432,7 @@ pub(crate) async fn usage_activate_queued(
 }
 
 pub(crate) async fn package_poll_asset(
-    tx: &mut Tx,
+    tx: &mut Conn,
     asset: &AssetRef,
     task_types: &[String],
     now: Timestamp,
@@ -447,7 +447,7 @@ pub(crate) async fn package_poll_asset(
     .bind(asset.asset_type.as_str())
     .bind(&asset.asset_id)
     .bind(t(now))
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?
     .rows_affected();
     let has_active_main: bool = sqlx::query_scalar(
@@ -456,7 +456,7 @@ pub(crate) async fn package_poll_asset(
     )
     .bind(asset.asset_type.as_str())
     .bind(&asset.asset_id)
-    .fetch_one(&mut **tx)
+    .fetch_one(&mut *tx)
     .await?;
     let pending: Option<String> = sqlx::query_scalar(
         "SELECT id FROM package_usages WHERE asset_type = $1 AND asset_id = $2 AND status = 'pending' \
@@ -464,7 +464,7 @@ pub(crate) async fn package_poll_asset(
     )
     .bind(asset.asset_type.as_str())
     .bind(&asset.asset_id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *tx)
     .await?;
     let mut out = PackagePollOutcome {
         usages_expired: expired,

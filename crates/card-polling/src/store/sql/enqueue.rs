@@ -6,7 +6,7 @@ use sqlx::Row;
 use rakuten_types::Timestamp;
 
 use super::domain::asset_shop;
-use super::{Conn, Tx, dialect, t};
+use super::{Conn, dialect, t};
 use crate::domain::Scope;
 use crate::domain::asset::{AssetRef, AssetType};
 use crate::priority::item_status::ItemStatus;
@@ -129,7 +129,7 @@ pub(crate) async fn audit_system(
 /// - Otherwise `INSERT … ON CONFLICT` on the partial unique index: a new pending item, or a
 ///   merge (trigger count + 1, last trigger time and type, source added to the set).
 pub(crate) async fn enqueue(
-    tx: &mut Tx,
+    tx: &mut Conn,
     targets: &[CardTarget],
     demand: &Demand,
     now: Timestamp,
@@ -145,7 +145,7 @@ pub(crate) async fn enqueue(
             .bind(&demand.event_id)
             .bind(&target.iccid)
             .bind(task_type)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *tx)
             .await?;
             let mut previous_item: Option<i64> = None;
             let mut replay: Option<(i64, Option<i64>)> = None;
@@ -156,7 +156,7 @@ pub(crate) async fn enqueue(
                 )
                 .bind(&target.iccid)
                 .bind(task_type)
-                .fetch_optional(&mut **tx)
+                .fetch_optional(&mut *tx)
                 .await?;
                 if active.is_none() && demand.trigger_type == TriggerType::ManualTrigger {
                     previous_item = Some(first_item);
@@ -211,7 +211,7 @@ pub(crate) async fn enqueue(
             .bind(&demand.operator)
             .bind(&demand.reason)
             .bind(retriggered_from)
-            .fetch_one(&mut **tx)
+            .fetch_one(&mut *tx)
             .await?;
             let item_id: i64 = row.try_get("id")?;
             let created = row.try_get::<i64, _>("trigger_count")? == 1;
@@ -221,7 +221,7 @@ pub(crate) async fn enqueue(
             )
             .bind(item_id)
             .bind(&demand.source)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
             sqlx::query(
                 "INSERT INTO priority_trigger_events (event_id, iccid, task_type, item_id, at) VALUES ($1, $2, $3, $4, $5) \
@@ -232,7 +232,7 @@ pub(crate) async fn enqueue(
             .bind(task_type)
             .bind(item_id)
             .bind(t(now))
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
             let kind = match (created, retriggered_from.is_some()) {
                 (true, true) => "retrigger",
@@ -290,7 +290,7 @@ pub(crate) async fn shop_in_scope(
 }
 
 pub(crate) async fn manual(
-    tx: &mut Tx,
+    tx: &mut Conn,
     scope: &Scope,
     asset: &AssetRef,
     demand: &Demand,
@@ -310,7 +310,7 @@ pub(crate) async fn manual(
 }
 
 pub(crate) async fn retrigger(
-    tx: &mut Tx,
+    tx: &mut Conn,
     scope: &Scope,
     item_id: i64,
     operator: &str,
@@ -321,7 +321,7 @@ pub(crate) async fn retrigger(
         "SELECT iccid, task_type, asset_type, asset_id, shop_id, status FROM priority_items WHERE id = $1",
     )
     .bind(item_id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *tx)
     .await?
     .ok_or(StoreError::NotFound)?;
     let shop_id: String = row.try_get("shop_id")?;
@@ -346,7 +346,7 @@ pub(crate) async fn retrigger(
         " WHERE c.iccid = $1"
     ))
     .bind(&iccid)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::Conflict("the card no longer exists".into()))?;
     let target = CardTarget {

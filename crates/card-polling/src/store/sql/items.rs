@@ -8,7 +8,7 @@ use sqlx::Row;
 use rakuten_types::Timestamp;
 
 use super::enqueue::{audit, audit_system, shop_in_scope};
-use super::{Pool, Tx, dialect, t};
+use super::{Conn, Pool, dialect, t};
 use crate::domain::Scope;
 use crate::store::common::{UNDECODABLE_ROW, undecodable_item};
 use crate::priority::item_status::{ItemEvent, ItemStatus};
@@ -38,7 +38,7 @@ pub(crate) async fn due(pool: &Pool, now: Timestamp, limit: i64) -> StoreResult<
 /// Sets a claimed item whose row does not decode aside as `failed` (issue #12 item 7): it is never
 /// executed, the rest of the queue keeps flowing, and lists show it with `reason`.
 async fn set_aside(
-    tx: &mut Tx,
+    tx: &mut Conn,
     instance: &str,
     token: &str,
     id: i64,
@@ -53,7 +53,7 @@ async fn set_aside(
     .bind(UNDECODABLE_ROW)
     .bind(reason)
     .bind(id)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     tracing::error!(
         item = id,
@@ -88,7 +88,7 @@ const VALIDITY_PASSED: &str = "validity period passed";
     reason = "one transition: the claim's actor, its token and times, and the set-aside count it reports"
 )]
 pub(crate) async fn claim(
-    tx: &mut Tx,
+    tx: &mut Conn,
     instance: &str,
     id: i64,
     token: &str,
@@ -100,7 +100,7 @@ pub(crate) async fn claim(
     let before: Option<(String, Option<String>)> =
         sqlx::query_as("SELECT status, claim_token FROM priority_items WHERE id = $1")
             .bind(id)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *tx)
             .await?;
     let Some((before, lapsed_token)) = before else {
         return Ok(None);
@@ -127,7 +127,7 @@ pub(crate) async fn claim(
         .bind(t(now))
         .bind(id)
         .bind(t(cutoff))
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
         if expired.is_some() {
             before.transition(ItemEvent::Expire).map_err(|e| StoreError::Conflict(e.to_string()))?;
@@ -155,7 +155,7 @@ pub(crate) async fn claim(
     .bind(t(now))
     .bind(t(now.plus(lease)))
     .bind(id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *tx)
     .await?;
     let Some(row) = row else { return Ok(None) };
     if let Some(reason) = undecodable_item(&row) {
@@ -238,7 +238,7 @@ pub(crate) async fn begin_attempt(
 /// Ends an attempt of `claim` (its token must still hold); audit facts name `instance` and the
 /// claim token's fingerprint.
 pub(crate) async fn finish(
-    tx: &mut Tx,
+    tx: &mut Conn,
     instance: &str,
     claim: &ClaimedItem,
     finish: &Finish,
@@ -260,7 +260,7 @@ pub(crate) async fn finish(
         .bind(log.latency_ms)
         .bind(&log.outcome)
         .bind(t(now))
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
         last_log = Some(id);
     }
@@ -306,7 +306,7 @@ pub(crate) async fn finish(
     .bind(last_log)
     .bind(claim.id)
     .bind(&claim.token)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     if hit.rows_affected() != 1 {
         // The claim no longer holds; the log rows of the calls made are still kept.
@@ -380,7 +380,7 @@ pub(crate) async fn finish(
 }
 
 pub(crate) async fn close(
-    tx: &mut Tx,
+    tx: &mut Conn,
     scope: &Scope,
     id: i64,
     operator: &str,
@@ -389,7 +389,7 @@ pub(crate) async fn close(
 ) -> StoreResult<()> {
     let row = sqlx::query("SELECT shop_id, status FROM priority_items WHERE id = $1")
         .bind(id)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?
         .ok_or(StoreError::NotFound)?;
     let shop: String = row.try_get("shop_id")?;
@@ -410,7 +410,7 @@ pub(crate) async fn close(
     .bind(operator)
     .bind(reason)
     .bind(id)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     if hit.rows_affected() != 1 {
         return Err(StoreError::Conflict("item is no longer active".into()));
@@ -432,7 +432,7 @@ pub(crate) async fn close(
 /// Expires up to `batch` active items enqueued at or before `cutoff`; each gets an `expire` fact
 /// naming `instance` and, for a running item, the fingerprint of the claim it ends.
 pub(crate) async fn mark_expired(
-    tx: &mut Tx,
+    tx: &mut Conn,
     instance: &str,
     now: Timestamp,
     cutoff: Timestamp,
@@ -446,7 +446,7 @@ pub(crate) async fn mark_expired(
     )
     .bind(t(cutoff))
     .bind(batch)
-    .fetch_all(&mut **tx)
+    .fetch_all(&mut *tx)
     .await?;
     let tokens: std::collections::HashMap<i64, Option<String>> = held.into_iter().collect();
     let ids: Vec<i64> = sqlx::query_scalar(
@@ -459,7 +459,7 @@ pub(crate) async fn mark_expired(
     .bind(t(now))
     .bind(t(cutoff))
     .bind(batch)
-    .fetch_all(&mut **tx)
+    .fetch_all(&mut *tx)
     .await?;
     for id in &ids {
         let token = tokens.get(id).and_then(|t| t.as_deref());

@@ -2,7 +2,7 @@
 //! caller's write transaction. Rows of an active item are never deleted; an ended item's audit
 //! facts and trigger events go together, once the item ended before the cutoff.
 
-use super::{Tx, t};
+use super::{Conn, t};
 use crate::store::{PruneTable, StoreResult};
 
 /// Interaction logs older than `$1`, unless their item is still active (ordinary polls have none).
@@ -34,7 +34,7 @@ const PRUNE_MANUAL_TRIGGERS: &str = "DELETE FROM manual_triggers WHERE id IN ( \
 
 /// Deletes up to `batch` rows of `table` older than `cutoff`; returns how many.
 pub(crate) async fn prune(
-    tx: &mut Tx,
+    tx: &mut Conn,
     table: PruneTable,
     cutoff: rakuten_types::Timestamp,
     batch: i64,
@@ -48,7 +48,7 @@ pub(crate) async fn prune(
     let done = sqlx::query(sql)
         .bind(t(cutoff))
         .bind(batch)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     Ok(done.rows_affected())
 }

@@ -8,7 +8,7 @@ use sqlx::Row;
 use rakuten_types::Timestamp;
 
 use super::enqueue::shop_in_scope;
-use super::{Conn, Pool, Tx, dialect, t};
+use super::{Conn, Pool, dialect, t};
 use crate::domain::asset::{AssetRef, AssetType};
 use crate::domain::{Scope, TaskTypes};
 use crate::scheduler::shard_queue::{first_poll_at, shard_of};
@@ -155,7 +155,7 @@ pub(crate) async fn sync(
 }
 
 pub(crate) async fn take_due(
-    tx: &mut Tx,
+    tx: &mut Conn,
     task_type: &str,
     interval: Duration,
     shards: &[u32],
@@ -170,14 +170,14 @@ pub(crate) async fn take_due(
             .bind(i64::from(shard))
             .bind(t(now))
             .bind(per_shard)
-            .fetch_all(&mut **tx)
+            .fetch_all(&mut *tx)
             .await?;
         out.push(ShardBatch { shard, iccids });
     }
     Ok(out)
 }
 
-pub(crate) async fn record(tx: &mut Tx, records: &[PollRecord]) -> StoreResult<()> {
+pub(crate) async fn record(tx: &mut Conn, records: &[PollRecord]) -> StoreResult<()> {
     for r in records {
         for log in &r.logs {
             sqlx::query(
@@ -192,7 +192,7 @@ pub(crate) async fn record(tx: &mut Tx, records: &[PollRecord]) -> StoreResult<(
             .bind(log.latency_ms)
             .bind(&log.outcome)
             .bind(t(r.at))
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         }
         if r.manual_trigger_id.is_some() {
@@ -206,7 +206,7 @@ pub(crate) async fn record(tx: &mut Tx, records: &[PollRecord]) -> StoreResult<(
             .bind(t(r.next_poll_at))
             .bind(&r.iccid)
             .bind(&r.task_type)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         } else {
             // Taking the batch already moved `next_poll_at`; leave the indexed column alone.
@@ -216,7 +216,7 @@ pub(crate) async fn record(tx: &mut Tx, records: &[PollRecord]) -> StoreResult<(
             .bind(t(r.at))
             .bind(&r.iccid)
             .bind(&r.task_type)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         }
         if let Some(id) = r.manual_trigger_id {
@@ -227,7 +227,7 @@ pub(crate) async fn record(tx: &mut Tx, records: &[PollRecord]) -> StoreResult<(
             .bind(t(r.at))
             .bind(&r.result)
             .bind(id)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         }
     }
@@ -261,7 +261,7 @@ fn day_start(now: Timestamp) -> Timestamp {
 }
 
 async fn insert_trigger(
-    tx: &mut Tx,
+    tx: &mut Conn,
     req: &ManualTriggerRequest,
     task_type: &str,
     status: &str,
@@ -276,19 +276,19 @@ async fn insert_trigger(
     .bind(task_type)
     .bind(t(now))
     .bind(status)
-    .fetch_one(&mut **tx)
+    .fetch_one(&mut *tx)
     .await?)
 }
 
 pub(crate) async fn manual_trigger_request(
-    tx: &mut Tx,
+    tx: &mut Conn,
     scope: &Scope,
     req: &ManualTriggerRequest,
     now: Timestamp,
 ) -> StoreResult<ManualTriggerOutcome> {
     let shop: Option<String> = sqlx::query_scalar("SELECT shop_id FROM cards WHERE iccid = $1")
         .bind(&req.iccid)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
     let shop = shop.ok_or(StoreError::NotFound)?;
     if !shop_in_scope(tx, scope, &shop).await? {
@@ -303,7 +303,7 @@ pub(crate) async fn manual_trigger_request(
         .bind(&req.iccid)
         .bind(tt)
         .bind(t(now.minus(MANUAL_DEDUPE)))
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
         if seen {
             dup.push(tt.clone());
@@ -321,7 +321,7 @@ pub(crate) async fn manual_trigger_request(
         )
         .bind(&req.operator)
         .bind(t(day_start(now)))
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?;
         let used = used as u32;
         (used + req.task_types.len() as u32 > req.daily_quota).then_some((
