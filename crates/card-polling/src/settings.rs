@@ -187,14 +187,14 @@ pub struct Settings {
     pub db_path: PathBuf,
     /// PostgreSQL URL (`postgres://user:pass@host:5432/db`); when set, the store lives in
     /// PostgreSQL instead of the SQLite file (issue #7). Never printed.
-    #[arg(long, env = "RAKUTEN_POLL_DB_URL", hide_env_values = true, value_parser = rakuten_types::secret_arg::secret(parse_pg_url))]
+    #[arg(long, env = "RAKUTEN_POLL_DB_URL", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_pg_url))]
     pub db_url: Option<Secret>,
     /// How long a request waits for the database (SQLite busy timeout, PostgreSQL `lock_timeout`,
     /// a pool connection) before it answers 503 with `Retry-After`, in milliseconds.
     #[arg(long, env = "RAKUTEN_POLL_DB_LOCK_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub db_lock_timeout_ms: u64,
     /// Bootstrap super_admin Bearer token (16-256 characters); account id `admin`.
-    #[arg(long, env = "RAKUTEN_POLL_ADMIN_TOKEN", hide_env_values = true, value_parser = rakuten_types::secret_arg::secret(parse_secret))]
+    #[arg(long, env = "RAKUTEN_POLL_ADMIN_TOKEN", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_secret))]
     pub admin_token: Secret,
     /// Polling task types with their normal intervals in seconds: `name=secs,…`.
     #[arg(long, env = "RAKUTEN_POLL_TASK_TYPES", default_value = DEFAULT_TASK_TYPES, value_parser = TaskTypes::parse)]
@@ -209,7 +209,7 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub executor_concurrency: u64,
     /// Hint channel: `memory` (in-process) or a Redis URL (`redis://127.0.0.1:6379/`).
-    #[arg(long, env = "RAKUTEN_POLL_HINT_CHANNEL", default_value = "memory", hide_env_values = true, value_parser = rakuten_types::secret_arg::secret(parse_hint_channel))]
+    #[arg(long, env = "RAKUTEN_POLL_HINT_CHANNEL", default_value = "memory", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_hint_channel))]
     pub hint_channel: HintChannelSetting,
     /// CA certificate (PEM) that a `rediss://` hint channel's server certificate must chain to,
     /// instead of the system's trust store (a private CA of a managed Redis, or a test CA).
@@ -268,11 +268,11 @@ pub struct Settings {
     /// resume is a JSON `POST` to `{url}/poll` / `{url}/resume` (docs/carrier-http-contract.md)
     /// bounded by the spec's 30 s upstream timeout, instead of the simulated carrier. Only its
     /// scheme, host, port and path are ever printed.
-    #[arg(long, env = "RAKUTEN_POLL_CARRIER_URL", hide_env_values = true, value_parser = rakuten_types::secret_arg::secret(parse_carrier_url))]
+    #[arg(long, env = "RAKUTEN_POLL_CARRIER_URL", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_carrier_url))]
     pub carrier_url: Option<CarrierUrl>,
     /// Bearer token sent to the HTTP carrier (`Authorization: Bearer …`); never printed, logged
     /// or written to interaction logs.
-    #[arg(long, env = "RAKUTEN_POLL_CARRIER_TOKEN", hide_env_values = true, value_parser = rakuten_types::secret_arg::secret(parse_carrier_token))]
+    #[arg(long, env = "RAKUTEN_POLL_CARRIER_TOKEN", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_carrier_token))]
     pub carrier_token: Option<Secret>,
     /// Simulated carrier: latency per call, milliseconds.
     #[arg(long, env = "RAKUTEN_POLL_SIM_LATENCY_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=60_000))]

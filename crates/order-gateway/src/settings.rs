@@ -160,16 +160,16 @@ pub struct Settings {
 
     // Roles (issue #10 item 5; crate::roles): `name:token,name:token…`; one name twice = rotation.
     /// Upstream tokens: submit and read orders and account queries.
-    #[arg(long, env = "RAKUTEN_UPSTREAM_TOKENS", hide_env_values = true, value_parser = rakuten_types::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
+    #[arg(long, env = "RAKUTEN_UPSTREAM_TOKENS", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
     pub upstream_tokens: Option<NamedTokens>,
     /// Worker tokens: lease, renew, report; account-query lease and result.
-    #[arg(long, env = "RAKUTEN_WORKER_TOKENS", hide_env_values = true, value_parser = rakuten_types::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
+    #[arg(long, env = "RAKUTEN_WORKER_TOKENS", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
     pub worker_tokens: Option<NamedTokens>,
     /// Operator tokens: every route, operator actions included.
-    #[arg(long, env = "RAKUTEN_OPERATOR_TOKENS", hide_env_values = true, value_parser = rakuten_types::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
+    #[arg(long, env = "RAKUTEN_OPERATOR_TOKENS", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
     pub operator_tokens: Option<NamedTokens>,
     /// Metrics tokens: `GET /metrics` only (for a Prometheus scraper; operators may read it too).
-    #[arg(long, env = "RAKUTEN_METRICS_TOKENS", hide_env_values = true, value_parser = rakuten_types::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
+    #[arg(long, env = "RAKUTEN_METRICS_TOKENS", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
     pub metrics_tokens: Option<NamedTokens>,
 
     /// Signing key of the operator console's session cookies (issue #11); every instance on one

@@ -9,8 +9,12 @@
 //!   variable (`error: invalid setting --port / RAKUTEN_GATEWAY_PORT: …`) and exits 2, without a
 //!   backtrace whatever `RUST_BACKTRACE` says; clap's own errors (unparsable value, unknown
 //!   flag) also exit 2 and name the variable too;
+//! - [`secret_arg`]: the clap value parser for secret settings, whose refusal names the flag and
+//!   its variable in the same form but never quotes the value (D-fix6-1);
 //! - [`exit_on_error`]: a run-time error prints `error: …` with its cause chain and exits 1;
 //! - [`check_env_example`]: the test every binary runs on its `.env.example` against `--help`.
+
+pub mod secret_arg;
 
 use std::ffi::OsString;
 use std::fmt::Display;

@@ -22,7 +22,6 @@ pub mod intent;
 pub mod order;
 pub mod order_state;
 pub mod query;
-pub mod secret_arg;
 pub mod task_status;
 pub mod timestamp;
 

@@ -29,7 +29,7 @@ where
     SecretParser(parse)
 }
 
-/// `--flag / ENV_VAR` for the message (the form of `rakuten_cli::invalid_setting_message`),
+/// `--flag / ENV_VAR` for the message (the form of [`crate::invalid_setting_message`]),
 /// `the setting` if clap gave no argument.
 fn describe(arg: Option<&Arg>) -> String {
     let Some(arg) = arg else {
