@@ -4,16 +4,12 @@
 //! error line naming the flag and its variable, and that neither the value nor a distinctive
 //! part of it reaches stdout or stderr; `--help` never shows a secret's environment value.
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+use test_util::run_in_clean_env;
 
 fn run(env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_card-polling"));
-    // A clean environment: only the case's variables decide what clap refuses.
-    cmd.env_clear();
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.args(args).output().expect("run card-polling")
+    run_in_clean_env(env!("CARGO_BIN_EXE_card-polling"), env, args)
 }
 
 /// `(variable, bad value, distinctive substring, expected message)`.

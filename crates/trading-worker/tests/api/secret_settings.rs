@@ -1,18 +1,19 @@
 //! Regression (security, D-fix6-1): `--help` never shows a secret's environment value (the
 //! worker's secrets parse infallibly, so clap has no refused value to echo).
 
-use std::process::Command;
+use test_util::run_in_clean_env;
 
 #[test]
 fn help_never_shows_secret_env_values() {
     for args in [&["--help"][..], &["run", "--help"][..]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_trading-worker"))
-            .env_clear()
-            .env("RAKUTEN_API_TOKEN", "TwHelpS3cret")
-            .env("RAKUTEN_SITE_SESSION", "TwSessS3cret")
-            .args(args)
-            .output()
-            .expect("run trading-worker");
+        let out = run_in_clean_env(
+            env!("CARGO_BIN_EXE_trading-worker"),
+            &[
+                ("RAKUTEN_API_TOKEN", "TwHelpS3cret"),
+                ("RAKUTEN_SITE_SESSION", "TwSessS3cret"),
+            ],
+            args,
+        );
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
