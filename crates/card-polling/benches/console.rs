@@ -24,6 +24,7 @@ use card_polling::settings::{Secret, Settings};
 use card_polling::upstream::{SimCarrier, SimConfig};
 use rakuten_types::{Clock, SystemClock};
 use serde_json::json;
+use test_util::PgSchema;
 
 const ADMIN: &str = "bench-admin-token-0123456789";
 const AGENT: &str = "bench-agent-token-0123456789";
@@ -52,54 +53,6 @@ fn postgres_wanted() -> bool {
     }
 }
 
-/// A schema of its own in `DATABASE_URL_TEST`, dropped when the bench ends (also on a panic).
-struct PgSchema {
-    base: String,
-    name: String,
-    url: String,
-}
-
-impl PgSchema {
-    async fn new() -> anyhow::Result<PgSchema> {
-        use sqlx::Connection;
-        let base = std::env::var("DATABASE_URL_TEST")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        let name = format!("cpbench_{}", uuid::Uuid::now_v7().simple());
-        let mut c = sqlx::PgConnection::connect(&base).await.map_err(|e| {
-            anyhow::anyhow!("POSTGRESQL IS NOT ANSWERING at {base} ({e}): set DATABASE_URL_TEST")
-        })?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
-            .execute(&mut c)
-            .await?;
-        let url = format!("{base}?options=-c%20search_path%3D{name}");
-        Ok(PgSchema { base, name, url })
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let (base, name) = (self.base.clone(), self.name.clone());
-        // Own thread and runtime: `Drop` may run inside the bench's runtime.
-        let _ = std::thread::spawn(move || {
-            use sqlx::Connection;
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&base).await {
-                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                        "DROP SCHEMA IF EXISTS {name} CASCADE"
-                    )))
-                    .execute(&mut c)
-                    .await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let n = env_or("BENCH_ITEMS", 100_000);
@@ -107,7 +60,7 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut settings = Settings::for_tests(dir.path().join("cp.db"), ADMIN);
     let schema = if postgres_wanted() {
-        let s = PgSchema::new().await?;
+        let s = PgSchema::new().await;
         settings.db_url = Some(Secret::new(s.url.clone()));
         Some(s)
     } else {

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use order_gateway::{Application, Settings};
 use rakuten_types::{Clock, SystemClock};
+use test_util::PgSchema;
 
 const TOKEN: &str = "bench-token-0123456789";
 
@@ -47,54 +48,6 @@ fn postgres_wanted() -> bool {
     }
 }
 
-/// A schema of its own in `DATABASE_URL_TEST`, dropped when the bench ends (also on a panic).
-struct PgSchema {
-    base: String,
-    name: String,
-    url: String,
-}
-
-impl PgSchema {
-    async fn new() -> anyhow::Result<PgSchema> {
-        use sqlx::Connection;
-        let base = std::env::var("DATABASE_URL_TEST")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        let name = format!("gwbench_{}", uuid::Uuid::now_v7().simple());
-        let mut c = sqlx::PgConnection::connect(&base).await.map_err(|e| {
-            anyhow::anyhow!("POSTGRESQL IS NOT ANSWERING at {base} ({e}): set DATABASE_URL_TEST")
-        })?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
-            .execute(&mut c)
-            .await?;
-        let url = format!("{base}?options=-c%20search_path%3D{name}");
-        Ok(PgSchema { base, name, url })
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let (base, name) = (self.base.clone(), self.name.clone());
-        // Own thread and runtime: `Drop` may run inside the bench's runtime.
-        let _ = std::thread::spawn(move || {
-            use sqlx::Connection;
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&base).await {
-                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                        "DROP SCHEMA IF EXISTS {name} CASCADE"
-                    )))
-                    .execute(&mut c)
-                    .await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let n = env_or("BENCH_TASKS", 100_000);
@@ -103,7 +56,7 @@ async fn main() -> anyhow::Result<()> {
     let db = dir.path().join("gw.db");
     let mut settings = Settings::for_tests(&db, TOKEN);
     let schema = if postgres_wanted() {
-        let s = PgSchema::new().await?;
+        let s = PgSchema::new().await;
         settings.db_url = Some(order_gateway::settings::Secret::new(s.url.clone()));
         Some(s)
     } else {

@@ -238,7 +238,7 @@ fn main() {
 /// schema per configuration, dropped afterwards. All instances run in this process.
 mod matrix {
     use super::*;
-    use sqlx::Connection;
+    use test_util::PgSchema;
     use tokio::task::JoinHandle;
     use tokio_util::sync::CancellationToken;
 
@@ -246,25 +246,12 @@ mod matrix {
         nodes: Vec<Arc<Bench>>,
         stop: CancellationToken,
         servers: Vec<JoinHandle<anyhow::Result<()>>>,
-        schema: Option<String>,
-    }
-
-    fn pg_base() -> String {
-        std::env::var("DATABASE_URL_TEST")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+        schema: Option<PgSchema>,
     }
 
     async fn cluster(dir: &std::path::Path, name: &str, pg: bool, n: usize) -> Cluster {
         let schema = if pg {
-            let schema = format!("bench_{}", uuid::Uuid::now_v7().simple());
-            let mut c = sqlx::PgConnection::connect(&pg_base())
-                .await
-                .expect("PostgreSQL (DATABASE_URL_TEST) must be running for the matrix bench");
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                .execute(&mut c)
-                .await
-                .unwrap();
-            Some(schema)
+            Some(PgSchema::new().await)
         } else {
             None
         };
@@ -273,12 +260,9 @@ mod matrix {
         for _ in 0..n {
             let mut settings = Settings::for_tests(dir.join(format!("{name}.db")), TOKEN);
             settings.lease_max_wait_seconds = 60.0;
-            settings.db_url = schema.as_ref().map(|s| {
-                order_gateway::settings::Secret::new(format!(
-                    "{}?options=-c%20search_path%3D{s}",
-                    pg_base()
-                ))
-            });
+            settings.db_url = schema
+                .as_ref()
+                .map(|s| order_gateway::settings::Secret::new(s.url.clone()));
             let app = Application::build(settings, Arc::new(SystemClock))
                 .await
                 .unwrap();
@@ -308,13 +292,8 @@ mod matrix {
             for s in self.servers {
                 s.await.unwrap().unwrap();
             }
-            if let Some(schema) = self.schema {
-                let mut c = sqlx::PgConnection::connect(&pg_base()).await.unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-                    .execute(&mut c)
-                    .await
-                    .unwrap();
-            }
+            // The instances are stopped: nothing holds the schema any more.
+            drop(self.schema);
         }
 
         async fn handoff(&self, rounds: usize) -> (Duration, Duration) {

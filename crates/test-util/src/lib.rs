@@ -2,8 +2,12 @@
 //! only: no binary of the workspace links it.
 //!
 //! Layout:
+//! - [`pg`]: [`PgSchema`], a fresh PostgreSQL schema on `DATABASE_URL_TEST`, dropped with its
+//!   holder; PostgreSQL not answering fails the test loudly.
 //! - [`process`]: [`run_in_clean_env`], a binary run with only the variables a case names.
 
+pub mod pg;
 pub mod process;
 
+pub use pg::PgSchema;
 pub use process::run_in_clean_env;

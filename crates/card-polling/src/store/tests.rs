@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rakuten_types::{Clock, ManualClock, Timestamp};
 use sqlx::Connection;
+use test_util::PgSchema;
 
 use crate::domain::asset::{AssetRef, AssetType, CardRow};
 use crate::domain::{Scope, Shop, TaskTypes};
@@ -20,62 +21,11 @@ use crate::store::{
     Demand, EnqueueAction, Finish, ImportBatch, ItemFilter, NewLog, PollRecord, Store, StoreError,
 };
 
-/// A fresh PostgreSQL schema, dropped at the end.
-struct Schema {
-    name: String,
-    url: String,
-}
-
-fn base_url() -> String {
-    std::env::var("DATABASE_URL_TEST")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-impl Schema {
-    async fn new() -> Schema {
-        let base = base_url();
-        let name = format!("cp_{}", uuid::Uuid::now_v7().simple());
-        let mut c = sqlx::PgConnection::connect(&base)
-            .await
-            .unwrap_or_else(|e| {
-                panic!("PostgreSQL at {base} (DATABASE_URL_TEST) is not answering: {e}")
-            });
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
-            .execute(&mut c)
-            .await
-            .unwrap();
-        let url = format!("{base}?options=-c%20search_path%3D{name}");
-        Schema { name, url }
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let name = self.name.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&base_url()).await {
-                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                        "DROP SCHEMA IF EXISTS {name} CASCADE"
-                    )))
-                    .execute(&mut c)
-                    .await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
 struct Harness {
     store: Arc<dyn Store>,
     clock: ManualClock,
     _dir: Option<tempfile::TempDir>,
-    _schema: Option<Schema>,
+    _schema: Option<PgSchema>,
 }
 
 impl Harness {
@@ -86,7 +36,7 @@ impl Harness {
     }
 
     async fn postgres() -> Harness {
-        let schema = Schema::new().await;
+        let schema = PgSchema::new().await;
         let store = PgStore::open(&schema.url).await.unwrap();
         Harness::with(Arc::new(store), None, Some(schema)).await
     }
@@ -94,7 +44,7 @@ impl Harness {
     async fn with(
         store: Arc<dyn Store>,
         dir: Option<tempfile::TempDir>,
-        schema: Option<Schema>,
+        schema: Option<PgSchema>,
     ) -> Harness {
         let clock = ManualClock::at_fixed_date();
         store.meta_feature_enabled_at(clock.now()).await.unwrap();
@@ -568,7 +518,7 @@ async fn host_domain_payments_bindings_triggers_and_close(h: &Harness) {
 /// wait on their own session; only requests are bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_waits_for_another_instances_migration_past_the_request_lock_timeout() {
-    let schema = Schema::new().await;
+    let schema = PgSchema::new().await;
     drop(PgStore::open(&schema.url).await.unwrap());
     let mut other = sqlx::PgConnection::connect(&schema.url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut other).await.unwrap();

@@ -60,8 +60,6 @@ mod postgres;
 mod secret_settings;
 mod sqlite;
 
-use sqlx::Connection;
-
 /// libfaketime's multi-threaded preload library (Debian package `faketime` / `libfaketime`,
 /// which `.ci/run` installs), or a loud failure: the clock-step tests never skip. Preloaded
 /// directly rather than through the `faketime` wrapper, which forks (the child would outlive a
@@ -86,63 +84,6 @@ pub fn libfaketime() -> String {
     }
 }
 
-/// A fresh PostgreSQL schema for one test, dropped with it.
-pub struct PgSchema {
-    name: String,
-    /// `DATABASE_URL_TEST` with the schema as its search path.
-    pub url: String,
-}
-
-fn pg_base_url() -> String {
-    std::env::var("DATABASE_URL_TEST")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-impl PgSchema {
-    /// Creates the schema; panics, loudly, when PostgreSQL does not answer.
-    pub async fn new() -> PgSchema {
-        let base = pg_base_url();
-        let name = format!("cpapi_{}", uuid::Uuid::now_v7().simple());
-        let mut c = sqlx::PgConnection::connect(&base)
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "POSTGRESQL IS NOT ANSWERING at {base} ({e}): the postgres::… tests need it \
-                     (start it, or point DATABASE_URL_TEST at one)"
-                )
-            });
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
-            .execute(&mut c)
-            .await
-            .expect("create schema");
-        let url = format!("{base}?options=-c%20search_path%3D{name}");
-        PgSchema { name, url }
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let name = self.name.clone();
-        // Own thread and runtime: `Drop` runs inside the test's runtime, which cannot block on
-        // itself. A lock timeout leaves the schema behind rather than hanging on a stray lock.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&pg_base_url()).await {
-                    let _ = sqlx::query("SET lock_timeout = '10s'")
-                        .execute(&mut c)
-                        .await;
-                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                        "DROP SCHEMA IF EXISTS {name} CASCADE"
-                    )))
-                    .execute(&mut c)
-                    .await;
-                }
-            });
-        })
-        .join();
-    }
-}
+/// A fresh PostgreSQL schema for one test, dropped with it; PostgreSQL not answering fails
+/// loudly. The engine modules name it `crate::PgSchema`.
+pub use test_util::PgSchema;

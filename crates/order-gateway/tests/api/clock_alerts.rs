@@ -12,8 +12,8 @@ use rakuten_types::{Clock, ManualClock, Timestamp};
 use serde_json::Value;
 
 use crate::helpers::{Engine, TestApp, spawn_pg_app};
-use crate::pg::TestDb;
 use crate::receiver::Receiver;
+use test_util::PgSchema;
 
 crate::on_both_engines!(
     a_clock_jump_raises_one_alert_and_one_webhook_event_and_clears_after_a_quiet_period
@@ -141,7 +141,7 @@ fn metric(app: &TestApp, name: &str) -> f64 {
 /// SQLite one process owns the database and there is nothing to compare).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skewed_instance_raises_clock_skew_which_clears_when_its_clock_is_back() {
-    let db = Arc::new(TestDb::new().await);
+    let db = Arc::new(PgSchema::new().await);
     let rx = Receiver::start().await;
     let real = Timestamp::now_utc();
     let settings = |url: String| {

@@ -29,7 +29,7 @@ use rakuten_types::{
 };
 use sqlx::Connection;
 
-use crate::pg::TestDb;
+use test_util::PgSchema;
 
 /// The three traits, as one object.
 pub trait Store: OrderStore + QueryStore + OperatorStore {}
@@ -47,7 +47,7 @@ pub struct Harness {
     clock: ManualClock,
     raw: Raw,
     _keep: Option<tempfile::TempDir>,
-    _db: Option<TestDb>,
+    _db: Option<PgSchema>,
 }
 
 impl Harness {
@@ -65,7 +65,7 @@ impl Harness {
     }
 
     pub async fn postgres() -> Harness {
-        let db = TestDb::new().await;
+        let db = PgSchema::new().await;
         let store = PgStore::open(&db.url).await.unwrap();
         let pool = store.pool().clone();
         Harness {
@@ -1445,7 +1445,7 @@ async fn a_lone_instance_is_the_alert_leader(h: &Harness) {
 /// takes over when the leader's session ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_instances_elect_one_alert_leader_and_take_over_when_it_goes() {
-    let db = TestDb::new().await;
+    let db = PgSchema::new().await;
     let a = PgStore::open(&db.url).await.unwrap();
     let b = PgStore::open(&db.url).await.unwrap();
     assert!(a.alerts_leader().await.unwrap());

@@ -278,7 +278,7 @@ fn with_param(url: &str, param: &str) -> String {
 
 #[tokio::test]
 async fn postgres_sslmode_in_the_url_is_honoured() {
-    let base = crate::pg::base_url();
+    let base = test_util::pg::base_url();
     assert!(
         !pg_session_uses_tls(&with_param(&base, "sslmode=disable"))
             .await

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::binary::Binary;
 use crate::helpers::TOKEN;
-use crate::pg::TestDb;
+use test_util::PgSchema;
 
 async fn get(client: &reqwest::Client, url: String) -> Value {
     let r = client.get(url).bearer_auth(TOKEN).send().await.unwrap();
@@ -21,7 +21,7 @@ async fn get(client: &reqwest::Client, url: String) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_120_s_ahead_under_libfaketime_leaves_a_healthy_lease_leased_and_raises_clock_skew()
  {
-    let db = Arc::new(TestDb::new().await);
+    let db = Arc::new(PgSchema::new().await);
     let dir = tempfile::tempdir().unwrap();
     let env = [
         ("RAKUTEN_GATEWAY_DB_URL", db.url.as_str()),

@@ -15,7 +15,7 @@ use order_gateway::store::StaleTask;
 use rakuten_types::{Clock, ManualClock};
 use serde_json::{Value, json};
 
-use crate::pg::TestDb;
+use test_util::PgSchema;
 
 pub const TOKEN: &str = "test-token-0123456789";
 
@@ -33,7 +33,7 @@ pub struct TestApp {
     pub state: order_gateway::http::AppState,
     pub _tempdir: tempfile::TempDir,
     /// The PostgreSQL schema, when the app runs on PostgreSQL (kept alive as long as the app).
-    pub _db: Option<Arc<TestDb>>,
+    pub _db: Option<Arc<PgSchema>>,
 }
 
 /// A plain answer: HTTP status and the parsed envelope.
@@ -87,7 +87,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
 /// The application on PostgreSQL (`db`'s schema); several apps on one `db` and one `clock` are
 /// several instances sharing one queue.
 pub async fn spawn_pg_app(
-    db: Arc<TestDb>,
+    db: Arc<PgSchema>,
     clock: ManualClock,
     adjust: impl FnOnce(&mut Settings),
 ) -> TestApp {
@@ -95,7 +95,7 @@ pub async fn spawn_pg_app(
 }
 
 async fn spawn_on(
-    db: Option<Arc<TestDb>>,
+    db: Option<Arc<PgSchema>>,
     clock: ManualClock,
     adjust: impl FnOnce(&mut Settings),
 ) -> TestApp {
@@ -345,7 +345,7 @@ impl Engine {
         match self {
             Engine::Sqlite => spawn_app_with(adjust).await,
             Engine::Postgres => {
-                let db = Arc::new(TestDb::new().await);
+                let db = Arc::new(PgSchema::new().await);
                 spawn_pg_app(db, ManualClock::at_fixed_date(), adjust).await
             }
         }

@@ -26,7 +26,6 @@ mod multi_instance;
 mod operator;
 mod ops_cli;
 mod ops_cli_operator;
-mod pg;
 mod probes;
 mod queries;
 mod receiver;

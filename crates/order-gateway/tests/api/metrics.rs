@@ -11,8 +11,8 @@ use order_gateway::settings::Secret;
 use rakuten_types::alert::AlertKind;
 
 use crate::helpers::{Engine, TestApp, answer, spawn_app_with, spawn_pg_app};
-use crate::pg::TestDb;
 use crate::receiver::Receiver;
+use test_util::PgSchema;
 
 const METRICS_TOKEN: &str = "metrics-token-1";
 
@@ -154,7 +154,7 @@ async fn metrics_parse_and_move_when_tasks_move_on_sqlite() {
 
 #[tokio::test]
 async fn metrics_parse_and_move_when_tasks_move_on_postgres() {
-    let db = Arc::new(TestDb::new().await);
+    let db = Arc::new(PgSchema::new().await);
     let app = spawn_pg_app(db, ManualClock::at_fixed_date(), with_metrics_token).await;
     metrics_move_when_tasks_move(&app).await;
 }

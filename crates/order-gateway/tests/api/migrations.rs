@@ -8,7 +8,7 @@ use order_gateway::store::sqlite::{self, SqliteStore};
 use sqlx::Connection;
 use sqlx::migrate::Migrator;
 
-use crate::pg::TestDb;
+use test_util::PgSchema;
 
 /// `(version, sql)` of every `NNNN_name.sql` file in `migrations/<engine>`, by version.
 fn files_on_disk(engine: &str) -> Vec<(i64, String)> {
@@ -73,7 +73,7 @@ async fn every_sqlite_migration_file_is_embedded_and_applied() {
 #[tokio::test]
 async fn every_postgres_migration_file_is_embedded_and_applied() {
     let versions = assert_embedded("postgres", &postgres::migrator());
-    let db = TestDb::new().await;
+    let db = PgSchema::new().await;
     let store = PgStore::open(&db.url).await.unwrap();
     let applied: Vec<i64> = sqlx::query_scalar(APPLIED)
         .fetch_all(store.pool())

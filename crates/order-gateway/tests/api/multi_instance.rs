@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 
 use crate::binary::Binary;
 use crate::helpers::{TOKEN, TestApp, spawn_pg_app};
-use crate::pg::TestDb;
+use test_util::PgSchema;
 
-async fn three_instances() -> (Arc<TestDb>, Vec<TestApp>) {
-    let db = Arc::new(TestDb::new().await);
+async fn three_instances() -> (Arc<PgSchema>, Vec<TestApp>) {
+    let db = Arc::new(PgSchema::new().await);
     let clock = ManualClock::at_fixed_date();
     let mut apps = Vec::new();
     for _ in 0..3 {
@@ -155,12 +155,14 @@ async fn a_task_submitted_on_one_instance_wakes_a_long_poll_waiting_on_another()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_whose_connection_is_killed_reconnects_and_still_wakes_long_polls() {
-    let db = Arc::new(TestDb::new().await);
+    let db = Arc::new(PgSchema::new().await);
     let clock = ManualClock::at_fixed_date();
     let a = spawn_pg_app(db.clone(), clock.clone(), |_| {}).await;
     let b = spawn_pg_app(db.clone(), clock.clone(), |_| {}).await;
-    let admin = sqlx::PgPool::connect(&crate::pg::base_url()).await.unwrap();
-    let listen_name = format!("{}/listen", db.schema);
+    let admin = sqlx::PgPool::connect(&test_util::pg::base_url())
+        .await
+        .unwrap();
+    let listen_name = format!("{}/listen", db.name);
     let count = |admin: sqlx::PgPool, name: String| async move {
         sqlx::query_scalar::<_, i64>(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
@@ -212,7 +214,7 @@ async fn call(req: reqwest::RequestBuilder) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_expire_it() {
-    let db = TestDb::new().await;
+    let db = PgSchema::new().await;
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
     let env = [("RAKUTEN_GATEWAY_DB_URL", db.url.as_str())];
@@ -288,7 +290,7 @@ async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_e
 /// and leaves the sweeping to the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_whose_clock_runs_ahead_does_not_stale_a_healthy_lease() {
-    let db = Arc::new(TestDb::new().await);
+    let db = Arc::new(PgSchema::new().await);
     let real = rakuten_types::Timestamp::now_utc();
     let checked = |s: &mut order_gateway::Settings| {
         s.clock_skew_alert_seconds = 2.0;

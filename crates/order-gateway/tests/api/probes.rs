@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rakuten_types::ManualClock;
 
 use crate::helpers::{TestApp, answer, spawn_app, spawn_app_with, spawn_pg_app};
-use crate::pg::TestDb;
+use test_util::PgSchema;
 
 async fn probe(app: &TestApp, path: &str) -> crate::helpers::Answer {
     answer(app.client.get(app.url(path)).send().await.unwrap()).await
@@ -28,7 +28,7 @@ async fn readyz_is_503_once_the_sqlite_store_is_closed_while_livez_stays_200() {
 
 #[tokio::test]
 async fn readyz_is_503_once_the_postgres_pool_is_closed_while_livez_stays_200() {
-    let db = Arc::new(TestDb::new().await);
+    let db = Arc::new(PgSchema::new().await);
     let app = spawn_pg_app(db, ManualClock::at_fixed_date(), |_| {}).await;
     readiness_follows_the_database(&app).await;
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rakuten_types::ManualClock;
 
 use crate::helpers::{TestApp, spawn_app, spawn_pg_app};
-use crate::pg::TestDb;
+use test_util::PgSchema;
 
 #[tokio::test]
 async fn first_report_moves_leased_to_running() {
@@ -81,7 +81,7 @@ async fn a_resent_report_with_fewer_fields_never_blanks_stored_fields() {
 
 #[tokio::test]
 async fn a_resent_report_with_fewer_fields_never_blanks_stored_fields_on_postgres() {
-    let db = Arc::new(TestDb::new().await);
+    let db = Arc::new(PgSchema::new().await);
     let app = spawn_pg_app(db, ManualClock::at_fixed_date(), |_| {}).await;
     assert_resent_report_keeps_fields_it_omits(app).await;
 }
