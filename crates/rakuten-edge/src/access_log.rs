@@ -13,19 +13,35 @@ use axum::response::Response;
 /// Longest path parameter value written to the log, characters.
 const VALUE_MAX_CHARS: usize = 128;
 
-/// The path parameters of `path` under the route pattern `route`, as `name=value` pairs joined
-/// by spaces: `/api/priority-items/{id}` and `/api/priority-items/5` give `id=5`.
-pub fn path_params(route: &str, path: &str) -> String {
+/// The `(name, value)` path parameters of `path` under the route pattern `route`, in route
+/// order, each value clipped to [`VALUE_MAX_CHARS`].
+fn params<'a>(route: &'a str, path: &'a str) -> impl Iterator<Item = (&'a str, String)> + 'a {
     route
         .split('/')
         .zip(path.split('/'))
         .filter_map(|(pat, value)| {
             let name = pat.strip_prefix('{')?.strip_suffix('}')?;
-            let value: String = value.chars().take(VALUE_MAX_CHARS).collect();
-            Some(format!("{name}={value}"))
+            Some((name, value.chars().take(VALUE_MAX_CHARS).collect()))
         })
+}
+
+/// The path parameters of `path` under the route pattern `route`, as `name=value` pairs joined
+/// by spaces: `/api/priority-items/{id}` and `/api/priority-items/5` give `id=5`.
+pub fn path_params(route: &str, path: &str) -> String {
+    params(route, path)
+        .map(|(name, value)| format!("{name}={value}"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The value of the one path parameter `name` (without braces: `task_id`) of `path` under the
+/// route pattern `route`, clipped to 128 characters; `None` when the route has no such
+/// parameter. For a service that logs chosen parameters as fields of their own (the gateway's
+/// `task_id` and `query_id`).
+pub fn path_param(route: &str, path: &str, name: &str) -> Option<String> {
+    params(route, path)
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value)
 }
 
 /// The middleware (`axum::middleware::from_fn`), added as the router's outermost layer.
@@ -65,7 +81,25 @@ mod tests {
         );
         assert_eq!(path_params("/api/task-types", "/api/task-types"), "");
         assert_eq!(path_params("(unmatched)", "/nope/x"), "");
+        assert_eq!(
+            path_param(
+                "/api/account/queries/{query_id}/result",
+                "/api/account/queries/q1/result",
+                "query_id"
+            )
+            .as_deref(),
+            Some("q1")
+        );
+        assert_eq!(
+            path_param("/api/orders/{task_id}", "/api/orders/t1", "query_id"),
+            None
+        );
+        assert_eq!(path_param("(unmatched)", "/nope/x", "task_id"), None);
         let long = "9".repeat(300);
+        assert_eq!(
+            path_param("/a/{task_id}", &format!("/a/{long}"), "task_id").map(|v| v.len()),
+            Some(VALUE_MAX_CHARS)
+        );
         assert_eq!(
             path_params("/a/{id}", &format!("/a/{long}")).len(),
             "id=".len() + VALUE_MAX_CHARS

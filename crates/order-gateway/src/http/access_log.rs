@@ -10,12 +10,14 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use rakuten_edge::access_log::path_param;
 
 /// Bodies up to this size (declared in `Content-Length`) are read for their `worker_id`; larger
 /// ones (query results) are passed on untouched.
 const PEEK_MAX_BYTES: u64 = 64 * 1024;
 
-/// Longest id written to the log, characters.
+/// Longest worker id written to the log, characters (the same bound as the path parameters'
+/// in `rakuten_edge::access_log`).
 const ID_MAX_CHARS: usize = 128;
 
 #[derive(serde::Deserialize)]
@@ -27,15 +29,6 @@ fn clip(s: &str) -> String {
     s.chars().take(ID_MAX_CHARS).collect()
 }
 
-/// The segment of `path` where the route pattern has `name` (`{task_id}`), clipped.
-fn segment(route: &str, path: &str, name: &str) -> Option<String> {
-    route
-        .split('/')
-        .zip(path.split('/'))
-        .find(|(pat, _)| *pat == name)
-        .map(|(_, v)| clip(v))
-}
-
 /// The middleware (`axum::middleware::from_fn`).
 pub async fn access_log(matched: Option<MatchedPath>, req: Request, next: Next) -> Response {
     let started = Instant::now();
@@ -44,11 +37,10 @@ pub async fn access_log(matched: Option<MatchedPath>, req: Request, next: Next) 
         .as_ref()
         .map_or("(unmatched)", MatchedPath::as_str)
         .to_owned();
-    // The path segment where the route pattern has `{task_id}` / `{query_id}`.
     let path = req.uri().path();
     let (task_id, query_id) = (
-        segment(&route, path, "{task_id}"),
-        segment(&route, path, "{query_id}"),
+        path_param(&route, path, "task_id"),
+        path_param(&route, path, "query_id"),
     );
     let mut worker = req.uri().query().and_then(|q| {
         q.split('&')

@@ -81,6 +81,11 @@ async fn json_logs_have_a_start_line_and_one_line_per_request_without_the_token(
         .send()
         .await
         .unwrap();
+    http.get(format!("{base}/api/account/queries/q-log"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let requests = loop {
         while let Some(v) = next(&mut rx) {
@@ -91,7 +96,7 @@ async fn json_logs_have_a_start_line_and_one_line_per_request_without_the_token(
             .filter(|v| v["fields"]["message"] == "request")
             .cloned()
             .collect();
-        if reqs.len() >= 3 {
+        if reqs.len() >= 4 {
             break reqs;
         }
         assert!(tokio::time::Instant::now() < deadline, "{lines:?}");
@@ -99,7 +104,7 @@ async fn json_logs_have_a_start_line_and_one_line_per_request_without_the_token(
     };
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert_eq!(requests.len(), 4, "{requests:?}");
     let f = |i: usize| requests[i]["fields"].clone();
     assert_eq!(requests[0]["level"], "INFO");
     assert_eq!(f(0)["route"], "/api/orders");
@@ -111,6 +116,9 @@ async fn json_logs_have_a_start_line_and_one_line_per_request_without_the_token(
     assert_eq!(f(2)["task_id"], "po-log");
     assert_eq!(f(2)["query_id"], "", "a task route has no query id");
     assert_eq!(f(2)["worker_id"], "w-log");
+    assert_eq!(f(3)["route"], "/api/account/queries/{query_id}");
+    assert_eq!(f(3)["query_id"], "q-log");
+    assert_eq!(f(3)["task_id"], "", "a query route has no task id");
     for l in &lines {
         assert!(
             !l.to_string().contains(TOKEN),
