@@ -22,3 +22,24 @@ pub fn run_in_clean_env(program: &str, env: &[(&str, &str)], args: &[&str]) -> O
         .output()
         .unwrap_or_else(|e| panic!("run {program}: {e}"))
 }
+
+/// Runs `program` with `args` and only `var=value` in its environment (`case` is
+/// `(var, value, part, message)`), and checks that the value is refused the way a secret must
+/// be (D-fix6-1): exit code 2, a first stderr line starting with `message`, and neither `value`
+/// nor `part` (a distinctive piece of it) anywhere on stdout or stderr.
+///
+/// # Panics
+/// Any of those checks fails (the message names the variable), or the program cannot start.
+pub fn assert_secret_refused(program: &str, args: &[&str], case: (&str, &str, &str, &str)) {
+    let (var, value, part, message) = case;
+    let out = run_in_clean_env(program, &[(var, value)], args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{var}: {stderr}");
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(first.starts_with(message), "{var}: {stderr}");
+    for leak in [value, part] {
+        assert!(!stdout.contains(leak), "{var} leaked to stdout: {stdout}");
+        assert!(!stderr.contains(leak), "{var} leaked to stderr: {stderr}");
+    }
+}

@@ -6,7 +6,7 @@
 
 use std::process::Output;
 
-use test_util::run_in_clean_env;
+use test_util::{assert_secret_refused, run_in_clean_env};
 
 fn run(env: &[(&str, &str)], args: &[&str]) -> Output {
     run_in_clean_env(env!("CARGO_BIN_EXE_card-polling"), env, args)
@@ -54,17 +54,8 @@ const CASES: &[(&str, &str, &str, &str)] = &[
 
 #[test]
 fn refused_secret_settings_never_print_the_value() {
-    for (var, value, part, message) in CASES {
-        let out = run(&[(var, value)], &["serve"]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{var}: {stderr}");
-        let first = stderr.lines().next().unwrap_or_default();
-        assert!(first.starts_with(message), "{var}: {stderr}");
-        for leak in [*value, *part] {
-            assert!(!stdout.contains(leak), "{var} leaked to stdout: {stdout}");
-            assert!(!stderr.contains(leak), "{var} leaked to stderr: {stderr}");
-        }
+    for case in CASES {
+        assert_secret_refused(env!("CARGO_BIN_EXE_card-polling"), &["serve"], *case);
     }
 }
 
