@@ -4,11 +4,12 @@
 //! Layout:
 //! - [`pg`]: [`PgSchema`], a fresh PostgreSQL schema on `DATABASE_URL_TEST`, dropped with its
 //!   holder; PostgreSQL not answering fails the test loudly.
-//! - [`process`]: [`run_in_clean_env`], a binary run with only the variables a case names, and
-//!   [`assert_secret_refused`], the check that a refused secret setting never prints its value.
+//! - [`process`]: running the workspace's binaries: [`run_in_clean_env`] (only the variables a
+//!   case names), [`assert_secret_refused`] (a refused secret setting never prints its value),
+//!   [`libfaketime`] (the preload library that runs a binary under a stepped clock).
 
 pub mod pg;
 pub mod process;
 
 pub use pg::PgSchema;
-pub use process::{assert_secret_refused, run_in_clean_env};
+pub use process::{assert_secret_refused, libfaketime, run_in_clean_env};

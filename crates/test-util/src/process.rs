@@ -1,6 +1,7 @@
 //! Running one of the workspace's binaries as a user would, for the tests of its start-up
-//! (settings refused, `--help`).
+//! (settings refused, `--help`) and of its behaviour under a stepped clock (libfaketime).
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs `program` (a test's `env!("CARGO_BIN_EXE_<name>")`) with `args` in an environment
@@ -41,5 +42,30 @@ pub fn assert_secret_refused(program: &str, args: &[&str], case: (&str, &str, &s
     for leak in [value, part] {
         assert!(!stdout.contains(leak), "{var} leaked to stdout: {stdout}");
         assert!(!stderr.contains(leak), "{var} leaked to stderr: {stderr}");
+    }
+}
+
+/// libfaketime's multi-threaded preload library (Debian package `faketime` / `libfaketime`,
+/// which `.ci/run` installs), or a loud failure: the clock-step tests never skip. Preloaded
+/// directly rather than through the `faketime` wrapper, which forks (the child would outlive a
+/// kill of the wrapper).
+///
+/// # Panics
+/// `/usr/bin/faketime` or the library is missing.
+pub fn libfaketime() -> String {
+    let found = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("faketime/libfaketimeMT.so.1"))
+        .chain([PathBuf::from("/usr/lib/faketime/libfaketimeMT.so.1")])
+        .find(|p| p.exists());
+    match found {
+        Some(p) if Path::new("/usr/bin/faketime").exists() => p.display().to_string(),
+        _ => panic!(
+            "libfaketime is missing (no /usr/bin/faketime or /usr/lib/*/faketime/\
+             libfaketimeMT.so.1): the libfaketime tests (issue #12 item 6) need it; install the \
+             Debian package `faketime` (apt-get install faketime; .ci/run does)"
+        ),
     }
 }

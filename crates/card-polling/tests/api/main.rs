@@ -60,29 +60,9 @@ mod postgres;
 mod secret_settings;
 mod sqlite;
 
-/// libfaketime's multi-threaded preload library (Debian package `faketime` / `libfaketime`,
-/// which `.ci/run` installs), or a loud failure: the clock-step tests never skip. Preloaded
-/// directly rather than through the `faketime` wrapper, which forks (the child would outlive a
-/// kill of the wrapper).
-pub fn libfaketime() -> String {
-    let found = std::fs::read_dir("/usr/lib")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|d| d.path().join("faketime/libfaketimeMT.so.1"))
-        .chain([std::path::PathBuf::from(
-            "/usr/lib/faketime/libfaketimeMT.so.1",
-        )])
-        .find(|p| p.exists());
-    match found {
-        Some(p) if std::path::Path::new("/usr/bin/faketime").exists() => p.display().to_string(),
-        _ => panic!(
-            "libfaketime is missing (no /usr/bin/faketime or /usr/lib/*/faketime/\
-             libfaketimeMT.so.1): the libfaketime tests (issue #12 item 6) need it; install the \
-             Debian package `faketime` (apt-get install faketime; .ci/run does)"
-        ),
-    }
-}
+/// libfaketime's preload library, or a loud failure. The engine modules name it
+/// `crate::libfaketime`.
+pub use test_util::libfaketime;
 
 /// A fresh PostgreSQL schema for one test, dropped with it; PostgreSQL not answering fails
 /// loudly. The engine modules name it `crate::PgSchema`.

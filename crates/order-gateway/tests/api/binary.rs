@@ -7,6 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use test_util::libfaketime;
+
 use crate::helpers::TOKEN;
 
 /// A running gateway process; killed (SIGKILL) when dropped.
@@ -102,27 +104,5 @@ impl Binary {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    }
-}
-
-/// libfaketime's multi-threaded preload library (Debian package `faketime` / `libfaketime`,
-/// which `.ci/run` installs), or a loud failure: the clock-step tests never skip.
-pub fn libfaketime() -> String {
-    let found = std::fs::read_dir("/usr/lib")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|d| d.path().join("faketime/libfaketimeMT.so.1"))
-        .chain([std::path::PathBuf::from(
-            "/usr/lib/faketime/libfaketimeMT.so.1",
-        )])
-        .find(|p| p.exists());
-    match found {
-        Some(p) if Path::new("/usr/bin/faketime").exists() => p.display().to_string(),
-        _ => panic!(
-            "libfaketime is missing (no /usr/bin/faketime or /usr/lib/*/faketime/\
-             libfaketimeMT.so.1): the libfaketime tests (issue #12 item 6) need it; install the \
-             Debian package `faketime` (apt-get install faketime; .ci/run does)"
-        ),
     }
 }
