@@ -392,7 +392,7 @@ mod matrix {
                             .post(format!("{}/api/account/queries/{id}/result", b.base))
                             .bearer_auth(TOKEN)
                             .json(&json!({"worker_id": worker, "lease_token": g["data"]["lease_token"], "success": true,
-                                "result": {"orders": [], "pages_read": 1, "window_fully_covered": true}}))
+                                "result": {"kind": "order_list", "since": null, "max_pages": 1, "window_fully_covered": true, "orders": [], "raw_pages": []}}))
                             .send()
                             .await
                             .unwrap()
