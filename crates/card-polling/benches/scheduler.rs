@@ -49,6 +49,9 @@ struct Opts {
     backpressure: Option<u64>,
     backpressure_secs: Option<f64>,
     shard_batch: Option<i64>,
+    backend: &'static str,
+    pg: String,
+    instances: usize,
 }
 
 /// `card-polling serve`'s settings as the binary would parse them with no flags.
@@ -85,6 +88,10 @@ fn opts() -> Opts {
         backpressure: None,
         backpressure_secs: None,
         shard_batch: None,
+        backend: "sqlite",
+        pg: std::env::var("DATABASE_URL_TEST")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into()),
+        instances: 1,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -111,6 +118,15 @@ fn opts() -> Opts {
             }
             "--shard-batch" => o.shard_batch = Some(val.parse().expect("--shard-batch N")),
             "--dir" => o.dir = val.into(),
+            "--backend" => {
+                o.backend = match val.as_str() {
+                    "sqlite" => "sqlite",
+                    "postgres" => "postgres",
+                    other => panic!("--backend sqlite|postgres, not {other:?}"),
+                }
+            }
+            "--pg" => o.pg = val,
+            "--instances" => o.instances = val.parse().expect("--instances N"),
             _ => {
                 i += 1;
                 continue;
@@ -118,7 +134,41 @@ fn opts() -> Opts {
         }
         i += 2;
     }
+    assert!(o.instances >= 1, "--instances N needs N >= 1");
+    assert!(
+        o.instances == 1 || o.backend == "postgres",
+        "--instances above 1 needs --backend postgres (SQLite is one process's file)"
+    );
     o
+}
+
+/// A fresh PostgreSQL schema for one bench run: (its name, the URL whose search path is it).
+async fn pg_schema(base: &str) -> (String, String) {
+    use sqlx::Connection;
+    let name = format!("cpbench_{}", uuid::Uuid::now_v7().simple());
+    let mut c = sqlx::PgConnection::connect(base)
+        .await
+        .expect("PostgreSQL (--pg URL)");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+        .execute(&mut c)
+        .await
+        .expect("create schema");
+    let sep = if base.contains('?') { '&' } else { '?' };
+    (
+        name.clone(),
+        format!("{base}{sep}options=-c%20search_path%3D{name}"),
+    )
+}
+
+async fn pg_drop_schema(base: &str, name: &str) {
+    use sqlx::Connection;
+    if let Ok(mut c) = sqlx::PgConnection::connect(base).await {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE"
+        )))
+        .execute(&mut c)
+        .await;
+    }
 }
 
 fn iccid(i: usize) -> String {
@@ -189,10 +239,14 @@ async fn import(app: &Application, cards: usize) {
             .await
             .expect("cards");
     }
-    sqlx::query("ANALYZE")
-        .execute(app.sqlite().pool())
-        .await
-        .expect("analyze");
+    match app.postgres() {
+        Some(pg) => sqlx::query("ANALYZE").execute(pg.pool()).await.map(|_| ()),
+        None => sqlx::query("ANALYZE")
+            .execute(app.sqlite().pool())
+            .await
+            .map(|_| ()),
+    }
+    .expect("analyze");
     println!(
         "setup: {cards} cards and {} schedule rows imported in {:.1?}",
         cards * 3,
@@ -200,8 +254,11 @@ async fn import(app: &Application, cards: usize) {
     );
 }
 
-async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
+async fn run(o: &Opts, db: &std::path::Path, pg_url: Option<&str>, backend: &str, first: bool) {
     let mut settings = production_settings(db);
+    if let Some(url) = pg_url {
+        settings.db_url = Some(Secret::new(url.to_owned()));
+    }
     if let Some(v) = o.shard_batch {
         settings.shard_batch = v;
     }
@@ -233,22 +290,38 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
     }
     let sim = Arc::new(SimCarrier::new(settings.sim_config()));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let app = Application::build(settings.clone(), clock.clone(), sim.clone())
-        .await
-        .expect("build (is Redis running?)");
-    if first {
-        import(&app, o.cards).await;
+    // Instance 0 imports (the others then find the schedule synced); every instance runs its own
+    // executor pool and scheduler cycle, as `card-polling serve` would.
+    let mut apps = Vec::with_capacity(o.instances);
+    for n in 0..o.instances {
+        let mut s = settings.clone();
+        s.instance_id = Some(format!("bench-{n}"));
+        // Each instance listens on a port of its own (the bench makes no HTTP calls).
+        s.port = 0;
+        let app = Application::build(s, clock.clone(), sim.clone())
+            .await
+            .expect("build (is Redis running?)");
+        if first && n == 0 {
+            import(&app, o.cards).await;
+        }
+        apps.push(app);
     }
-    let scheduler = app.scheduler().clone().flushed_by_pool();
-    let pool = scheduler.pool().clone();
+    let app = &apps[0];
     let hints = app.state().hints.clone();
     let store = app.state().store.clone();
     let types = settings.task_types.clone();
     let shutdown = CancellationToken::new();
-    let workers = tokio::spawn(pool.clone().run(shutdown.clone(), scheduler.config().tick));
     let cycles: Arc<Mutex<Vec<(u64, usize, usize)>>> = Arc::default();
     let phases: Arc<Mutex<Vec<card_polling::scheduler::cycle::CyclePhases>>> = Arc::default();
-    let cycle_task = {
+    let mut pools = Vec::new();
+    let mut tasks = Vec::new();
+    for app in &apps {
+        let scheduler = app.scheduler().clone().flushed_by_pool();
+        let pool = scheduler.pool().clone();
+        pools.push(pool.clone());
+        tasks.push(tokio::spawn(
+            pool.clone().run(shutdown.clone(), scheduler.config().tick),
+        ));
         let (s, stop, cycles, clock, phases) = (
             scheduler.clone(),
             shutdown.clone(),
@@ -256,7 +329,7 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
             clock.clone(),
             phases.clone(),
         );
-        tokio::spawn(async move {
+        tasks.push(tokio::spawn(async move {
             loop {
                 let r = s.run_once(clock.now()).await;
                 let skipped = r.ordinary_skipped_for_backpressure.values().sum();
@@ -274,13 +347,20 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
                     () = tokio::time::sleep(pause) => {}
                 }
             }
-        })
+        }));
+    }
+    let executed_now = |pools: &[Arc<card_polling::executor::pool::ExecutorPool>]| -> u64 {
+        pools
+            .iter()
+            .flat_map(|p| p.depths())
+            .map(|d| d.executed_ordinary)
+            .sum()
     };
     // Warm-up: let ordinary polling reach its pace.
     tokio::time::sleep(Duration::from_secs(10)).await;
     cycles.lock().unwrap().clear();
     phases.lock().unwrap().clear();
-    let executed_before: u64 = pool.depths().iter().map(|d| d.executed_ordinary).sum();
+    let executed_before = executed_now(&pools);
     let polls_before = sim.total_poll_calls();
     let operator = Account {
         id: "bench".into(),
@@ -326,29 +406,36 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
         tokio::time::sleep_until(next.into()).await;
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let executed: u64 = pool
-        .depths()
-        .iter()
-        .map(|d| d.executed_ordinary)
-        .sum::<u64>()
-        - executed_before;
+    let executed = executed_now(&pools) - executed_before;
     let polls = sim.total_poll_calls() - polls_before;
     // Let the last items run.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let depths = pool.depths();
+    let depths: Vec<_> = pools.iter().flat_map(|p| p.depths()).collect();
     shutdown.cancel();
-    let _ = cycle_task.await;
-    let _ = workers.await;
+    for t in tasks {
+        let _ = t.await;
+    }
 
     let mut lat = Vec::new();
     let mut not_started = 0;
     for id in &ids {
-        let (enq, start): (String, Option<String>) =
-            sqlx::query_as("SELECT enqueued_at, started_at FROM priority_items WHERE id = ?")
-                .bind(id)
-                .fetch_one(app.sqlite().pool())
-                .await
-                .expect("latency row");
+        const LATENCY_ROW: &str =
+            "SELECT enqueued_at, started_at FROM priority_items WHERE id = $1";
+        let (enq, start): (String, Option<String>) = match app.postgres() {
+            Some(pg) => {
+                sqlx::query_as(LATENCY_ROW)
+                    .bind(id)
+                    .fetch_one(pg.pool())
+                    .await
+            }
+            None => {
+                sqlx::query_as(LATENCY_ROW)
+                    .bind(id)
+                    .fetch_one(app.sqlite().pool())
+                    .await
+            }
+        }
+        .expect("latency row");
         match start {
             Some(s) => {
                 let e = Timestamp::parse(&enq).unwrap().as_millis();
@@ -363,7 +450,7 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
     let skipped: usize = cycles.lock().unwrap().iter().map(|c| c.2).sum();
     let taken: usize = cycles.lock().unwrap().iter().map(|c| c.1).sum();
     let due_rate = o.cards as f64 * (1.0 / 300.0 + 1.0 / 600.0 + 1.0 / 1800.0);
-    println!("--- backend {backend}");
+    println!("--- {} x{}, hints {backend}", o.backend, o.instances);
     println!(
         "ordinary polling: {:.0} polls/s executed, {:.0} carrier calls/s (due rate at full pace {:.0}/s); {taken} ordinary entries taken in {ncycles} cycles; {skipped} shard batches skipped for back-pressure",
         executed as f64 / elapsed,
@@ -410,9 +497,9 @@ async fn run(o: &Opts, db: &std::path::Path, backend: &str, first: bool) {
         serde_json::json!({
             "cards": o.cards,
             "secs": o.secs,
-            "backend": "sqlite",
+            "backend": o.backend,
             "hints": backend,
-            "instances": 1,
+            "instances": o.instances,
             "due_polls_per_s": (due_rate * 10.0).round() / 10.0,
             "executed_polls_per_s": (executed as f64 / elapsed * 10.0).round() / 10.0,
             "priority_p50_ms": pct(&mut lat, 0.5),
@@ -440,7 +527,15 @@ async fn main() {
         fsync_rate(dir.path())
     );
     let db = dir.path().join("bench.db");
+    let pg = match o.backend {
+        "postgres" => Some(pg_schema(&o.pg).await),
+        _ => None,
+    };
+    println!("backend: {} with {} instance(s)", o.backend, o.instances);
     for (i, hints) in o.hints.iter().enumerate() {
-        run(&o, &db, hints, i == 0).await;
+        run(&o, &db, pg.as_ref().map(|p| p.1.as_str()), hints, i == 0).await;
+    }
+    if let Some((name, _)) = pg {
+        pg_drop_schema(&o.pg, &name).await;
     }
 }

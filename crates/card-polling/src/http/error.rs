@@ -157,6 +157,13 @@ impl ApiError {
                     "the database is busy; retry shortly",
                 )
             }
+            StoreError::Raced(what) => {
+                tracing::warn!(%what, "a transition kept meeting concurrent changes: answering 503");
+                Self::generic(
+                    ErrorCode::Unavailable,
+                    "the database is busy; retry shortly",
+                )
+            }
             StoreError::Db(ref db) => Self::internal(db),
         }
     }

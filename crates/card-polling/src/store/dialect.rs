@@ -67,6 +67,33 @@ pub(crate) mod sqlite {
     /// The database's clock, epoch milliseconds: none to check against, an embedded database is
     /// only ever used by this process, whose clock is the one clock (issue #12 item 6).
     pub(crate) const SHARED_CLOCK_MILLIS: Option<&str> = None;
+
+    /// Row locks (PostgreSQL's `FOR NO KEY UPDATE`, with or without `SKIP LOCKED`, D-pg-9):
+    /// nothing here, the one writer already holds the whole database.
+    macro_rules! lock_row {
+        () => {
+            ""
+        };
+    }
+    pub(crate) use lock_row;
+    macro_rules! lock_row_skip_locked {
+        () => {
+            ""
+        };
+    }
+    pub(crate) use lock_row_skip_locked;
+    macro_rules! delete_skip_locked_of {
+        ($alias:literal) => {
+            ""
+        };
+    }
+    pub(crate) use delete_skip_locked_of;
+
+    /// Named locks of PostgreSQL (schedule configuration, an operator's daily quota, D-pg-9): none
+    /// needed under one writer.
+    pub(crate) const SCHEDULE_CONFIG_READ_LOCK: Option<&str> = None;
+    pub(crate) const SCHEDULE_CONFIG_WRITE_LOCK: Option<&str> = None;
+    pub(crate) const OPERATOR_QUOTA_LOCK: Option<&str> = None;
 }
 
 /// PostgreSQL.
@@ -75,20 +102,15 @@ pub(crate) mod postgres {
 
     use crate::store::StoreResult;
 
-    /// The writer lock (D-pg-7): one key per schema, so separate schemas (tests, deployments) do
-    /// not contend.
-    const WRITER_LOCK: &str =
-        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.card_polling_writer'))";
-
-    /// A write transaction. PostgreSQL allows concurrent writers, but the enqueue-or-merge, claim
-    /// and finish statements rely on SQLite's one writer: a transaction-level advisory lock
-    /// serializes writers the same way, also across service instances.
+    /// A write transaction: READ COMMITTED, no global lock (D-pg-9 amends D-pg-7). Several
+    /// instances write at once; each transition is safe on its own rows (conditional updates,
+    /// `INSERT … ON CONFLICT` on the partial unique index, row locks in one order, `SKIP LOCKED`
+    /// where rows are picked), and `store::retry` runs it again after a deadlock or a detected
+    /// concurrent change.
     pub(crate) async fn begin_write(
         pool: &Pool<Postgres>,
     ) -> StoreResult<Transaction<'static, Postgres>> {
-        let mut tx = pool.begin().await?;
-        sqlx::query(WRITER_LOCK).execute(&mut *tx).await?;
-        Ok(tx)
+        Ok(pool.begin().await?)
     }
 
     /// The item select list for `common::item_view` (table alias `i`). Aggregates: `string_agg`;
@@ -141,4 +163,52 @@ pub(crate) mod postgres {
     /// the start of the transaction.
     pub(crate) const SHARED_CLOCK_MILLIS: Option<&str> =
         Some("SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)");
+
+    /// Locks the rows read for the rest of the transaction, waiting for a holder to commit, so
+    /// the transition decides on the row it then writes (D-pg-9). `NO KEY UPDATE`, not `UPDATE`:
+    /// rows inserted elsewhere that merely reference this one (audit facts, bindings, schedule
+    /// rows take `KEY SHARE`) do not wait for it.
+    macro_rules! lock_row {
+        () => {
+            " FOR NO KEY UPDATE"
+        };
+    }
+    pub(crate) use lock_row;
+
+    /// Locks the rows read, skipping rows another transaction holds (a claim: the holder is
+    /// claiming, merging into or finishing the item; it is not claimable now, and the next due
+    /// read finds it again).
+    macro_rules! lock_row_skip_locked {
+        () => {
+            " FOR NO KEY UPDATE SKIP LOCKED"
+        };
+    }
+    pub(crate) use lock_row_skip_locked;
+
+    /// Picks rows of table alias `$alias` to delete, skipping rows another pruner holds: two
+    /// instances pruning at once take disjoint batches instead of waiting on each other.
+    macro_rules! delete_skip_locked_of {
+        ($alias:literal) => {
+            concat!(" FOR UPDATE OF ", $alias, " SKIP LOCKED")
+        };
+    }
+    pub(crate) use delete_skip_locked_of;
+
+    /// Held by an import while it reads the schedule configuration and gives its cards their
+    /// schedule rows (shared: imports do not wait for each other); the sync takes it exclusively
+    /// to change the configuration, so a card is never imported under a configuration the sync's
+    /// later page scan already passed (D-pg-9). Keyed by schema, like every named lock here.
+    pub(crate) const SCHEDULE_CONFIG_READ_LOCK: Option<&str> = Some(
+        "SELECT pg_advisory_xact_lock_shared(hashtext(current_schema() || '.card_polling_schedule_config'))",
+    );
+    /// See [`SCHEDULE_CONFIG_READ_LOCK`].
+    pub(crate) const SCHEDULE_CONFIG_WRITE_LOCK: Option<&str> = Some(
+        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.card_polling_schedule_config'))",
+    );
+    /// One operator's ordinary manual trigger quota (`$1` the operator): the count and the
+    /// inserts it allows run under it, so concurrent requests never overshoot the daily quota.
+    /// An operator has no row of its own to lock (the bootstrap admin is not in `accounts`).
+    pub(crate) const OPERATOR_QUOTA_LOCK: Option<&str> = Some(
+        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.card_polling_quota.' || $1))",
+    );
 }

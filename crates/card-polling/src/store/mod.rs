@@ -37,6 +37,7 @@ mod common;
 mod dialect;
 pub mod observe;
 pub mod postgres;
+mod retry;
 pub mod sqlite;
 #[cfg(test)]
 mod tests;
@@ -75,6 +76,11 @@ pub enum StoreError {
     /// The database failed.
     #[error("database error")]
     Db(#[source] sqlx::Error),
+    /// A concurrent transaction changed what this transition read (PostgreSQL, several writers,
+    /// D-pg-9): the store retries the whole transition, so this surfaces only once the retries
+    /// ran out. Retry later: HTTP 503 with `Retry-After`, like [`StoreError::Busy`].
+    #[error("a concurrent change: {0}")]
+    Raced(&'static str),
 }
 
 impl From<sqlx::Error> for StoreError {

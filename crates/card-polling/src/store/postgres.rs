@@ -2,11 +2,12 @@
 //! the default. Migrations in `migrations/postgres`, numbered as SQLite's. The store itself is the
 //! one implementation in `store/sql/`, compiled here for [`sqlx::Postgres`].
 //!
-//! Write transactions: SQLite's `BEGIN IMMEDIATE` serializes writers, and the enqueue-or-merge,
-//! claim and finish statements were written for that. Here every write transaction first takes a
-//! transaction-level advisory lock (keyed by schema, D-pg-7), so writers stay serialized exactly as
-//! on SQLite, also across several service instances; single-statement writes run without it (they
-//! are atomic on their own, as on SQLite). Reads never take it.
+//! Write transactions: READ COMMITTED, with no global lock (D-pg-9, which amends D-pg-7's
+//! writer lock): several instances write at once. Each transition is safe on its own rows —
+//! conditional `UPDATE … WHERE status = … RETURNING`, enqueue-or-merge by `INSERT … ON CONFLICT`
+//! on the partial unique index, row locks taken in one order, `SKIP LOCKED` where rows are picked
+//! (claims, schedule takes, expiry and retention batches) — and a transition that meets a
+//! deadlock or a concurrent change it detects is run again (`store::retry`). Reads take no lock.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -63,8 +64,8 @@ impl PgStore {
         Self::open_with(url, crate::store::DEFAULT_LOCK_TIMEOUT).await
     }
 
-    /// [`Self::open`] with `lock_timeout` as PostgreSQL's `lock_timeout` (row, table and the
-    /// writer's advisory lock) and the pool acquire timeout, and a `statement_timeout` of 30 s: a
+    /// [`Self::open`] with `lock_timeout` as PostgreSQL's `lock_timeout` (row, table and named
+    /// advisory locks) and the pool acquire timeout, and a `statement_timeout` of 30 s: a
     /// request that cannot get the database in time fails with `StoreError::Busy` (HTTP 503).
     ///
     /// # Errors

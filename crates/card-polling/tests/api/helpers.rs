@@ -360,42 +360,149 @@ impl TestApp {
     /// first audit fact is its creation, every terminal item has its terminal fact, and no
     /// terminal item holds a claim.
     pub async fn assert_invariants(&self) {
-        let pool = self.db.pool();
-        let bad_attempts: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM priority_items WHERE attempts > max_attempts OR max_attempts <> 3",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        assert_eq!(bad_attempts, 0, "attempts beyond the limit");
-        let bad_first: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM priority_items i WHERE (SELECT e.kind FROM priority_item_events e \
-             WHERE e.item_id = i.id ORDER BY e.id LIMIT 1) NOT IN ('enqueue', 'retrigger')",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        assert_eq!(bad_first, 0, "an item whose first fact is not its creation");
-        let unaudited_terminal: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM priority_items i WHERE i.status NOT IN ('pending', 'running') AND NOT EXISTS \
-             (SELECT 1 FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = CASE i.status \
-                WHEN 'completed' THEN 'complete' WHEN 'failed' THEN 'fail_dequeue' \
-                WHEN 'closed' THEN 'close' WHEN 'expired' THEN 'expire' END)",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        assert_eq!(
-            unaudited_terminal, 0,
-            "a terminal item without its terminal fact"
-        );
-        let dup_active: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM (SELECT iccid, task_type FROM priority_items \
-             WHERE status IN ('pending', 'running') GROUP BY iccid, task_type HAVING count(*) > 1) AS d",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        assert_eq!(dup_active, 0, "two active items for one card and task type");
+        assert_invariants_in(&self.db).await;
     }
+}
+
+/// [`TestApp::assert_invariants`] over the database of `db` (several instances share one).
+pub async fn assert_invariants_in(db: &super::EngineStore) {
+    let pool = db.pool();
+    let bad_attempts: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM priority_items WHERE attempts > max_attempts OR max_attempts <> 3",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(bad_attempts, 0, "attempts beyond the limit");
+    let bad_first: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM priority_items i WHERE (SELECT e.kind FROM priority_item_events e \
+         WHERE e.item_id = i.id ORDER BY e.id LIMIT 1) NOT IN ('enqueue', 'retrigger')",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(bad_first, 0, "an item whose first fact is not its creation");
+    let unaudited_terminal: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM priority_items i WHERE i.status NOT IN ('pending', 'running') AND NOT EXISTS \
+         (SELECT 1 FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = CASE i.status \
+            WHEN 'completed' THEN 'complete' WHEN 'failed' THEN 'fail_dequeue' \
+            WHEN 'closed' THEN 'close' WHEN 'expired' THEN 'expire' END)",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        unaudited_terminal, 0,
+        "a terminal item without its terminal fact"
+    );
+    let dup_active: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT iccid, task_type FROM priority_items \
+         WHERE status IN ('pending', 'running') GROUP BY iccid, task_type HAVING count(*) > 1) AS d",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(dup_active, 0, "two active items for one card and task type");
+}
+
+/// Closed and expired items, each with the upstream calls made for it so far (`calls_for_item`),
+/// added to `seen` the first time they are seen terminal: later calls for them are a violation
+/// ([`assert_soak_invariants`]).
+pub async fn snapshot_terminal(
+    db: &super::EngineStore,
+    calls_for_item: impl Fn(i64) -> usize,
+    seen: &mut std::collections::HashMap<i64, usize>,
+) {
+    let ids: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM priority_items WHERE status IN ('closed', 'expired')")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    for id in ids {
+        seen.entry(id).or_insert_with(|| calls_for_item(id));
+    }
+}
+
+/// Every invariant the soak checks after its run (shared by the soak and the multi-instance
+/// test): [`assert_invariants_in`]; nothing left running; at most 3 attempts and exactly one
+/// upstream call per counted attempt (`calls`: every priority call made, by item); no call for
+/// an item after it was seen closed or expired (`terminal_calls`, from [`snapshot_terminal`]);
+/// every terminal status reached (at least `min_items` items); every transition audited; every
+/// accepted ordinary manual trigger ran.
+pub async fn assert_soak_invariants(
+    db: &super::EngineStore,
+    calls: &std::collections::HashMap<i64, i64>,
+    terminal_calls: &std::collections::HashMap<i64, usize>,
+    min_items: usize,
+) -> std::collections::HashMap<String, usize> {
+    use std::collections::HashMap;
+    let pool = db.pool();
+    assert_invariants_in(db).await;
+    let running: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM priority_items WHERE status = 'running'")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        running, 0,
+        "every item terminal or waiting after the last drain"
+    );
+    let rows: Vec<(i64, String, i64, i64)> =
+        sqlx::query_as("SELECT id, status, attempts, trigger_count FROM priority_items")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    assert!(
+        rows.len() > min_items,
+        "the run made items: {} (expected over {min_items})",
+        rows.len()
+    );
+    let mut by_status: HashMap<String, usize> = HashMap::new();
+    for (id, status, attempts, _) in &rows {
+        *by_status.entry(status.clone()).or_default() += 1;
+        assert!(*attempts <= 3, "item {id}: {attempts} attempts");
+        assert_eq!(
+            calls.get(id).copied().unwrap_or(0),
+            *attempts,
+            "item {id}: upstream calls and counted attempts differ"
+        );
+    }
+    for (id, at_terminal) in terminal_calls {
+        assert_eq!(
+            calls.get(id).copied().unwrap_or(0) as usize,
+            *at_terminal,
+            "an upstream call for closed/expired item {id}"
+        );
+    }
+    for s in ["completed", "failed", "closed", "expired"] {
+        assert!(
+            by_status.get(s).copied().unwrap_or(0) > 0,
+            "no {s} item: {by_status:?}"
+        );
+    }
+    // Every transition audited.
+    let bad: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM priority_items i WHERE \
+           (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'claim') < i.attempts \
+        OR (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'retry') <> \
+           (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'failure' AND e.result = 'recoverable') \
+        OR (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind IN ('enqueue', 'retrigger')) <> 1 \
+        OR (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'merge' AND e.result = 'merged') \
+           <> i.trigger_count - 1 \
+        OR (i.status = 'completed' AND (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'complete') <> 1)",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        bad, 0,
+        "items whose audit facts do not match their transitions"
+    );
+    let queued: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM manual_triggers WHERE status = 'queued'")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert_eq!(queued, 0, "every accepted manual trigger ran");
+    by_status
 }

@@ -44,6 +44,10 @@ pub async fn hold_write_lock(settings: &Settings) -> sqlx::PgConnection {
 
 scenarios!();
 
+// Several instances on one database (issue #14 item 2, D-pg-9): PostgreSQL only.
+#[path = "multi_instance.rs"]
+mod multi_instance;
+
 /// Issue #12 item 6, card-polling: two instances on one database, one whose clock runs 120 s
 /// ahead. By its clock the healthy instance's claim (90 s lease) has lapsed, and it used to take
 /// the claim over while the carrier call was in flight (the carrier called twice). Now it checks

@@ -229,87 +229,17 @@ async fn soak_keeps_every_invariant_over_simulated_hours() {
 }
 
 async fn snapshot_terminal(app: &TestApp, seen: &mut HashMap<i64, usize>) {
-    let ids: Vec<i64> =
-        sqlx::query_scalar("SELECT id FROM priority_items WHERE status IN ('closed', 'expired')")
-            .fetch_all(app.db.pool())
-            .await
-            .unwrap();
-    for id in ids {
-        seen.entry(id).or_insert_with(|| app.sim.calls_for_item(id));
-    }
+    super::helpers::snapshot_terminal(&app.db, |id| app.sim.calls_for_item(id), seen).await;
 }
 
 async fn check_invariants(app: &TestApp, terminal_calls: &HashMap<i64, usize>) {
-    let pool = app.db.pool();
-    app.assert_invariants().await;
-    let running: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM priority_items WHERE status = 'running'")
-            .fetch_one(pool)
-            .await
-            .unwrap();
-    assert_eq!(
-        running, 0,
-        "every item terminal or waiting after the last drain"
-    );
     let mut calls: HashMap<i64, i64> = HashMap::new();
     for c in app.sim.calls() {
         if let Some(id) = c.item_id {
             *calls.entry(id).or_default() += 1;
         }
     }
-    let rows: Vec<(i64, String, i64, i64)> =
-        sqlx::query_as("SELECT id, status, attempts, trigger_count FROM priority_items")
-            .fetch_all(pool)
-            .await
-            .unwrap();
-    assert!(rows.len() > 1_000, "the soak made items: {}", rows.len());
-    let mut by_status: HashMap<String, usize> = HashMap::new();
-    for (id, status, attempts, _) in &rows {
-        *by_status.entry(status.clone()).or_default() += 1;
-        assert!(*attempts <= 3, "item {id}: {attempts} attempts");
-        assert_eq!(
-            calls.get(id).copied().unwrap_or(0),
-            *attempts,
-            "item {id}: upstream calls and counted attempts differ"
-        );
-    }
-    for (id, at_terminal) in terminal_calls {
-        assert_eq!(
-            app.sim.calls_for_item(*id),
-            *at_terminal,
-            "an upstream call for closed/expired item {id}"
-        );
-    }
-    for s in ["completed", "failed", "closed", "expired"] {
-        assert!(
-            by_status.get(s).copied().unwrap_or(0) > 0,
-            "no {s} item: {by_status:?}"
-        );
-    }
-    // Every transition audited.
-    let bad: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM priority_items i WHERE \
-           (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'claim') < i.attempts \
-        OR (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'retry') <> \
-           (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'failure' AND e.result = 'recoverable') \
-        OR (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind IN ('enqueue', 'retrigger')) <> 1 \
-        OR (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'merge' AND e.result = 'merged') \
-           <> i.trigger_count - 1 \
-        OR (i.status = 'completed' AND (SELECT count(*) FROM priority_item_events e WHERE e.item_id = i.id AND e.kind = 'complete') <> 1)",
-    )
-    .fetch_one(pool)
-    .await
-    .unwrap();
-    assert_eq!(
-        bad, 0,
-        "items whose audit facts do not match their transitions"
-    );
-    let queued: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM manual_triggers WHERE status = 'queued'")
-            .fetch_one(pool)
-            .await
-            .unwrap();
-    assert_eq!(queued, 0, "every accepted manual trigger ran");
+    let by_status = assert_soak_invariants(&app.db, &calls, terminal_calls, 1_000).await;
     println!(
         "soak: {by_status:?}, {} upstream calls",
         app.sim.total_poll_calls()

@@ -8,7 +8,7 @@ use sqlx::Row;
 use rakuten_types::Timestamp;
 
 use super::enqueue::{self, snapshot_asset};
-use super::{Conn, DbRow, Pool, QueryResult, map_constraint, t};
+use super::{Conn, DbRow, Pool, QueryResult, dialect, map_constraint, t};
 use crate::domain::TokenHash;
 use crate::domain::account::Account;
 use crate::domain::asset::{AssetRef, AssetType, BindingRow};
@@ -127,6 +127,11 @@ pub(crate) async fn import(
     let schedule = if batch.cards.is_empty() {
         None
     } else {
+        // Held until commit: the sync cannot change the configuration between this read and the
+        // schedule rows written from it (D-pg-9; no-op on SQLite).
+        if let Some(lock) = dialect::SCHEDULE_CONFIG_READ_LOCK {
+            sqlx::query(lock).execute(&mut *tx).await?;
+        }
         super::schedule::schedule_config(tx).await?
     };
     for c in &batch.cards {
@@ -191,6 +196,29 @@ pub(crate) async fn asset_shop(conn: &mut Conn, asset: &AssetRef) -> StoreResult
         .await?)
 }
 
+/// The shop of an asset, locking the asset's row (PostgreSQL) for the rest of the transaction;
+/// `None` when the asset does not exist. Every transition that reads and then changes an asset's
+/// packages (payment, queued activation, package poll) takes this lock first, so their reads
+/// ("is a main package active?", "is one pending?") stay true until they commit: two payments for
+/// one asset never both activate a main package (D-pg-9). Lock order: order row, asset row,
+/// usage rows, items.
+pub(crate) async fn asset_lock(conn: &mut Conn, asset: &AssetRef) -> StoreResult<Option<String>> {
+    let sql = match asset.asset_type {
+        AssetType::Card => concat!(
+            "SELECT shop_id FROM cards WHERE iccid = $1",
+            dialect::lock_row!()
+        ),
+        AssetType::Device => concat!(
+            "SELECT shop_id FROM devices WHERE device_no = $1",
+            dialect::lock_row!()
+        ),
+    };
+    Ok(sqlx::query_scalar(sql)
+        .bind(&asset.asset_id)
+        .fetch_optional(conn)
+        .await?)
+}
+
 fn order_from_row(row: &DbRow) -> StoreResult<OrderView> {
     let asset_type: String = row.try_get("asset_type")?;
     let kind: String = row.try_get("kind")?;
@@ -247,6 +275,15 @@ pub(crate) async fn payment_apply(
     task_types: &[String],
     now: Timestamp,
 ) -> StoreResult<PaymentOutcome> {
+    // The order's row first (PostgreSQL, D-pg-9): a second callback for this order waits here
+    // until the first commits, then sees it below as a replay or a settled order.
+    let locked = sqlx::query(concat!(
+        "SELECT * FROM package_orders WHERE id = $1",
+        dialect::lock_row!()
+    ))
+    .bind(&cb.order_id)
+    .fetch_optional(&mut *tx)
+    .await?;
     // Idempotency by payment id: a repeated callback changes nothing and enqueues nothing. A
     // "replay" that says something else is not a replay: 409 naming both values (issue #12 #11).
     let seen = sqlx::query("SELECT * FROM package_orders WHERE payment_id = $1")
@@ -285,11 +322,7 @@ pub(crate) async fn payment_apply(
             items: vec![],
         });
     }
-    let order = sqlx::query("SELECT * FROM package_orders WHERE id = $1")
-        .bind(&cb.order_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(StoreError::NotFound)?;
+    let order = locked.ok_or(StoreError::NotFound)?;
     let order = order_from_row(&order)?;
     let settled = sqlx::query(
         "UPDATE package_orders SET status = $1, payment_id = $2, settled_at = $3 \
@@ -300,7 +333,15 @@ pub(crate) async fn payment_apply(
     .bind(t(now))
     .bind(&order.id)
     .execute(&mut *tx)
-    .await?;
+    .await
+    .map_err(|e| match e.as_database_error() {
+        // The same payment id applied to another order by a concurrent callback since the read
+        // above: run again, which answers the replay's 409 naming both orders.
+        Some(db) if db.is_unique_violation() => {
+            StoreError::Raced("a concurrent callback applied the same payment id")
+        }
+        _ => StoreError::from(e),
+    })?;
     if settled.rows_affected() != 1 {
         return Err(StoreError::Conflict(format!(
             "order is already {}",
@@ -321,6 +362,7 @@ pub(crate) async fn payment_apply(
         return Ok(out);
     }
     let asset = &order.asset;
+    asset_lock(tx, asset).await?;
     let had_earlier: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM package_usages WHERE asset_type = $1 AND asset_id = $2)",
     )
@@ -383,6 +425,19 @@ pub(crate) async fn usage_activate_queued(
     task_types: &[String],
     now: Timestamp,
 ) -> StoreResult<Vec<EnqueuedItem>> {
+    // The asset's row first, as every package transition does (D-pg-9 lock order).
+    let owner: Option<(String, String)> =
+        sqlx::query_as("SELECT asset_type, asset_id FROM package_usages WHERE id = $1")
+            .bind(usage_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if let Some((asset_type, asset_id)) = &owner {
+        let asset = AssetRef {
+            asset_type: AssetType::parse(asset_type).unwrap_or(AssetType::Card),
+            asset_id: asset_id.clone(),
+        };
+        asset_lock(tx, &asset).await?;
+    }
     let hit: Option<(String, String)> = sqlx::query_as(
         "UPDATE package_usages SET status = 'active', activated_at = $1, ends_at = $2 \
          WHERE id = $3 AND status = 'pending' AND kind = 'main' RETURNING asset_type, asset_id",
@@ -437,7 +492,7 @@ pub(crate) async fn package_poll_asset(
     task_types: &[String],
     now: Timestamp,
 ) -> StoreResult<PackagePollOutcome> {
-    if asset_shop(tx, asset).await?.is_none() {
+    if asset_lock(tx, asset).await?.is_none() {
         return Err(StoreError::NotFound);
     }
     let expired = sqlx::query(

@@ -128,6 +128,16 @@ pub(crate) async fn audit_system(
 ///   item's merge).
 /// - Otherwise `INSERT … ON CONFLICT` on the partial unique index: a new pending item, or a
 ///   merge (trigger count + 1, last trigger time and type, source added to the set).
+///
+/// Several writers at once (PostgreSQL, D-pg-9): the partial unique index decides create or
+/// merge (a concurrent creator of the same card and task type waits on the index, then merges);
+/// the upsert locks the active item, so everything after it about this card and task type is
+/// serialized. Pairs are upserted in (ICCID, task type) order, whatever order the demand lists
+/// them in, so two enqueues never lock two items in opposite orders; the answer keeps the
+/// demand's order. The replay check is a read before the upsert: if the trigger event row it
+/// found missing (or found pointing at an ended item) has changed by the time this transaction
+/// writes it, a concurrent enqueue of the same event won, and the transition is run again
+/// ([`StoreError::Raced`]), which then sees the replay.
 pub(crate) async fn enqueue(
     tx: &mut Conn,
     targets: &[CardTarget],
@@ -135,10 +145,18 @@ pub(crate) async fn enqueue(
     now: Timestamp,
     retriggered_from: Option<i64>,
 ) -> StoreResult<Vec<EnqueuedItem>> {
-    let mut out = Vec::with_capacity(targets.len() * demand.task_types.len());
     let trig = demand.trigger_type.as_str();
-    for target in targets {
-        for task_type in &demand.task_types {
+    let mut pairs: Vec<(usize, &CardTarget, &String)> = targets
+        .iter()
+        .flat_map(|target| demand.task_types.iter().map(move |tt| (target, tt)))
+        .enumerate()
+        .map(|(n, (target, tt))| (n, target, tt))
+        .collect();
+    pairs.sort_by(|a, b| (&a.1.iccid, a.2).cmp(&(&b.1.iccid, b.2)));
+    let mut slots: Vec<Option<EnqueuedItem>> = pairs.iter().map(|_| None).collect();
+    for (slot, target, task_type) in pairs {
+        let out = &mut slots[slot];
+        {
             let seen: Option<i64> = sqlx::query_scalar(
                 "SELECT item_id FROM priority_trigger_events WHERE event_id = $1 AND iccid = $2 AND task_type = $3",
             )
@@ -179,7 +197,7 @@ pub(crate) async fn enqueue(
                     )
                     .await?;
                 }
-                out.push(EnqueuedItem {
+                *out = Some(EnqueuedItem {
                     item_id: active.unwrap_or(first_item),
                     iccid: target.iccid.clone(),
                     task_type: task_type.clone(),
@@ -215,6 +233,13 @@ pub(crate) async fn enqueue(
             .await?;
             let item_id: i64 = row.try_get("id")?;
             let created = row.try_get::<i64, _>("trigger_count")? == 1;
+            if previous_item.is_some() && !created {
+                // The read above found no active item, but a concurrent enqueue created one since:
+                // in either order this event would have been that item's replay, so start over.
+                return Err(StoreError::Raced(
+                    "a concurrent enqueue created the active item",
+                ));
+            }
             sqlx::query(
                 "INSERT INTO priority_item_sources (item_id, source) VALUES ($1, $2) \
                  ON CONFLICT (item_id, source) DO NOTHING",
@@ -223,17 +248,27 @@ pub(crate) async fn enqueue(
             .bind(&demand.source)
             .execute(&mut *tx)
             .await?;
-            sqlx::query(
+            // Remember the event: new, or moved from the ended item `seen` named to this one. The
+            // `WHERE` only lets that exact row be moved; a row a concurrent enqueue of the same
+            // event wrote since the read above changes nothing here, and this run starts over.
+            let remembered = sqlx::query(
                 "INSERT INTO priority_trigger_events (event_id, iccid, task_type, item_id, at) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (event_id, iccid, task_type) DO UPDATE SET item_id = excluded.item_id, at = excluded.at",
+                 ON CONFLICT (event_id, iccid, task_type) DO UPDATE SET item_id = excluded.item_id, at = excluded.at \
+                 WHERE priority_trigger_events.item_id = $6",
             )
             .bind(&demand.event_id)
             .bind(&target.iccid)
             .bind(task_type)
             .bind(item_id)
             .bind(t(now))
+            .bind(previous_item)
             .execute(&mut *tx)
             .await?;
+            if remembered.rows_affected() != 1 {
+                return Err(StoreError::Raced(
+                    "a concurrent enqueue applied the same trigger event",
+                ));
+            }
             let kind = match (created, retriggered_from.is_some()) {
                 (true, true) => "retrigger",
                 (true, false) => "enqueue",
@@ -255,7 +290,7 @@ pub(crate) async fn enqueue(
                 now,
             )
             .await?;
-            out.push(EnqueuedItem {
+            *out = Some(EnqueuedItem {
                 item_id,
                 iccid: target.iccid.clone(),
                 task_type: task_type.clone(),
@@ -267,7 +302,7 @@ pub(crate) async fn enqueue(
             });
         }
     }
-    Ok(out)
+    Ok(slots.into_iter().flatten().collect())
 }
 
 /// Whether `shop_id` lies in `scope`.

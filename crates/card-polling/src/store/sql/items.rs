@@ -97,11 +97,17 @@ pub(crate) async fn claim(
     expired_before: Option<Timestamp>,
     set_aside_count: &mut u64,
 ) -> StoreResult<Option<ClaimedItem>> {
-    let before: Option<(String, Option<String>)> =
-        sqlx::query_as("SELECT status, claim_token FROM priority_items WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
+    // The row is locked from this read on (PostgreSQL), so the status, the lapsed token and the
+    // claim/takeover decision below are about the row the updates then change. A row another
+    // transaction holds (another instance claiming it, a merge, a finish, a close) is skipped:
+    // not claimable now; the next due read finds it again if it still is (D-pg-9).
+    let before: Option<(String, Option<String>)> = sqlx::query_as(concat!(
+        "SELECT status, claim_token FROM priority_items WHERE id = $1",
+        dialect::lock_row_skip_locked!()
+    ))
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
     let Some((before, lapsed_token)) = before else {
         return Ok(None);
     };
@@ -387,11 +393,16 @@ pub(crate) async fn close(
     reason: &str,
     now: Timestamp,
 ) -> StoreResult<()> {
-    let row = sqlx::query("SELECT shop_id, status FROM priority_items WHERE id = $1")
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(StoreError::NotFound)?;
+    // Locked (PostgreSQL, waiting for a claim or finish in flight) so the 409 names the status
+    // the item really has when the close is decided (D-pg-9).
+    let row = sqlx::query(concat!(
+        "SELECT shop_id, status FROM priority_items WHERE id = $1",
+        dialect::lock_row!()
+    ))
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(StoreError::NotFound)?;
     let shop: String = row.try_get("shop_id")?;
     if !shop_in_scope(tx, scope, &shop).await? {
         return Err(StoreError::NotFound);
@@ -438,29 +449,32 @@ pub(crate) async fn mark_expired(
     cutoff: Timestamp,
     batch: i64,
 ) -> StoreResult<u64> {
-    // Writers are serialized (one write transaction at a time), so the rows read here are the rows
-    // the update below takes; the read keeps the claim tokens the update clears.
-    let held: Vec<(i64, Option<String>)> = sqlx::query_as(
+    // The batch is picked and locked in one read (PostgreSQL: rows another transaction holds are
+    // skipped, a claim or finish in flight settles them), so the tokens read here are the ones
+    // the updates below clear, and two instances expiring at once take disjoint batches (D-pg-9).
+    let held: Vec<(i64, Option<String>)> = sqlx::query_as(concat!(
         "SELECT id, claim_token FROM priority_items WHERE status IN ('pending', 'running') \
            AND enqueued_at <= $1 ORDER BY enqueued_at LIMIT $2",
-    )
+        dialect::lock_row_skip_locked!()
+    ))
     .bind(t(cutoff))
     .bind(batch)
     .fetch_all(&mut *tx)
     .await?;
-    let tokens: std::collections::HashMap<i64, Option<String>> = held.into_iter().collect();
-    let ids: Vec<i64> = sqlx::query_scalar(
-        "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, dequeued_at = $1 \
-         WHERE id IN (SELECT id FROM priority_items WHERE status IN ('pending', 'running') \
-                      AND enqueued_at <= $2 ORDER BY enqueued_at LIMIT $3) \
-           AND status IN ('pending', 'running') \
-         RETURNING id",
-    )
-    .bind(t(now))
-    .bind(t(cutoff))
-    .bind(batch)
-    .fetch_all(&mut *tx)
-    .await?;
+    let tokens: std::collections::HashMap<i64, Option<String>> = held.iter().cloned().collect();
+    let mut ids = Vec::with_capacity(held.len());
+    for (id, _) in &held {
+        // Still guarded: the row is ours (locked), but the guard keeps the transition honest.
+        let hit: Option<i64> = sqlx::query_scalar(
+            "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, dequeued_at = $1 \
+             WHERE id = $2 AND status IN ('pending', 'running') RETURNING id",
+        )
+        .bind(t(now))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        ids.extend(hit);
+    }
     for id in &ids {
         let token = tokens.get(id).and_then(|t| t.as_deref());
         audit_system(

@@ -49,13 +49,26 @@ type DbRow = <Db as sqlx::Database>::Row;
 type QueryResult = <Db as sqlx::Database>::QueryResult;
 
 /// One write transaction around a call: `in_write_tx!(self, tx => f(&mut tx).await?)` begins
-/// (`dialect::begin_write`), evaluates the call, commits, and returns `Ok` of its value.
+/// (`dialect::begin_write`), evaluates the call, commits, and returns `Ok` of its value. A run
+/// that met a concurrent writer (PostgreSQL: deadlock, serialization failure, `StoreError::Raced`)
+/// is rolled back and run again from its first read, a bounded number of times (D-pg-9,
+/// `store::retry`); on SQLite that never happens.
 macro_rules! in_write_tx {
     ($store:expr, $tx:ident => $call:expr) => {{
-        let mut $tx = $store.begin().await?;
-        let out = $call;
-        $tx.commit().await?;
-        StoreResult::Ok(out)
+        let mut runs = 0;
+        loop {
+            let once: StoreResult<_> = async {
+                let mut $tx = $store.begin().await?;
+                let out = $call;
+                $tx.commit().await?;
+                StoreResult::Ok(out)
+            }
+            .await;
+            match once {
+                Err(e) if crate::store::retry::again(&e, &mut runs).await => continue,
+                done => break done,
+            }
+        }
     }};
 }
 

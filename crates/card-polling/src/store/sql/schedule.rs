@@ -91,8 +91,14 @@ pub(crate) async fn sync(
     if same_config && rows == cards * want.len() as i64 {
         return Ok(0);
     }
-    // Record the configuration first: imports from now on add rows for it themselves.
+    // Record the configuration first: imports from now on add rows for it themselves. Imports
+    // still running under the old configuration finish first (they hold the shared lock), so the
+    // page scan below sees their cards; two instances starting at once sync one after the other
+    // (D-pg-9).
     let mut tx = dialect::begin_write(pool).await?;
+    if let Some(lock) = dialect::SCHEDULE_CONFIG_WRITE_LOCK {
+        sqlx::query(lock).execute(&mut *tx).await?;
+    }
     sqlx::query(
         "INSERT INTO meta (key, value) VALUES ('poll_shards', $1) \
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -178,6 +184,11 @@ pub(crate) async fn take_due(
 }
 
 pub(crate) async fn record(tx: &mut Conn, records: &[PollRecord]) -> StoreResult<()> {
+    // Schedule rows are updated in (ICCID, task type) order: two instances recording batches
+    // that share a row (a manual trigger polled beside an ordinary take) lock them in the same
+    // order (D-pg-9).
+    let mut records: Vec<&PollRecord> = records.iter().collect();
+    records.sort_by(|a, b| (&a.iccid, &a.task_type).cmp(&(&b.iccid, &b.task_type)));
     for r in records {
         for log in &r.logs {
             sqlx::query(
@@ -286,13 +297,22 @@ pub(crate) async fn manual_trigger_request(
     req: &ManualTriggerRequest,
     now: Timestamp,
 ) -> StoreResult<ManualTriggerOutcome> {
-    let shop: Option<String> = sqlx::query_scalar("SELECT shop_id FROM cards WHERE iccid = $1")
-        .bind(&req.iccid)
-        .fetch_optional(&mut *tx)
-        .await?;
+    // The card's row, then the operator's quota lock, both held to commit (PostgreSQL, D-pg-9):
+    // the 24 h duplicate check and the daily count below stay true until this request's rows
+    // are in, so concurrent requests neither both pass the dedupe nor overshoot the quota.
+    let shop: Option<String> = sqlx::query_scalar(concat!(
+        "SELECT shop_id FROM cards WHERE iccid = $1",
+        dialect::lock_row!()
+    ))
+    .bind(&req.iccid)
+    .fetch_optional(&mut *tx)
+    .await?;
     let shop = shop.ok_or(StoreError::NotFound)?;
     if !shop_in_scope(tx, scope, &shop).await? {
         return Err(StoreError::NotFound);
+    }
+    if let Some(lock) = dialect::OPERATOR_QUOTA_LOCK {
+        sqlx::query(lock).bind(&req.operator).execute(&mut *tx).await?;
     }
     let mut dup = Vec::new();
     for tt in &req.task_types {
