@@ -190,7 +190,7 @@ async fn import(app: &Application, cards: usize) {
             .expect("cards");
     }
     sqlx::query("ANALYZE")
-        .execute(app.sqlite().pool())
+        .execute(app.sqlite().fixture_pool())
         .await
         .expect("analyze");
     println!(

@@ -54,7 +54,8 @@ use crate::priority::TriggerType;
 use crate::priority::item_status::ItemStatus;
 
 /// Storage errors. `NotFound` covers "out of scope" too, so callers cannot tell them apart.
-#[derive(Debug, thiserror::Error)]
+/// Cloneable because one failed group commit answers every caller of its batch (D-gc-1).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// No such row, or not in the caller's scope.
     #[error("not found")]
@@ -71,19 +72,31 @@ pub enum StoreError {
     /// The database did not answer within its bound: a lock wait, busy or statement timeout, or
     /// no free connection (issue #12 item 8). Retry later: HTTP 503 with `Retry-After`.
     #[error("the database is busy")]
-    Busy(#[source] sqlx::Error),
+    Busy(#[source] std::sync::Arc<sqlx::Error>),
+    /// The store is shutting down: its writer takes no more work, or its pool is closed (HTTP
+    /// 503 with `Retry-After`).
+    #[error("the store is closed")]
+    Closed,
     /// The database failed.
     #[error("database error")]
-    Db(#[source] sqlx::Error),
+    Db(#[source] std::sync::Arc<sqlx::Error>),
 }
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         if common::is_busy(&e) {
-            StoreError::Busy(e)
+            StoreError::Busy(e.into())
+        } else if matches!(e, sqlx::Error::PoolClosed) {
+            StoreError::Closed
         } else {
-            StoreError::Db(e)
+            StoreError::Db(e.into())
         }
+    }
+}
+
+impl sqlite_writer::WriterError for StoreError {
+    fn closed() -> Self {
+        StoreError::Closed
     }
 }
 
@@ -633,6 +646,9 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()>;
     /// The open items by status and the oldest pending item's enqueue instant (`/health`).
     async fn queue_health(&self) -> StoreResult<observe::QueueHealth>;
+    /// Stops the store at service stop: queued writes are committed and answered, then every
+    /// later call fails with [`StoreError::Closed`] (HTTP 503). Idempotent.
+    async fn shutdown(&self);
 
     // ---- retention ([`crate::jobs::retention`])
     /// Deletes up to `batch` rows of `table` older than `cutoff` in one write transaction

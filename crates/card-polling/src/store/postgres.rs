@@ -2,7 +2,8 @@
 //! the default. Migrations in `migrations/postgres`, numbered as SQLite's. The store itself is the
 //! one implementation in `store/sql/`, compiled here for [`sqlx::Postgres`].
 //!
-//! Write transactions: SQLite's `BEGIN IMMEDIATE` serializes writers, and the enqueue-or-merge,
+//! Write transactions (`dialect::postgres::Writer`, one per write, no group commit: PostgreSQL
+//! serves concurrent writers itself): SQLite's `BEGIN IMMEDIATE` serializes writers, and the enqueue-or-merge,
 //! claim and finish statements were written for that. Here every write transaction first takes a
 //! transaction-level advisory lock (keyed by schema, D-pg-7), so writers stay serialized exactly as
 //! on SQLite, also across several service instances; single-statement writes run without it (they
@@ -95,6 +96,10 @@ impl PgStore {
                 ("statement_timeout", "30s".to_owned()),
             ]))
             .await?;
-        Ok(Self::from_migrated(pool))
+        Ok(Self::from_parts(
+            pool.clone(),
+            pool.clone(),
+            dialect::Writer(pool),
+        ))
     }
 }
