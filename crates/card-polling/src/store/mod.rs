@@ -12,9 +12,10 @@
 //!   over the sqlx database.
 //! - `tests.rs`: the store checks, run unchanged on both engines.
 //!
-//! Every method that changes state is one transaction (`BEGIN IMMEDIATE` on SQLite), and every
-//! transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is a typed error, never
-//! a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
+//! Every method that changes state is one transaction on PostgreSQL and one SAVEPOINT of the
+//! group-commit writer's `BEGIN IMMEDIATE` batch on SQLite (D-gc-1; a large import is several,
+//! D-gc-2), and every transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is
+//! a typed error, never a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
 
 /// Compiles the one SQL implementation (`store/sql/`) in the engine module it is invoked in, for
 /// sqlx driver `$db` and the `dialect` module of the same name (D-pstore-1): it names `Db` and

@@ -222,6 +222,56 @@ async fn a_write_after_the_store_stopped_is_503_in_the_envelope() {
     assert_eq!(v["success"], false, "{v}");
 }
 
+#[tokio::test]
+async fn an_import_larger_than_one_part_streams_in_parts_with_every_schedule_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gc.db");
+    let store = store_with_cards(&path, 0).await;
+    store
+        .schedule_sync(&card_polling::domain::TaskTypes::default(), 16, now())
+        .await
+        .expect("schedule configured");
+    let (c0, o0) = store.write_stats();
+    let batch = ImportBatch {
+        cards: (0..25_000).map(|i| card(10_000 + i)).collect(),
+        ..ImportBatch::default()
+    };
+    let counts = store.domain_import(&batch, now()).await.expect("import");
+    assert_eq!(counts.cards, 25_000);
+    let (c1, o1) = store.write_stats();
+    // Shops and accounts (none), then 10,000 + 10,000 + 5,000 cards: one operation each.
+    assert_eq!(o1 - o0, 4, "writer operations");
+    assert!(c1 - c0 >= 1);
+    let (cards, rows, types): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM cards), (SELECT count(*) FROM poll_schedule), \
+         (SELECT count(DISTINCT task_type) FROM poll_schedule)",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!((cards, rows, types), (25_000, 75_000, 3));
+
+    // A duplicate in the second part: the first part stays, the error is the duplicate's.
+    let again = ImportBatch {
+        cards: (0..20_001)
+            .map(|i| card(40_000 + i))
+            .chain([card(10_000)])
+            .collect(),
+        ..ImportBatch::default()
+    };
+    let err = store.domain_import(&again, now()).await;
+    assert!(matches!(err, Err(StoreError::Conflict(_))), "{err:?}");
+    let cards: i64 = sqlx::query_scalar("SELECT count(*) FROM cards")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        cards,
+        25_000 + 20_000,
+        "the parts before the failing one are committed"
+    );
+}
+
 /// The child half of [`acknowledged_claims_and_outcomes_survive_kill_9`]: runs only when that
 /// test starts this binary with `CARDPOLL_CRASH_DB` set, and never returns then (it is killed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
