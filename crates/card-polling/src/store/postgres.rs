@@ -2,12 +2,12 @@
 //! the default. Migrations in `migrations/postgres`, numbered as SQLite's. The store itself is the
 //! one implementation in `store/sql/`, compiled here for [`sqlx::Postgres`].
 //!
-//! Write transactions (`dialect::postgres::Writer`, one per write, no group commit: PostgreSQL
-//! serves concurrent writers itself): SQLite's `BEGIN IMMEDIATE` serializes writers, and the enqueue-or-merge,
-//! claim and finish statements were written for that. Here every write transaction first takes a
-//! transaction-level advisory lock (keyed by schema, D-pg-7), so writers stay serialized exactly as
-//! on SQLite, also across several service instances; single-statement writes run without it (they
-//! are atomic on their own, as on SQLite). Reads never take it.
+//! Writes: each is its own transaction (`dialect::postgres::Writer`, no group commit: PostgreSQL
+//! serves concurrent writers itself). SQLite's single writer serializes writes, and the
+//! enqueue-or-merge, claim and finish statements were written for that; here every write
+//! transaction first takes a transaction-level advisory lock (keyed by schema, D-pg-7), so writers
+//! stay serialized exactly as on SQLite, also across several service instances. Since D-gc-1 the
+//! single-statement writes go through the same path and take it too. Reads never take it.
 
 use std::str::FromStr;
 use std::time::Duration;
