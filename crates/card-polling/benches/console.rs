@@ -84,9 +84,12 @@ async fn main() -> anyhow::Result<()> {
     for sql in load_sql(n, now, &task_types, app.postgres().is_some()) {
         let sql = sqlx::AssertSqlSafe(sql);
         let _rows = match app.postgres() {
-            Some(pg) => sqlx::query(sql).execute(pg.pool()).await?.rows_affected(),
+            Some(pg) => sqlx::query(sql)
+                .execute(pg.fixture_pool())
+                .await?
+                .rows_affected(),
             None => sqlx::query(sql)
-                .execute(app.sqlite().pool())
+                .execute(app.sqlite().fixture_pool())
                 .await?
                 .rows_affected(),
         };

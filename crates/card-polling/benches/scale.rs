@@ -88,6 +88,15 @@ fn fsync_rate(dir: &std::path::Path) -> f64 {
     rate
 }
 
+/// Writes per commit of the group-commit writer between two `write_stats` snapshots.
+fn per_commit((c0, o0): (u64, u64), (c1, o1): (u64, u64)) -> String {
+    let (c, o) = (c1 - c0, o1 - o0);
+    format!(
+        "{o} writes in {c} commits, {:.1} per commit",
+        o as f64 / c.max(1) as f64
+    )
+}
+
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[idx]
@@ -165,13 +174,18 @@ async fn main() {
             .await
             .expect("cards");
     }
-    println!("setup: {} cards imported in {:.1?}", o.cards, t.elapsed());
+    println!(
+        "setup: {} cards imported in {:.1?} (bulk import: parts of 10,000 cards, one writer \
+         operation each)",
+        o.cards,
+        t.elapsed()
+    );
 
     let t = Instant::now();
     let item_cards = o.active.div_ceil(3);
     let step = (o.cards / item_cards).max(1);
     let enq = now.minus(Duration::from_secs(3600)).to_rfc3339();
-    let mut tx = sqlite.pool().begin().await.expect("tx");
+    let mut tx = sqlite.fixture_pool().begin().await.expect("tx");
     let mut created = 0;
     'outer: for c in 0..item_cards {
         let i = c * step;
@@ -196,7 +210,7 @@ async fn main() {
     }
     tx.commit().await.expect("commit");
     sqlx::query("ANALYZE")
-        .execute(sqlite.pool())
+        .execute(sqlite.fixture_pool())
         .await
         .expect("analyze");
     println!(
@@ -247,6 +261,7 @@ async fn main() {
         e,
         o.ops as f64 / e.as_secs_f64()
     );
+    let w0 = sqlite.write_stats();
     let t = Instant::now();
     let mut hs = Vec::new();
     for w in 0..8 {
@@ -282,9 +297,10 @@ async fn main() {
     let e = t.elapsed();
     let n = (o.ops / 8) * 8;
     println!(
-        "merge, 8 callers: {n} triggers in {:.2?} = {:.0}/s",
+        "merge, 8 callers: {n} triggers in {:.2?} = {:.0}/s ({})",
         e,
-        n as f64 / e.as_secs_f64()
+        n as f64 / e.as_secs_f64(),
+        per_commit(w0, sqlite.write_stats())
     );
 
     // ---- claims per second
@@ -305,6 +321,7 @@ async fn main() {
         e,
         first.len() as f64 / e.as_secs_f64()
     );
+    let w0 = sqlite.write_stats();
     let t = Instant::now();
     let mut hs = Vec::new();
     for w in 0..8 {
@@ -324,10 +341,11 @@ async fn main() {
     }
     let e = t.elapsed();
     println!(
-        "claim, 8 claimers: {} claims in {:.2?} = {:.0}/s",
+        "claim, 8 claimers: {} claims in {:.2?} = {:.0}/s ({})",
         second.len(),
         e,
-        second.len() as f64 / e.as_secs_f64()
+        second.len() as f64 / e.as_secs_f64(),
+        per_commit(w0, sqlite.write_stats())
     );
 
     // ---- p99 of a scoped list query

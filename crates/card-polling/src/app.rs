@@ -163,6 +163,10 @@ impl Application {
             executor.metrics().clone(),
             settings.retention(),
         );
+        if let Some(s) = &sqlite {
+            let m = executor.metrics().clone();
+            s.on_commit(Box::new(move |ops, took| m.writer_commit(ops, took)));
+        }
         let state = AppState {
             store,
             clock,
@@ -262,8 +266,11 @@ impl Application {
                 .run(shutdown.clone()),
         );
         tasks.close();
+        let store = self.state.store.clone();
         let r = self.serve_http(shutdown).await;
         tasks.wait().await;
+        // Last: the background loops and requests have ended; what they queued is committed.
+        store.shutdown().await;
         r
     }
 }

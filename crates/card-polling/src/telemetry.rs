@@ -16,6 +16,8 @@
 //! | `cardpoll_pruned_rows_total` | counter | `table` (`interaction_logs`, `audit_facts`, `trigger_events`, `manual_triggers`): rows the retention job deleted |
 //! | `cardpoll_cycle_seconds` | histogram | |
 //! | `cardpoll_hint_to_execution_seconds` | histogram | |
+//! | `cardpoll_writer_batch_ops` | histogram | (SQLite: writes committed together by the group-commit writer, per commit) |
+//! | `cardpoll_writer_commit_seconds` | histogram | (SQLite: one batch, `BEGIN` to the end of `COMMIT`, the fsync included) |
 //! | `cardpoll_clock_offset_seconds` | gauge | (the database's clock minus this instance's, at the last check; PostgreSQL) |
 //! | `cardpoll_clock_skewed` | gauge | (1 while the offset is past `RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS`: no claims) |
 //! | `cardpoll_claims_refused_total` | counter | `reason` (`clock_skew`, `clock_check_failed`) |
@@ -48,7 +50,12 @@ pub struct PollMetrics {
     recorder: PrometheusRecorder,
     cycle: Histogram,
     hint_to_execution: Histogram,
+    writer_batch_ops: Histogram,
+    writer_commit: Histogram,
 }
+
+/// Buckets of `cardpoll_writer_batch_ops` (writes per commit; the writer's batch is at most 512).
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
 impl std::fmt::Debug for PollMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -66,12 +73,14 @@ impl PollMetrics {
     /// A fresh registry with every metric described.
     pub fn new() -> Self {
         let builder = [
-            "cardpoll_cycle_seconds",
-            "cardpoll_hint_to_execution_seconds",
+            ("cardpoll_cycle_seconds", SECONDS_BUCKETS),
+            ("cardpoll_hint_to_execution_seconds", SECONDS_BUCKETS),
+            ("cardpoll_writer_commit_seconds", SECONDS_BUCKETS),
+            ("cardpoll_writer_batch_ops", BATCH_BUCKETS),
         ]
         .into_iter()
-        .try_fold(PrometheusBuilder::new(), |b, name| {
-            b.set_buckets_for_metric(Matcher::Full(name.into()), SECONDS_BUCKETS)
+        .try_fold(PrometheusBuilder::new(), |b, (name, buckets)| {
+            b.set_buckets_for_metric(Matcher::Full(name.into()), buckets)
         })
         .unwrap_or_else(|_| PrometheusBuilder::new());
         let recorder = builder.build_recorder();
@@ -101,10 +110,22 @@ impl PollMetrics {
             Some(Unit::Seconds),
             "From a priority item entering its execution queue to its execution.".into(),
         );
+        recorder.describe_histogram(
+            "cardpoll_writer_batch_ops".into(),
+            Some(Unit::Count),
+            "SQLite: writes committed together by the group-commit writer, per commit.".into(),
+        );
+        recorder.describe_histogram(
+            "cardpoll_writer_commit_seconds".into(),
+            Some(Unit::Seconds),
+            "SQLite: one group-commit batch, BEGIN to the end of COMMIT (the fsync).".into(),
+        );
         let h = |name| recorder.register_histogram(&key(name, &[]), &META);
         PollMetrics {
             cycle: h("cardpoll_cycle_seconds"),
             hint_to_execution: h("cardpoll_hint_to_execution_seconds"),
+            writer_batch_ops: h("cardpoll_writer_batch_ops"),
+            writer_commit: h("cardpoll_writer_commit_seconds"),
             recorder,
         }
     }
@@ -162,6 +183,13 @@ impl PollMetrics {
     /// Observes one scheduling cycle.
     pub fn cycle(&self, took: Duration) {
         self.cycle.record(took.as_secs_f64());
+    }
+
+    /// Observes one commit of the SQLite group-commit writer: `ops` writes, `took` from `BEGIN` to
+    /// the end of `COMMIT`.
+    pub fn writer_commit(&self, ops: u64, took: Duration) {
+        self.writer_batch_ops.record(ops as f64);
+        self.writer_commit.record(took.as_secs_f64());
     }
 
     /// Observes one priority item's wait in its execution queue.

@@ -19,7 +19,7 @@
 //!   implementation for both databases in `store/sql/` (`tasks.rs`, `queries.rs`, `reads.rs`,
 //!   `observe.rs`, `store.rs`, row decoders in `rows.rs` / `query_row.rs`), compiled once per
 //!   engine; the few engine differences in `store/dialect.rs`. Engines: [`store::sqlite`], the
-//!   default (group-commit writer [`store::sqlite_writer`], read pool; schema in
+//!   default (group-commit writer of the shared [`sqlite_writer`] crate, read pool; schema in
 //!   `migrations/sqlite`), and [`store::postgres`] for several instances on one queue
 //!   (`RAKUTEN_GATEWAY_DB_URL`; schema in `migrations/postgres`, `LISTEN/NOTIFY` wake-ups);
 //!   [`app::Backend`] picks one.

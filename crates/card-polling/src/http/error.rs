@@ -164,7 +164,11 @@ impl ApiError {
                     "the database is busy; retry shortly",
                 )
             }
-            StoreError::Db(ref db) => Self::internal(db),
+            StoreError::Closed => Self::generic(
+                ErrorCode::Unavailable,
+                "the service is shutting down; retry shortly",
+            ),
+            StoreError::Db(ref db) => Self::internal(&**db),
         }
     }
 }

@@ -37,9 +37,9 @@ pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
 
 /// A stored value that does not parse back into its Rust type.
 pub(crate) fn corrupt(what: &str) -> StoreError {
-    StoreError::Db(sqlx::Error::Decode(
+    StoreError::Db(std::sync::Arc::new(sqlx::Error::Decode(
         format!("stored value of {what} is invalid").into(),
-    ))
+    )))
 }
 
 /// A required timestamp column (stored as fixed-width RFC 3339 text).
@@ -83,8 +83,10 @@ pub(crate) const UNDECODABLE_ROW: &str = "undecodable row";
 /// invalid`), for the reason an undecodable row carries.
 fn decode_detail(e: &StoreError) -> String {
     match e {
-        StoreError::Db(sqlx::Error::Decode(d)) => d.to_string(),
-        StoreError::Db(other) => other.to_string(),
+        StoreError::Db(db) => match &**db {
+            sqlx::Error::Decode(d) => d.to_string(),
+            other => other.to_string(),
+        },
         other => other.to_string(),
     }
 }

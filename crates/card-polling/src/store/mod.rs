@@ -12,9 +12,10 @@
 //!   over the sqlx database.
 //! - `tests.rs`: the store checks, run unchanged on both engines.
 //!
-//! Every method that changes state is one transaction (`BEGIN IMMEDIATE` on SQLite), and every
-//! transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is a typed error, never
-//! a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
+//! Every method that changes state is one transaction on PostgreSQL and one SAVEPOINT of the
+//! group-commit writer's `BEGIN IMMEDIATE` batch on SQLite (D-gc-1; a large import is several,
+//! D-gc-2), and every transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is
+//! a typed error, never a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
 
 /// Compiles the one SQL implementation (`store/sql/`) in the engine module it is invoked in, for
 /// sqlx driver `$db` and the `dialect` module of the same name (D-pstore-1): it names `Db` and
@@ -55,7 +56,8 @@ use crate::priority::TriggerType;
 use crate::priority::item_status::ItemStatus;
 
 /// Storage errors. `NotFound` covers "out of scope" too, so callers cannot tell them apart.
-#[derive(Debug, thiserror::Error)]
+/// Cloneable because one failed group commit answers every caller of its batch (D-gc-1).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// No such row, or not in the caller's scope.
     #[error("not found")]
@@ -72,10 +74,14 @@ pub enum StoreError {
     /// The database did not answer within its bound: a lock wait, busy or statement timeout, or
     /// no free connection (issue #12 item 8). Retry later: HTTP 503 with `Retry-After`.
     #[error("the database is busy")]
-    Busy(#[source] sqlx::Error),
+    Busy(#[source] std::sync::Arc<sqlx::Error>),
+    /// The store is shutting down: its writer takes no more work, or its pool is closed (HTTP
+    /// 503 with `Retry-After`).
+    #[error("the store is closed")]
+    Closed,
     /// The database failed.
     #[error("database error")]
-    Db(#[source] sqlx::Error),
+    Db(#[source] std::sync::Arc<sqlx::Error>),
     /// A concurrent transaction changed what this transition read (PostgreSQL, several writers,
     /// D-pg-9): the store retries the whole transition, so this surfaces only once the retries
     /// ran out. Retry later: HTTP 503 with `Retry-After`, like [`StoreError::Busy`].
@@ -86,10 +92,18 @@ pub enum StoreError {
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         if common::is_busy(&e) {
-            StoreError::Busy(e)
+            StoreError::Busy(e.into())
+        } else if matches!(e, sqlx::Error::PoolClosed) {
+            StoreError::Closed
         } else {
-            StoreError::Db(e)
+            StoreError::Db(e.into())
         }
+    }
+}
+
+impl sqlite_writer::WriterError for StoreError {
+    fn closed() -> Self {
+        StoreError::Closed
     }
 }
 
@@ -639,6 +653,9 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()>;
     /// The open items by status and the oldest pending item's enqueue instant (`/health`).
     async fn queue_health(&self) -> StoreResult<observe::QueueHealth>;
+    /// Stops the store at service stop: queued writes are committed and answered, then every
+    /// later call fails with [`StoreError::Closed`] (HTTP 503). Idempotent.
+    async fn shutdown(&self);
 
     // ---- retention ([`crate::jobs::retention`])
     /// Deletes up to `batch` rows of `table` older than `cutoff` in one write transaction

@@ -8,6 +8,8 @@
 //! on the partial unique index, row locks taken in one order, `SKIP LOCKED` where rows are picked
 //! (claims, schedule takes, expiry and retention batches) — and a transition that meets a
 //! deadlock or a concurrent change it detects is run again (`store::retry`). Reads take no lock.
+//! Every write, single statements included, goes through `dialect::postgres::Writer` (D-gc-1):
+//! its own transaction, no group commit (PostgreSQL serves concurrent writers itself).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -96,6 +98,10 @@ impl PgStore {
                 ("statement_timeout", "30s".to_owned()),
             ]))
             .await?;
-        Ok(Self::from_migrated(pool))
+        Ok(Self::from_parts(
+            pool.clone(),
+            pool.clone(),
+            dialect::Writer(pool),
+        ))
     }
 }

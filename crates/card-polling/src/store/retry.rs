@@ -30,9 +30,10 @@ pub(crate) async fn again(e: &StoreError, runs: &mut u32) -> bool {
 pub(crate) fn retryable(e: &StoreError) -> bool {
     match e {
         StoreError::Raced(_) => true,
-        StoreError::Db(sqlx::Error::Database(db)) => {
-            matches!(db.code().as_deref(), Some("40001" | "40P01"))
-        }
+        StoreError::Db(db) => match &**db {
+            sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("40001" | "40P01")),
+            _ => false,
+        },
         _ => false,
     }
 }

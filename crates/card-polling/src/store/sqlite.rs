@@ -1,11 +1,14 @@
 //! The SQLite engine (the default): a database file in WAL mode with `synchronous=FULL`, foreign
-//! keys on, writes in `BEGIN IMMEDIATE` transactions; migrations in `migrations/sqlite`. The store
-//! itself is the one implementation in `store/sql/`, compiled here for [`sqlx::Sqlite`].
+//! keys on; every write goes through ONE group-commit writer (the `sqlite_writer` crate, D-gc-1)
+//! that owns the only write connection, reads through a pool of `query_only` connections;
+//! migrations in `migrations/sqlite`. The store itself is the one implementation in `store/sql/`,
+//! compiled here for [`sqlx::Sqlite`].
 
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::ConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use crate::store::common::MigrationFile;
@@ -14,6 +17,14 @@ super::one_implementation!(sqlx::Sqlite, sqlite);
 
 /// The SQLite store.
 pub type SqliteStore = sql::SqlStore;
+
+/// Read connections.
+const READ_CONNECTIONS: u32 = 8;
+/// Writes committed together at most: a batch of 512 small writes holds the writer for a few
+/// milliseconds, and one fsync serves all of them.
+const MAX_BATCH: usize = 512;
+/// Writes queued in front of the writer; callers wait (back-pressure) when it is full.
+const WRITE_QUEUE: usize = 8192;
 
 /// Every file of `migrations/sqlite`, in order (checked against the folder by a test).
 pub(crate) const MIGRATIONS: &[MigrationFile] = &[
@@ -69,12 +80,26 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(lock_timeout);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
+        // Migrations and fixtures: a small pool that may write, opened first.
+        let fixtures = SqlitePoolOptions::new()
+            .max_connections(2)
             .acquire_timeout(lock_timeout)
-            .connect_with(opts)
+            .connect_with(opts.clone())
             .await?;
-        Self::run_migrations(&pool, MIGRATIONS).await?;
-        Ok(Self::from_migrated(pool))
+        Self::run_migrations(&fixtures, MIGRATIONS).await?;
+        let read = SqlitePoolOptions::new()
+            .max_connections(READ_CONNECTIONS)
+            .acquire_timeout(lock_timeout)
+            .connect_with(opts.clone().pragma("query_only", "ON"))
+            .await?;
+        let writer = sqlite_writer::Writer::start(
+            opts.connect().await?,
+            sqlite_writer::Settings {
+                max_batch: MAX_BATCH,
+                queue: WRITE_QUEUE,
+                marks: None,
+            },
+        );
+        Ok(Self::from_parts(read, fixtures, dialect::Writer(writer)))
     }
 }

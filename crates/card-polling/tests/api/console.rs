@@ -204,7 +204,7 @@ async fn card_polling_items_page_older_and_newer_by_keyset() {
            'purchase_activated', 'purchase_activated', 1, '2026-07-27T00:00:00.000Z', \
            '2026-07-27T00:00:00.000Z', 0, 3, '2026-07-27T00:00:00.000Z' FROM k",
     )
-    .execute(app.db.pool())
+    .execute(app.db.fixture_pool())
     .await
     .unwrap();
     let b = Browser::start().await;

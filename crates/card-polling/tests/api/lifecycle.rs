@@ -334,7 +334,7 @@ async fn an_undecodable_item_is_set_aside_as_failed_and_everything_else_keeps_fl
          VALUES ('CB1', 'card_status', 'card', 'CB1', 'B', 'pending', 'manual_trigger', 'not-a-trigger', 1, $1, $1, 0, 3, $1)",
     )
     .bind(app.clock.now().to_rfc3339())
-    .execute(app.db.pool())
+    .execute(app.db.fixture_pool())
     .await
     .unwrap();
     let reason = "undecodable row: stored value of last_trigger_type is invalid";
@@ -386,7 +386,7 @@ async fn items_enqueued_before_the_feature_went_live_count_from_go_live() {
     )
     .bind(&old)
     .bind(Timestamp::from_millis(i64::MAX / 4).to_rfc3339())
-    .execute(app.db.pool())
+    .execute(app.db.fixture_pool())
     .await
     .unwrap();
     assert_eq!(

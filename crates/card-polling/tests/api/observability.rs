@@ -181,7 +181,7 @@ async fn health_counts_open_items_by_status_and_ages_the_oldest_pending_one() {
 async fn health_is_503_with_its_state_when_the_items_table_is_gone() {
     let app = spawn_seeded().await;
     sqlx::query("ALTER TABLE priority_items RENAME TO priority_items_gone")
-        .execute(app.db.pool())
+        .execute(app.db.fixture_pool())
         .await
         .unwrap();
     // `SELECT 1` still answers: readiness alone would call this database fine.

@@ -36,7 +36,7 @@ async fn old_log(app: &TestApp, item_id: Option<i64>, at: &str) {
     .bind(item_id)
     .bind(5_i64)
     .bind(at)
-    .execute(app.db.pool())
+    .execute(app.db.fixture_pool())
     .await
     .unwrap();
 }
@@ -50,7 +50,7 @@ async fn old_manual_trigger(app: &TestApp, status: &str, at: &str) {
     .bind(at)
     .bind(status)
     .bind(executed)
-    .execute(app.db.pool())
+    .execute(app.db.fixture_pool())
     .await
     .unwrap();
 }
@@ -86,7 +86,7 @@ async fn retention_prunes_old_history_but_never_a_row_of_an_active_item() {
     )
     .bind(active)
     .bind(days_ago(&app, 100))
-    .execute(app.db.pool())
+    .execute(app.db.fixture_pool())
     .await
     .unwrap();
     // An ordinary poll's log 8 days old, done and queued manual triggers 100 days old.

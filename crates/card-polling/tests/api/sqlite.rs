@@ -36,6 +36,10 @@ pub async fn hold_write_lock(settings: &Settings) -> sqlx::SqliteConnection {
 
 scenarios!();
 
+// The group-commit writer is SQLite's (D-gc-1).
+#[path = "group_commit.rs"]
+mod group_commit;
+
 // Simulated hours of random traffic: long, so on one engine only (D-pstore-3).
 #[path = "soak.rs"]
 mod soak;

@@ -2,7 +2,7 @@
 //! between SQLite and PostgreSQL. Each difference is a constant with a line saying why the engines
 //! force it apart; everything else (placeholders `$1`, `CAST(x AS TEXT)`, upserts, `RETURNING`) is
 //! written once. The other engine differences live outside the SQL: SQLite's group-commit writer
-//! ([`super::sqlite_writer`]) and PostgreSQL's `LISTEN/NOTIFY` and advisory lock
+//! (the [`sqlite_writer`] crate) and PostgreSQL's `LISTEN/NOTIFY` and advisory lock
 //! ([`super::postgres`]), behind the same few store methods (`write`, `read_pool`, `notify_*`).
 //! Decision D-store-1.
 

@@ -7,8 +7,8 @@
 //!   the account-query channel, `reads.rs`, `store.rs` the trait impls, `rows.rs` /
 //!   `query_row.rs` the row decoders), compiled once per engine;
 //! - `dialect.rs`: the few SQL fragments the engines force apart, each with its reason;
-//! - [`sqlite`]: the embedded default engine (opens the file, read pool) and `sqlite_writer.rs`,
-//!   its group-commit writer; [`postgres`]: several instances sharing one queue (pool,
+//! - [`sqlite`]: the embedded default engine (opens the file, read pool, and starts its
+//!   group-commit writer from the shared `sqlite_writer` crate, D-gc-1); [`postgres`]: several instances sharing one queue (pool,
 //!   `LISTEN/NOTIFY` wake-ups, the alert-leader advisory lock).
 //!
 //! Migrations stay per engine (`migrations/sqlite`, `migrations/postgres`, same numbering): the
@@ -33,7 +33,6 @@ pub mod postgres;
 pub mod queries;
 pub(crate) mod sql;
 pub mod sqlite;
-pub mod sqlite_writer;
 
 pub use operator::OperatorStore;
 pub use queries::QueryStore;

@@ -1,21 +1,21 @@
 //! The SQLite engine of the store: WAL, `synchronous=FULL`, a busy timeout, one group-commit
-//! writer ([`super::sqlite_writer`]) and a pool of `query_only` read connections. The SQL is the
+//! writer (the shared [`sqlite_writer`] crate, D-gw-3, D-gc-1) and a pool of `query_only` read connections. The SQL is the
 //! one implementation of [`super::sql`]; this file only opens the database and hands transitions
 //! to the writer. Migrations live in `migrations/sqlite` and are embedded in the binary.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use sqlite_writer::{Mark, Writer};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{ConnectOptions, SqliteConnection};
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 
-use super::sqlite_writer::{self, WriteOp, WriteStats};
+use crate::lease::probe::{self, Step};
+
 use super::{StoreError, Transition, bounded};
 
 /// The migrations of `migrations/sqlite`, embedded at compile time. (Built by hand rather than
@@ -75,18 +75,29 @@ pub fn migrator() -> Migrator {
 /// than [`super::STORE_OP_BOUND`], so the writer gives up before its callers do.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Queue depth in front of the writer; senders wait (backpressure) when it is full.
-const WRITE_QUEUE: usize = 8192;
 /// Read connections.
 const READ_CONNECTIONS: u32 = 4;
+
+impl sqlite_writer::WriterError for StoreError {
+    fn closed() -> Self {
+        StoreError::Closed
+    }
+}
+
+/// The writer's points as the hand-off probe's steps (benches/gateway.rs).
+fn probe_mark(m: Mark) {
+    probe::mark(match m {
+        Mark::BatchBegin => Step::WriterBatchBegin,
+        Mark::CommitStart => Step::WriterCommitStart,
+        Mark::CommitDone => Step::WriterCommitDone,
+    });
+}
 
 /// The SQLite order and account-query store.
 #[derive(Debug)]
 pub struct SqliteStore {
-    tx: Mutex<Option<mpsc::Sender<WriteOp>>>,
-    writer: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    writer: Writer<StoreError>,
     read: SqlitePool,
-    stats: Arc<WriteStats>,
 }
 
 impl SqliteStore {
@@ -117,20 +128,20 @@ impl SqliteStore {
             .max_connections(READ_CONNECTIONS)
             .connect_with(opts.pragma("query_only", "ON"))
             .await?;
-        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-        let stats = Arc::new(WriteStats::default());
-        let writer = tokio::spawn(sqlite_writer::run(wconn, rx, stats.clone()));
-        Ok(SqliteStore {
-            tx: Mutex::new(Some(tx)),
-            writer: tokio::sync::Mutex::new(Some(writer)),
-            read,
-            stats,
-        })
+        // 256 per batch, 8,192 queued (senders wait when it is full).
+        let writer = Writer::start(
+            wconn,
+            sqlite_writer::Settings {
+                marks: Some(probe_mark),
+                ..sqlite_writer::Settings::default()
+            },
+        );
+        Ok(SqliteStore { writer, read })
     }
 
     /// The writer's counters (commits and operations), for benchmarks.
     pub fn write_stats(&self) -> (u64, u64) {
-        self.stats.snapshot()
+        self.writer.stats()
     }
 
     /// Queues one transition for the writer; answers after its batch committed.
@@ -139,24 +150,15 @@ impl SqliteStore {
         op: Transition<SqliteConnection, T>,
         lease: bool,
     ) -> Result<T, StoreError> {
-        let sender = self
-            .tx
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or(StoreError::Closed)?;
-        let (reply, answer) = oneshot::channel();
+        self.ensure_open()?;
         // Bounded: a writer stuck behind another process's lock answers Busy, not never. (An
         // operation already queued still runs; only a lease attempt is skipped once its caller
         // is gone.)
-        bounded(async move {
-            sender
-                .send(WriteOp::new(op, reply, lease))
-                .await
-                .map_err(|_| StoreError::Closed)?;
-            answer.await.map_err(|_| StoreError::Closed)?
-        })
-        .await
+        if lease {
+            bounded(self.writer.write_abandonable(op)).await
+        } else {
+            bounded(self.writer.write(op)).await
+        }
     }
 
     /// Runs one transition through the group-commit writer.
@@ -176,15 +178,16 @@ impl SqliteStore {
     }
 
     /// Observes each commit of the writer (operations, duration: the `/metrics` histograms).
-    pub fn on_commit(&self, hook: crate::store::sqlite_writer::CommitHook) {
-        let _ = self.stats.on_commit.set(hook);
+    pub fn on_commit(&self, hook: sqlite_writer::CommitHook) {
+        self.writer.on_commit(hook);
     }
 
     /// [`StoreError::Closed`] once [`Self::shutdown`] has begun (the writer takes no more work).
     pub(crate) fn ensure_open(&self) -> Result<(), StoreError> {
-        match &*self.tx.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(_) => Ok(()),
-            None => Err(StoreError::Closed),
+        if self.writer.is_open() {
+            Ok(())
+        } else {
+            Err(StoreError::Closed)
         }
     }
 
@@ -218,12 +221,7 @@ impl SqliteStore {
 
     /// Lets the writer drain what is queued, commit and stop; closes the read pool.
     pub(crate) async fn shutdown(&self) {
-        drop(self.tx.lock().unwrap_or_else(|e| e.into_inner()).take());
-        if let Some(handle) = self.writer.lock().await.take()
-            && let Err(e) = handle.await
-        {
-            tracing::error!(error = %e, "the writer task failed");
-        }
+        self.writer.shutdown().await;
         self.read.close().await;
     }
 }

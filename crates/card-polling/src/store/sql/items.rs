@@ -221,7 +221,7 @@ pub(crate) async fn card_polling_scope(pool: &Pool, iccid: &str) -> StoreResult<
 }
 
 pub(crate) async fn begin_attempt(
-    pool: &Pool,
+    conn: &mut Conn,
     claim: &ClaimedItem,
     now: Timestamp,
 ) -> StoreResult<ClaimedItem> {
@@ -232,7 +232,7 @@ pub(crate) async fn begin_attempt(
     .bind(t(now))
     .bind(claim.id)
     .bind(&claim.token)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *conn)
     .await?;
     let attempts = attempts.ok_or(StoreError::ClaimLost)?;
     Ok(ClaimedItem {

@@ -4,14 +4,20 @@
 //!
 //! SQL here is portable: `$n` placeholders (sqlx's SQLite driver binds `$n` by number, proven by
 //! `tests/api/engine.rs`, `numbered_placeholders_bind_by_number_reused_and_out_of_order`),
-//! `CAST(x AS …)`, subqueries with aliases. What the engines force apart comes from `dialect`: the write transaction, the item
+//! `CAST(x AS …)`, subqueries with aliases. What the engines force apart comes from `dialect`: the write path, the item
 //! select list, the active-binding literal, the schedule take, `greatest` and time differences.
 //!
-//! Files: `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
+//! Writes: every method that changes state hands ONE function of the write connection and its
+//! owned arguments to `dialect::Writer::write` ([`SqlStore::write`]): on SQLite the group-commit
+//! writer runs it inside a SAVEPOINT of a batch transaction, on PostgreSQL it is its own
+//! transaction (D-gc-1). Reads go to the read pool ([`SqlStore::pool`]), never the writer.
+//!
+//! Files: `bulk.rs` (multi-row card import), `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
 //! transaction), `items.rs` (claim, attempts, finish, close, expire), `observe.rs` (the `/metrics` counts and the
 //! `/readyz` ping), `query.rs` (scoped reads), `retention.rs` (batch deletes of old history),
 //! `rows.rs` (row reads), `schedule.rs` (ordinary polling schedule and manual triggers).
 
+mod bulk;
 mod domain;
 mod enqueue;
 mod items;
@@ -24,7 +30,7 @@ mod schedule;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::Transaction;
+use futures::FutureExt;
 
 use rakuten_types::Timestamp;
 
@@ -39,8 +45,6 @@ use crate::store::*;
 
 /// The engine's connection pool.
 type Pool = sqlx::Pool<Db>;
-/// A write transaction (see `dialect::begin_write`).
-type Tx = Transaction<'static, Db>;
 /// One connection.
 type Conn = <Db as sqlx::Database>::Connection;
 /// One result row.
@@ -48,34 +52,21 @@ type DbRow = <Db as sqlx::Database>::Row;
 /// What an `execute` returns (rows affected).
 type QueryResult = <Db as sqlx::Database>::QueryResult;
 
-/// One write transaction around a call: `in_write_tx!(self, tx => f(&mut tx).await?)` begins
-/// (`dialect::begin_write`), evaluates the call, commits, and returns `Ok` of its value. A run
-/// that met a concurrent writer (PostgreSQL: deadlock, serialization failure, `StoreError::Raced`)
-/// is rolled back and run again from its first read, a bounded number of times (D-pg-9,
-/// `store::retry`); on SQLite that never happens.
-macro_rules! in_write_tx {
-    ($store:expr, $tx:ident => $call:expr) => {{
-        let mut runs = 0;
-        loop {
-            let once: StoreResult<_> = async {
-                let mut $tx = $store.begin().await?;
-                let out = $call;
-                $tx.commit().await?;
-                StoreResult::Ok(out)
-            }
-            .await;
-            match once {
-                Err(e) if crate::store::retry::again(&e, &mut runs).await => continue,
-                done => break done,
-            }
-        }
-    }};
-}
+/// Rows of one import that go to the writer as one operation (one transaction on PostgreSQL):
+/// an import up to this size stays all-or-nothing; a larger one streams in parts of this many
+/// cards, devices or bindings, each committed on its own (D-gc-2). About a second of the writer's
+/// time per part at full scale, so other writes wait at most that long behind an import.
+pub(crate) const IMPORT_PART: usize = 10_000;
 
-/// The store over one engine's pool.
+/// The store over one engine's pools and write path.
 #[derive(Debug, Clone)]
 pub struct SqlStore {
+    // Reads (on SQLite `query_only` connections; on PostgreSQL the one pool).
     pool: Pool,
+    // Test fixtures and benchmarks write rows in any state through it; the store never does.
+    fixtures: Pool,
+    // Every write of the store (`dialect::Writer`).
+    writer: std::sync::Arc<dialect::Writer>,
     // `meta.feature_enabled_at` never changes once written: read it once.
     feature: std::sync::Arc<std::sync::OnceLock<Timestamp>>,
     // Written as `actor` on the audit facts of system transitions (issue #14 item 6).
@@ -99,10 +90,13 @@ impl SqlStore {
             .map_err(|e| sqlx::Error::Migrate(Box::new(e)))
     }
 
-    /// A store over a pool whose database [`Self::run_migrations`] has brought up to date.
-    pub(crate) fn from_migrated(pool: Pool) -> Self {
+    /// A store over a database [`Self::run_migrations`] has brought up to date: `read` for its
+    /// reads, `fixtures` for [`Self::fixture_pool`], `writer` for every write.
+    pub(crate) fn from_parts(read: Pool, fixtures: Pool, writer: dialect::Writer) -> Self {
         SqlStore {
-            pool,
+            pool: read,
+            fixtures,
+            writer: std::sync::Arc::new(writer),
             feature: Default::default(),
             instance: crate::instance::default_instance_id().into(),
             set_aside: Default::default(),
@@ -121,9 +115,49 @@ impl SqlStore {
         &self.instance
     }
 
-    /// The pool (benchmarks and test fixtures insert rows in any state through it).
+    /// The pool the store reads through (on SQLite its connections are `query_only`). Closing it
+    /// makes the database unreachable for `/readyz` and `/health`.
     pub fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// A pool that may write, for test fixtures and benchmarks inserting rows in any state (the
+    /// store itself writes only through its writer; on PostgreSQL this is the one pool).
+    pub fn fixture_pool(&self) -> &Pool {
+        &self.fixtures
+    }
+
+    /// Observes each commit of the SQLite group-commit writer (writes in it, `BEGIN` to the end
+    /// of `COMMIT`): the `/metrics` histograms `cardpoll_writer_batch_ops` and
+    /// `cardpoll_writer_commit_seconds`. Only the first hook set is kept; nothing on PostgreSQL.
+    pub fn on_commit(&self, hook: sqlite_writer::CommitHook) {
+        self.writer.on_commit(hook);
+    }
+
+    /// `(commits, operations)` of the SQLite group-commit writer so far (`(0, 0)` on
+    /// PostgreSQL, where each write is its own commit): operations per commit = per fsync.
+    pub fn write_stats(&self) -> (u64, u64) {
+        self.writer.stats()
+    }
+
+    /// Stops the store at service stop: the writer drains what is queued and commits it, then
+    /// the pools close. Every later call fails with [`StoreError::Closed`] (HTTP 503), none
+    /// hangs. Idempotent.
+    pub async fn shutdown(&self) {
+        self.writer.shutdown().await;
+        self.pool.close().await;
+        self.fixtures.close().await;
+    }
+
+    /// Runs `op(conn, &args)` on the engine's write path (`dialect::Writer::write`): on SQLite
+    /// in the group-commit writer's next batch, answered after its commit; on PostgreSQL in a
+    /// transaction of its own.
+    async fn write<A, T>(&self, args: A, op: dialect::WriteFn<A, T>) -> StoreResult<T>
+    where
+        A: Send + Sync + 'static,
+        T: Send + 'static,
+    {
+        self.writer.write(args, op).await
     }
 
     async fn feature(&self) -> StoreResult<Timestamp> {
@@ -132,10 +166,6 @@ impl SqlStore {
         }
         let t = rows::feature_enabled_at(&self.pool).await?;
         Ok(*self.feature.get_or_init(|| t))
-    }
-
-    async fn begin(&self) -> StoreResult<Tx> {
-        dialect::begin_write(&self.pool).await
     }
 }
 
@@ -171,13 +201,20 @@ impl Store for SqlStore {
         observe::queue_health(&self.pool).await
     }
 
+    async fn shutdown(&self) {
+        SqlStore::shutdown(self).await;
+    }
+
     async fn retention_prune(
         &self,
         table: PruneTable,
         cutoff: Timestamp,
         batch: i64,
     ) -> StoreResult<u64> {
-        in_write_tx!(self, tx => retention::prune(&mut tx, table, cutoff, batch).await?)
+        self.write((table, cutoff, batch), |c, (table, cutoff, batch)| {
+            retention::prune(c, *table, *cutoff, *batch).boxed()
+        })
+        .await
     }
 
     async fn clock_offset_ms(&self, now: Timestamp) -> StoreResult<Option<i64>> {
@@ -189,11 +226,18 @@ impl Store for SqlStore {
     }
 
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
-        sqlx::query(
-            "INSERT INTO meta (key, value) VALUES ('feature_enabled_at', $1) ON CONFLICT (key) DO NOTHING",
-        )
-        .bind(t(now))
-        .execute(&self.pool)
+        self.write(t(now), |c, now| {
+            async move {
+                sqlx::query(
+                    "INSERT INTO meta (key, value) VALUES ('feature_enabled_at', $1) ON CONFLICT (key) DO NOTHING",
+                )
+                .bind(now.as_str())
+                .execute(&mut *c)
+                .await?;
+                Ok(())
+            }
+            .boxed()
+        })
         .await?;
         rows::feature_enabled_at(&self.pool).await
     }
@@ -207,7 +251,43 @@ impl Store for SqlStore {
         batch: &ImportBatch,
         now: Timestamp,
     ) -> StoreResult<ImportCounts> {
-        in_write_tx!(self, tx => domain::import(&mut tx, batch, now).await?)
+        let mut total = ImportCounts::default();
+        for part in import_parts(batch) {
+            let cards_only = part.shops.is_empty()
+                && part.accounts.is_empty()
+                && part.devices.is_empty()
+                && part.bindings.is_empty();
+            let n = if cards_only {
+                self.write((part, now), |c, (part, now)| {
+                    async move {
+                        // As `domain::import`: the sync cannot change the configuration before
+                        // this part's schedule rows commit (D-pg-9; no-op on SQLite).
+                        if let Some(lock) = dialect::SCHEDULE_CONFIG_READ_LOCK {
+                            sqlx::query(lock).execute(&mut *c).await?;
+                        }
+                        let schedule = schedule::schedule_config(c).await?;
+                        let cards = bulk::cards(c, &part.cards, schedule.as_ref(), *now).await?;
+                        Ok(ImportCounts {
+                            cards,
+                            ..ImportCounts::default()
+                        })
+                    }
+                    .boxed()
+                })
+                .await?
+            } else {
+                self.write((part, now), |c, (part, now)| {
+                    domain::import(c, part, *now).boxed()
+                })
+                .await?
+            };
+            total.shops += n.shops;
+            total.accounts += n.accounts;
+            total.cards += n.cards;
+            total.devices += n.devices;
+            total.bindings += n.bindings;
+        }
+        Ok(total)
     }
 
     async fn order_create(
@@ -217,7 +297,11 @@ impl Store for SqlStore {
         kind: PackageKind,
         now: Timestamp,
     ) -> StoreResult<OrderView> {
-        in_write_tx!(self, tx => domain::order_create(&mut tx, id, asset, kind, now).await?)
+        self.write(
+            (id.to_owned(), asset.clone(), kind, now),
+            |c, (id, asset, kind, now)| domain::order_create(c, id, asset, *kind, *now).boxed(),
+        )
+        .await
     }
 
     async fn payment_apply(
@@ -226,7 +310,11 @@ impl Store for SqlStore {
         task_types: &[String],
         now: Timestamp,
     ) -> StoreResult<PaymentOutcome> {
-        in_write_tx!(self, tx => domain::payment_apply(&mut tx, cb, task_types, now).await?)
+        self.write(
+            (cb.clone(), task_types.to_vec(), now),
+            |c, (cb, task_types, now)| domain::payment_apply(c, cb, task_types, *now).boxed(),
+        )
+        .await
     }
 
     async fn usage_activate_queued(
@@ -235,9 +323,13 @@ impl Store for SqlStore {
         task_types: &[String],
         now: Timestamp,
     ) -> StoreResult<Vec<EnqueuedItem>> {
-        in_write_tx!(self, tx => {
-            domain::usage_activate_queued(&mut tx, usage_id, task_types, now).await?
-        })
+        self.write(
+            (usage_id.to_owned(), task_types.to_vec(), now),
+            |c, (usage_id, task_types, now)| {
+                domain::usage_activate_queued(c, usage_id, task_types, *now).boxed()
+            },
+        )
+        .await
     }
 
     async fn package_poll_asset(
@@ -247,74 +339,112 @@ impl Store for SqlStore {
         now: Timestamp,
     ) -> StoreResult<PackagePollOutcome> {
         {
+            // Most cards have nothing to change: decided on a read connection, no write at all.
             let mut conn = self.pool.acquire().await?;
             if let Some(out) = domain::package_poll_quiet(&mut conn, asset, now).await? {
                 return Ok(out);
             }
         }
-        in_write_tx!(self, tx => {
-            domain::package_poll_asset(&mut tx, asset, task_types, now).await?
-        })
+        self.write(
+            (asset.clone(), task_types.to_vec(), now),
+            |c, (asset, task_types, now)| {
+                domain::package_poll_asset(c, asset, task_types, *now).boxed()
+            },
+        )
+        .await
     }
 
     async fn card_set_polling(&self, iccid: &str, enabled: bool) -> StoreResult<()> {
-        domain::one_row(
-            sqlx::query("UPDATE cards SET polling_enabled = $1 WHERE iccid = $2")
-                .bind(enabled)
-                .bind(iccid)
-                .execute(&self.pool)
-                .await?,
-        )
+        self.write((iccid.to_owned(), enabled), |c, (iccid, enabled)| {
+            async move {
+                domain::one_row(
+                    sqlx::query("UPDATE cards SET polling_enabled = $1 WHERE iccid = $2")
+                        .bind(*enabled)
+                        .bind(iccid.as_str())
+                        .execute(&mut *c)
+                        .await?,
+                )
+            }
+            .boxed()
+        })
+        .await
     }
 
     async fn device_set_polling(&self, device_no: &str, enabled: bool) -> StoreResult<()> {
-        domain::one_row(
-            sqlx::query("UPDATE devices SET polling_enabled = $1 WHERE device_no = $2")
-                .bind(enabled)
-                .bind(device_no)
-                .execute(&self.pool)
-                .await?,
-        )
+        self.write((device_no.to_owned(), enabled), |c, (device_no, enabled)| {
+            async move {
+                domain::one_row(
+                    sqlx::query("UPDATE devices SET polling_enabled = $1 WHERE device_no = $2")
+                        .bind(*enabled)
+                        .bind(device_no.as_str())
+                        .execute(&mut *c)
+                        .await?,
+                )
+            }
+            .boxed()
+        })
+        .await
     }
 
     async fn card_set_stop_lock(&self, iccid: &str, locked: bool) -> StoreResult<()> {
-        domain::one_row(
-            sqlx::query("UPDATE cards SET stop_locked = $1 WHERE iccid = $2")
-                .bind(locked)
-                .bind(iccid)
-                .execute(&self.pool)
-                .await?,
-        )
+        self.write((iccid.to_owned(), locked), |c, (iccid, locked)| {
+            async move {
+                domain::one_row(
+                    sqlx::query("UPDATE cards SET stop_locked = $1 WHERE iccid = $2")
+                        .bind(*locked)
+                        .bind(iccid.as_str())
+                        .execute(&mut *c)
+                        .await?,
+                )
+            }
+            .boxed()
+        })
+        .await
     }
 
     async fn card_delete(&self, iccid: &str) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
-        sqlx::query("DELETE FROM bindings WHERE iccid = $1")
-            .bind(iccid)
-            .execute(&mut *tx)
-            .await?;
-        domain::one_row(
-            sqlx::query("DELETE FROM cards WHERE iccid = $1")
-                .bind(iccid)
-                .execute(&mut *tx)
-                .await?,
-        )?;
-        tx.commit().await?;
-        Ok(())
+        self.write(iccid.to_owned(), |c, iccid| {
+            async move {
+                sqlx::query("DELETE FROM bindings WHERE iccid = $1")
+                    .bind(iccid.as_str())
+                    .execute(&mut *c)
+                    .await?;
+                domain::one_row(
+                    sqlx::query("DELETE FROM cards WHERE iccid = $1")
+                        .bind(iccid.as_str())
+                        .execute(&mut *c)
+                        .await?,
+                )
+            }
+            .boxed()
+        })
+        .await
     }
 
     async fn binding_upsert(&self, b: &BindingRow) -> StoreResult<()> {
-        in_write_tx!(self, tx => domain::binding_upsert(&mut tx, b).await?)
+        self.write(b.clone(), |c, b| domain::binding_upsert(c, b).boxed())
+            .await
     }
 
     async fn device_report_slot(&self, device_no: &str, iccid: Option<&str>) -> StoreResult<()> {
-        domain::one_row(
-            sqlx::query("UPDATE devices SET reported_slot_iccid = $1 WHERE device_no = $2")
-                .bind(iccid)
-                .bind(device_no)
-                .execute(&self.pool)
-                .await?,
+        self.write(
+            (device_no.to_owned(), iccid.map(str::to_owned)),
+            |c, (device_no, iccid)| {
+                async move {
+                    domain::one_row(
+                        sqlx::query(
+                            "UPDATE devices SET reported_slot_iccid = $1 WHERE device_no = $2",
+                        )
+                        .bind(iccid.as_deref())
+                        .bind(device_no.as_str())
+                        .execute(&mut *c)
+                        .await?,
+                    )
+                }
+                .boxed()
+            },
         )
+        .await
     }
 
     async fn item_enqueue_manual(
@@ -324,7 +454,11 @@ impl Store for SqlStore {
         demand: &Demand,
         now: Timestamp,
     ) -> StoreResult<Vec<EnqueuedItem>> {
-        in_write_tx!(self, tx => enqueue::manual(&mut tx, scope, asset, demand, now).await?)
+        self.write(
+            (scope.clone(), asset.clone(), demand.clone(), now),
+            |c, (scope, asset, demand, now)| enqueue::manual(c, scope, asset, demand, *now).boxed(),
+        )
+        .await
     }
 
     async fn item_retrigger(
@@ -335,9 +469,19 @@ impl Store for SqlStore {
         reason: &str,
         now: Timestamp,
     ) -> StoreResult<EnqueuedItem> {
-        in_write_tx!(self, tx => {
-            enqueue::retrigger(&mut tx, scope, item_id, operator, reason, now).await?
-        })
+        self.write(
+            (
+                scope.clone(),
+                item_id,
+                operator.to_owned(),
+                reason.to_owned(),
+                now,
+            ),
+            |c, (scope, item_id, operator, reason, now)| {
+                enqueue::retrigger(c, scope, *item_id, operator, reason, *now).boxed()
+            },
+        )
+        .await
     }
 
     async fn item_due(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>> {
@@ -356,11 +500,36 @@ impl Store for SqlStore {
         let feature = self.feature().await?;
         let cutoff = now.minus(crate::priority::VALIDITY);
         let expired_before = (feature <= cutoff).then_some(cutoff);
-        let mut set_aside = 0;
-        let claimed = in_write_tx!(self, tx => {
-            items::claim(&mut tx, &self.instance, id, token, now, lease, expired_before, &mut set_aside)
-                .await?
-        })?;
+        let (claimed, set_aside) = self
+            .write(
+                (
+                    self.instance.clone(),
+                    id,
+                    token.to_owned(),
+                    now,
+                    lease,
+                    expired_before,
+                ),
+                |c, (instance, id, token, now, lease, expired_before)| {
+                    async move {
+                        let mut set_aside = 0;
+                        let claimed = items::claim(
+                            c,
+                            instance,
+                            *id,
+                            token,
+                            *now,
+                            *lease,
+                            *expired_before,
+                            &mut set_aside,
+                        )
+                        .await?;
+                        Ok((claimed, set_aside))
+                    }
+                    .boxed()
+                },
+            )
+            .await?;
         // Counted once committed.
         self.set_aside
             .fetch_add(set_aside, std::sync::atomic::Ordering::Relaxed);
@@ -380,7 +549,10 @@ impl Store for SqlStore {
         claim: &ClaimedItem,
         now: Timestamp,
     ) -> StoreResult<ClaimedItem> {
-        items::begin_attempt(&self.pool, claim, now).await
+        self.write((claim.clone(), now), |c, (claim, now)| {
+            items::begin_attempt(c, claim, *now).boxed()
+        })
+        .await
     }
 
     async fn item_finish(
@@ -390,8 +562,20 @@ impl Store for SqlStore {
         logs: &[NewLog],
         now: Timestamp,
     ) -> StoreResult<ItemStatus> {
-        let out: Option<ItemStatus> =
-            in_write_tx!(self, tx => items::finish(&mut tx, &self.instance, claim, finish, logs, now).await?)?;
+        let out: Option<ItemStatus> = self
+            .write(
+                (
+                    self.instance.clone(),
+                    claim.clone(),
+                    finish.clone(),
+                    logs.to_vec(),
+                    now,
+                ),
+                |c, (instance, claim, finish, logs, now)| {
+                    items::finish(c, instance, claim, finish, logs, *now).boxed()
+                },
+            )
+            .await?;
         out.ok_or(StoreError::ClaimLost)
     }
 
@@ -403,7 +587,13 @@ impl Store for SqlStore {
         reason: &str,
         now: Timestamp,
     ) -> StoreResult<()> {
-        in_write_tx!(self, tx => items::close(&mut tx, scope, id, operator, reason, now).await?)
+        self.write(
+            (scope.clone(), id, operator.to_owned(), reason.to_owned(), now),
+            |c, (scope, id, operator, reason, now)| {
+                items::close(c, scope, *id, operator, reason, *now).boxed()
+            },
+        )
+        .await
     }
 
     async fn item_mark_expired(
@@ -418,7 +608,13 @@ impl Store for SqlStore {
         if feature > cutoff {
             return Ok(0);
         }
-        in_write_tx!(self, tx => items::mark_expired(&mut tx, &self.instance, now, cutoff, batch).await?)
+        self.write(
+            (self.instance.clone(), now, cutoff, batch),
+            |c, (instance, now, cutoff, batch)| {
+                items::mark_expired(c, instance, *now, *cutoff, *batch).boxed()
+            },
+        )
+        .await
     }
 
     async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>> {
@@ -443,7 +639,7 @@ impl Store for SqlStore {
         shards: u32,
         now: Timestamp,
     ) -> StoreResult<u64> {
-        schedule::sync(&self.pool, task_types, shards, now).await
+        schedule::sync(&self.pool, &self.writer, task_types, shards, now).await
     }
 
     async fn schedule_take_due(
@@ -454,16 +650,23 @@ impl Store for SqlStore {
         per_shard: i64,
         now: Timestamp,
     ) -> StoreResult<Vec<ShardBatch>> {
-        in_write_tx!(self, tx => {
-            schedule::take_due(&mut tx, task_type, interval, shards, per_shard, now).await?
-        })
+        self.write(
+            (task_type.to_owned(), interval, shards.to_vec(), per_shard, now),
+            |c, (task_type, interval, shards, per_shard, now)| {
+                schedule::take_due(c, task_type, *interval, shards, *per_shard, *now).boxed()
+            },
+        )
+        .await
     }
 
     async fn poll_record(&self, records: &[PollRecord]) -> StoreResult<()> {
         if records.is_empty() {
             return Ok(());
         }
-        in_write_tx!(self, tx => schedule::record(&mut tx, records).await?)
+        self.write(records.to_vec(), |c, records| {
+            schedule::record(c, records).boxed()
+        })
+        .await
     }
 
     async fn card_package_asset(&self, iccid: &str) -> StoreResult<Option<AssetRef>> {
@@ -476,7 +679,10 @@ impl Store for SqlStore {
         req: &ManualTriggerRequest,
         now: Timestamp,
     ) -> StoreResult<ManualTriggerOutcome> {
-        in_write_tx!(self, tx => schedule::manual_trigger_request(&mut tx, scope, req, now).await?)
+        self.write((scope.clone(), req.clone(), now), |c, (scope, req, now)| {
+            schedule::manual_trigger_request(c, scope, req, *now).boxed()
+        })
+        .await
     }
 
     async fn manual_trigger_queued(
@@ -487,4 +693,37 @@ impl Store for SqlStore {
     ) -> StoreResult<Vec<QueuedTrigger>> {
         schedule::manual_trigger_queued(&self.pool, task_type, before, limit).await
     }
+}
+
+/// An import as writer operations (D-gc-2): one, all-or-nothing, when it holds at most
+/// [`IMPORT_PART`] rows; else shops and accounts first (shops may refer to each other), then the
+/// cards, devices and bindings in parts of [`IMPORT_PART`], in that order (a binding refers to
+/// its card and device).
+fn import_parts(batch: &ImportBatch) -> Vec<ImportBatch> {
+    let rows = batch.shops.len()
+        + batch.accounts.len()
+        + batch.cards.len()
+        + batch.devices.len()
+        + batch.bindings.len();
+    if rows <= IMPORT_PART {
+        return vec![batch.clone()];
+    }
+    let mut parts = vec![ImportBatch {
+        shops: batch.shops.clone(),
+        accounts: batch.accounts.clone(),
+        ..ImportBatch::default()
+    }];
+    parts.extend(batch.cards.chunks(IMPORT_PART).map(|c| ImportBatch {
+        cards: c.to_vec(),
+        ..ImportBatch::default()
+    }));
+    parts.extend(batch.devices.chunks(IMPORT_PART).map(|d| ImportBatch {
+        devices: d.to_vec(),
+        ..ImportBatch::default()
+    }));
+    parts.extend(batch.bindings.chunks(IMPORT_PART).map(|b| ImportBatch {
+        bindings: b.to_vec(),
+        ..ImportBatch::default()
+    }));
+    parts
 }

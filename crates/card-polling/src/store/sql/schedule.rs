@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use futures::FutureExt;
 use sqlx::Row;
 
 use rakuten_types::Timestamp;
@@ -66,8 +67,11 @@ pub(crate) async fn schedule_insert_card(
     Ok(())
 }
 
+/// Brings the schedule to the configuration: reads on `pool`, the configuration and each page of
+/// [`SYNC_PAGE`] cards written through `writer` (one write each).
 pub(crate) async fn sync(
     pool: &Pool,
+    writer: &dialect::Writer,
     task_types: &TaskTypes,
     shards: u32,
     now: Timestamp,
@@ -95,7 +99,37 @@ pub(crate) async fn sync(
     // still running under the old configuration finish first (they hold the shared lock), so the
     // page scan below sees their cards; two instances starting at once sync one after the other
     // (D-pg-9).
-    let mut tx = dialect::begin_write(pool).await?;
+    let removed = writer
+        .write((shards, want.clone()), |c, (shards, want)| {
+            sync_config(c, *shards, want).boxed()
+        })
+        .await?;
+    let mut written = removed;
+    let mut after = String::new();
+    loop {
+        let page: Vec<String> =
+            sqlx::query_scalar("SELECT iccid FROM cards WHERE iccid > $1 ORDER BY iccid LIMIT $2")
+                .bind(&after)
+                .bind(SYNC_PAGE)
+                .fetch_all(pool)
+                .await?;
+        let Some(last) = page.last().cloned() else {
+            break;
+        };
+        written += writer
+            .write(
+                (page, shards, want.clone(), now),
+                |c, (page, shards, want, now)| sync_page(c, page, *shards, want, *now).boxed(),
+            )
+            .await?;
+        after = last;
+    }
+    Ok(written)
+}
+
+/// Stores the shard count and task types and removes the schedule rows of task types no longer
+/// configured; returns how many.
+async fn sync_config(tx: &mut Conn, shards: u32, want: &[(String, u64)]) -> StoreResult<u64> {
     if let Some(lock) = dialect::SCHEDULE_CONFIG_WRITE_LOCK {
         sqlx::query(lock).execute(&mut *tx).await?;
     }
@@ -109,7 +143,7 @@ pub(crate) async fn sync(
     sqlx::query("DELETE FROM poll_task_types")
         .execute(&mut *tx)
         .await?;
-    for (n, s) in &want {
+    for (n, s) in want {
         sqlx::query("INSERT INTO poll_task_types (name, interval_secs) VALUES ($1, $2)")
             .bind(n)
             .bind(*s as i64)
@@ -123,23 +157,22 @@ pub(crate) async fn sync(
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    tx.commit().await?;
-    let mut written = removed;
-    let mut after = String::new();
-    loop {
-        let page: Vec<String> =
-            sqlx::query_scalar("SELECT iccid FROM cards WHERE iccid > $1 ORDER BY iccid LIMIT $2")
-                .bind(&after)
-                .bind(SYNC_PAGE)
-                .fetch_all(pool)
-                .await?;
-        let Some(last) = page.last().cloned() else {
-            break;
-        };
-        let mut tx = dialect::begin_write(pool).await?;
-        for iccid in &page {
-            let shard = shard_of(iccid, shards);
-            for (tt, secs) in &want {
+    Ok(removed)
+}
+
+/// Gives the cards of `page` their schedule rows (missing ones added, shards recomputed);
+/// returns rows written.
+async fn sync_page(
+    tx: &mut Conn,
+    page: &[String],
+    shards: u32,
+    want: &[(String, u64)],
+    now: Timestamp,
+) -> StoreResult<u64> {
+    let mut written = 0;
+    for iccid in page {
+        let shard = shard_of(iccid, shards);
+        for (tt, secs) in want {
                 let r = sqlx::query(
                     "INSERT INTO poll_schedule (iccid, task_type, shard, next_poll_at) VALUES ($1, $2, $3, $4) \
                      ON CONFLICT (iccid, task_type) DO UPDATE SET shard = excluded.shard \
@@ -154,9 +187,6 @@ pub(crate) async fn sync(
                 written += r.rows_affected();
             }
         }
-        tx.commit().await?;
-        after = last;
-    }
     Ok(written)
 }
 

@@ -1,5 +1,5 @@
 //! The order task transitions (§4.2–§5). Each runs inside one transaction of its own (PostgreSQL)
-//! or one SAVEPOINT of a group commit (SQLite, [`crate::store::sqlite_writer`]); each decides with
+//! or one SAVEPOINT of a group commit (SQLite, the [`sqlite_writer`] crate); each decides with
 //! [`TaskStatus::transition`] and repeats the guard in SQL (`UPDATE … WHERE status IN (…) AND
 //! lease_owner = $n … RETURNING`), so a lost race, also one against another gateway instance, is a
 //! typed error, never a silent no-op.

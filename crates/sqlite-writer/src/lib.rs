@@ -1,0 +1,373 @@
+//! Group commit on SQLite, shared by the order gateway (D-gw-3) and card-polling (D-gc-1).
+//!
+//! ONE task owns the only write connection. Write operations arrive over a channel; the writer
+//! takes whatever is waiting (at most [`Settings::max_batch`]), runs it in ONE `BEGIN IMMEDIATE`
+//! transaction with each operation inside its own SAVEPOINT (so one operation's error rolls back
+//! only itself), commits, and only then answers every operation.
+//!
+//! Why: with `synchronous=FULL` every commit is an fsync, and these disks do a few hundred to a
+//! few thousand fsyncs per second. Batching makes durable throughput a multiple of the fsync rate,
+//! and a single writer connection means no "database is locked" between our own writers.
+//!
+//! An operation sent with [`Writer::write_abandonable`] (the gateway's lease attempts) is skipped
+//! before it runs when its caller has gone away (its reply channel is closed: the HTTP request was
+//! dropped), so a disconnected long-poll never takes a lease.
+//!
+//! The writer knows nothing of what it runs: an operation is a boxed closure over the write
+//! connection ([`Transition`]), its error type is the store's ([`WriterError`]). Layout: this one
+//! file — the handle ([`Writer`]), the loop (`run`, `run_batch`), the counters ([`WriteStats`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use sqlx::{Connection, SqliteConnection};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+/// The error type of a store that uses the writer. `Clone` because one failed `BEGIN` or
+/// `COMMIT` answers every operation of its batch; `From<sqlx::Error>` for those failures.
+pub trait WriterError: From<sqlx::Error> + Clone + std::fmt::Debug + Send + 'static {
+    /// The error of a write sent after [`Writer::shutdown`] began, or whose writer is gone
+    /// (the services answer it as 503).
+    fn closed() -> Self;
+}
+
+/// One write operation: runs on the write connection, inside the savepoint the writer opened for
+/// it. Returning `Err` rolls back only this operation.
+pub type Transition<T, E> =
+    Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, E>> + Send>;
+
+/// A point of the writer's batch, for a timing probe ([`Settings::marks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mark {
+    /// A batch starts (`BEGIN IMMEDIATE` next).
+    BatchBegin,
+    /// The batch's operations ran, `COMMIT` (the fsync) next.
+    CommitStart,
+    /// `COMMIT` returned.
+    CommitDone,
+}
+
+/// How the writer is sized and observed.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Most operations committed together.
+    pub max_batch: usize,
+    /// Queue depth in front of the writer; senders wait (back-pressure) when it is full.
+    pub queue: usize,
+    /// Called at each [`Mark`] of every batch (the gateway's hand-off probe); `None`: nothing.
+    pub marks: Option<fn(Mark)>,
+}
+
+impl Default for Settings {
+    /// 256 operations per batch, 8,192 queued: the gateway's sizes since D-gw-3.
+    fn default() -> Self {
+        Settings {
+            max_batch: 256,
+            queue: 8192,
+            marks: None,
+        }
+    }
+}
+
+/// Called after each committed batch with its operation count and the time from `BEGIN` to the
+/// end of `COMMIT` (the `/metrics` histograms).
+pub type CommitHook = Box<dyn Fn(u64, Duration) + Send + Sync>;
+
+/// Counters of the writer, for benchmarks and tests (operations per commit = per fsync).
+#[derive(Default)]
+pub struct WriteStats {
+    /// Committed transactions.
+    pub commits: AtomicU64,
+    /// Operations run inside them (succeeded or rolled back to their savepoint).
+    pub ops: AtomicU64,
+    /// Observer of each commit, set once ([`Writer::on_commit`]).
+    on_commit: OnceLock<CommitHook>,
+}
+
+impl std::fmt::Debug for WriteStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteStats")
+            .field("commits", &self.commits)
+            .field("ops", &self.ops)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WriteStats {
+    /// `(commits, ops)` so far.
+    pub fn snapshot(&self) -> (u64, u64) {
+        (
+            self.commits.load(Ordering::Relaxed),
+            self.ops.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The handle of a running writer: queues operations, answers each after its batch's commit.
+pub struct Writer<E> {
+    tx: Mutex<Option<mpsc::Sender<WriteOp<E>>>>,
+    task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    stats: Arc<WriteStats>,
+}
+
+impl<E> std::fmt::Debug for Writer<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: WriterError> Writer<E> {
+    /// Starts the writer task on `conn` (an open, migrated connection; the writer's from now on).
+    /// Must be called inside a tokio runtime.
+    pub fn start(conn: SqliteConnection, settings: Settings) -> Self {
+        let (tx, rx) = mpsc::channel(settings.queue.max(1));
+        let stats = Arc::new(WriteStats::default());
+        let task = tokio::spawn(run(conn, rx, stats.clone(), settings));
+        Writer {
+            tx: Mutex::new(Some(tx)),
+            task: tokio::sync::Mutex::new(Some(task)),
+            stats,
+        }
+    }
+
+    /// Runs `op` in the next batch; answers after that batch's `COMMIT` returned (the data is on
+    /// disk), with `op`'s own value or error, or the batch's `BEGIN`/`COMMIT` error.
+    ///
+    /// # Errors
+    /// `op`'s error; the batch's database error; [`WriterError::closed`] after shutdown.
+    pub async fn write<T: Send + 'static>(&self, op: Transition<T, E>) -> Result<T, E> {
+        self.send(op, false).await
+    }
+
+    /// [`Self::write`] for an operation nobody needs once its caller has gone (a lease attempt):
+    /// skipped, never run, when the caller dropped the future before the writer reached it.
+    ///
+    /// # Errors
+    /// As [`Self::write`].
+    pub async fn write_abandonable<T: Send + 'static>(&self, op: Transition<T, E>) -> Result<T, E> {
+        self.send(op, true).await
+    }
+
+    async fn send<T: Send + 'static>(
+        &self,
+        op: Transition<T, E>,
+        abandonable: bool,
+    ) -> Result<T, E> {
+        let sender = self
+            .tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(E::closed)?;
+        let (reply, answer) = oneshot::channel();
+        sender
+            .send(WriteOp(Box::new(Pending {
+                run: op,
+                reply,
+                abandonable,
+            })))
+            .await
+            .map_err(|_| E::closed())?;
+        // A dropped reply means the writer task ended without answering (it panicked).
+        answer.await.map_err(|_| E::closed())?
+    }
+
+    /// Whether the writer still takes work (false once [`Self::shutdown`] began).
+    pub fn is_open(&self) -> bool {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// `(commits, ops)` so far.
+    pub fn stats(&self) -> (u64, u64) {
+        self.stats.snapshot()
+    }
+
+    /// Observes each commit (operations, duration); only the first hook set is kept.
+    pub fn on_commit(&self, hook: CommitHook) {
+        let _ = self.stats.on_commit.set(hook);
+    }
+
+    /// Stops taking work, lets the writer run and commit what is already queued, and waits for it
+    /// to close the write connection. Later writes fail with [`WriterError::closed`]. Idempotent.
+    pub async fn shutdown(&self) {
+        drop(self.tx.lock().unwrap_or_else(|e| e.into_inner()).take());
+        if let Some(handle) = self.task.lock().await.take()
+            && let Err(e) = handle.await
+        {
+            tracing::error!(error = %e, "the writer task failed");
+        }
+    }
+}
+
+type Reply<T, E> = oneshot::Sender<Result<T, E>>;
+type Finish<E> = Box<dyn FnOnce(Option<E>) + Send>;
+
+/// One write operation and where to send its answer.
+struct WriteOp<E>(Box<dyn Job<E>>);
+
+trait Job<E>: Send {
+    fn abandoned(&self) -> bool;
+    fn fail(self: Box<Self>, e: E);
+    fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (bool, Finish<E>)>;
+}
+
+struct Pending<T, E> {
+    run: Transition<T, E>,
+    reply: Reply<T, E>,
+    abandonable: bool,
+}
+
+impl<T: Send + 'static, E: WriterError> Job<E> for Pending<T, E> {
+    /// An abandonable operation nobody waits for any more.
+    fn abandoned(&self) -> bool {
+        self.abandonable && self.reply.is_closed()
+    }
+
+    fn fail(self: Box<Self>, e: E) {
+        let _ = self.reply.send(Err(e));
+    }
+
+    fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (bool, Finish<E>)> {
+        let Pending { run, reply, .. } = *self;
+        Box::pin(async move { deferred(reply, run(conn).await) })
+    }
+}
+
+/// Holds a result until the commit is known, then answers.
+fn deferred<T: Send + 'static, E: WriterError>(
+    reply: Reply<T, E>,
+    r: Result<T, E>,
+) -> (bool, Finish<E>) {
+    let ok = r.is_ok();
+    let finish: Finish<E> = Box::new(move |commit_err| {
+        let answer = match (r, commit_err) {
+            (Err(e), _) => Err(e),
+            (Ok(_), Some(e)) => Err(e),
+            (Ok(v), None) => Ok(v),
+        };
+        let _ = reply.send(answer);
+    });
+    (ok, finish)
+}
+
+fn mark(settings: &Settings, m: Mark) {
+    if let Some(hook) = settings.marks {
+        hook(m);
+    }
+}
+
+/// The writer loop; ends when every sender is dropped and the channel is drained.
+async fn run<E: WriterError>(
+    mut conn: SqliteConnection,
+    mut rx: mpsc::Receiver<WriteOp<E>>,
+    stats: Arc<WriteStats>,
+    settings: Settings,
+) {
+    let max = settings.max_batch.max(1);
+    let mut batch = Vec::with_capacity(max);
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        while batch.len() < max {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        run_batch(&mut conn, &mut batch, &stats, &settings).await;
+    }
+    if let Err(e) = conn.close().await {
+        tracing::warn!(error = %e, "closing the write connection failed");
+    }
+}
+
+async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+    sqlx::query(sql).execute(&mut *conn).await?;
+    Ok(())
+}
+
+async fn run_batch<E: WriterError>(
+    conn: &mut SqliteConnection,
+    batch: &mut Vec<WriteOp<E>>,
+    stats: &WriteStats,
+    settings: &Settings,
+) {
+    let mut ops = batch.drain(..).filter(|op| !op.0.abandoned()).peekable();
+    if ops.peek().is_none() {
+        return;
+    }
+    let started = Instant::now();
+    mark(settings, Mark::BatchBegin);
+    let mut tx = match conn.begin_with("BEGIN IMMEDIATE").await {
+        Ok(tx) => tx,
+        Err(e) => {
+            tracing::error!(error = %e, "BEGIN IMMEDIATE failed; failing the batch");
+            let e = E::from(e);
+            ops.for_each(|op| op.0.fail(e.clone()));
+            return;
+        }
+    };
+    let mut finishes: Vec<Finish<E>> = Vec::new();
+    let mut fatal: Option<E> = None;
+    for op in ops.by_ref() {
+        // Checked again right before running: the caller may have gone while we waited.
+        if op.0.abandoned() {
+            continue;
+        }
+        if let Err(e) = exec(&mut tx, "SAVEPOINT op").await {
+            let e = E::from(e);
+            op.0.fail(e.clone());
+            fatal = Some(e);
+            break;
+        }
+        let (ok, finish) = op.0.run(&mut tx).await;
+        finishes.push(finish);
+        let end = if ok {
+            exec(&mut tx, "RELEASE op").await
+        } else {
+            match exec(&mut tx, "ROLLBACK TO op").await {
+                Ok(()) => exec(&mut tx, "RELEASE op").await,
+                Err(e) => Err(e),
+            }
+        };
+        if let Err(e) = end {
+            fatal = Some(E::from(e));
+            break;
+        }
+    }
+    let n = finishes.len() as u64;
+    let outcome = match fatal {
+        Some(e) => {
+            tracing::error!(error = ?e, "savepoint handling failed; rolling the batch back");
+            let _ = tx.rollback().await;
+            ops.for_each(|op| op.0.fail(e.clone()));
+            Some(e)
+        }
+        None => {
+            mark(settings, Mark::CommitStart);
+            let committed = tx.commit().await;
+            mark(settings, Mark::CommitDone);
+            match committed {
+                Ok(()) => {
+                    stats.commits.fetch_add(1, Ordering::Relaxed);
+                    stats.ops.fetch_add(n, Ordering::Relaxed);
+                    if let Some(hook) = stats.on_commit.get() {
+                        hook(n, started.elapsed());
+                    }
+                    None
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "COMMIT failed; failing the batch");
+                    Some(E::from(e))
+                }
+            }
+        }
+    };
+    for finish in finishes {
+        finish(outcome.clone());
+    }
+}
