@@ -727,3 +727,91 @@ async fn three_stores_claiming_the_same_due_items_at_once_never_claim_one_twice(
     assert_eq!(claims, items as i64, "one claim fact per item");
     app.assert_invariants().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_main_packages_paid_at_once_on_two_instances_activate_one_and_queue_the_other() {
+    let app = spawn_with(super::helpers::Backend::Memory, |_| {}).await;
+    let other = second_store(&app.settings, "other").await;
+    let now = app.clock.now();
+    let rounds = 20;
+    import_cards(app.store.as_ref(), rounds, now).await;
+    let names = app.settings.task_types.names();
+    for r in 0..rounds {
+        let asset = AssetRef {
+            asset_type: AssetType::Card,
+            asset_id: iccid(r),
+        };
+        for o in ["a", "b"] {
+            app.store
+                .order_create(&format!("O{r}{o}"), &asset, PackageKind::Main, now)
+                .await
+                .unwrap();
+        }
+        let (ca, cb) = (
+            PaymentCallback {
+                payment_id: format!("P{r}a"),
+                order_id: format!("O{r}a"),
+                status: PaymentStatus::Paid,
+            },
+            PaymentCallback {
+                payment_id: format!("P{r}b"),
+                order_id: format!("O{r}b"),
+                status: PaymentStatus::Paid,
+            },
+        );
+        let (a, b) = tokio::join!(
+            app.store.payment_apply(&ca, &names, now),
+            other.payment_apply(&cb, &names, now)
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(
+            a.usage_active != b.usage_active,
+            "card {r}: exactly one main package activates, the other waits queued: {a:?} {b:?}"
+        );
+    }
+    let active: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM package_usages WHERE kind = 'main' AND status = 'active'",
+    )
+    .fetch_one(app.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(active, rounds as i64, "one active main package per card");
+    app.assert_invariants().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_operator_s_manual_triggers_on_two_instances_at_once_never_exceed_the_daily_quota() {
+    use card_polling::store::{ManualTriggerOutcome, ManualTriggerRequest};
+    let app = spawn_with(super::helpers::Backend::Memory, |_| {}).await;
+    let other = second_store(&app.settings, "other").await;
+    let now = app.clock.now();
+    let cards = 40;
+    let quota = 25;
+    import_cards(app.store.as_ref(), cards, now).await;
+    let req = |c: usize| ManualTriggerRequest {
+        operator: "quota-operator".into(),
+        iccid: iccid(c),
+        task_types: vec!["card_status".into()],
+        daily_quota: quota,
+    };
+    let mut accepted = 0;
+    for c in (0..cards).step_by(2) {
+        let (ra, rb) = (req(c), req(c + 1));
+        let (a, b) = tokio::join!(
+            app.store.manual_trigger_request(&Scope::All, &ra, now),
+            other.manual_trigger_request(&Scope::All, &rb, now)
+        );
+        for out in [a.unwrap(), b.unwrap()] {
+            if matches!(out, ManualTriggerOutcome::Queued { .. }) {
+                accepted += 1;
+            }
+        }
+    }
+    assert_eq!(accepted, quota, "accepted up to the quota, never beyond");
+    let queued: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM manual_triggers WHERE status = 'queued'")
+            .fetch_one(app.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(queued, i64::from(quota));
+}
