@@ -362,7 +362,7 @@ async fn run(o: &Opts, db: &std::path::Path, pg_url: Option<&str>, backend: &str
     phases.lock().unwrap().clear();
     let executed_before = executed_now(&pools);
     let polls_before = sim.total_poll_calls();
-    let writes_before = write_stats(&app);
+    let writes_before = write_stats(app);
     let operator = Account {
         id: "bench".into(),
         role: Role::Platform,
@@ -409,7 +409,7 @@ async fn run(o: &Opts, db: &std::path::Path, pg_url: Option<&str>, backend: &str
     let elapsed = started.elapsed().as_secs_f64();
     let executed = executed_now(&pools) - executed_before;
     let polls = sim.total_poll_calls() - polls_before;
-    let (c1, o1) = write_stats(&app);
+    let (c1, o1) = write_stats(app);
     let (commits, writes) = (c1 - writes_before.0, o1 - writes_before.1);
     // Let the last items run.
     tokio::time::sleep(Duration::from_secs(5)).await;
