@@ -506,3 +506,48 @@ pub async fn assert_soak_invariants(
     assert_eq!(queued, 0, "every accepted manual trigger ran");
     by_status
 }
+
+/// `name` from the environment as a count, `default` when unset or not a number (the soak's and
+/// the multi-instance run's size knobs).
+pub fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The ICCID of fixture card `i` in the random runs: `89` and 18 digits.
+pub fn iccid(i: usize) -> String {
+    format!("89{i:018}")
+}
+
+/// A random asset of the random runs' fixtures: device `DEV{n}` one time in five, otherwise card
+/// [`iccid`]`(n)`.
+pub fn random_asset(
+    rng: &mut impl rand::Rng,
+    cards: usize,
+    devices: usize,
+) -> card_polling::domain::asset::AssetRef {
+    use card_polling::domain::asset::{AssetRef, AssetType};
+    if rng.random_bool(0.2) {
+        AssetRef {
+            asset_type: AssetType::Device,
+            asset_id: format!("DEV{}", rng.random_range(0..devices)),
+        }
+    } else {
+        AssetRef {
+            asset_type: AssetType::Card,
+            asset_id: iccid(rng.random_range(0..cards)),
+        }
+    }
+}
+
+/// Panics unless `e` is a refusal a random enqueue may meet: the asset has no card with an active
+/// binding, or it is unknown.
+pub fn assert_expected_refusal(e: &dyn std::fmt::Display) {
+    let e = e.to_string();
+    assert!(
+        e.contains("no card with an active binding") || e.contains("not found"),
+        "{e}"
+    );
+}
