@@ -57,19 +57,6 @@ async fn store_with_cards(path: &Path, cards: usize) -> SqliteStore {
     store
 }
 
-/// A second connection holding the database's write lock until `ROLLBACK`.
-async fn hold_write_lock(path: &Path) -> sqlx::SqliteConnection {
-    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
-    let mut c = sqlx::SqliteConnection::connect_with(&opts)
-        .await
-        .expect("second connection");
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut c)
-        .await
-        .expect("write lock");
-    c
-}
-
 /// `fut` polled once: a store write has then been queued for the writer (the channel has room,
 /// so sending completes in the first poll) and waits for its batch's commit.
 fn queued<F: Future>(fut: F) -> Pin<Box<F>> {
@@ -103,7 +90,7 @@ async fn concurrent_writes_share_one_commit_and_each_is_answered_only_after_it()
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gc.db");
     let store = store_with_cards(&path, 64).await;
-    let lock = hold_write_lock(&path).await;
+    let lock = super::hold_file_write_lock(&path).await;
     let (c0, o0) = store.write_stats();
     let writes: Vec<_> = (0..64)
         .map(|i| {
@@ -133,7 +120,7 @@ async fn a_failing_write_rolls_back_only_itself_and_the_rest_of_its_batch_commit
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gc.db");
     let store = store_with_cards(&path, 8).await;
-    let lock = hold_write_lock(&path).await;
+    let lock = super::hold_file_write_lock(&path).await;
     let (c0, _) = store.write_stats();
     let good: Vec<_> = (0..8)
         .map(|i| {
@@ -191,7 +178,7 @@ async fn a_stopped_store_commits_what_was_queued_and_answers_every_later_call_cl
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gc.db");
     let store = store_with_cards(&path, 4).await;
-    let lock = hold_write_lock(&path).await;
+    let lock = super::hold_file_write_lock(&path).await;
     let iccid = card(1).iccid;
     let write = queued(store.card_set_polling(&iccid, false));
     // The stop begins while the write waits in the writer's queue.

@@ -22,8 +22,13 @@ pub fn engine_store(app: &Application) -> EngineStore {
 /// Takes the write lock of the app's database file from a second connection (`BEGIN IMMEDIATE`);
 /// the test ends it with `ROLLBACK`.
 pub async fn hold_write_lock(settings: &Settings) -> sqlx::SqliteConnection {
+    hold_file_write_lock(&settings.db_path).await
+}
+
+/// [`hold_write_lock`] on the database file at `path`.
+pub async fn hold_file_write_lock(path: &std::path::Path) -> sqlx::SqliteConnection {
     use sqlx::Connection;
-    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&settings.db_path);
+    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
     let mut c = sqlx::SqliteConnection::connect_with(&opts)
         .await
         .expect("second connection");
