@@ -43,6 +43,7 @@ pub struct AssetRef {
 
 /// A card as imported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CardRow {
     /// ICCID.
     pub iccid: String,
@@ -58,6 +59,7 @@ pub struct CardRow {
 
 /// A device as imported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DeviceRow {
     /// Device number.
     pub device_no: String,
@@ -73,6 +75,7 @@ pub struct DeviceRow {
 
 /// A device–card binding as imported or changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BindingRow {
     /// Device number.
     pub device_no: String,

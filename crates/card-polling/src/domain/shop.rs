@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// One shop as imported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Shop {
     /// Shop id.
     pub id: String,

@@ -14,8 +14,10 @@ fn string() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": 128})
 }
 
+/// A request object: every body the API reads refuses a field it does not know (a typo is a 422,
+/// never silently ignored), so the schema says so too.
 fn object(required: &[&str], props: Value) -> Value {
-    json!({"type": "object", "required": required, "properties": props})
+    json!({"type": "object", "required": required, "properties": props, "additionalProperties": false})
 }
 
 fn asset() -> Value {
@@ -77,7 +79,7 @@ fn ops() -> Vec<Op> {
         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
     ]);
     let rows = |required: &[&str], props: Value| json!({"type": "array", "items": object(required, props)});
-    let import = json!({"type": "object", "properties": {
+    let import = json!({"type": "object", "additionalProperties": false, "properties": {
         "shops": rows(&["id", "name"], json!({"id": string(), "parent_id": string(), "name": {"type": "string"}})),
         "accounts": rows(&["id", "role", "token"], json!({"id": string(), "role": {"type": "string", "enum": ["super_admin", "platform", "agent", "enterprise"]}, "shop_id": string(), "token": {"type": "string", "minLength": 16, "maxLength": 256}, "perm_card_data": {"type": "boolean"}, "perm_manual_trigger": {"type": "boolean"}})),
         "cards": rows(&["iccid", "shop_id"], json!({"iccid": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "stop_locked": {"type": "boolean"}})),

@@ -116,6 +116,7 @@ pub type StoreResult<T> = Result<T, StoreError>;
 
 /// Rows to load into the host domain. Existing rows with the same key are refused (conflict).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ImportBatch {
     /// Shops, parents before children (or in any order: the driver sorts them).
     #[serde(default)]
@@ -136,6 +137,7 @@ pub struct ImportBatch {
 
 /// An account to import.
 #[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AccountImport {
     /// Account id.
     pub id: String,
@@ -201,6 +203,7 @@ pub struct OrderView {
 
 /// A payment callback (idempotent by `payment_id`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PaymentCallback {
     /// The payment's id at the payment provider.
     pub payment_id: String,

@@ -296,3 +296,35 @@ async fn a_query_that_is_not_utf8_is_a_422() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_misspelled_or_unknown_body_field_is_a_422_that_names_it_and_stores_nothing() {
+    // A new user's finding: `task_type` (for `task_types`) was ignored, so the enqueue fell back
+    // to "every configured task type" and created three items.
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_type": ["card_status"], "reason": "typo"}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert_envelope(&v, 1003);
+    assert!(v["msg"].as_str().unwrap().contains("task_type"), "{v}");
+    let (s, v) = app.get("/api/priority-items", PLATFORM).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["items"].as_array().unwrap().len(), 0, "{v}");
+    // Every body the API reads refuses an unknown field, nested rows included.
+    for (path, body) in [
+        ("/api/orders", json!({"asset_type": "card", "asset_id": "CA1", "kind": "main", "evil": 1})),
+        ("/api/package-poll", json!({"asset_type": "card", "asset_id": "CA1", "evil": 1})),
+        ("/api/payments/callback", json!({"payment_id": "p", "order_id": "o", "status": "paid", "evil": 1})),
+        ("/api/admin/import", json!({"cards": [{"iccid": "CZ1", "shop_id": "A", "evil": 1}]})),
+        ("/api/admin/import", json!({"shops": [{"id": "Z", "evil": 1}]})),
+        ("/api/admin/import", json!({"card": []})),
+    ] {
+        let (s, v) = app.post(path, ADMIN, body).await;
+        assert_eq!(s, 422, "{path}: {v}");
+        assert_envelope(&v, 1003);
+    }
+}

@@ -9,7 +9,7 @@ use rakuten_types::{Envelope, Timestamp};
 
 use super::key;
 use crate::domain::account::Account;
-use crate::domain::{AssetRef, Scope};
+use crate::domain::{AssetRef, AssetType, Scope};
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path, Query};
@@ -178,10 +178,12 @@ pub async fn detail(
 
 /// Manual enqueue body.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EnqueueBody {
-    /// The asset.
-    #[serde(flatten)]
-    pub asset: AssetRef,
+    /// `card` or `device`.
+    pub asset_type: AssetType,
+    /// ICCID for a card, device number for a device.
+    pub asset_id: String,
     /// Task types, 1–32 names; absent: every configured one. An empty list is a 422 (it would
     /// otherwise read as "nothing" and silently mean "everything").
     pub task_types: Option<Vec<String>>,
@@ -189,6 +191,16 @@ pub struct EnqueueBody {
     pub reason: Option<String>,
     /// Optional idempotency key: the same key again is a replay and adds nothing.
     pub event_id: Option<String>,
+}
+
+impl EnqueueBody {
+    /// The asset the body names.
+    pub fn asset(&self) -> AssetRef {
+        AssetRef {
+            asset_type: self.asset_type,
+            asset_id: self.asset_id.clone(),
+        }
+    }
 }
 
 /// Enqueue answer.
@@ -207,7 +219,8 @@ pub async fn enqueue(
     if who.scope().is_none() {
         return Err(ApiError::forbidden());
     }
-    key("asset_id", &b.asset.asset_id)?;
+    key("asset_id", &b.asset_id)?;
+    let asset = b.asset();
     let task_types = super::task_type_list(b.task_types)?;
     let event_id = b
         .event_id
@@ -219,7 +232,7 @@ pub async fn enqueue(
         &st.task_types,
         &who,
         manual::ManualRequest {
-            asset: &b.asset,
+            asset: &asset,
             task_types: &task_types,
             reason: b.reason.as_deref(),
             event_id: event_id.as_deref(),

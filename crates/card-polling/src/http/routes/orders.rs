@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use rakuten_types::Envelope;
 
 use super::key;
-use crate::domain::{AssetRef, PackageKind};
+use crate::domain::{AssetRef, AssetType, PackageKind};
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path};
@@ -17,15 +17,27 @@ use crate::store::{EnqueuedItem, OrderView, PackagePollOutcome, PaymentCallback,
 
 /// `POST /api/orders` body.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NewOrder {
     /// Order id (optional; a UUIDv7 when absent).
     #[serde(default)]
     pub id: Option<String>,
-    /// The asset.
-    #[serde(flatten)]
-    pub asset: AssetRef,
+    /// `card` or `device`.
+    pub asset_type: AssetType,
+    /// ICCID for a card, device number for a device.
+    pub asset_id: String,
     /// Main package or add-on.
     pub kind: PackageKind,
+}
+
+impl NewOrder {
+    /// The asset the body names.
+    pub fn asset(&self) -> AssetRef {
+        AssetRef {
+            asset_type: self.asset_type,
+            asset_id: self.asset_id.clone(),
+        }
+    }
 }
 
 /// Creates an unpaid order.
@@ -39,9 +51,9 @@ pub async fn create(
         Some(id) => key("order id", id)?,
         None => uuid::Uuid::now_v7().to_string(),
     };
-    key("asset_id", &b.asset.asset_id)?;
+    key("asset_id", &b.asset_id)?;
     st.store
-        .order_create(&id, &b.asset, b.kind, st.clock.now())
+        .order_create(&id, &b.asset(), b.kind, st.clock.now())
         .await
         .map(ok)
         .map_err(|e| ApiError::from_store(e, Some("order")))
@@ -91,10 +103,22 @@ pub async fn activate_queued(
 
 /// `POST /api/package-poll` body.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PackagePoll {
-    /// The asset polled.
-    #[serde(flatten)]
-    pub asset: AssetRef,
+    /// `card` or `device`.
+    pub asset_type: AssetType,
+    /// ICCID for a card, device number for a device.
+    pub asset_id: String,
+}
+
+impl PackagePoll {
+    /// The asset the body names.
+    pub fn asset(&self) -> AssetRef {
+        AssetRef {
+            asset_type: self.asset_type,
+            asset_id: self.asset_id.clone(),
+        }
+    }
 }
 
 /// The ordinary package poll's verdict for one asset.
@@ -104,10 +128,10 @@ pub async fn package_poll(
     Body(b): Body<PackagePoll>,
 ) -> Result<Json<Envelope<PackagePollOutcome>>, ApiError> {
     auth.require_admin()?;
-    key("asset_id", &b.asset.asset_id)?;
+    key("asset_id", &b.asset_id)?;
     let out = st
         .store
-        .package_poll_asset(&b.asset, &st.task_types.names(), st.clock.now())
+        .package_poll_asset(&b.asset(), &st.task_types.names(), st.clock.now())
         .await
         .map_err(|e| ApiError::from_store(e, Some("asset")))?;
     st.hints.push_items(&out.items).await;
