@@ -95,6 +95,20 @@ pub(crate) async fn sync(
     if same_config && rows == cards * want.len() as i64 {
         return Ok(0);
     }
+    if let Some((old_shards, old_types)) = had.as_ref().filter(|_| !same_config) {
+        // The schedule is shared by every instance on this database, and each syncs it only at
+        // its start: an instance that disagrees rewrites it for all of them (a task type it
+        // lacks stops being polled everywhere). Said loudly, so a stray setting is found.
+        tracing::warn!(
+            stored_shards = old_shards,
+            stored_task_types = ?old_types,
+            shards,
+            task_types = ?want,
+            "this instance's RAKUTEN_POLL_TASK_TYPES / RAKUTEN_POLL_SHARDS differ from the stored \
+             schedule configuration: rewriting it for every instance on this database; instances \
+             already running keep their own settings until restarted"
+        );
+    }
     // Record the configuration first: imports from now on add rows for it themselves. Imports
     // still running under the old configuration finish first (they hold the shared lock), so the
     // page scan below sees their cards; two instances starting at once sync one after the other
