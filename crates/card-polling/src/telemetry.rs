@@ -15,7 +15,7 @@
 //! | `cardpoll_carrier_calls_total` | counter | `operation` (`poll`, `resume`), `result` (`ok` or the error label) |
 //! | `cardpoll_pruned_rows_total` | counter | `table` (`interaction_logs`, `audit_facts`, `trigger_events`, `manual_triggers`): rows the retention job deleted |
 //! | `cardpoll_cycle_seconds` | histogram | |
-//! | `cardpoll_hint_to_execution_seconds` | histogram | |
+//! | `cardpoll_hint_to_execution_seconds` | histogram | (from a priority entry entering its queue to its turn to run, whether or not its claim then succeeds: the queue wait; count executions by `executed_priority` in `/health`) |
 //! | `cardpoll_writer_batch_ops` | histogram | (SQLite: writes committed together by the group-commit writer, per commit) |
 //! | `cardpoll_writer_commit_seconds` | histogram | (SQLite: one batch, `BEGIN` to the end of `COMMIT`, the fsync included) |
 //! | `cardpoll_clock_offset_seconds` | gauge | (the database's clock minus this instance's, at the last check; PostgreSQL) |

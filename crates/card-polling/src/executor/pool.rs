@@ -20,7 +20,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::Executor;
+use super::{ExecOutcome, Executor};
 use crate::scheduler::backpressure::ExecMeter;
 use crate::store::{PollRecord, StoreResult};
 
@@ -108,7 +108,8 @@ pub struct QueueDepth {
     pub shards: Vec<usize>,
     /// Executions running now.
     pub in_flight: usize,
-    /// Entries executed since start: priority, manual, ordinary.
+    /// Priority entries executed since start: claimed by this instance and run (an entry whose
+    /// claim was refused — held elsewhere, ended, clock skewed — is not counted).
     pub executed_priority: u64,
     /// Manual entries executed since start.
     pub executed_manual: u64,
@@ -325,7 +326,9 @@ impl ExecutorPool {
         match job {
             Job::Priority { item_id } => {
                 q.items.remove(item_id);
-                q.executed[0] += 1;
+                if ok {
+                    q.executed[0] += 1;
+                }
             }
             Job::Manual { trigger_id, .. } => {
                 if !ok {
@@ -340,8 +343,10 @@ impl ExecutorPool {
     async fn run_job(&self, task_type: &str, job: Job) {
         let now = self.executor.clock().now();
         let ok = match &job {
+            // `ok` only when this entry's claim succeeded and its attempt ran: an entry whose
+            // item another claimer holds, or that ended meanwhile, is not an execution.
             Job::Priority { item_id } => match self.executor.execute_one(*item_id, now).await {
-                Ok(_) => true,
+                Ok(outcome) => outcome != ExecOutcome::Skipped,
                 Err(e) => {
                     tracing::warn!(error = %e, item_id, "priority execution failed");
                     false

@@ -192,3 +192,40 @@ async fn takeover_after_a_crash_during_the_last_attempt_fails_without_a_fourth_c
     assert_eq!(app.sim.poll_calls("CA1", "package"), 2, "no fourth call");
     app.assert_invariants().await;
 }
+
+#[tokio::test]
+async fn a_priority_entry_whose_claim_is_refused_is_not_counted_as_executed() {
+    // A new user's finding: `executed_priority` in `/health` counted every priority queue entry
+    // run, including entries whose item another instance had claimed (61 against 28 claims).
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "count"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let id = v["data"]["items"][0]["item_id"].as_i64().unwrap();
+    app.store
+        .item_claim(id, "held-elsewhere", app.clock.now(), CLAIM_LEASE)
+        .await
+        .unwrap()
+        .expect("claim");
+    let pool = app.scheduler.pool();
+    assert_eq!(pool.enqueue_priority("card_status", &[id]), 1);
+    pool.drain().await.unwrap();
+    let executed = || {
+        pool.depths()
+            .iter()
+            .find(|d| d.task_type == "card_status")
+            .unwrap()
+            .executed_priority
+    };
+    assert_eq!(executed(), 0, "the claim was refused: nothing ran");
+    // Once the holder's lease lapses, the next entry takes the item over and runs it: counted.
+    app.advance(CLAIM_LEASE.as_secs() + 1);
+    assert_eq!(pool.enqueue_priority("card_status", &[id]), 1);
+    pool.drain().await.unwrap();
+    assert_eq!(executed(), 1);
+    assert_eq!(app.detail(id).await["item"]["status"], "completed");
+}
