@@ -160,6 +160,24 @@ impl SqlStore {
         self.writer.write(args, op).await
     }
 
+    /// One switch of one row: `sql` binds the flag as `$1` and the row's key as `$2`; no row is
+    /// `NotFound`.
+    async fn set_flag(&self, sql: &'static str, key: &str, value: bool) -> StoreResult<()> {
+        self.write((sql, key.to_owned(), value), |c, (sql, key, value)| {
+            async move {
+                domain::one_row(
+                    sqlx::query(*sql)
+                        .bind(*value)
+                        .bind(key.as_str())
+                        .execute(&mut *c)
+                        .await?,
+                )
+            }
+            .boxed()
+        })
+        .await
+    }
+
     async fn feature(&self) -> StoreResult<Timestamp> {
         if let Some(t) = self.feature.get() {
             return Ok(*t);
@@ -355,51 +373,15 @@ impl Store for SqlStore {
     }
 
     async fn card_set_polling(&self, iccid: &str, enabled: bool) -> StoreResult<()> {
-        self.write((iccid.to_owned(), enabled), |c, (iccid, enabled)| {
-            async move {
-                domain::one_row(
-                    sqlx::query("UPDATE cards SET polling_enabled = $1 WHERE iccid = $2")
-                        .bind(*enabled)
-                        .bind(iccid.as_str())
-                        .execute(&mut *c)
-                        .await?,
-                )
-            }
-            .boxed()
-        })
-        .await
+        self.set_flag("UPDATE cards SET polling_enabled = $1 WHERE iccid = $2", iccid, enabled).await
     }
 
     async fn device_set_polling(&self, device_no: &str, enabled: bool) -> StoreResult<()> {
-        self.write((device_no.to_owned(), enabled), |c, (device_no, enabled)| {
-            async move {
-                domain::one_row(
-                    sqlx::query("UPDATE devices SET polling_enabled = $1 WHERE device_no = $2")
-                        .bind(*enabled)
-                        .bind(device_no.as_str())
-                        .execute(&mut *c)
-                        .await?,
-                )
-            }
-            .boxed()
-        })
-        .await
+        self.set_flag("UPDATE devices SET polling_enabled = $1 WHERE device_no = $2", device_no, enabled).await
     }
 
     async fn card_set_stop_lock(&self, iccid: &str, locked: bool) -> StoreResult<()> {
-        self.write((iccid.to_owned(), locked), |c, (iccid, locked)| {
-            async move {
-                domain::one_row(
-                    sqlx::query("UPDATE cards SET stop_locked = $1 WHERE iccid = $2")
-                        .bind(*locked)
-                        .bind(iccid.as_str())
-                        .execute(&mut *c)
-                        .await?,
-                )
-            }
-            .boxed()
-        })
-        .await
+        self.set_flag("UPDATE cards SET stop_locked = $1 WHERE iccid = $2", iccid, locked).await
     }
 
     async fn card_delete(&self, iccid: &str) -> StoreResult<()> {
