@@ -247,9 +247,20 @@ impl Executor {
         };
         let mut result = "ok".to_owned();
         if resp.suspended && task_type == CARD_STATUS {
-            if stop_locked {
+            // The scope passed in may be a moment old (an ordinary poll's was read when its
+            // batch was taken): a resume is decided on the lock as it is now.
+            let now_scope = if stop_locked {
+                Ok(CardScope::InScope { stop_locked })
+            } else {
+                self.store.card_polling_scope(iccid).await
+            };
+            if let Ok(CardScope::InScope { stop_locked: true }) = now_scope {
                 // The existing lock-refusal semantics: never resume a locked card.
                 result = "ok; resume refused: carrier channel threshold stop lock held".into();
+            } else if !matches!(now_scope, Ok(CardScope::InScope { .. })) {
+                // Gone, out of scope, or unreadable now: no resume on doubt.
+                result =
+                    "ok; resume skipped: the card's polling scope changed or is unreadable".into();
             } else {
                 let t0 = Instant::now();
                 let r = tokio::time::timeout(UPSTREAM_TIMEOUT, self.upstream.resume(iccid))
@@ -283,18 +294,27 @@ impl Executor {
     }
 
     async fn package_verdict(&self, iccid: &str, result: String) -> String {
-        let asset = match self.store.card_package_asset(iccid).await {
-            Ok(Some(a)) => a,
+        let now = self.clock.now();
+        let state = match self.store.card_package_state(iccid, now).await {
+            Ok(Some(s)) => s,
             Ok(None) => return result,
             Err(e) => {
                 tracing::warn!(error = %e, "package verdict: asset lookup failed");
                 return result;
             }
         };
+        // Most polls find nothing to change: answered from the read, no write (D-scale5-3).
+        if !state.needs_write() {
+            return if state.valid_main {
+                result
+            } else {
+                format!("{result}; no valid package")
+            };
+        }
         let names = self.task_types.names();
         match self
             .store
-            .package_poll_asset(&asset, &names, self.clock.now())
+            .package_poll_asset(&state.asset, &names, now)
             .await
         {
             Ok(out) => {
@@ -317,11 +337,15 @@ impl Executor {
     /// One ordinary poll (or ordinary manual trigger) of a card for a task type at `now`: the
     /// scope check (no call for a card gone or out of polling scope), then the same content as a
     /// priority execution. Returns the record to write in the next batch.
+    ///
+    /// `scope` is the card's scope as the scheduler's take read it (an ordinary poll, D-scale5-1);
+    /// `None` (a manual trigger) reads it here.
     pub async fn execute_ordinary(
         &self,
         iccid: &str,
         task_type: &str,
         manual_trigger_id: Option<i64>,
+        scope: Option<CardScope>,
         now: Timestamp,
     ) -> StoreResult<PollRecord> {
         let interval = self
@@ -342,7 +366,11 @@ impl Executor {
             record.result = "task_type_unknown".into();
             return Ok(record);
         }
-        let stop_locked = match self.store.card_polling_scope(iccid).await? {
+        let scope = match scope {
+            Some(s) => s,
+            None => self.store.card_polling_scope(iccid).await?,
+        };
+        let stop_locked = match scope {
             CardScope::Missing => {
                 record.result = "card_missing".into();
                 return Ok(record);

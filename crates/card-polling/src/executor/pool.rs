@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ExecOutcome, Executor};
 use crate::scheduler::backpressure::ExecMeter;
-use crate::store::{PollRecord, StoreResult};
+use crate::store::{CardScope, PollRecord, StoreResult};
 
 /// Ordinary outcomes buffered before a worker writes them itself.
 pub const RECORD_BATCH: usize = 1_000;
@@ -48,6 +48,8 @@ pub enum Job {
         iccid: String,
         /// Shard it came from.
         shard: u32,
+        /// The card's polling scope, read when the batch was taken (D-scale5-1).
+        scope: CardScope,
     },
 }
 
@@ -226,13 +228,21 @@ impl ExecutorPool {
         )
     }
 
-    /// Appends one shard batch of ordinary polls. Returns how many.
-    pub fn enqueue_ordinary(&self, task_type: &str, shard: u32, iccids: Vec<String>) -> usize {
+    /// Appends one shard batch of ordinary polls (cards with the scope read when they were
+    /// taken). Returns how many.
+    pub fn enqueue_ordinary(
+        &self,
+        task_type: &str,
+        shard: u32,
+        cards: Vec<(String, CardScope)>,
+    ) -> usize {
         self.push(
             task_type,
-            iccids
-                .into_iter()
-                .map(|iccid| Job::Ordinary { iccid, shard }),
+            cards.into_iter().map(|(iccid, scope)| Job::Ordinary {
+                iccid,
+                shard,
+                scope,
+            }),
         )
     }
 
@@ -353,10 +363,13 @@ impl ExecutorPool {
                 }
             },
             Job::Manual { trigger_id, iccid } => {
-                self.ordinary(task_type, iccid, Some(*trigger_id), now)
+                self.ordinary(task_type, iccid, Some(*trigger_id), None, now)
                     .await
             }
-            Job::Ordinary { iccid, .. } => self.ordinary(task_type, iccid, None, now).await,
+            Job::Ordinary { iccid, scope, .. } => {
+                self.ordinary(task_type, iccid, None, Some(scope.clone()), now)
+                    .await
+            }
         };
         // Timed with the injected clock: a test's still clock measures 0 ms (no rate limit).
         let took_ms = self.executor.clock().now().as_millis() - now.as_millis();
@@ -368,11 +381,12 @@ impl ExecutorPool {
         task_type: &str,
         iccid: &str,
         trigger: Option<i64>,
+        scope: Option<CardScope>,
         now: rakuten_types::Timestamp,
     ) -> bool {
         match self
             .executor
-            .execute_ordinary(iccid, task_type, trigger, now)
+            .execute_ordinary(iccid, task_type, trigger, scope, now)
             .await
         {
             Ok(rec) => {

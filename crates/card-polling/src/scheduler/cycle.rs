@@ -219,7 +219,7 @@ impl Scheduler {
                 {
                     Ok(batches) => {
                         for b in batches {
-                            n += self.pool.enqueue_ordinary(&tt.name, b.shard, b.iccids);
+                            n += self.pool.enqueue_ordinary(&tt.name, b.shard, b.cards);
                         }
                     }
                     Err(e) => r.errors.push(format!("ordinary batch {}: {e}", tt.name)),

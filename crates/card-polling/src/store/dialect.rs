@@ -4,6 +4,28 @@
 //! `&'static str` for sqlx's `SqlSafeStr`); whole statements and select lists are constants.
 //! Each difference says in one line why the engines differ.
 
+/// A card's polling scope as one small integer, read by a scalar subquery on the card whose ICCID
+/// is the column or parameter `$iccid` (`store::CardScope::from_code` decodes it): NULL = the card
+/// is gone, 1 = its polling switch is off, 2 = its actively bound device's switch is off,
+/// 3 = in scope, 4 = in scope with the stop lock held. One definition for the per-card read and
+/// the scheduler's take (which returns each taken card's scope, D-scale5-1); each engine's
+/// `card_scope_code!` passes its own active-binding test.
+macro_rules! card_scope_code_with {
+    ([$($active:tt)*], $iccid:literal) => {
+        concat!(
+            "(SELECT CAST(CASE WHEN NOT c.polling_enabled THEN 1 \
+               WHEN d.polling_enabled = false THEN 2 \
+               WHEN c.stop_locked THEN 4 ELSE 3 END AS BIGINT) \
+             FROM cards c LEFT JOIN bindings b ON b.iccid = c.iccid AND ",
+            $($active)*,
+            " LEFT JOIN devices d ON d.device_no = b.device_no WHERE c.iccid = ",
+            $iccid,
+            ")"
+        )
+    };
+}
+pub(crate) use card_scope_code_with;
+
 /// SQLite.
 pub(crate) mod sqlite {
     use futures::future::BoxFuture;
@@ -61,12 +83,16 @@ pub(crate) mod sqlite {
         (SELECT group_concat(c.ancestor_id, char(31) ORDER BY c.depth DESC) FROM shop_closure c WHERE c.descendant_id = i.shop_id) AS chain";
 
     /// Takes up to `$5` due cards of shard `$3` of task type `$2` (due at `$4`), moving them to
-    /// `$1`. One writer holds the database, so there are no row locks to skip; `rowid` is the
-    /// cheapest key.
-    pub(crate) const SCHEDULE_TAKE_DUE: &str = "UPDATE poll_schedule SET next_poll_at = $1 WHERE rowid IN ( \
+    /// `$1`; returns each card with its scope code ([`super::card_scope_code_with`]). One writer holds
+    /// the database, so there are no row locks to skip; `rowid` is the cheapest key.
+    pub(crate) const SCHEDULE_TAKE_DUE: &str = concat!(
+        "UPDATE poll_schedule SET next_poll_at = $1 WHERE rowid IN ( \
            SELECT rowid FROM poll_schedule WHERE task_type = $2 AND shard = $3 AND next_poll_at <= $4 \
            ORDER BY next_poll_at LIMIT $5) \
-         RETURNING iccid";
+         RETURNING iccid, ",
+        card_scope_code!("poll_schedule.iccid"),
+        " AS scope"
+    );
 
     /// An active binding `b`. `bindings.active` is INTEGER 0/1; the literal `= 1` is what lets the
     /// planner use the partial indexes `… WHERE active = 1`.
@@ -76,6 +102,17 @@ pub(crate) mod sqlite {
         };
     }
     pub(crate) use active_binding;
+
+    /// The scope code of the card `$iccid` ([`super::card_scope_code_with`]) on this engine.
+    macro_rules! card_scope_code {
+        ($iccid:literal) => {
+            $crate::store::dialect::card_scope_code_with!(
+                [$crate::store::dialect::sqlite::active_binding!()],
+                $iccid
+            )
+        };
+    }
+    pub(crate) use card_scope_code;
 
     /// Whole milliseconds from one stored timestamp (RFC 3339 text) to another: SQLite has no
     /// timestamp type, `julianday` gives days as REAL.
@@ -206,12 +243,17 @@ pub(crate) mod postgres {
         (SELECT string_agg(c.ancestor_id, chr(31) ORDER BY c.depth DESC) FROM shop_closure c WHERE c.descendant_id = i.shop_id) AS chain";
 
     /// Takes up to `$5` due cards of shard `$3` of task type `$2` (due at `$4`), moving them to
-    /// `$1`. Several instances may take at once: `FOR UPDATE SKIP LOCKED` hands each row to one
-    /// taker without waiting; there is no `rowid`, the key is (task type, iccid).
-    pub(crate) const SCHEDULE_TAKE_DUE: &str = "UPDATE poll_schedule SET next_poll_at = $1 WHERE task_type = $2 AND iccid IN ( \
+    /// `$1`; returns each card with its scope code ([`super::card_scope_code_with`]). Several
+    /// instances may take at once: `FOR UPDATE SKIP LOCKED` hands each row to one taker without
+    /// waiting; there is no `rowid`, the key is (task type, iccid).
+    pub(crate) const SCHEDULE_TAKE_DUE: &str = concat!(
+        "UPDATE poll_schedule SET next_poll_at = $1 WHERE task_type = $2 AND iccid IN ( \
            SELECT iccid FROM poll_schedule WHERE task_type = $2 AND shard = $3 AND next_poll_at <= $4 \
            ORDER BY next_poll_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
-         RETURNING iccid";
+         RETURNING iccid, ",
+        card_scope_code!("poll_schedule.iccid"),
+        " AS scope"
+    );
 
     /// An active binding `b`: `bindings.active` is BOOLEAN (no `= 1` between boolean and integer).
     macro_rules! active_binding {
@@ -220,6 +262,17 @@ pub(crate) mod postgres {
         };
     }
     pub(crate) use active_binding;
+
+    /// The scope code of the card `$iccid` ([`super::card_scope_code_with`]) on this engine.
+    macro_rules! card_scope_code {
+        ($iccid:literal) => {
+            $crate::store::dialect::card_scope_code_with!(
+                [$crate::store::dialect::postgres::active_binding!()],
+                $iccid
+            )
+        };
+    }
+    pub(crate) use card_scope_code;
 
     /// Whole milliseconds from one stored timestamp (RFC 3339 text) to another: the text is cast
     /// to `timestamptz` and the interval's epoch taken.

@@ -287,6 +287,29 @@ pub struct PackagePollOutcome {
     pub items: Vec<EnqueuedItem>,
 }
 
+/// A card's package state as the ordinary package poll reads it before deciding to write
+/// (D-scale5-3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageState {
+    /// The asset whose packages are judged: the actively bound device, else the card.
+    pub asset: AssetRef,
+    /// An active usage whose `ends_at` has passed (the poll marks it expired).
+    pub lapsed_usage: bool,
+    /// An active main package that has not ended.
+    pub valid_main: bool,
+    /// A pending usage record waits.
+    pub pending_usage: bool,
+}
+
+impl PackageState {
+    /// Whether the poll must run its write transition (`package_poll_asset`): a lapsed usage to
+    /// mark expired, or no valid main package while a usage waits (a priority enqueue). Any
+    /// other state is answered from this read alone, with no write.
+    pub const fn needs_write(&self) -> bool {
+        self.lapsed_usage || (!self.valid_main && self.pending_usage)
+    }
+}
+
 /// An item held by a claim. Only this handle may finish the item (the SQL checks the token).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedItem {
@@ -320,6 +343,20 @@ pub enum CardScope {
         /// Carrier channel threshold stop lock held.
         stop_locked: bool,
     },
+}
+
+impl CardScope {
+    /// Decodes the scope code the store's SQL computes (`dialect::card_scope_code`): `None` (the
+    /// card is gone) or 1..=4. An unknown code reads as out of scope: never a call on doubt.
+    pub fn from_code(code: Option<i64>) -> Self {
+        match code {
+            None => CardScope::Missing,
+            Some(3) => CardScope::InScope { stop_locked: false },
+            Some(4) => CardScope::InScope { stop_locked: true },
+            Some(2) => CardScope::DevicePollingOff,
+            Some(_) => CardScope::CardPollingOff,
+        }
+    }
 }
 
 /// One upstream call to record in the integration interaction log.
@@ -551,8 +588,9 @@ pub struct DueItem {
 pub struct ShardBatch {
     /// Shard number (`0..shards`).
     pub shard: u32,
-    /// Cards whose ordinary poll was due; their `next_poll_at` already moved one interval ahead.
-    pub iccids: Vec<String>,
+    /// Cards whose ordinary poll was due, with their polling scope read in the same statement
+    /// (D-scale5-1); their `next_poll_at` already moved one interval ahead.
+    pub cards: Vec<(String, CardScope)>,
 }
 
 /// The outcome of one ordinary (or ordinary manual trigger) poll; written in batches.
@@ -833,9 +871,14 @@ pub trait Store: Send + Sync + 'static {
     /// Writes a batch of ordinary poll outcomes in one transaction: interaction logs, the cards'
     /// `last_polled_at`/`next_poll_at`, and served manual triggers.
     async fn poll_record(&self, records: &[PollRecord]) -> StoreResult<()>;
-    /// The asset whose packages a card's package poll judges: its actively bound device, else
-    /// the card itself; `None` when the card is gone.
-    async fn card_package_asset(&self, iccid: &str) -> StoreResult<Option<AssetRef>>;
+    /// The package state a card's package poll judges at `now`, in one read: the asset (its
+    /// actively bound device, else the card itself) and whether it has lapsed usages, an
+    /// unexpired active main package and a pending usage; `None` when the card is gone.
+    async fn card_package_state(
+        &self,
+        iccid: &str,
+        now: Timestamp,
+    ) -> StoreResult<Option<PackageState>>;
     /// An ordinary manual trigger in `scope` (card not found when outside): checks the operator's
     /// daily quota and the 24 h dedupe per (card, task type) and records the request either way.
     async fn manual_trigger_request(

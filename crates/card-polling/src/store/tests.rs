@@ -330,8 +330,36 @@ async fn concurrent_claims_grant_one_claimer(h: &Harness) {
 }
 
 async fn the_schedule_hands_each_due_card_out_once_per_interval(h: &Harness) {
+    use crate::domain::asset::{BindingRow, DeviceRow};
+    use crate::store::CardScope;
+
     let types = TaskTypes::parse("card_status=300").unwrap();
     h.store.schedule_sync(&types, 2, h.now()).await.unwrap();
+    // Every scope the take reports (D-scale5-1): 0 in scope, 1 polling off, 2 stop-locked,
+    // 3 bound to a device whose polling is off.
+    h.store
+        .domain_import(
+            &ImportBatch {
+                devices: vec![DeviceRow {
+                    device_no: "dev-off".into(),
+                    shop_id: "s1".into(),
+                    polling_enabled: true,
+                    reported_slot_iccid: None,
+                }],
+                bindings: vec![BindingRow {
+                    device_no: "dev-off".into(),
+                    iccid: "89860003".into(),
+                    active: true,
+                }],
+                ..Default::default()
+            },
+            h.now(),
+        )
+        .await
+        .unwrap();
+    h.store.card_set_polling("89860001", false).await.unwrap();
+    h.store.card_set_stop_lock("89860002", true).await.unwrap();
+    h.store.device_set_polling("dev-off", false).await.unwrap();
     h.clock.advance(Duration::from_secs(300));
     let interval = Duration::from_secs(300);
     let got = h
@@ -339,15 +367,33 @@ async fn the_schedule_hands_each_due_card_out_once_per_interval(h: &Harness) {
         .schedule_take_due("card_status", interval, &[0, 1], 100, h.now())
         .await
         .unwrap();
-    let mut all: Vec<String> = got.iter().flat_map(|b| b.iccids.clone()).collect();
-    all.sort();
-    assert_eq!(all, ["89860000", "89860001", "89860002", "89860003"]);
+    let mut all: Vec<(String, CardScope)> = got.iter().flat_map(|b| b.cards.clone()).collect();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    let expected = [
+        ("89860000", CardScope::InScope { stop_locked: false }),
+        ("89860001", CardScope::CardPollingOff),
+        ("89860002", CardScope::InScope { stop_locked: true }),
+        ("89860003", CardScope::DevicePollingOff),
+    ];
+    assert_eq!(
+        all,
+        expected.clone().map(|(i, s)| (i.to_owned(), s)),
+        "the take's scopes"
+    );
+    // The same scopes as the per-card read, which also knows a card that does not exist.
+    for (iccid, scope) in expected {
+        assert_eq!(h.store.card_polling_scope(iccid).await.unwrap(), scope);
+    }
+    assert_eq!(
+        h.store.card_polling_scope("89869999").await.unwrap(),
+        CardScope::Missing
+    );
     let again = h
         .store
         .schedule_take_due("card_status", interval, &[0, 1], 100, h.now())
         .await
         .unwrap();
-    assert!(again.iter().all(|b| b.iccids.is_empty()));
+    assert!(again.iter().all(|b| b.cards.is_empty()));
     h.store
         .poll_record(&[PollRecord {
             iccid: "89860000".into(),
@@ -360,9 +406,18 @@ async fn the_schedule_hands_each_due_card_out_once_per_interval(h: &Harness) {
         }])
         .await
         .unwrap();
+    let state = h
+        .store
+        .card_package_state("89860000", h.now())
+        .await
+        .unwrap()
+        .expect("the card exists");
+    assert_eq!(state.asset, card("89860000"));
+    assert!(!state.valid_main && !state.pending_usage && !state.lapsed_usage);
+    assert!(!state.needs_write());
     assert_eq!(
-        h.store.card_package_asset("89860000").await.unwrap(),
-        Some(card("89860000"))
+        h.store.card_package_state("89869999", h.now()).await.unwrap(),
+        None
     );
 }
 

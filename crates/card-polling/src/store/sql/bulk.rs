@@ -1,9 +1,11 @@
-//! Bulk card import (issue #14 item 1, D-gc-2): one part of a large import's cards written with
-//! multi-row `INSERT … VALUES (…), (…)` statements, [`ROWS`] cards per statement, then their
-//! ordinary polling schedule rows. Same rows, checks and errors as the row-by-row import in
-//! `domain.rs` (a duplicate card is a conflict, an unknown shop invalid); one statement per
-//! [`ROWS`] cards instead of one per row, because a statement's round trip to the database, not
-//! the row, is what 1,000,000 cards cost.
+//! Multi-row statements, because a statement's round trip to the database, not the row, is what
+//! bulk writes cost (on SQLite each statement is a hop to sqlx's connection thread and back):
+//! - bulk card import (issue #14 item 1, D-gc-2): one part of a large import's cards written with
+//!   multi-row `INSERT … VALUES (…), (…)` statements, [`ROWS`] cards per statement, then their
+//!   ordinary polling schedule rows. Same rows, checks and errors as the row-by-row import in
+//!   `domain.rs` (a duplicate card is a conflict, an unknown shop invalid);
+//! - a batch of ordinary poll records (D-scale5-2): their interaction logs and `last_polled_at`
+//!   in statements of [`chunk_sizes`] rows.
 
 use rakuten_types::Timestamp;
 
@@ -17,7 +19,7 @@ use crate::store::StoreResult;
 pub(crate) const ROWS: usize = 200;
 
 /// `INSERT INTO <head> VALUES ($1, …, $width), …` for `rows` rows of `width` parameters.
-fn values_sql(head: &str, rows: usize, width: usize, tail: &str) -> String {
+pub(crate) fn values_sql(head: &str, rows: usize, width: usize, tail: &str) -> String {
     let mut sql = String::with_capacity(head.len() + tail.len() + rows * width * 6);
     sql.push_str(head);
     sql.push_str(" VALUES ");
@@ -77,6 +79,20 @@ pub(crate) async fn cards(
     Ok(cards.len() as u64)
 }
 
+/// Splits `n` rows into statement sizes from a fixed set (256, 64, 16, 4, 1), largest first: few
+/// statements per batch, and few distinct statement texts for each connection's statement cache
+/// (a size per remainder would churn it).
+pub(crate) fn chunk_sizes(mut n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    for size in [256, 64, 16, 4, 1] {
+        while n >= size {
+            out.push(size);
+            n -= size;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -85,5 +101,17 @@ mod tests {
             super::values_sql("INSERT INTO x (a, b)", 2, 2, " ON CONFLICT DO NOTHING"),
             "INSERT INTO x (a, b) VALUES ($1, $2), ($3, $4) ON CONFLICT DO NOTHING"
         );
+    }
+
+    #[test]
+    fn chunk_sizes_cover_every_row_with_few_statements_of_few_shapes() {
+        assert_eq!(super::chunk_sizes(0), Vec::<usize>::new());
+        assert_eq!(super::chunk_sizes(1), [1]);
+        assert_eq!(super::chunk_sizes(1_000), [256, 256, 256, 64, 64, 64, 16, 16, 4, 4]);
+        for n in 0..2_000 {
+            let sizes = super::chunk_sizes(n);
+            assert_eq!(sizes.iter().sum::<usize>(), n);
+            assert!(sizes.len() <= n / 256 + 12, "{n}: {sizes:?}");
+        }
     }
 }

@@ -197,27 +197,14 @@ pub(crate) async fn claim(
 }
 
 pub(crate) async fn card_polling_scope(pool: &Pool, iccid: &str) -> StoreResult<CardScope> {
-    let row = sqlx::query(concat!(
-        "SELECT c.polling_enabled, c.stop_locked, d.polling_enabled AS device_polling FROM cards c \
-         LEFT JOIN bindings b ON b.iccid = c.iccid AND ",
-        dialect::active_binding!(),
-        " LEFT JOIN devices d ON d.device_no = b.device_no WHERE c.iccid = $1"
+    let code: Option<i64> = sqlx::query_scalar(concat!(
+        "SELECT ",
+        dialect::card_scope_code!("$1")
     ))
     .bind(iccid)
-    .fetch_optional(pool)
+    .fetch_one(pool)
     .await?;
-    let Some(row) = row else {
-        return Ok(CardScope::Missing);
-    };
-    if !row.try_get::<bool, _>("polling_enabled")? {
-        return Ok(CardScope::CardPollingOff);
-    }
-    if row.try_get::<Option<bool>, _>("device_polling")? == Some(false) {
-        return Ok(CardScope::DevicePollingOff);
-    }
-    Ok(CardScope::InScope {
-        stop_locked: row.try_get("stop_locked")?,
-    })
+    Ok(CardScope::from_code(code))
 }
 
 pub(crate) async fn begin_attempt(

@@ -651,8 +651,12 @@ impl Store for SqlStore {
         .await
     }
 
-    async fn card_package_asset(&self, iccid: &str) -> StoreResult<Option<AssetRef>> {
-        schedule::card_package_asset(&self.pool, iccid).await
+    async fn card_package_state(
+        &self,
+        iccid: &str,
+        now: Timestamp,
+    ) -> StoreResult<Option<PackageState>> {
+        schedule::card_package_state(&self.pool, iccid, now).await
     }
 
     async fn manual_trigger_request(

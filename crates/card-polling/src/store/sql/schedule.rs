@@ -9,12 +9,12 @@ use sqlx::Row;
 use rakuten_types::Timestamp;
 
 use super::enqueue::shop_in_scope;
-use super::{Conn, Pool, dialect, t};
+use super::{Conn, Pool, bulk, dialect, t};
 use crate::domain::asset::{AssetRef, AssetType};
 use crate::domain::{Scope, TaskTypes};
 use crate::scheduler::shard_queue::{first_poll_at, shard_of};
 use crate::store::{
-    ManualTriggerOutcome, ManualTriggerRequest, PollRecord, QueuedTrigger, ShardBatch, StoreError,
+    CardScope, ManualTriggerOutcome, ManualTriggerRequest, NewLog, PackageState, PollRecord, QueuedTrigger, ShardBatch, StoreError,
     StoreResult,
 };
 
@@ -214,7 +214,7 @@ pub(crate) async fn take_due(
 ) -> StoreResult<Vec<ShardBatch>> {
     let mut out = Vec::with_capacity(shards.len());
     for &shard in shards {
-        let iccids: Vec<String> = sqlx::query_scalar(dialect::SCHEDULE_TAKE_DUE)
+        let rows: Vec<(String, Option<i64>)> = sqlx::query_as(dialect::SCHEDULE_TAKE_DUE)
             .bind(t(now.plus(interval)))
             .bind(task_type)
             .bind(i64::from(shard))
@@ -222,91 +222,144 @@ pub(crate) async fn take_due(
             .bind(per_shard)
             .fetch_all(&mut *tx)
             .await?;
-        out.push(ShardBatch { shard, iccids });
+        let cards = rows
+            .into_iter()
+            .map(|(iccid, scope)| (iccid, CardScope::from_code(scope)))
+            .collect();
+        out.push(ShardBatch { shard, cards });
     }
     Ok(out)
 }
 
+/// Writes a batch of ordinary poll outcomes (D-scale5-2): every interaction log, and each
+/// schedule row's `last_polled_at`, in multi-row statements ([`bulk::chunk_sizes`]); a manual
+/// trigger's outcome (rare) row by row, since it also moves `next_poll_at` and ends its trigger.
 pub(crate) async fn record(tx: &mut Conn, records: &[PollRecord]) -> StoreResult<()> {
-    // Schedule rows are updated in (ICCID, task type) order: two instances recording batches
-    // that share a row (a manual trigger polled beside an ordinary take) lock them in the same
-    // order (D-pg-9).
+    // Sorted by (ICCID, task type): two instances recording batches that share a row (a manual
+    // trigger polled beside an ordinary take) update them in the same order (D-pg-9); a deadlock
+    // between the joined multi-row updates, whose row order the planner picks, is retried.
     let mut records: Vec<&PollRecord> = records.iter().collect();
     records.sort_by(|a, b| (&a.iccid, &a.task_type).cmp(&(&b.iccid, &b.task_type)));
+    let logs: Vec<(&PollRecord, &NewLog)> = records
+        .iter()
+        .flat_map(|r| r.logs.iter().map(move |l| (*r, l)))
+        .collect();
+    let mut rest = &logs[..];
+    for size in bulk::chunk_sizes(logs.len()) {
+        let (chunk, tail) = rest.split_at(size);
+        rest = tail;
+        let sql = bulk::values_sql(
+            "INSERT INTO integration_logs (iccid, task_type, operation, request_summary, \
+               response_summary, latency_ms, outcome, at)",
+            size,
+            8,
+            "",
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (r, log) in chunk {
+            q = q
+                .bind(&r.iccid)
+                .bind(&r.task_type)
+                .bind(&log.operation)
+                .bind(&log.request_summary)
+                .bind(&log.response_summary)
+                .bind(log.latency_ms)
+                .bind(&log.outcome)
+                .bind(t(r.at));
+        }
+        q.execute(&mut *tx).await?;
+    }
+    // Ordinary polls: taking the batch already moved `next_poll_at`; leave the indexed column
+    // alone and set when each card was polled.
+    let ordinary: Vec<&PollRecord> = records
+        .iter()
+        .copied()
+        .filter(|r| r.manual_trigger_id.is_none())
+        .collect();
+    let mut rest = &ordinary[..];
+    for size in bulk::chunk_sizes(ordinary.len()) {
+        let (chunk, tail) = rest.split_at(size);
+        rest = tail;
+        let sql = bulk::values_sql(
+            "WITH polled (iccid, task_type, at) AS (",
+            size,
+            3,
+            ") UPDATE poll_schedule SET last_polled_at = polled.at FROM polled \
+             WHERE poll_schedule.iccid = polled.iccid AND poll_schedule.task_type = polled.task_type",
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for r in chunk {
+            q = q.bind(&r.iccid).bind(&r.task_type).bind(t(r.at));
+        }
+        q.execute(&mut *tx).await?;
+    }
     for r in records {
-        for log in &r.logs {
-            sqlx::query(
-                "INSERT INTO integration_logs (item_id, iccid, task_type, operation, request_summary, \
-                   response_summary, latency_ms, outcome, at) VALUES (NULL, $1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .bind(&r.iccid)
-            .bind(&r.task_type)
-            .bind(&log.operation)
-            .bind(&log.request_summary)
-            .bind(&log.response_summary)
-            .bind(log.latency_ms)
-            .bind(&log.outcome)
-            .bind(t(r.at))
-            .execute(&mut *tx)
-            .await?;
-        }
-        if r.manual_trigger_id.is_some() {
-            // A manual trigger polled out of turn: the next ordinary poll is one interval later.
-            sqlx::query(concat!(
-                "UPDATE poll_schedule SET last_polled_at = $1, next_poll_at = ",
-                dialect::greatest!(),
-                "(next_poll_at, $2) WHERE iccid = $3 AND task_type = $4"
-            ))
-            .bind(t(r.at))
-            .bind(t(r.next_poll_at))
-            .bind(&r.iccid)
-            .bind(&r.task_type)
-            .execute(&mut *tx)
-            .await?;
-        } else {
-            // Taking the batch already moved `next_poll_at`; leave the indexed column alone.
-            sqlx::query(
-                "UPDATE poll_schedule SET last_polled_at = $1 WHERE iccid = $2 AND task_type = $3",
-            )
-            .bind(t(r.at))
-            .bind(&r.iccid)
-            .bind(&r.task_type)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if let Some(id) = r.manual_trigger_id {
-            sqlx::query(
-                "UPDATE manual_triggers SET status = 'executed', executed_at = $1, result = $2 \
-                 WHERE id = $3 AND status = 'queued'",
-            )
-            .bind(t(r.at))
-            .bind(&r.result)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        }
+        let Some(id) = r.manual_trigger_id else {
+            continue;
+        };
+        // A manual trigger polled out of turn: the next ordinary poll is one interval later.
+        sqlx::query(concat!(
+            "UPDATE poll_schedule SET last_polled_at = $1, next_poll_at = ",
+            dialect::greatest!(),
+            "(next_poll_at, $2) WHERE iccid = $3 AND task_type = $4"
+        ))
+        .bind(t(r.at))
+        .bind(t(r.next_poll_at))
+        .bind(&r.iccid)
+        .bind(&r.task_type)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE manual_triggers SET status = 'executed', executed_at = $1, result = $2 \
+             WHERE id = $3 AND status = 'queued'",
+        )
+        .bind(t(r.at))
+        .bind(&r.result)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
     }
     Ok(())
 }
 
-pub(crate) async fn card_package_asset(pool: &Pool, iccid: &str) -> StoreResult<Option<AssetRef>> {
-    let row: Option<(Option<String>,)> = sqlx::query_as(concat!(
-        "SELECT b.device_no FROM cards c LEFT JOIN bindings b ON b.iccid = c.iccid AND ",
+pub(crate) async fn card_package_state(
+    pool: &Pool,
+    iccid: &str,
+    now: Timestamp,
+) -> StoreResult<Option<PackageState>> {
+    // The asset's usages, whichever asset it is: `a` is (asset_type, asset_id) of the card's
+    // actively bound device, else of the card.
+    let row = sqlx::query(concat!(
+        "WITH a AS (SELECT CASE WHEN b.device_no IS NULL THEN 'card' ELSE 'device' END AS asset_type, \
+           COALESCE(b.device_no, c.iccid) AS asset_id FROM cards c \
+           LEFT JOIN bindings b ON b.iccid = c.iccid AND ",
         dialect::active_binding!(),
-        " WHERE c.iccid = $1"
+        " WHERE c.iccid = $1) \
+         SELECT a.asset_type, a.asset_id, \
+           EXISTS (SELECT 1 FROM package_usages u WHERE u.asset_type = a.asset_type AND u.asset_id = a.asset_id \
+             AND u.status = 'active' AND u.ends_at <= $2) AS lapsed_usage, \
+           EXISTS (SELECT 1 FROM package_usages u WHERE u.asset_type = a.asset_type AND u.asset_id = a.asset_id \
+             AND u.kind = 'main' AND u.status = 'active' AND (u.ends_at IS NULL OR u.ends_at > $2)) AS valid_main, \
+           EXISTS (SELECT 1 FROM package_usages u WHERE u.asset_type = a.asset_type AND u.asset_id = a.asset_id \
+             AND u.status = 'pending') AS pending_usage \
+         FROM a"
     ))
     .bind(iccid)
+    .bind(t(now))
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(|(device,)| match device {
-        Some(d) => AssetRef {
-            asset_type: AssetType::Device,
-            asset_id: d,
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let asset_type: String = row.try_get("asset_type")?;
+    Ok(Some(PackageState {
+        asset: AssetRef {
+            asset_type: AssetType::parse(&asset_type).unwrap_or(AssetType::Card),
+            asset_id: row.try_get("asset_id")?,
         },
-        None => AssetRef {
-            asset_type: AssetType::Card,
-            asset_id: iccid.to_owned(),
-        },
+        lapsed_usage: row.try_get("lapsed_usage")?,
+        valid_main: row.try_get("valid_main")?,
+        pending_usage: row.try_get("pending_usage")?,
     }))
 }
 
