@@ -416,7 +416,10 @@ async fn the_schedule_hands_each_due_card_out_once_per_interval(h: &Harness) {
     assert!(!state.valid_main && !state.pending_usage && !state.lapsed_usage);
     assert!(!state.needs_write());
     assert_eq!(
-        h.store.card_package_state("89869999", h.now()).await.unwrap(),
+        h.store
+            .card_package_state("89869999", h.now())
+            .await
+            .unwrap(),
         None
     );
 }
@@ -593,4 +596,27 @@ async fn start_up_waits_for_another_instances_migration_past_the_request_lock_ti
         .expect("start-up ends once the lock is gone")
         .unwrap();
     assert!(store.is_ok(), "{:?}", store.err());
+}
+
+/// D-scale5-3: a package poll writes only when it has something to change.
+#[test]
+fn a_package_poll_writes_only_for_a_lapsed_usage_or_a_waiting_one_without_a_valid_main() {
+    use crate::store::PackageState;
+    let state = |lapsed_usage, valid_main, pending_usage| PackageState {
+        asset: card("89860000"),
+        lapsed_usage,
+        valid_main,
+        pending_usage,
+    };
+    // (lapsed, valid main, pending) → needs the write transition
+    for (l, v, p, write) in [
+        (false, true, false, false),
+        (false, true, true, false),
+        (false, false, false, false),
+        (false, false, true, true),
+        (true, true, false, true),
+        (true, false, false, true),
+    ] {
+        assert_eq!(state(l, v, p).needs_write(), write, "{l} {v} {p}");
+    }
 }

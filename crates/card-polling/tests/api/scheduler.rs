@@ -448,3 +448,46 @@ async fn backpressure_in_seconds_of_work_follows_the_measured_rate_and_keeps_ord
     assert_eq!(app.detail(id).await["item"]["status"], "completed");
     app.assert_invariants().await;
 }
+
+/// D-scale5-1: an ordinary poll carries the scope its take read, so a stop lock set while the poll
+/// waits in the queue is not in that scope; the resume decision reads the lock again, so the
+/// locked card is polled as normal content but never resumed, while an unlocked card is.
+#[tokio::test]
+async fn a_card_stop_locked_while_its_ordinary_poll_waits_is_polled_but_never_resumed() {
+    use card_polling::store::CardScope;
+    use card_polling::upstream::SimBehavior;
+
+    let app = spawn_with(Backend::Memory, |s| s.executor_concurrency = 1).await;
+    app.seed().await;
+    app.advance(3600);
+    app.sim.set_behavior("CA1", SimBehavior::Suspended);
+    app.sim.set_behavior("CB1", SimBehavior::Suspended);
+    let r = app.cycle().await;
+    assert!(r.ordinary_taken["card_status"] >= 2, "{r:?}");
+    let queued_scope = |iccid: &str| {
+        app.scheduler
+            .pool()
+            .snapshot("card_status")
+            .into_iter()
+            .find_map(|j| match j {
+                Job::Ordinary { iccid: i, scope, .. } if i == iccid => Some(scope),
+                _ => None,
+            })
+    };
+    let unlocked = Some(CardScope::InScope { stop_locked: false });
+    assert_eq!(queued_scope("CA1"), unlocked, "taken before the lock");
+    assert_eq!(queued_scope("CB1"), unlocked);
+    let (s, v) = app
+        .put(
+            "/api/cards/CA1/stop-lock",
+            PLATFORM,
+            json!({"locked": true}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    app.drain().await;
+    assert_eq!(app.sim.poll_calls("CA1", "card_status"), 1, "still polled");
+    assert_eq!(app.sim.resume_calls("CA1"), 0, "never resumed once locked");
+    assert_eq!(app.sim.resume_calls("CB1"), 1, "an unlocked card is resumed");
+    app.assert_invariants().await;
+}
