@@ -178,6 +178,13 @@ async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> R
         None => None,
     };
     let task_type = nonempty(&q.task_type);
+    if task_type
+        .as_deref()
+        .is_some_and(|t| st.task_types.get(t).is_none())
+    {
+        // As the API's list (D-newuser8-1): never an empty page for a typo.
+        return signed.error(StatusCode::BAD_REQUEST, "Unknown task type.");
+    }
     let iccid = nonempty(&q.iccid);
     let shop = nonempty(&q.shop);
     let Ok((before, after)) = cursor_of(&q) else {

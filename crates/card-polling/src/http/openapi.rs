@@ -69,7 +69,8 @@ fn ops() -> Vec<Op> {
         json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 16});
     let list_query = json!([
         {"name": "status", "in": "query", "schema": {"type": "string"}},
-        {"name": "task_type", "in": "query", "schema": {"type": "string"}},
+        {"name": "task_type", "in": "query", "schema": {"type": "string"},
+         "description": "a configured task type (`GET /api/task-types`); any other is a 422 (1003), as in the manual enqueue"},
         {"name": "trigger_type", "in": "query", "schema": {"type": "string"}},
         {"name": "iccid", "in": "query", "schema": {"type": "string"}},
         {"name": "enqueued_from", "in": "query", "schema": {"type": "string", "format": "date-time"}},

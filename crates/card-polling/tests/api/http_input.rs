@@ -328,3 +328,77 @@ async fn a_misspelled_or_unknown_body_field_is_a_422_that_names_it_and_stores_no
         assert_envelope(&v, 1003);
     }
 }
+
+/// A console session cookie for `token` (sign-in over plain HTTP, the redirect not followed).
+async fn console_cookie(app: &TestApp, token: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let resp = client
+        .post(format!("{}/console/sign-in", app.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap();
+    let set = resp
+        .headers()
+        .get("set-cookie")
+        .unwrap_or_else(|| panic!("no session cookie: {}", resp.status()))
+        .to_str()
+        .unwrap();
+    set.split(';').next().unwrap().to_owned()
+}
+
+/// A new user's finding: `GET /api/priority-items?task_type=nope` (a task type this service does
+/// not run) answered 200 with an empty page, which reads as "no such items" rather than "typo".
+/// It is now the enqueue's answer to an unknown task type: 422, code 1003, naming it; so is the
+/// console's list (its 400 page). A configured task type still filters (D-newuser8-1).
+#[tokio::test]
+async fn a_list_filtered_by_an_unconfigured_task_type_is_a_422_naming_it() {
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["nope"], "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 422, "the enqueue's refusal this mirrors: {v}");
+    let enqueue_code = v["code"].clone();
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["package"], "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    for q in ["task_type=nope", "task_type=CARD_STATUS"] {
+        let (s, v) = app.get(&format!("/api/priority-items?{q}"), PLATFORM).await;
+        assert_eq!(s, 422, "{q}: {v}");
+        assert_envelope(&v, 1003);
+        assert_eq!(v["code"], enqueue_code, "{q}: {v}");
+        assert!(v["msg"].as_str().unwrap().contains("unknown task type"), "{q}: {v}");
+    }
+    let listed = app.list("task_type=package").await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(app.list("task_type=card_status").await.is_empty());
+    // The console's list, signed in, over plain HTTP.
+    let cookie = console_cookie(&app, PLATFORM).await;
+    for (q, want) in [("task_type=nope", 400), ("task_type=package", 200), ("", 200)] {
+        let resp = app
+            .client
+            .get(format!("{}/console/items?{q}", app.base))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let page = resp.text().await.unwrap();
+        assert_eq!(status, want, "{q}: {page}");
+        if want == 400 {
+            assert!(page.contains("Unknown task type."), "{page}");
+        }
+    }
+}
+

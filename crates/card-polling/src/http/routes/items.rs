@@ -9,7 +9,7 @@ use rakuten_types::{Envelope, Timestamp};
 
 use super::key;
 use crate::domain::account::Account;
-use crate::domain::{AssetRef, AssetType, Scope};
+use crate::domain::{AssetRef, AssetType, Scope, TaskTypes};
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path, Query};
@@ -66,7 +66,7 @@ fn parse_time(what: &str, s: &Option<String>) -> Result<Option<Timestamp>, ApiEr
         .transpose()
 }
 
-fn filter(q: &ListQuery) -> Result<ItemFilter, ApiError> {
+fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError> {
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid(format!("limit must be 1..={MAX_LIMIT}")));
@@ -81,10 +81,18 @@ fn filter(q: &ListQuery) -> Result<ItemFilter, ApiError> {
         .as_deref()
         .map(|s| TriggerType::parse(s).ok_or_else(|| ApiError::invalid("unknown trigger_type")))
         .transpose()?;
+    // A task type this instance does not run is a typo, refused as the enqueue refuses it
+    // (D-newuser8-1), never an empty page that reads as "nothing there".
     let task_type = q
         .task_type
         .as_deref()
-        .map(|s| key("task_type", s))
+        .map(|s| {
+            let s = key("task_type", s)?;
+            match task_types.get(&s) {
+                Some(_) => Ok(s),
+                None => Err(ApiError::invalid(format!("unknown task type {s:?}"))),
+            }
+        })
         .transpose()?;
     let iccid = q.iccid.as_deref().map(|s| key("iccid", s)).transpose()?;
     let mut exceptions = Vec::new();
@@ -135,7 +143,7 @@ pub async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Envelope<Page>>, ApiError> {
     let scope = reader_scope(&who)?;
-    let f = filter(&q)?;
+    let f = filter(&q, &st.task_types)?;
     let items = st
         .store
         .item_list(&scope, &f)
