@@ -76,7 +76,8 @@ fn ops() -> Vec<Op> {
         {"name": "enqueued_from", "in": "query", "schema": {"type": "string", "format": "date-time"}},
         {"name": "enqueued_to", "in": "query", "schema": {"type": "string", "format": "date-time"}},
         {"name": "exception", "in": "query", "schema": {"type": "string"}},
-        {"name": "before_id", "in": "query", "schema": {"type": "integer", "format": "int64"}},
+        {"name": "before_id", "in": "query", "schema": {"type": "integer", "format": "int64", "minimum": 1},
+         "description": "keyset cursor: the last id of the previous page (`next_before_id`); below 1 is a 422 (1003)"},
         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
     ]);
     let rows = |required: &[&str], props: Value| json!({"type": "array", "items": object(required, props)});

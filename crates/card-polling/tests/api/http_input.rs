@@ -402,3 +402,27 @@ async fn a_list_filtered_by_an_unconfigured_task_type_is_a_422_naming_it() {
     }
 }
 
+/// A new user's finding: `before_id=0` or a negative one answered 200 (an empty page, or with a
+/// negative id every page empty) where the cursor can only be an item id, 1 or more. Such a
+/// cursor is a 422 (1003) naming the parameter, like the other bad query values (D-newuser8-2).
+#[tokio::test]
+async fn a_before_id_below_one_is_a_422_naming_it() {
+    let app = spawn_seeded().await;
+    app.buy("card", "CA1", "addon").await;
+    for q in [
+        "before_id=0",
+        "before_id=-1",
+        "before_id=-9223372036854775808",
+    ] {
+        let (s, v) = app.get(&format!("/api/priority-items?{q}"), PLATFORM).await;
+        assert_eq!(s, 422, "{q}: {v}");
+        assert_envelope(&v, 1003);
+        assert!(v["msg"].as_str().unwrap().contains("before_id"), "{q}: {v}");
+    }
+    assert!(app.list("before_id=1").await.is_empty());
+    assert_eq!(
+        app.list("before_id=9223372036854775807").await.len(),
+        app.list("").await.len()
+    );
+}
+

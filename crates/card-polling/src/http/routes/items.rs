@@ -42,7 +42,8 @@ pub struct ListQuery {
     /// Exceptions-and-retries view: comma list of `failed`, `expired`, `attempts_at_max`,
     /// `has_failure_reason`, or `any` for all four (an item matching any of them is listed).
     pub exception: Option<String>,
-    /// Keyset cursor: only items with a smaller id (use the last id of the previous page).
+    /// Keyset cursor: only items with a smaller id (use the last id of the previous page); 1 or
+    /// more.
     pub before_id: Option<i64>,
     /// Page size, 1..=200 (default 50).
     pub limit: Option<i64>,
@@ -70,6 +71,12 @@ fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError>
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid(format!("limit must be 1..={MAX_LIMIT}")));
+    }
+    // The cursor is an item id (D-newuser8-2): below 1 it could only ever answer empty pages.
+    if q.before_id.is_some_and(|id| id < 1) {
+        return Err(ApiError::invalid(
+            "before_id must be an item id (1 or more): the last id of the previous page",
+        ));
     }
     let status = q
         .status
