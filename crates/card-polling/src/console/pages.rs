@@ -11,6 +11,7 @@ use web_console::layout::{Notice, action_form, badge, capped_count, enc, opt, ts
 
 use super::{Signed, csrf_refused};
 use crate::http::AppState;
+use crate::http::extract::canonical_id;
 use crate::priority::item_status::ItemStatus;
 use crate::priority::manual::{self, ManualError};
 use crate::store::{COUNT_CAP, ExceptionCondition, ItemFilter, ItemView, StoreError};
@@ -391,7 +392,7 @@ pub async fn item(
     Path(id): Path<String>,
     Query(done): Query<Done>,
 ) -> Response {
-    let Ok(id) = id.parse::<i64>() else {
+    let Some(id) = canonical_id(&id) else {
         return no_such_item(&signed);
     };
     let d = match st.store.item_get(&signed.scope, id).await {
@@ -550,7 +551,7 @@ pub async fn close(
     if !signed.csrf_ok(f.csrf.as_deref()) {
         return csrf_refused(&signed);
     }
-    let Ok(id) = id.parse::<i64>() else {
+    let Some(id) = canonical_id(&id) else {
         return no_such_item(&signed);
     };
     match manual::close(
@@ -577,7 +578,7 @@ pub async fn retrigger(
     if !signed.csrf_ok(f.csrf.as_deref()) {
         return csrf_refused(&signed);
     }
-    let Ok(id) = id.parse::<i64>() else {
+    let Some(id) = canonical_id(&id) else {
         return no_such_item(&signed);
     };
     match manual::retrigger(

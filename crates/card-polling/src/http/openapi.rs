@@ -297,7 +297,15 @@ fn ops() -> Vec<Op> {
 fn path_params(path: &str) -> Vec<Value> {
     path.split('/')
         .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
-        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": string()}))
+        .map(|name| {
+            let schema = if path.starts_with("/api/priority-items/") && name == "id" {
+                // Canonical decimal, 1..=i64::MAX (D-newuser8-3); anything else is a 422.
+                json!({"type": "string", "pattern": "^[1-9][0-9]{0,18}$"})
+            } else {
+                string()
+            };
+            json!({"name": name, "in": "path", "required": true, "schema": schema})
+        })
         .collect()
 }
 

@@ -426,3 +426,66 @@ async fn a_before_id_below_one_is_a_422_naming_it() {
     );
 }
 
+/// A new user's finding: `/api/priority-items/+1` and `/api/priority-items/00001` answered item
+/// 1. An item id in a path is now canonical decimal — digits only, no sign, no leading zero,
+/// 1..=i64::MAX — else the 422 (1003) a non-number already got; the console's item page answers
+/// its "No such item." 404 for them, as it does for a non-number (D-newuser8-3).
+#[tokio::test]
+async fn a_path_item_id_that_is_not_canonical_decimal_is_refused_like_a_non_number() {
+    let app = spawn_seeded().await;
+    app.buy("card", "CA1", "addon").await;
+    let id = app.item_of("CA1", "package").await["id"].as_i64().unwrap();
+    let bad = [
+        format!("+{id}"),
+        format!("%2B{id}"),
+        format!("0{id}"),
+        format!("00000{id}"),
+        format!("%20{id}"),
+        format!("{id}%20"),
+        "9223372036854775808".to_owned(),
+    ];
+    for bad in &bad {
+        let (s, v) = app.get(&format!("/api/priority-items/{bad}"), PLATFORM).await;
+        assert_eq!(s, 422, "{bad}: {v}");
+        assert_envelope(&v, 1003);
+        for action in ["close", "retrigger"] {
+            let (s, v) = app
+                .post(
+                    &format!("/api/priority-items/{bad}/{action}"),
+                    PLATFORM,
+                    json!({"reason": "r"}),
+                )
+                .await;
+            assert_eq!(s, 422, "{bad}/{action}: {v}");
+            assert_envelope(&v, 1003);
+        }
+    }
+    assert_eq!(app.detail(id).await["item"]["id"], id);
+    let (s, v) = app.get("/api/priority-items/9223372036854775807", PLATFORM).await;
+    assert_eq!(s, 404, "{v}");
+    assert_envelope(&v, 7001);
+    // The item is untouched by the refused close.
+    assert_eq!(app.detail(id).await["item"]["status"], "pending");
+    let cookie = console_cookie(&app, PLATFORM).await;
+    let page = |path: String| {
+        let (app, cookie) = (&app, cookie.clone());
+        async move {
+            let resp = app
+                .client
+                .get(format!("{}{path}", app.base))
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            (resp.status().as_u16(), resp.text().await.unwrap())
+        }
+    };
+    for bad in &bad {
+        let (s, text) = page(format!("/console/items/{bad}")).await;
+        assert_eq!(s, 404, "{bad}: {text}");
+        assert!(text.contains("No such item."), "{bad}: {text}");
+    }
+    let (s, text) = page(format!("/console/items/{id}")).await;
+    assert_eq!(s, 200, "{text}");
+}
+

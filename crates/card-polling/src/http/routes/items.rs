@@ -12,7 +12,7 @@ use crate::domain::account::Account;
 use crate::domain::{AssetRef, AssetType, Scope, TaskTypes};
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
-use crate::http::extract::{Json as Body, Path, Query};
+use crate::http::extract::{Json as Body, Path, Query, canonical_id};
 use crate::http::{AppState, ok};
 use crate::priority::item_status::ItemStatus;
 use crate::priority::{TriggerType, manual};
@@ -165,14 +165,15 @@ pub async fn list(
     }))
 }
 
-/// Parses an item id; anything else is "not found" (identical to a missing item).
-/// An item id from a path: a positive integer, else 422 (D-scale2-4; a well-formed id that is
-/// missing or out of scope is the one 404 of [`ApiError::item_not_found`]).
+/// An item id from a path: a positive integer in canonical decimal ([`canonical_id`]: no sign, no
+/// leading zero), else 422 (D-scale2-4, D-newuser8-3; a well-formed id that is missing or out of
+/// scope is the one 404 of [`ApiError::item_not_found`]).
 fn item_id(s: &str) -> Result<i64, ApiError> {
-    s.parse::<i64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| ApiError::invalid("an item id is a positive integer"))
+    canonical_id(s).ok_or_else(|| {
+        ApiError::invalid(
+            "an item id is a positive integer in decimal, without sign or leading zeros",
+        )
+    })
 }
 
 /// `GET /api/priority-items/{id}`: the item, its audit facts and its interaction log rows.
