@@ -62,6 +62,11 @@ const NOT_FOUND: (&str, &str) = ("404", "not found (1005, or 7001 for a priority
 /// The 404 of a manual enqueue / manual trigger naming an unknown or out-of-scope card or device.
 const ASSET_NOT_FOUND: (&str, &str) = ("404", "unknown or out-of-scope card or device (7006)");
 const CONFLICT: (&str, &str) = ("409", "conflicting state (1006, 7002, 7003, 7005)");
+/// Every operation with a body: bodies are read uncompressed (D-newuser8-4).
+const UNSUPPORTED_ENCODING: (&str, &str) = (
+    "415",
+    "a Content-Encoding other than identity (7007); `Accept-Encoding: identity`",
+);
 
 fn ops() -> Vec<Op> {
     let switch = object(&["enabled"], json!({"enabled": {"type": "boolean"}}));
@@ -314,8 +319,12 @@ pub fn document() -> Value {
     let mut paths = serde_json::Map::new();
     for o in ops() {
         let mut responses = json!({"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Envelope"}}}}});
-        for (status, what) in o.errors {
-            responses[*status] = json!({"description": what, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}});
+        let mut errors = o.errors.to_vec();
+        if o.body.is_some() {
+            errors.push(UNSUPPORTED_ENCODING);
+        }
+        for (status, what) in errors {
+            responses[status] = json!({"description": what, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}});
         }
         let mut params = path_params(o.path);
         params.extend(o.query.as_array().cloned().unwrap_or_default());
@@ -389,6 +398,9 @@ mod tests {
         }
         let health = &doc["paths"]["/health"]["get"]["responses"];
         assert!(health.get("503").is_some() && health.get("401").is_none());
+        // A body may be refused for its content coding; a route without one never is.
+        assert!(import.get("415").is_some());
+        assert!(health.get("415").is_none());
     }
 
     /// The manual enqueue and the manual trigger document their own 404 code (7006), not 1005.

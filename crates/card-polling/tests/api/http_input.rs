@@ -489,3 +489,63 @@ async fn a_path_item_id_that_is_not_canonical_decimal_is_refused_like_a_non_numb
     assert_eq!(s, 200, "{text}");
 }
 
+/// `{"asset_type":"card","asset_id":"CA1","reason":"gz"}`, gzip-compressed.
+const GZIP_ENQUEUE: [u8; 63] = [
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xab, 0x56, 0x4a, 0x2c, 0x2e, 0x4e,
+    0x2d, 0x89, 0x2f, 0xa9, 0x2c, 0x48, 0x55, 0xb2, 0x52, 0x4a, 0x4e, 0x2c, 0x4a, 0x51, 0xd2, 0x81,
+    0x8a, 0x65, 0xa6, 0x00, 0x45, 0x9c, 0x1d, 0x0d, 0x81, 0x02, 0x45, 0xa9, 0x89, 0xc5, 0xf9, 0x79,
+    0x40, 0x6e, 0x7a, 0x95, 0x52, 0x2d, 0x00, 0xef, 0x68, 0x32, 0xb4, 0x34, 0x00, 0x00, 0x00,
+];
+
+/// A new user's finding: a body sent with `Content-Encoding: gzip` was a 422 ("invalid JSON"),
+/// which says the JSON is wrong when the service simply does not decode compressed bodies. Any
+/// content coding but `identity` is now 415 with code 7007 and `Accept-Encoding: identity`, before
+/// the body is read, and nothing is stored (D-newuser8-4).
+#[tokio::test]
+async fn a_compressed_request_body_is_a_415_envelope_with_code_7007() {
+    let app = spawn_seeded().await;
+    let plain = br#"{"asset_type":"card","asset_id":"CA1","reason":"gz"}"#.to_vec();
+    for (encoding, body) in [
+        ("gzip", GZIP_ENQUEUE.to_vec()),
+        ("gzip", plain.clone()),
+        ("br", plain.clone()),
+        ("deflate", plain.clone()),
+        ("identity, gzip", plain.clone()),
+        ("x-unknown", plain.clone()),
+    ] {
+        let resp = app
+            .client
+            .post(format!("{}/api/priority-items", app.base))
+            .bearer_auth(PLATFORM)
+            .header("content-type", "application/json")
+            .header("content-encoding", encoding)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 415, "{encoding}");
+        assert_eq!(
+            resp.headers()
+                .get("accept-encoding")
+                .map(|v| v.to_str().unwrap()),
+            Some("identity"),
+            "{encoding}"
+        );
+        let v: Value = resp.json().await.expect("an envelope");
+        assert_envelope(&v, 7007);
+        assert!(v["msg"].as_str().unwrap().contains("Content-Encoding"), "{v}");
+    }
+    assert_eq!(app.active_count().await, 0, "nothing enqueued");
+    // `identity` is no coding at all: accepted.
+    let resp = app
+        .client
+        .post(format!("{}/api/priority-items", app.base))
+        .bearer_auth(PLATFORM)
+        .header("content-type", "application/json")
+        .header("content-encoding", "Identity")
+        .body(plain)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+}
