@@ -46,7 +46,8 @@ fn with(base: Value, extra: Value) -> Value {
 }
 
 /// One operation: method, path, tag, summary, whether it needs a token, body schema, extra
-/// error statuses beyond the edge's (404, 409, 429), query parameters.
+/// error statuses beyond the edge's (404, 409, 429), query parameters, and the schema of the
+/// 200's `data` where it is written down (`None`: any).
 struct Op {
     method: &'static str,
     path: &'static str,
@@ -56,6 +57,40 @@ struct Op {
     body: Option<Value>,
     errors: &'static [(&'static str, &'static str)],
     query: Value,
+    data: Option<Value>,
+}
+
+/// `/health`'s `data`: the status alone without a token, everything with one. Its `clock` is
+/// written out in full (D-newuser8-5); the other parts are described by `routes::health`.
+fn health_data() -> Value {
+    let clock = json!({
+        "type": "object",
+        "description": "this instance's clock and its check against the shared database's (RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS); never null",
+        "required": ["status", "now", "max_skew_ms", "offset_ms", "skewed", "checked_at"],
+        "properties": {
+            "status": {"type": "string", "enum": ["off", "no_shared_clock", "not_yet_measured", "ok", "skewed"],
+                "description": "off: the check is off; no_shared_clock: SQLite, nothing to compare with; not_yet_measured: no claim tried yet; ok / skewed: the last measurement (skewed: this instance makes no claims)"},
+            "now": {"type": "string", "format": "date-time", "description": "this instance's clock when it answered"},
+            "max_skew_ms": {"type": ["integer", "null"], "minimum": 0, "description": "the tolerance; null with the check off"},
+            "offset_ms": {"type": ["integer", "null"], "description": "the database's clock minus this instance's at the last measurement; null before one"},
+            "skewed": {"type": "boolean", "description": "the last measurement was beyond the tolerance"},
+            "checked_at": {"type": ["string", "null"], "format": "date-time", "description": "when the last measurement was made; null before one"},
+        },
+    });
+    json!({"anyOf": [
+        {"type": "object", "required": ["status", "database"], "properties": {
+            "status": {"type": "string", "enum": ["ok", "unavailable"]},
+            "database": {"type": "string", "enum": ["reachable", "unreachable"]},
+        }},
+        {"type": "object", "required": ["status", "database", "hint_backend", "queues", "last_cycle_at", "clock"], "properties": {
+            "status": {"type": "string", "enum": ["ok", "unavailable"]},
+            "database": {"type": "object"},
+            "hint_backend": {"type": "string", "enum": ["memory", "redis"]},
+            "queues": {"type": "array"},
+            "last_cycle_at": {"type": ["string", "null"], "format": "date-time"},
+            "clock": clock,
+        }},
+    ]})
 }
 
 const NOT_FOUND: (&str, &str) = ("404", "not found (1005, or 7001 for a priority item)");
@@ -102,10 +137,12 @@ fn ops() -> Vec<Op> {
         body,
         errors,
         query: json!([]),
+        data: None,
     };
     vec![
         Op {
             auth: false,
+            data: Some(health_data()),
             ..op(
                 "get",
                 "/health",
@@ -318,7 +355,13 @@ fn path_params(path: &str) -> Vec<Value> {
 pub fn document() -> Value {
     let mut paths = serde_json::Map::new();
     for o in ops() {
-        let mut responses = json!({"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Envelope"}}}}});
+        let envelope = json!({"$ref": "#/components/schemas/Envelope"});
+        let ok = match &o.data {
+            Some(data) => json!({"allOf": [envelope, {"properties": {"data": data}}]}),
+            None => envelope,
+        };
+        let mut responses =
+            json!({"200": {"description": "ok", "content": {"application/json": {"schema": ok}}}});
         let mut errors = o.errors.to_vec();
         if o.body.is_some() {
             errors.push(UNSUPPORTED_ENCODING);
@@ -401,6 +444,20 @@ mod tests {
         // A body may be refused for its content coding; a route without one never is.
         assert!(import.get("415").is_some());
         assert!(health.get("415").is_none());
+    }
+
+    /// `/health`'s `clock` is documented as an object whose `status` names every state (never
+    /// `null`, D-newuser8-5).
+    #[test]
+    fn health_documents_the_clock_states() {
+        let doc = super::openapi();
+        let ok = &doc["paths"]["/health"]["get"]["responses"]["200"]["content"]["application/json"]
+            ["schema"]["allOf"][1]["properties"]["data"]["anyOf"][1]["properties"];
+        assert_eq!(
+            ok["clock"]["properties"]["status"]["enum"],
+            serde_json::json!(["off", "no_shared_clock", "not_yet_measured", "ok", "skewed"])
+        );
+        assert_eq!(ok["clock"]["type"], "object");
     }
 
     /// The manual enqueue and the manual trigger document their own 404 code (7006), not 1005.

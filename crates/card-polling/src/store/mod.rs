@@ -674,6 +674,9 @@ pub trait Store: Send + Sync + 'static {
     /// share it (PostgreSQL); `None` for an embedded database, whose only clock is ours (issue #12
     /// item 6, [`crate::executor::clock_guard`]).
     async fn clock_offset_ms(&self, now: Timestamp) -> StoreResult<Option<i64>>;
+    /// Whether [`Store::clock_offset_ms`] measures anything: `true` on PostgreSQL, `false` on an
+    /// embedded database (`/health` says which without a measurement, D-newuser8-5).
+    fn clock_shared(&self) -> bool;
 
     // ---- service facts
     /// Records the priority feature's go-live instant on first start; returns the stored one.

@@ -214,3 +214,57 @@ async fn health_is_503_when_the_database_is_closed() {
     assert_eq!((s, v["code"].as_i64()), (503, Some(1503)), "{v}");
     assert_eq!(v["data"]["database"], "unreachable", "{v}");
 }
+
+/// A new user's finding: `/health`'s `clock` was `null` until this instance's first claim, the
+/// same `null` as "the check is off" or "SQLite has no other clock". It is now an object from the
+/// start: `status` (`off`, `no_shared_clock`, `not_yet_measured`, `ok`, `skewed`), this instance's
+/// own clock reading `now`, the tolerance, and the last measurement's fields (`null` until one
+/// was made) (D-newuser8-5).
+#[tokio::test]
+async fn health_says_what_the_clock_check_is_from_the_start() {
+    use rakuten_types::Clock;
+
+    // The tests' default: RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS=0, the check off.
+    let app = spawn_app().await;
+    let (s, v) = app.get("/health", ADMIN).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["data"]["clock"],
+        json!({"status": "off", "now": app.clock.now(), "max_skew_ms": null, "offset_ms": null,
+               "skewed": false, "checked_at": null}),
+        "{v}"
+    );
+    drop(app);
+
+    let app = spawn_with(Backend::Memory, |s| s.clock_max_skew_secs = 2).await;
+    let shared = app.settings.db_url.is_some();
+    let (s, v) = app.get("/health", ADMIN).await;
+    assert_eq!(s, 200, "{v}");
+    let before = if shared {
+        "not_yet_measured"
+    } else {
+        "no_shared_clock"
+    };
+    assert_eq!(
+        v["data"]["clock"],
+        json!({"status": before, "now": app.clock.now(), "max_skew_ms": 2000, "offset_ms": null,
+               "skewed": false, "checked_at": null}),
+        "{v}"
+    );
+    // A measurement (the executor makes one before a claim). The manual clock stands at a fixed
+    // date years away from PostgreSQL's own: skewed there.
+    let allowed = app.executor.clock_guard().may_claim().await;
+    let (_, v) = app.get("/health", ADMIN).await;
+    let clock = &v["data"]["clock"];
+    if shared {
+        assert!(!allowed);
+        assert_eq!(clock["status"], "skewed", "{v}");
+        assert_eq!(clock["skewed"], true, "{v}");
+        assert!(clock["offset_ms"].as_i64().unwrap().unsigned_abs() > 2000, "{v}");
+        assert_eq!(clock["checked_at"], json!(app.clock.now()), "{v}");
+    } else {
+        assert!(allowed);
+        assert_eq!(clock["status"], "no_shared_clock", "{v}");
+        assert!(clock["offset_ms"].is_null(), "{v}");
+    }
+}

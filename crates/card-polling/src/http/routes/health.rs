@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use rakuten_types::{Envelope, ErrorCode};
 
-use crate::executor::clock_guard::ClockCheck;
+use crate::executor::clock_guard::ClockHealth;
 use crate::executor::pool::QueueDepth;
 use crate::hints::ChannelLane;
 use crate::http::auth::Auth;
@@ -30,10 +30,10 @@ pub struct Health {
     pub queues: Vec<TypeQueues>,
     /// When the last scheduling cycle ran (absent before the first).
     pub last_cycle_at: Option<rakuten_types::Timestamp>,
-    /// The last check of this instance's clock against the shared database's (PostgreSQL with
-    /// `RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS` > 0; `null` otherwise): `skewed: true` means this
-    /// instance makes no claims (issue #12 item 6).
-    pub clock: Option<ClockCheck>,
+    /// This instance's clock and its check against the shared database's (issue #12 item 6):
+    /// `status` `off`, `no_shared_clock` (SQLite), `not_yet_measured` (before the first claim),
+    /// `ok` or `skewed` (this instance makes no claims), never `null` (D-newuser8-5).
+    pub clock: ClockHealth,
 }
 
 /// The database's part of `/health` (issue #14 item 8, D-scale2-1).
@@ -250,7 +250,7 @@ async fn full_health(st: &AppState, status: &'static str, database: DatabaseHeal
         hint_backend: st.hints.backend(),
         queues,
         last_cycle_at: st.scheduler.last_cycle().and_then(|c| c.at),
-        clock: st.scheduler.pool().executor().clock_guard().last_check(),
+        clock: st.scheduler.pool().executor().clock_guard().health(),
     }
 }
 

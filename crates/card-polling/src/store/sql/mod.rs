@@ -243,6 +243,10 @@ impl Store for SqlStore {
         Ok(Some(db_ms - now.as_millis()))
     }
 
+    fn clock_shared(&self) -> bool {
+        dialect::SHARED_CLOCK_MILLIS.is_some()
+    }
+
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
         self.write(t(now), |c, now| {
             async move {
