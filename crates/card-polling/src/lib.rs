@@ -32,8 +32,9 @@
 //!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
 //! - [`instance`]: the per-process instance id and the claim-token fingerprint that audit facts
 //!   of system transitions record (issue #14 item 6).
-//! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]) and the retention job that keeps the
-//!   history tables bounded ([`jobs::retention`], issue #14 item 5).
+//! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]), the retention job that keeps the
+//!   history tables bounded ([`jobs::retention`], issue #14 item 5) and the check of the stored
+//!   schedule configuration against this instance's ([`jobs::schedule_config`]).
 //! - [`telemetry`]: `/metrics` (Prometheus text); probes `/livez`, `/readyz` are in
 //!   [`http::routes::health`].
 

@@ -60,8 +60,9 @@ struct Op {
     data: Option<Value>,
 }
 
-/// `/health`'s `data`: the status alone without a token, everything with one. Its `clock` is
-/// written out in full (D-newuser8-5); the other parts are described by `routes::health`.
+/// `/health`'s `data`: the status alone without a token, everything with one. Its `clock` and
+/// `schedule_config` are written out in full (D-newuser8-5, D-newuser8-8); the other parts are
+/// described by `routes::health`.
 fn health_data() -> Value {
     let clock = json!({
         "type": "object",
@@ -77,18 +78,36 @@ fn health_data() -> Value {
             "checked_at": {"type": ["string", "null"], "format": "date-time", "description": "when the last measurement was made; null before one"},
         },
     });
+    let config = json!({"type": "object", "required": ["shards", "task_types"], "properties": {
+        "shards": {"type": "integer", "minimum": 1},
+        "task_types": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1},
+            "description": "task type name → interval, seconds"},
+    }});
+    let schedule_config = json!({
+        "type": "object",
+        "description": "whether the ordinary polling schedule's configuration stored for every instance is still this instance's; checked every 30 s",
+        "required": ["status", "checked_at", "instance", "stored"],
+        "properties": {
+            "status": {"type": "string", "enum": ["not_yet_checked", "same", "differs"],
+                "description": "differs: another instance started with other RAKUTEN_POLL_TASK_TYPES / RAKUTEN_POLL_SHARDS rewrote it; this one schedules by its own until restarted"},
+            "checked_at": {"type": ["string", "null"], "format": "date-time"},
+            "instance": config.clone(),
+            "stored": {"anyOf": [config, {"type": "null"}]},
+        },
+    });
     json!({"anyOf": [
         {"type": "object", "required": ["status", "database"], "properties": {
             "status": {"type": "string", "enum": ["ok", "unavailable"]},
             "database": {"type": "string", "enum": ["reachable", "unreachable"]},
         }},
-        {"type": "object", "required": ["status", "database", "hint_backend", "queues", "last_cycle_at", "clock"], "properties": {
+        {"type": "object", "required": ["status", "database", "hint_backend", "queues", "last_cycle_at", "clock", "schedule_config"], "properties": {
             "status": {"type": "string", "enum": ["ok", "unavailable"]},
             "database": {"type": "object"},
             "hint_backend": {"type": "string", "enum": ["memory", "redis"]},
             "queues": {"type": "array"},
             "last_cycle_at": {"type": ["string", "null"], "format": "date-time"},
             "clock": clock,
+            "schedule_config": schedule_config,
         }},
     ]})
 }
@@ -458,6 +477,10 @@ mod tests {
             serde_json::json!(["off", "no_shared_clock", "not_yet_measured", "ok", "skewed"])
         );
         assert_eq!(ok["clock"]["type"], "object");
+        assert_eq!(
+            ok["schedule_config"]["properties"]["status"]["enum"],
+            serde_json::json!(["not_yet_checked", "same", "differs"])
+        );
     }
 
     /// The manual enqueue and the manual trigger document their own 404 code (7006), not 1005.

@@ -16,6 +16,7 @@ use crate::hints::ChannelLane;
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
 use crate::http::{AppState, ok};
+use crate::jobs::schedule_config::ScheduleConfigHealth;
 
 /// Health answer.
 #[derive(Debug, Serialize)]
@@ -34,6 +35,9 @@ pub struct Health {
     /// `status` `off`, `no_shared_clock` (SQLite), `not_yet_measured` (before the first claim),
     /// `ok` or `skewed` (this instance makes no claims), never `null` (D-newuser8-5).
     pub clock: ClockHealth,
+    /// Whether the ordinary polling schedule's configuration stored for every instance is still
+    /// this instance's (checked every 30 s; D-newuser8-8), with both.
+    pub schedule_config: ScheduleConfigHealth,
 }
 
 /// The database's part of `/health` (issue #14 item 8, D-scale2-1).
@@ -74,8 +78,8 @@ pub struct TypeQueues {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum HealthView {
-    /// Database state, queue depths and the last cycle.
-    Full(Health),
+    /// Database state, queue depths and the last cycle (boxed: far larger than the summary).
+    Full(Box<Health>),
     /// `{"status": "ok"|"unavailable", "database": "reachable"|"unreachable"}`.
     Summary {
         /// `ok` or `unavailable`.
@@ -102,7 +106,7 @@ pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response
     let reachable = database.reachable;
     let status = if reachable { "ok" } else { "unavailable" };
     let view = if full {
-        HealthView::Full(full_health(&st, status, database).await)
+        HealthView::Full(Box::new(full_health(&st, status, database).await))
     } else {
         HealthView::Summary {
             status,
@@ -251,6 +255,7 @@ async fn full_health(st: &AppState, status: &'static str, database: DatabaseHeal
         queues,
         last_cycle_at: st.scheduler.last_cycle().and_then(|c| c.at),
         clock: st.scheduler.pool().executor().clock_guard().health(),
+        schedule_config: st.schedule_config.health(),
     }
 }
 

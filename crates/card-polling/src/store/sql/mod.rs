@@ -628,6 +628,10 @@ impl Store for SqlStore {
         schedule::sync(&self.pool, &self.writer, task_types, shards, now).await
     }
 
+    async fn schedule_config_read(&self) -> StoreResult<Option<crate::store::ScheduleConfig>> {
+        schedule::stored_config(&self.pool).await
+    }
+
     async fn schedule_take_due(
         &self,
         task_type: &str,
