@@ -1,6 +1,7 @@
 //! `Application::build`: opens the store, records the feature's go-live instant, syncs the
 //! ordinary polling schedule, connects the hint channel, binds the listener and wires the router,
-//! the executor pool, the scheduler, the expiry job and the retention job.
+//! the executor pool, the scheduler, the expiry job, the retention job and the schedule
+//! configuration check.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,11 +21,12 @@ use crate::hints::{Hints, QueueChannel};
 use crate::http::{AppState, router};
 use crate::jobs::expiry::ExpiryJob;
 use crate::jobs::retention::RetentionJob;
+use crate::jobs::schedule_config::{CHECK_EVERY, ScheduleConfigJob};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::settings::{HintChannelSetting, Settings};
-use crate::store::Store;
 use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
+use crate::store::{ScheduleConfig, Store};
 use crate::upstream::Upstream;
 
 /// A built, not yet serving, application.
@@ -37,6 +39,7 @@ pub struct Application {
     scheduler: Scheduler,
     expiry: ExpiryJob,
     retention: RetentionJob,
+    schedule_config: ScheduleConfigJob,
     edge: rakuten_edge::EdgeConfig,
 }
 
@@ -163,6 +166,12 @@ impl Application {
             executor.metrics().clone(),
             settings.retention(),
         );
+        let schedule_config = ScheduleConfigJob::new(
+            store.clone(),
+            clock.clone(),
+            ScheduleConfig::of(&settings.task_types, settings.shards),
+            CHECK_EVERY,
+        );
         if let Some(s) = &sqlite {
             let m = executor.metrics().clone();
             s.on_commit(Box::new(move |ops, took| m.writer_commit(ops, took)));
@@ -174,6 +183,7 @@ impl Application {
             admin_token_hash: Arc::new(TokenHash::of(settings.admin_token.expose())),
             hints,
             scheduler: scheduler.clone(),
+            schedule_config: schedule_config.clone(),
             manual_daily_quota: settings.manual_daily_quota,
             console_key: web_console::ConsoleKey::new(settings.console_key.as_deref()),
         };
@@ -186,6 +196,7 @@ impl Application {
             scheduler,
             expiry,
             retention,
+            schedule_config,
             edge,
         })
     }
@@ -235,6 +246,11 @@ impl Application {
         &self.retention
     }
 
+    /// The schedule configuration check.
+    pub fn schedule_config(&self) -> &ScheduleConfigJob {
+        &self.schedule_config
+    }
+
     /// Serves HTTP only, until `shutdown` (tests drive the scheduler, pool and jobs themselves),
     /// through `rakuten_edge::serve`: TLS when configured, head/idle timeout, connection cap,
     /// and connections still open `RAKUTEN_POLL_SHUTDOWN_DEADLINE_SECS` after shutdown dropped.
@@ -249,7 +265,8 @@ impl Application {
         Ok(())
     }
 
-    /// Serves HTTP and runs the scheduler, the executor pool and the expiry job until `shutdown`.
+    /// Serves HTTP and runs the scheduler, the executor pool, the expiry, retention and schedule
+    /// configuration jobs until `shutdown`.
     ///
     /// # Errors
     /// Server failures.
@@ -257,6 +274,7 @@ impl Application {
         let tasks = tokio_util::task::TaskTracker::new();
         tasks.spawn(self.expiry.clone().run(shutdown.clone()));
         tasks.spawn(self.retention.clone().run(shutdown.clone()));
+        tasks.spawn(self.schedule_config.clone().run(shutdown.clone()));
         let tick = self.scheduler.config().tick;
         tasks.spawn(self.scheduler.pool().clone().run(shutdown.clone(), tick));
         tasks.spawn(

@@ -32,8 +32,9 @@
 //!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
 //! - [`instance`]: the per-process instance id and the claim-token fingerprint that audit facts
 //!   of system transitions record (issue #14 item 6).
-//! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]) and the retention job that keeps the
-//!   history tables bounded ([`jobs::retention`], issue #14 item 5).
+//! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]), the retention job that keeps the
+//!   history tables bounded ([`jobs::retention`], issue #14 item 5) and the check of the stored
+//!   schedule configuration against this instance's ([`jobs::schedule_config`]).
 //! - [`telemetry`]: `/metrics` (Prometheus text); probes `/livez`, `/readyz` are in
 //!   [`http::routes::health`].
 
@@ -79,27 +80,44 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        let signal = shutdown_signal().await;
+        tracing::info!(signal, "shutting down (signal {signal})");
         stop.cancel();
     });
-    app.run_until_stopped(shutdown).await
+    let stopped = app.run_until_stopped(shutdown).await;
+    tracing::info!("card-polling stopped");
+    stopped
 }
 
-async fn shutdown_signal() {
+/// Waits for Ctrl-C (SIGINT) or SIGTERM and names it. A signal whose handler cannot be installed
+/// is never awaited as if it had arrived (the service would stop at once).
+async fn shutdown_signal() -> &'static str {
     let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => "SIGINT",
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for Ctrl-C (SIGINT)");
+                std::future::pending().await
+            }
+        }
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
-            s.recv().await;
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+                "SIGTERM"
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending().await
+            }
         }
     };
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
+    let term = std::future::pending::<&'static str>();
     tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+        s = ctrl_c => s,
+        s = term => s,
     }
 }

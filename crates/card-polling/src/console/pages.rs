@@ -11,6 +11,7 @@ use web_console::layout::{Notice, action_form, badge, capped_count, enc, opt, ts
 
 use super::{Signed, csrf_refused};
 use crate::http::AppState;
+use crate::http::extract::canonical_id;
 use crate::priority::item_status::ItemStatus;
 use crate::priority::manual::{self, ManualError};
 use crate::store::{COUNT_CAP, ExceptionCondition, ItemFilter, ItemView, StoreError};
@@ -178,6 +179,13 @@ async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> R
         None => None,
     };
     let task_type = nonempty(&q.task_type);
+    if task_type
+        .as_deref()
+        .is_some_and(|t| st.task_types.get(t).is_none())
+    {
+        // As the API's list (D-newuser8-1): never an empty page for a typo.
+        return signed.error(StatusCode::BAD_REQUEST, "Unknown task type.");
+    }
     let iccid = nonempty(&q.iccid);
     let shop = nonempty(&q.shop);
     let Ok((before, after)) = cursor_of(&q) else {
@@ -384,7 +392,7 @@ pub async fn item(
     Path(id): Path<String>,
     Query(done): Query<Done>,
 ) -> Response {
-    let Ok(id) = id.parse::<i64>() else {
+    let Some(id) = canonical_id(&id) else {
         return no_such_item(&signed);
     };
     let d = match st.store.item_get(&signed.scope, id).await {
@@ -543,7 +551,7 @@ pub async fn close(
     if !signed.csrf_ok(f.csrf.as_deref()) {
         return csrf_refused(&signed);
     }
-    let Ok(id) = id.parse::<i64>() else {
+    let Some(id) = canonical_id(&id) else {
         return no_such_item(&signed);
     };
     match manual::close(
@@ -570,7 +578,7 @@ pub async fn retrigger(
     if !signed.csrf_ok(f.csrf.as_deref()) {
         return csrf_refused(&signed);
     }
-    let Ok(id) = id.parse::<i64>() else {
+    let Some(id) = canonical_id(&id) else {
         return no_such_item(&signed);
     };
     match manual::retrigger(

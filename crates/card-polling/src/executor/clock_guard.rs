@@ -13,7 +13,8 @@
 //! `cardpoll_claims_refused_total{reason="clock_skew"}`).
 //!
 //! The check costs one `SELECT` and is reused for [`RECHECK`]; an embedded SQLite database has no
-//! other clock to check against and is never skewed.
+//! other clock to check against and is never skewed. [`ClockGuard::health`] says which of these
+//! holds from the start, with this instance's own clock reading (D-newuser8-5).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -41,12 +42,47 @@ pub struct ClockCheck {
     pub checked_at: Timestamp,
 }
 
+/// What `/health` says of the clock check (`clock.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockStatus {
+    /// `RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS=0`: no check, every claim allowed.
+    Off,
+    /// An embedded database: no other clock to compare with, every claim allowed.
+    NoSharedClock,
+    /// The check is on, but no claim has been tried yet, so nothing was measured.
+    NotYetMeasured,
+    /// The last measurement was within the tolerance.
+    Ok,
+    /// The last measurement was beyond the tolerance: this instance makes no claims.
+    Skewed,
+}
+
+/// `/health`'s `clock`: the check's state, this instance's clock reading, the tolerance and the
+/// last measurement (its fields `null` until one was made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ClockHealth {
+    /// The check's state.
+    pub status: ClockStatus,
+    /// This instance's clock when `/health` answered.
+    pub now: Timestamp,
+    /// The tolerated difference, milliseconds; `null` with the check off.
+    pub max_skew_ms: Option<u64>,
+    /// The last measurement: the database's clock minus this instance's, milliseconds.
+    pub offset_ms: Option<i64>,
+    /// True when the last measurement was beyond the tolerance: this instance makes no claims.
+    pub skewed: bool,
+    /// When (this instance's clock) the last measurement was made.
+    pub checked_at: Option<Timestamp>,
+}
+
 /// Checks the instance's clock against the shared database's before claims.
 pub struct ClockGuard {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     metrics: Arc<PollMetrics>,
     max_skew: Option<Duration>,
+    shared: bool,
     last: Mutex<Option<(Instant, ClockCheck)>>,
 }
 
@@ -68,11 +104,33 @@ impl ClockGuard {
         max_skew: Option<Duration>,
     ) -> Self {
         ClockGuard {
+            shared: store.clock_shared(),
             store,
             clock,
             metrics,
             max_skew,
             last: Mutex::new(None),
+        }
+    }
+
+    /// What `/health` shows: whether the check is off, has no clock to compare with, has not
+    /// measured yet, or what it last found; with this instance's clock reading now.
+    pub fn health(&self) -> ClockHealth {
+        let last = self.last_check();
+        let status = match (self.max_skew, self.shared, last) {
+            (None, _, _) => ClockStatus::Off,
+            (Some(_), false, _) => ClockStatus::NoSharedClock,
+            (Some(_), true, None) => ClockStatus::NotYetMeasured,
+            (Some(_), true, Some(c)) if c.skewed => ClockStatus::Skewed,
+            (Some(_), true, Some(_)) => ClockStatus::Ok,
+        };
+        ClockHealth {
+            status,
+            now: self.clock.now(),
+            max_skew_ms: self.max_skew.map(|d| d.as_millis() as u64),
+            offset_ms: last.map(|c| c.offset_ms),
+            skewed: last.is_some_and(|c| c.skewed),
+            checked_at: last.map(|c| c.checked_at),
         }
     }
 

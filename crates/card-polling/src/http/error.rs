@@ -25,6 +25,9 @@ pub enum PollCode {
     /// 7006: the card or device named by a manual enqueue or manual trigger does not exist or is
     /// outside the caller's scope (404) — distinct from 1005, which also answers unknown routes.
     AssetNotFound,
+    /// 7007: the request body is in a form the service does not read (415): a `Content-Encoding`
+    /// other than `identity` (gzip, br, deflate…); the answer carries `Accept-Encoding: identity`.
+    UnsupportedMediaType,
 }
 
 impl PollCode {
@@ -37,6 +40,7 @@ impl PollCode {
             PollCode::ManualQuotaExceeded => 7004,
             PollCode::ManualDuplicate => 7005,
             PollCode::AssetNotFound => 7006,
+            PollCode::UnsupportedMediaType => 7007,
         }
     }
 }
@@ -99,6 +103,19 @@ impl ApiError {
             StatusCode::NOT_FOUND,
             PollCode::AssetNotFound,
             format!("{what} not found"),
+        )
+    }
+
+    /// 415 (code 7007) for a body sent in content coding `coding` (D-newuser8-4): bodies are read
+    /// as they are, never decompressed.
+    pub fn unsupported_encoding(coding: &str) -> Self {
+        let coding: String = coding.chars().take(64).collect();
+        Self::poll(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            PollCode::UnsupportedMediaType,
+            format!(
+                "Content-Encoding {coding:?} is not supported: send the body uncompressed (identity)"
+            ),
         )
     }
 
@@ -197,6 +214,13 @@ impl IntoResponse for ApiError {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        if self.status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            // The one coding a body may be in (RFC 9110 §15.5.16).
+            resp.headers_mut().insert(
+                axum::http::header::ACCEPT_ENCODING,
+                axum::http::HeaderValue::from_static("identity"),
             );
         }
         resp

@@ -68,6 +68,8 @@ pub struct AppState {
     pub hints: Hints,
     /// The scheduler (last cycle, queue depths).
     pub scheduler: Scheduler,
+    /// The schedule configuration check (`/health`'s `schedule_config`).
+    pub schedule_config: crate::jobs::schedule_config::ScheduleConfigJob,
     /// Accepted ordinary manual triggers per operator per UTC day.
     pub manual_daily_quota: u32,
     /// Signs the console's session cookies.

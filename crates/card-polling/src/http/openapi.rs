@@ -46,7 +46,8 @@ fn with(base: Value, extra: Value) -> Value {
 }
 
 /// One operation: method, path, tag, summary, whether it needs a token, body schema, extra
-/// error statuses beyond the edge's (404, 409, 429), query parameters.
+/// error statuses beyond the edge's (404, 409, 429), query parameters, and the schema of the
+/// 200's `data` where it is written down (`None`: any).
 struct Op {
     method: &'static str,
     path: &'static str,
@@ -56,12 +57,70 @@ struct Op {
     body: Option<Value>,
     errors: &'static [(&'static str, &'static str)],
     query: Value,
+    data: Option<Value>,
+}
+
+/// `/health`'s `data`: the status alone without a token, everything with one. Its `clock` and
+/// `schedule_config` are written out in full (D-newuser8-5, D-newuser8-8); the other parts are
+/// described by `routes::health`.
+fn health_data() -> Value {
+    let clock = json!({
+        "type": "object",
+        "description": "this instance's clock and its check against the shared database's (RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS); never null",
+        "required": ["status", "now", "max_skew_ms", "offset_ms", "skewed", "checked_at"],
+        "properties": {
+            "status": {"type": "string", "enum": ["off", "no_shared_clock", "not_yet_measured", "ok", "skewed"],
+                "description": "off: the check is off; no_shared_clock: SQLite, nothing to compare with; not_yet_measured: no claim tried yet; ok / skewed: the last measurement (skewed: this instance makes no claims)"},
+            "now": {"type": "string", "format": "date-time", "description": "this instance's clock when it answered"},
+            "max_skew_ms": {"type": ["integer", "null"], "minimum": 0, "description": "the tolerance; null with the check off"},
+            "offset_ms": {"type": ["integer", "null"], "description": "the database's clock minus this instance's at the last measurement; null before one"},
+            "skewed": {"type": "boolean", "description": "the last measurement was beyond the tolerance"},
+            "checked_at": {"type": ["string", "null"], "format": "date-time", "description": "when the last measurement was made; null before one"},
+        },
+    });
+    let config = json!({"type": "object", "required": ["shards", "task_types"], "properties": {
+        "shards": {"type": "integer", "minimum": 1},
+        "task_types": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1},
+            "description": "task type name → interval, seconds"},
+    }});
+    let schedule_config = json!({
+        "type": "object",
+        "description": "whether the ordinary polling schedule's configuration stored for every instance is still this instance's; checked every 30 s",
+        "required": ["status", "checked_at", "instance", "stored"],
+        "properties": {
+            "status": {"type": "string", "enum": ["not_yet_checked", "same", "differs"],
+                "description": "differs: another instance started with other RAKUTEN_POLL_TASK_TYPES / RAKUTEN_POLL_SHARDS rewrote it; this one schedules by its own until restarted"},
+            "checked_at": {"type": ["string", "null"], "format": "date-time"},
+            "instance": config.clone(),
+            "stored": {"anyOf": [config, {"type": "null"}]},
+        },
+    });
+    json!({"anyOf": [
+        {"type": "object", "required": ["status", "database"], "properties": {
+            "status": {"type": "string", "enum": ["ok", "unavailable"]},
+            "database": {"type": "string", "enum": ["reachable", "unreachable"]},
+        }},
+        {"type": "object", "required": ["status", "database", "hint_backend", "queues", "last_cycle_at", "clock", "schedule_config"], "properties": {
+            "status": {"type": "string", "enum": ["ok", "unavailable"]},
+            "database": {"type": "object"},
+            "hint_backend": {"type": "string", "enum": ["memory", "redis"]},
+            "queues": {"type": "array"},
+            "last_cycle_at": {"type": ["string", "null"], "format": "date-time"},
+            "clock": clock,
+            "schedule_config": schedule_config,
+        }},
+    ]})
 }
 
 const NOT_FOUND: (&str, &str) = ("404", "not found (1005, or 7001 for a priority item)");
 /// The 404 of a manual enqueue / manual trigger naming an unknown or out-of-scope card or device.
 const ASSET_NOT_FOUND: (&str, &str) = ("404", "unknown or out-of-scope card or device (7006)");
 const CONFLICT: (&str, &str) = ("409", "conflicting state (1006, 7002, 7003, 7005)");
+/// Every operation with a body: bodies are read uncompressed (D-newuser8-4).
+const UNSUPPORTED_ENCODING: (&str, &str) = (
+    "415",
+    "a Content-Encoding other than identity (7007); `Accept-Encoding: identity`",
+);
 
 fn ops() -> Vec<Op> {
     let switch = object(&["enabled"], json!({"enabled": {"type": "boolean"}}));
@@ -69,13 +128,15 @@ fn ops() -> Vec<Op> {
         json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 16});
     let list_query = json!([
         {"name": "status", "in": "query", "schema": {"type": "string"}},
-        {"name": "task_type", "in": "query", "schema": {"type": "string"}},
+        {"name": "task_type", "in": "query", "schema": {"type": "string"},
+         "description": "a configured task type (`GET /api/task-types`); any other is a 422 (1003), as in the manual enqueue"},
         {"name": "trigger_type", "in": "query", "schema": {"type": "string"}},
         {"name": "iccid", "in": "query", "schema": {"type": "string"}},
         {"name": "enqueued_from", "in": "query", "schema": {"type": "string", "format": "date-time"}},
         {"name": "enqueued_to", "in": "query", "schema": {"type": "string", "format": "date-time"}},
         {"name": "exception", "in": "query", "schema": {"type": "string"}},
-        {"name": "before_id", "in": "query", "schema": {"type": "integer", "format": "int64"}},
+        {"name": "before_id", "in": "query", "schema": {"type": "integer", "format": "int64", "minimum": 1},
+         "description": "keyset cursor: the last id of the previous page (`next_before_id`); below 1 is a 422 (1003)"},
         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
     ]);
     let rows = |required: &[&str], props: Value| json!({"type": "array", "items": object(required, props)});
@@ -95,10 +156,12 @@ fn ops() -> Vec<Op> {
         body,
         errors,
         query: json!([]),
+        data: None,
     };
     vec![
         Op {
             auth: false,
+            data: Some(health_data()),
             ..op(
                 "get",
                 "/health",
@@ -295,7 +358,15 @@ fn ops() -> Vec<Op> {
 fn path_params(path: &str) -> Vec<Value> {
     path.split('/')
         .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
-        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": string()}))
+        .map(|name| {
+            let schema = if path.starts_with("/api/priority-items/") && name == "id" {
+                // Canonical decimal, 1..=i64::MAX (D-newuser8-3); anything else is a 422.
+                json!({"type": "string", "pattern": "^[1-9][0-9]{0,18}$"})
+            } else {
+                string()
+            };
+            json!({"name": name, "in": "path", "required": true, "schema": schema})
+        })
         .collect()
 }
 
@@ -303,9 +374,19 @@ fn path_params(path: &str) -> Vec<Value> {
 pub fn document() -> Value {
     let mut paths = serde_json::Map::new();
     for o in ops() {
-        let mut responses = json!({"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Envelope"}}}}});
-        for (status, what) in o.errors {
-            responses[*status] = json!({"description": what, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}});
+        let envelope = json!({"$ref": "#/components/schemas/Envelope"});
+        let ok = match &o.data {
+            Some(data) => json!({"allOf": [envelope, {"properties": {"data": data}}]}),
+            None => envelope,
+        };
+        let mut responses =
+            json!({"200": {"description": "ok", "content": {"application/json": {"schema": ok}}}});
+        let mut errors = o.errors.to_vec();
+        if o.body.is_some() {
+            errors.push(UNSUPPORTED_ENCODING);
+        }
+        for (status, what) in errors {
+            responses[status] = json!({"description": what, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}});
         }
         let mut params = path_params(o.path);
         params.extend(o.query.as_array().cloned().unwrap_or_default());
@@ -379,6 +460,27 @@ mod tests {
         }
         let health = &doc["paths"]["/health"]["get"]["responses"];
         assert!(health.get("503").is_some() && health.get("401").is_none());
+        // A body may be refused for its content coding; a route without one never is.
+        assert!(import.get("415").is_some());
+        assert!(health.get("415").is_none());
+    }
+
+    /// `/health`'s `clock` is documented as an object whose `status` names every state (never
+    /// `null`, D-newuser8-5).
+    #[test]
+    fn health_documents_the_clock_states() {
+        let doc = super::openapi();
+        let ok = &doc["paths"]["/health"]["get"]["responses"]["200"]["content"]["application/json"]
+            ["schema"]["allOf"][1]["properties"]["data"]["anyOf"][1]["properties"];
+        assert_eq!(
+            ok["clock"]["properties"]["status"]["enum"],
+            serde_json::json!(["off", "no_shared_clock", "not_yet_measured", "ok", "skewed"])
+        );
+        assert_eq!(ok["clock"]["type"], "object");
+        assert_eq!(
+            ok["schedule_config"]["properties"]["status"]["enum"],
+            serde_json::json!(["not_yet_checked", "same", "differs"])
+        );
     }
 
     /// The manual enqueue and the manual trigger document their own 404 code (7006), not 1005.

@@ -2,3 +2,4 @@
 
 pub mod expiry;
 pub mod retention;
+pub mod schedule_config;

@@ -625,6 +625,43 @@ pub struct ManualTriggerRequest {
     pub daily_quota: u32,
 }
 
+/// The ordinary polling schedule's configuration: the shard count and every task type with its
+/// interval in seconds — as an instance is configured (`RAKUTEN_POLL_SHARDS`,
+/// `RAKUTEN_POLL_TASK_TYPES`) or as the last schedule sync stored it for every instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScheduleConfig {
+    /// Shards.
+    pub shards: u32,
+    /// Task type → interval, seconds.
+    pub task_types: std::collections::BTreeMap<String, u64>,
+}
+
+impl ScheduleConfig {
+    /// An instance's configuration.
+    pub fn of(task_types: &crate::domain::TaskTypes, shards: u32) -> Self {
+        ScheduleConfig {
+            shards,
+            task_types: task_types
+                .all()
+                .iter()
+                .map(|t| (t.name.clone(), t.interval.as_secs()))
+                .collect(),
+        }
+    }
+}
+
+/// In the settings' own words: `RAKUTEN_POLL_TASK_TYPES=card_status=300,… RAKUTEN_POLL_SHARDS=4`.
+impl std::fmt::Display for ScheduleConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RAKUTEN_POLL_TASK_TYPES=")?;
+        for (i, (name, secs)) in self.task_types.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            write!(f, "{sep}{name}={secs}")?;
+        }
+        write!(f, " RAKUTEN_POLL_SHARDS={}", self.shards)
+    }
+}
+
 /// One accepted ordinary manual trigger.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueuedTrigger {
@@ -712,6 +749,9 @@ pub trait Store: Send + Sync + 'static {
     /// share it (PostgreSQL); `None` for an embedded database, whose only clock is ours (issue #12
     /// item 6, [`crate::executor::clock_guard`]).
     async fn clock_offset_ms(&self, now: Timestamp) -> StoreResult<Option<i64>>;
+    /// Whether [`Store::clock_offset_ms`] measures anything: `true` on PostgreSQL, `false` on an
+    /// embedded database (`/health` says which without a measurement, D-newuser8-5).
+    fn clock_shared(&self) -> bool;
 
     // ---- service facts
     /// Records the priority feature's go-live instant on first start; returns the stored one.
@@ -858,6 +898,9 @@ pub trait Store: Send + Sync + 'static {
         shards: u32,
         now: Timestamp,
     ) -> StoreResult<u64>;
+    /// The schedule configuration as stored by the last sync of any instance, read in one
+    /// statement; `None` before the first sync (D-newuser8-8).
+    async fn schedule_config_read(&self) -> StoreResult<Option<ScheduleConfig>>;
     /// Takes up to `per_shard` due cards from each listed shard of `task_type` and moves their
     /// `next_poll_at` to `now + interval` in the same transaction.
     async fn schedule_take_due(

@@ -62,6 +62,15 @@ async fn a_body_that_does_not_arrive_in_time_is_a_408_and_frees_the_connection()
 
 /// `card-polling serve` on port 0; the address it wrote to `RAKUTEN_POLL_ADDR_FILE`.
 async fn start_binary(dir: &Path, env: &[(&str, &str)]) -> (Child, String) {
+    start_binary_logging_to(dir, env, Stdio::null()).await
+}
+
+/// [`start_binary`] with its standard output (its log) going to `stdout`.
+async fn start_binary_logging_to(
+    dir: &Path,
+    env: &[(&str, &str)],
+    stdout: Stdio,
+) -> (Child, String) {
     let addr_file = dir.join("addr");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_card-polling"));
     cmd.arg("serve")
@@ -70,7 +79,7 @@ async fn start_binary(dir: &Path, env: &[(&str, &str)]) -> (Child, String) {
         .env("RAKUTEN_POLL_DB_PATH", dir.join("cp.db"))
         .env("RAKUTEN_POLL_ADDR_FILE", &addr_file)
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -123,6 +132,57 @@ async fn sigterm_with_an_incomplete_head_open_still_exits_within_the_deadline() 
     assert!(status.success(), "{status}");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(closed_within(&mut stuck, Duration::from_secs(1)).await);
+}
+
+/// A new user's finding: SIGTERM or SIGINT stopped the service without a word in its log, so a
+/// stop could not be told from a crash. It now logs at INFO `shutting down (signal SIGTERM)` (or
+/// `SIGINT`) when the shutdown starts and `card-polling stopped` when everything has ended.
+#[tokio::test]
+async fn sigterm_and_sigint_are_logged_when_the_shutdown_starts_and_when_it_ends() {
+    for (flag, name) in [("-TERM", "SIGTERM"), ("-INT", "SIGINT")] {
+        let dir = tempfile::tempdir().unwrap();
+        let log_path = dir.path().join("stdout.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let (mut child, _base) = start_binary_logging_to(
+            dir.path(),
+            &[("RUST_LOG", "info"), ("RAKUTEN_LOG_FORMAT", "json")],
+            Stdio::from(log),
+        )
+        .await;
+        let killed = Command::new("kill")
+            .arg(flag)
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if t.elapsed() > Duration::from_secs(15) {
+                let _ = child.kill();
+                panic!("card-polling still running 15 s after {name}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(status.success(), "{name}: {status}");
+        let text = std::fs::read_to_string(&log_path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
+            .collect();
+        let at = |message: &str| {
+            lines
+                .iter()
+                .position(|l| l["level"] == "INFO" && l["fields"]["message"] == message)
+                .unwrap_or_else(|| panic!("{name}: no INFO line {message:?} in:\n{text}"))
+        };
+        let shutting_down = at(&format!("shutting down (signal {name})"));
+        let stopped = at("card-polling stopped");
+        assert!(shutting_down < stopped, "{text}");
+        assert_eq!(lines[shutting_down]["fields"]["signal"], name, "{text}");
+    }
 }
 
 #[tokio::test]

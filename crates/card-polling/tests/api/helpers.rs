@@ -12,6 +12,7 @@ use card_polling::executor::{Executor, RunReport};
 use card_polling::hints::Hints;
 use card_polling::jobs::expiry::ExpiryJob;
 use card_polling::jobs::retention::RetentionJob;
+use card_polling::jobs::schedule_config::ScheduleConfigJob;
 use card_polling::scheduler::{CycleReport, Scheduler};
 use card_polling::settings::{HintChannelSetting, Secret, Settings};
 use card_polling::store::Store;
@@ -37,6 +38,7 @@ pub struct TestApp {
     pub executor: Executor,
     pub expiry: ExpiryJob,
     pub retention: RetentionJob,
+    pub schedule_config: ScheduleConfigJob,
     pub scheduler: Scheduler,
     pub hints: Hints,
     pub settings: Settings,
@@ -107,6 +109,7 @@ pub async fn spawn_with_sim(
     let executor = app.executor().clone();
     let expiry = app.expiry().clone();
     let retention = app.retention().clone();
+    let schedule_config = app.schedule_config().clone();
     let scheduler = app.scheduler().clone();
     let hints = app.state().hints.clone();
     let shutdown = CancellationToken::new();
@@ -121,6 +124,7 @@ pub async fn spawn_with_sim(
         executor,
         expiry,
         retention,
+        schedule_config,
         scheduler,
         hints,
         settings,

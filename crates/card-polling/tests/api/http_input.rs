@@ -328,3 +328,224 @@ async fn a_misspelled_or_unknown_body_field_is_a_422_that_names_it_and_stores_no
         assert_envelope(&v, 1003);
     }
 }
+
+/// A console session cookie for `token` (sign-in over plain HTTP, the redirect not followed).
+async fn console_cookie(app: &TestApp, token: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let resp = client
+        .post(format!("{}/console/sign-in", app.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap();
+    let set = resp
+        .headers()
+        .get("set-cookie")
+        .unwrap_or_else(|| panic!("no session cookie: {}", resp.status()))
+        .to_str()
+        .unwrap();
+    set.split(';').next().unwrap().to_owned()
+}
+
+/// A new user's finding: `GET /api/priority-items?task_type=nope` (a task type this service does
+/// not run) answered 200 with an empty page, which reads as "no such items" rather than "typo".
+/// It is now the enqueue's answer to an unknown task type: 422, code 1003, naming it; so is the
+/// console's list (its 400 page). A configured task type still filters (D-newuser8-1).
+#[tokio::test]
+async fn a_list_filtered_by_an_unconfigured_task_type_is_a_422_naming_it() {
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["nope"], "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 422, "the enqueue's refusal this mirrors: {v}");
+    let enqueue_code = v["code"].clone();
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["package"], "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    for q in ["task_type=nope", "task_type=CARD_STATUS"] {
+        let (s, v) = app.get(&format!("/api/priority-items?{q}"), PLATFORM).await;
+        assert_eq!(s, 422, "{q}: {v}");
+        assert_envelope(&v, 1003);
+        assert_eq!(v["code"], enqueue_code, "{q}: {v}");
+        assert!(v["msg"].as_str().unwrap().contains("unknown task type"), "{q}: {v}");
+    }
+    let listed = app.list("task_type=package").await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(app.list("task_type=card_status").await.is_empty());
+    // The console's list, signed in, over plain HTTP.
+    let cookie = console_cookie(&app, PLATFORM).await;
+    for (q, want) in [("task_type=nope", 400), ("task_type=package", 200), ("", 200)] {
+        let resp = app
+            .client
+            .get(format!("{}/console/items?{q}", app.base))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let page = resp.text().await.unwrap();
+        assert_eq!(status, want, "{q}: {page}");
+        if want == 400 {
+            assert!(page.contains("Unknown task type."), "{page}");
+        }
+    }
+}
+
+/// A new user's finding: `before_id=0` or a negative one answered 200 (an empty page, or with a
+/// negative id every page empty) where the cursor can only be an item id, 1 or more. Such a
+/// cursor is a 422 (1003) naming the parameter, like the other bad query values (D-newuser8-2).
+#[tokio::test]
+async fn a_before_id_below_one_is_a_422_naming_it() {
+    let app = spawn_seeded().await;
+    app.buy("card", "CA1", "addon").await;
+    for q in [
+        "before_id=0",
+        "before_id=-1",
+        "before_id=-9223372036854775808",
+    ] {
+        let (s, v) = app.get(&format!("/api/priority-items?{q}"), PLATFORM).await;
+        assert_eq!(s, 422, "{q}: {v}");
+        assert_envelope(&v, 1003);
+        assert!(v["msg"].as_str().unwrap().contains("before_id"), "{q}: {v}");
+    }
+    assert!(app.list("before_id=1").await.is_empty());
+    assert_eq!(
+        app.list("before_id=9223372036854775807").await.len(),
+        app.list("").await.len()
+    );
+}
+
+/// A new user's finding: `/api/priority-items/+1` and `/api/priority-items/00001` answered item
+/// 1. An item id in a path is now canonical decimal — digits only, no sign, no leading zero,
+/// 1..=i64::MAX — else the 422 (1003) a non-number already got; the console's item page answers
+/// its "No such item." 404 for them, as it does for a non-number (D-newuser8-3).
+#[tokio::test]
+async fn a_path_item_id_that_is_not_canonical_decimal_is_refused_like_a_non_number() {
+    let app = spawn_seeded().await;
+    app.buy("card", "CA1", "addon").await;
+    let id = app.item_of("CA1", "package").await["id"].as_i64().unwrap();
+    let bad = [
+        format!("+{id}"),
+        format!("%2B{id}"),
+        format!("0{id}"),
+        format!("00000{id}"),
+        format!("%20{id}"),
+        format!("{id}%20"),
+        "9223372036854775808".to_owned(),
+    ];
+    for bad in &bad {
+        let (s, v) = app.get(&format!("/api/priority-items/{bad}"), PLATFORM).await;
+        assert_eq!(s, 422, "{bad}: {v}");
+        assert_envelope(&v, 1003);
+        for action in ["close", "retrigger"] {
+            let (s, v) = app
+                .post(
+                    &format!("/api/priority-items/{bad}/{action}"),
+                    PLATFORM,
+                    json!({"reason": "r"}),
+                )
+                .await;
+            assert_eq!(s, 422, "{bad}/{action}: {v}");
+            assert_envelope(&v, 1003);
+        }
+    }
+    assert_eq!(app.detail(id).await["item"]["id"], id);
+    let (s, v) = app.get("/api/priority-items/9223372036854775807", PLATFORM).await;
+    assert_eq!(s, 404, "{v}");
+    assert_envelope(&v, 7001);
+    // The item is untouched by the refused close.
+    assert_eq!(app.detail(id).await["item"]["status"], "pending");
+    let cookie = console_cookie(&app, PLATFORM).await;
+    let page = |path: String| {
+        let (app, cookie) = (&app, cookie.clone());
+        async move {
+            let resp = app
+                .client
+                .get(format!("{}{path}", app.base))
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            (resp.status().as_u16(), resp.text().await.unwrap())
+        }
+    };
+    for bad in &bad {
+        let (s, text) = page(format!("/console/items/{bad}")).await;
+        assert_eq!(s, 404, "{bad}: {text}");
+        assert!(text.contains("No such item."), "{bad}: {text}");
+    }
+    let (s, text) = page(format!("/console/items/{id}")).await;
+    assert_eq!(s, 200, "{text}");
+}
+
+/// `{"asset_type":"card","asset_id":"CA1","reason":"gz"}`, gzip-compressed.
+const GZIP_ENQUEUE: [u8; 63] = [
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xab, 0x56, 0x4a, 0x2c, 0x2e, 0x4e,
+    0x2d, 0x89, 0x2f, 0xa9, 0x2c, 0x48, 0x55, 0xb2, 0x52, 0x4a, 0x4e, 0x2c, 0x4a, 0x51, 0xd2, 0x81,
+    0x8a, 0x65, 0xa6, 0x00, 0x45, 0x9c, 0x1d, 0x0d, 0x81, 0x02, 0x45, 0xa9, 0x89, 0xc5, 0xf9, 0x79,
+    0x40, 0x6e, 0x7a, 0x95, 0x52, 0x2d, 0x00, 0xef, 0x68, 0x32, 0xb4, 0x34, 0x00, 0x00, 0x00,
+];
+
+/// A new user's finding: a body sent with `Content-Encoding: gzip` was a 422 ("invalid JSON"),
+/// which says the JSON is wrong when the service simply does not decode compressed bodies. Any
+/// content coding but `identity` is now 415 with code 7007 and `Accept-Encoding: identity`, before
+/// the body is read, and nothing is stored (D-newuser8-4).
+#[tokio::test]
+async fn a_compressed_request_body_is_a_415_envelope_with_code_7007() {
+    let app = spawn_seeded().await;
+    let plain = br#"{"asset_type":"card","asset_id":"CA1","reason":"gz"}"#.to_vec();
+    for (encoding, body) in [
+        ("gzip", GZIP_ENQUEUE.to_vec()),
+        ("gzip", plain.clone()),
+        ("br", plain.clone()),
+        ("deflate", plain.clone()),
+        ("identity, gzip", plain.clone()),
+        ("x-unknown", plain.clone()),
+    ] {
+        let resp = app
+            .client
+            .post(format!("{}/api/priority-items", app.base))
+            .bearer_auth(PLATFORM)
+            .header("content-type", "application/json")
+            .header("content-encoding", encoding)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 415, "{encoding}");
+        assert_eq!(
+            resp.headers()
+                .get("accept-encoding")
+                .map(|v| v.to_str().unwrap()),
+            Some("identity"),
+            "{encoding}"
+        );
+        let v: Value = resp.json().await.expect("an envelope");
+        assert_envelope(&v, 7007);
+        assert!(v["msg"].as_str().unwrap().contains("Content-Encoding"), "{v}");
+    }
+    assert_eq!(app.active_count().await, 0, "nothing enqueued");
+    // `identity` is no coding at all: accepted.
+    let resp = app
+        .client
+        .post(format!("{}/api/priority-items", app.base))
+        .bearer_auth(PLATFORM)
+        .header("content-type", "application/json")
+        .header("content-encoding", "Identity")
+        .body(plain)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+}

@@ -793,3 +793,48 @@ async fn one_operator_s_manual_triggers_on_two_instances_at_once_never_exceed_th
             .unwrap();
     assert_eq!(queued, i64::from(quota));
 }
+
+/// D-newuser8-8 with two real instances on one database: the second starts with other task types
+/// and shards, its start-up sync rewrites the stored schedule configuration, and the first (still
+/// running on its own values) reports the difference at its next check, in `/health`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_instance_sees_the_schedule_configuration_a_later_instance_wrote() {
+    use serde_json::json;
+
+    let first = spawn_with(super::helpers::Backend::Memory, |_| {}).await;
+    let check = first
+        .schedule_config
+        .run_once(first.clock.now())
+        .await
+        .unwrap();
+    assert!(!check.differs, "{check:?}");
+    let url = first.settings.db_url.clone();
+    let second = spawn_with(super::helpers::Backend::Memory, |s| {
+        s.db_url = url;
+        s.task_types = TaskTypes::parse("card_status=120").unwrap();
+        s.shards = 8;
+    })
+    .await;
+    let check = first
+        .schedule_config
+        .run_once(first.clock.now())
+        .await
+        .unwrap();
+    assert!(check.differs && check.warned, "{check:?}");
+    let (s, v) = first.get("/health", ADMIN).await;
+    assert_eq!(s, 200, "{v}");
+    let cfg = &v["data"]["schedule_config"];
+    assert_eq!(cfg["status"], "differs", "{v}");
+    assert_eq!(
+        cfg["stored"],
+        json!({"shards": 8, "task_types": {"card_status": 120}})
+    );
+    assert_eq!(cfg["instance"]["shards"], first.settings.shards);
+    // The later instance agrees with what it wrote.
+    let check = second
+        .schedule_config
+        .run_once(second.clock.now())
+        .await
+        .unwrap();
+    assert!(!check.differs, "{check:?}");
+}

@@ -214,3 +214,126 @@ async fn health_is_503_when_the_database_is_closed() {
     assert_eq!((s, v["code"].as_i64()), (503, Some(1503)), "{v}");
     assert_eq!(v["data"]["database"], "unreachable", "{v}");
 }
+
+/// A new user's finding: `/health`'s `clock` was `null` until this instance's first claim, the
+/// same `null` as "the check is off" or "SQLite has no other clock". It is now an object from the
+/// start: `status` (`off`, `no_shared_clock`, `not_yet_measured`, `ok`, `skewed`), this instance's
+/// own clock reading `now`, the tolerance, and the last measurement's fields (`null` until one
+/// was made) (D-newuser8-5).
+#[tokio::test]
+async fn health_says_what_the_clock_check_is_from_the_start() {
+    use rakuten_types::Clock;
+
+    // The tests' default: RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS=0, the check off.
+    let app = spawn_app().await;
+    let (s, v) = app.get("/health", ADMIN).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["data"]["clock"],
+        json!({"status": "off", "now": app.clock.now(), "max_skew_ms": null, "offset_ms": null,
+               "skewed": false, "checked_at": null}),
+        "{v}"
+    );
+    drop(app);
+
+    let app = spawn_with(Backend::Memory, |s| s.clock_max_skew_secs = 2).await;
+    let shared = app.settings.db_url.is_some();
+    let (s, v) = app.get("/health", ADMIN).await;
+    assert_eq!(s, 200, "{v}");
+    let before = if shared {
+        "not_yet_measured"
+    } else {
+        "no_shared_clock"
+    };
+    assert_eq!(
+        v["data"]["clock"],
+        json!({"status": before, "now": app.clock.now(), "max_skew_ms": 2000, "offset_ms": null,
+               "skewed": false, "checked_at": null}),
+        "{v}"
+    );
+    // A measurement (the executor makes one before a claim). The manual clock stands at a fixed
+    // date years away from PostgreSQL's own: skewed there.
+    let allowed = app.executor.clock_guard().may_claim().await;
+    let (_, v) = app.get("/health", ADMIN).await;
+    let clock = &v["data"]["clock"];
+    if shared {
+        assert!(!allowed);
+        assert_eq!(clock["status"], "skewed", "{v}");
+        assert_eq!(clock["skewed"], true, "{v}");
+        assert!(clock["offset_ms"].as_i64().unwrap().unsigned_abs() > 2000, "{v}");
+        assert_eq!(clock["checked_at"], json!(app.clock.now()), "{v}");
+    } else {
+        assert!(allowed);
+        assert_eq!(clock["status"], "no_shared_clock", "{v}");
+        assert!(clock["offset_ms"].is_null(), "{v}");
+    }
+}
+
+/// A new user's finding: an instance started with other `RAKUTEN_POLL_TASK_TYPES` /
+/// `RAKUTEN_POLL_SHARDS` rewrites the stored schedule configuration for every instance (a WARN
+/// in its own log, `ef5c945`), and the instances already running were never told. Each now reads
+/// the stored configuration every 30 s (the schedule configuration job, driven here on the manual
+/// clock): `/health`'s `schedule_config` says `differs` with both configurations, and the WARN is
+/// logged once per stored value, not at every check (D-newuser8-8).
+#[tokio::test]
+async fn a_running_instance_reports_a_schedule_configuration_another_instance_rewrote() {
+    use card_polling::domain::TaskTypes;
+    use rakuten_types::Clock;
+
+    let app = spawn_seeded().await;
+    let shards = app.settings.shards;
+    let health = || async {
+        let (s, v) = app.get("/health", ADMIN).await;
+        assert_eq!(s, 200, "{v}");
+        v["data"]["schedule_config"].clone()
+    };
+    let ours = json!({"shards": shards, "task_types": {"card_status": 300, "data_usage": 600, "package": 1800}});
+    assert_eq!(
+        health().await,
+        json!({"status": "not_yet_checked", "checked_at": null, "instance": ours, "stored": null})
+    );
+    let check = app.schedule_config.run_once(app.clock.now()).await.unwrap();
+    assert!(!check.differs && !check.warned, "{check:?}");
+    assert_eq!(
+        health().await,
+        json!({"status": "same", "checked_at": app.clock.now(), "instance": ours, "stored": ours})
+    );
+
+    // Another instance starts without `package`: its start-up sync rewrites the stored
+    // configuration for every instance.
+    let theirs = TaskTypes::parse("card_status=300,data_usage=600").unwrap();
+    app.store
+        .schedule_sync(&theirs, shards, app.clock.now())
+        .await
+        .unwrap();
+    app.advance(30);
+    let check = app.schedule_config.run_once(app.clock.now()).await.unwrap();
+    assert!(check.differs && check.warned, "{check:?}");
+    let stored = json!({"shards": shards, "task_types": {"card_status": 300, "data_usage": 600}});
+    assert_eq!(
+        health().await,
+        json!({"status": "differs", "checked_at": app.clock.now(), "instance": ours, "stored": stored})
+    );
+    // Still the same difference 30 s later: reported, not logged again.
+    app.advance(30);
+    let check = app.schedule_config.run_once(app.clock.now()).await.unwrap();
+    assert!(check.differs && !check.warned, "{check:?}");
+    // A further change (the shard count now) is a new WARN.
+    app.store
+        .schedule_sync(&theirs, shards + 1, app.clock.now())
+        .await
+        .unwrap();
+    app.advance(30);
+    let check = app.schedule_config.run_once(app.clock.now()).await.unwrap();
+    assert!(check.differs && check.warned, "{check:?}");
+    assert_eq!(health().await["stored"]["shards"], shards + 1);
+    // Someone restarts an instance with this one's values: they agree again.
+    app.store
+        .schedule_sync(&app.settings.task_types, shards, app.clock.now())
+        .await
+        .unwrap();
+    app.advance(30);
+    let check = app.schedule_config.run_once(app.clock.now()).await.unwrap();
+    assert!(!check.differs && !check.warned, "{check:?}");
+    assert_eq!(health().await["status"], "same");
+}

@@ -10,12 +10,13 @@ use serde::Serialize;
 
 use rakuten_types::{Envelope, ErrorCode};
 
-use crate::executor::clock_guard::ClockCheck;
+use crate::executor::clock_guard::ClockHealth;
 use crate::executor::pool::QueueDepth;
 use crate::hints::ChannelLane;
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
 use crate::http::{AppState, ok};
+use crate::jobs::schedule_config::ScheduleConfigHealth;
 
 /// Health answer.
 #[derive(Debug, Serialize)]
@@ -30,10 +31,13 @@ pub struct Health {
     pub queues: Vec<TypeQueues>,
     /// When the last scheduling cycle ran (absent before the first).
     pub last_cycle_at: Option<rakuten_types::Timestamp>,
-    /// The last check of this instance's clock against the shared database's (PostgreSQL with
-    /// `RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS` > 0; `null` otherwise): `skewed: true` means this
-    /// instance makes no claims (issue #12 item 6).
-    pub clock: Option<ClockCheck>,
+    /// This instance's clock and its check against the shared database's (issue #12 item 6):
+    /// `status` `off`, `no_shared_clock` (SQLite), `not_yet_measured` (before the first claim),
+    /// `ok` or `skewed` (this instance makes no claims), never `null` (D-newuser8-5).
+    pub clock: ClockHealth,
+    /// Whether the ordinary polling schedule's configuration stored for every instance is still
+    /// this instance's (checked every 30 s; D-newuser8-8), with both.
+    pub schedule_config: ScheduleConfigHealth,
 }
 
 /// The database's part of `/health` (issue #14 item 8, D-scale2-1).
@@ -74,8 +78,8 @@ pub struct TypeQueues {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum HealthView {
-    /// Database state, queue depths and the last cycle.
-    Full(Health),
+    /// Database state, queue depths and the last cycle (boxed: far larger than the summary).
+    Full(Box<Health>),
     /// `{"status": "ok"|"unavailable", "database": "reachable"|"unreachable"}`.
     Summary {
         /// `ok` or `unavailable`.
@@ -102,7 +106,7 @@ pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response
     let reachable = database.reachable;
     let status = if reachable { "ok" } else { "unavailable" };
     let view = if full {
-        HealthView::Full(full_health(&st, status, database).await)
+        HealthView::Full(Box::new(full_health(&st, status, database).await))
     } else {
         HealthView::Summary {
             status,
@@ -250,7 +254,8 @@ async fn full_health(st: &AppState, status: &'static str, database: DatabaseHeal
         hint_backend: st.hints.backend(),
         queues,
         last_cycle_at: st.scheduler.last_cycle().and_then(|c| c.at),
-        clock: st.scheduler.pool().executor().clock_guard().last_check(),
+        clock: st.scheduler.pool().executor().clock_guard().health(),
+        schedule_config: st.schedule_config.health(),
     }
 }
 

@@ -9,10 +9,10 @@ use rakuten_types::{Envelope, Timestamp};
 
 use super::key;
 use crate::domain::account::Account;
-use crate::domain::{AssetRef, AssetType, Scope};
+use crate::domain::{AssetRef, AssetType, Scope, TaskTypes};
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
-use crate::http::extract::{Json as Body, Path, Query};
+use crate::http::extract::{Json as Body, Path, Query, canonical_id};
 use crate::http::{AppState, ok};
 use crate::priority::item_status::ItemStatus;
 use crate::priority::{TriggerType, manual};
@@ -42,7 +42,8 @@ pub struct ListQuery {
     /// Exceptions-and-retries view: comma list of `failed`, `expired`, `attempts_at_max`,
     /// `has_failure_reason`, or `any` for all four (an item matching any of them is listed).
     pub exception: Option<String>,
-    /// Keyset cursor: only items with a smaller id (use the last id of the previous page).
+    /// Keyset cursor: only items with a smaller id (use the last id of the previous page); 1 or
+    /// more.
     pub before_id: Option<i64>,
     /// Page size, 1..=200 (default 50).
     pub limit: Option<i64>,
@@ -66,10 +67,16 @@ fn parse_time(what: &str, s: &Option<String>) -> Result<Option<Timestamp>, ApiEr
         .transpose()
 }
 
-fn filter(q: &ListQuery) -> Result<ItemFilter, ApiError> {
+fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError> {
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid(format!("limit must be 1..={MAX_LIMIT}")));
+    }
+    // The cursor is an item id (D-newuser8-2): below 1 it could only ever answer empty pages.
+    if q.before_id.is_some_and(|id| id < 1) {
+        return Err(ApiError::invalid(
+            "before_id must be an item id (1 or more): the last id of the previous page",
+        ));
     }
     let status = q
         .status
@@ -81,10 +88,18 @@ fn filter(q: &ListQuery) -> Result<ItemFilter, ApiError> {
         .as_deref()
         .map(|s| TriggerType::parse(s).ok_or_else(|| ApiError::invalid("unknown trigger_type")))
         .transpose()?;
+    // A task type this instance does not run is a typo, refused as the enqueue refuses it
+    // (D-newuser8-1), never an empty page that reads as "nothing there".
     let task_type = q
         .task_type
         .as_deref()
-        .map(|s| key("task_type", s))
+        .map(|s| {
+            let s = key("task_type", s)?;
+            match task_types.get(&s) {
+                Some(_) => Ok(s),
+                None => Err(ApiError::invalid(format!("unknown task type {s:?}"))),
+            }
+        })
         .transpose()?;
     let iccid = q.iccid.as_deref().map(|s| key("iccid", s)).transpose()?;
     let mut exceptions = Vec::new();
@@ -135,7 +150,7 @@ pub async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Envelope<Page>>, ApiError> {
     let scope = reader_scope(&who)?;
-    let f = filter(&q)?;
+    let f = filter(&q, &st.task_types)?;
     let items = st
         .store
         .item_list(&scope, &f)
@@ -150,14 +165,15 @@ pub async fn list(
     }))
 }
 
-/// Parses an item id; anything else is "not found" (identical to a missing item).
-/// An item id from a path: a positive integer, else 422 (D-scale2-4; a well-formed id that is
-/// missing or out of scope is the one 404 of [`ApiError::item_not_found`]).
+/// An item id from a path: a positive integer in canonical decimal ([`canonical_id`]: no sign, no
+/// leading zero), else 422 (D-scale2-4, D-newuser8-3; a well-formed id that is missing or out of
+/// scope is the one 404 of [`ApiError::item_not_found`]).
 fn item_id(s: &str) -> Result<i64, ApiError> {
-    s.parse::<i64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| ApiError::invalid("an item id is a positive integer"))
+    canonical_id(s).ok_or_else(|| {
+        ApiError::invalid(
+            "an item id is a positive integer in decimal, without sign or leading zeros",
+        )
+    })
 }
 
 /// `GET /api/priority-items/{id}`: the item, its audit facts and its interaction log rows.

@@ -243,6 +243,10 @@ impl Store for SqlStore {
         Ok(Some(db_ms - now.as_millis()))
     }
 
+    fn clock_shared(&self) -> bool {
+        dialect::SHARED_CLOCK_MILLIS.is_some()
+    }
+
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
         self.write(t(now), |c, now| {
             async move {
@@ -622,6 +626,10 @@ impl Store for SqlStore {
         now: Timestamp,
     ) -> StoreResult<u64> {
         schedule::sync(&self.pool, &self.writer, task_types, shards, now).await
+    }
+
+    async fn schedule_config_read(&self) -> StoreResult<Option<crate::store::ScheduleConfig>> {
+        schedule::stored_config(&self.pool).await
     }
 
     async fn schedule_take_due(

@@ -14,8 +14,8 @@ use crate::domain::asset::{AssetRef, AssetType};
 use crate::domain::{Scope, TaskTypes};
 use crate::scheduler::shard_queue::{first_poll_at, shard_of};
 use crate::store::{
-    CardScope, ManualTriggerOutcome, ManualTriggerRequest, NewLog, PackageState, PollRecord, QueuedTrigger, ShardBatch, StoreError,
-    StoreResult,
+    CardScope, ManualTriggerOutcome, ManualTriggerRequest, NewLog, PackageState, PollRecord,
+    QueuedTrigger, ScheduleConfig, ShardBatch, StoreError, StoreResult,
 };
 
 /// Cards per transaction while syncing the schedule.
@@ -42,6 +42,27 @@ pub(crate) async fn schedule_config(
         shards,
         types.into_iter().map(|(n, s)| (n, s as u64)).collect(),
     )))
+}
+
+/// The stored configuration for the periodic check (D-newuser8-8): one statement, so a sync
+/// committing meanwhile is seen whole or not at all.
+pub(crate) async fn stored_config(pool: &Pool) -> StoreResult<Option<ScheduleConfig>> {
+    let rows: Vec<(String, Option<String>, Option<i64>)> = sqlx::query_as(
+        "SELECT m.value, t.name, t.interval_secs FROM meta m LEFT JOIN poll_task_types t ON 1 = 1 \
+         WHERE m.key = 'poll_shards' ORDER BY t.name",
+    )
+    .fetch_all(pool)
+    .await?;
+    let Some(shards) = rows.first().and_then(|r| r.0.parse::<u32>().ok()) else {
+        return Ok(None);
+    };
+    Ok(Some(ScheduleConfig {
+        shards,
+        task_types: rows
+            .into_iter()
+            .filter_map(|(_, name, secs)| Some((name?, secs? as u64)))
+            .collect(),
+    }))
 }
 
 /// Gives one card its schedule rows (inside the import transaction).
@@ -106,7 +127,8 @@ pub(crate) async fn sync(
             task_types = ?want,
             "this instance's RAKUTEN_POLL_TASK_TYPES / RAKUTEN_POLL_SHARDS differ from the stored \
              schedule configuration: rewriting it for every instance on this database; instances \
-             already running keep their own settings until restarted"
+             already running keep their own settings until restarted, and say so in their log \
+             and /health (schedule_config) within 30 s"
         );
     }
     // Record the configuration first: imports from now on add rows for it themselves. Imports
