@@ -205,8 +205,11 @@ pub struct Settings {
     /// Due priority items the scheduler's recovery read takes per cycle.
     #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_BATCH", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=100_000))]
     pub executor_batch: i64,
-    /// Concurrent executions per task type (the executor pool's cap; all lanes share it).
-    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    /// Concurrent executions per task type (the executor pool's cap — at most this many carrier
+    /// calls of a task type at once; all lanes share it). Size it by Little's law: at least the
+    /// task type's due polls per second × the carrier's latency in seconds, with headroom
+    /// (1,000,000 cards at `card_status=300` and 20 ms: 3,333/s × 0.02 s ≈ 67; D-scale5-7).
+    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_CONCURRENCY", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub executor_concurrency: u64,
     /// Hint channel: `memory` (in-process) or a Redis URL (`redis://127.0.0.1:6379/`).
     #[arg(long, env = "RAKUTEN_POLL_HINT_CHANNEL", default_value = "memory", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_hint_channel))]

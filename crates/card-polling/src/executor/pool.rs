@@ -93,6 +93,10 @@ struct TypeQueue {
     manual_ids: HashSet<i64>,
     // Execution time per entry (back-pressure's execution rate).
     meter: ExecMeter,
+    // Entries finished since start (any lane, any outcome).
+    finished: u64,
+    // The last throughput sample: (finished, injected-clock ms, queue non-empty then).
+    sampled: Option<(u64, i64, bool)>,
 }
 
 /// Queue depths of one task type, per lane.
@@ -266,6 +270,26 @@ impl ExecutorPool {
             .and_then(|(q, _)| lock(q).meter.rate_per_s(self.cap))
     }
 
+    /// Closes a throughput window of a task type at `now_ms` (injected clock, milliseconds) and
+    /// opens the next: a window whose start and end both found the queue non-empty measured how
+    /// fast busy workers finish ([`ExecMeter::observe_busy`], D-scale5-6). The scheduler calls it
+    /// once per cycle.
+    pub fn sample_throughput(&self, task_type: &str, now_ms: i64) {
+        let Some((q, _)) = self.queues.get(task_type) else {
+            return;
+        };
+        let mut q = lock(q);
+        let busy_now = !q.jobs.is_empty();
+        if let Some((finished, at, busy_then)) = q.sampled
+            && busy_then
+            && busy_now
+        {
+            let done = q.finished - finished;
+            q.meter.observe_busy(done, now_ms - at);
+        }
+        q.sampled = Some((q.finished, now_ms, busy_now));
+    }
+
     /// Queued ordinary entries of one shard of a task type.
     pub fn shard_depth(&self, task_type: &str, shard: u32) -> usize {
         self.queues
@@ -332,6 +356,7 @@ impl ExecutorPool {
         };
         let mut q = lock(q);
         q.in_flight -= 1;
+        q.finished += 1;
         q.meter.record(took_ms);
         match job {
             Job::Priority { item_id } => {

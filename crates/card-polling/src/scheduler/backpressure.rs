@@ -7,7 +7,11 @@
 //! keeps each task type's queue short **in seconds of work** (issue #14 item 3):
 //!
 //! - [`ExecMeter`] measures the execution time of each entry over the injected clock (an EWMA);
-//!   the task type's execution rate is its concurrency ÷ that time ([`ExecMeter::rate_per_s`]).
+//!   the task type's execution rate is its concurrency ÷ that time ([`ExecMeter::rate_per_s`]),
+//!   or, when lower, the rate its executions were measured to finish at while its queue stayed
+//!   non-empty ([`ExecMeter::observe_busy`], D-scale5-6): on a machine whose CPU the task types
+//!   share, executions finish slower than concurrency ÷ time says, and a queue sized by that
+//!   estimate would hold more than `secs` of work.
 //! - [`ordinary_budget`]: a cycle may add ordinary entries up to `rate × secs` queued entries in
 //!   total (`RAKUTEN_POLL_BACKPRESSURE_SECS`, default [`DEFAULT_SECS`]); never below a floor of a
 //!   few entries per worker ([`floor_entries`]), so ordinary polling never stops however slow
@@ -40,10 +44,15 @@ pub const fn floor_entries(concurrency: usize) -> usize {
     concurrency.saturating_mul(FLOOR_PER_WORKER)
 }
 
-/// Execution time per entry of one task type, an EWMA over the injected clock (milliseconds).
+/// Weight of one new window in the busy-throughput EWMA (windows are one scheduling cycle).
+pub const BUSY_ALPHA: f64 = 0.25;
+
+/// Execution time per entry of one task type, an EWMA over the injected clock (milliseconds), and
+/// the rate executions finished at while the queue stayed busy (executions per second).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ExecMeter {
     ewma_ms: Option<f64>,
+    busy_per_s: Option<f64>,
 }
 
 impl ExecMeter {
@@ -62,14 +71,39 @@ impl ExecMeter {
         self.ewma_ms
     }
 
+    /// Records one window of `ms` milliseconds (injected clock) in which `finished` executions
+    /// ended while the queue held entries at its start and at its end, i.e. the workers had work
+    /// throughout: the rate they really finish at. Windows of no measurable length are ignored.
+    pub fn observe_busy(&mut self, finished: u64, ms: i64) {
+        if ms <= 0 {
+            return;
+        }
+        let x = finished as f64 * 1000.0 / ms as f64;
+        self.busy_per_s = Some(match self.busy_per_s {
+            None => x,
+            Some(r) => r + BUSY_ALPHA * (x - r),
+        });
+    }
+
+    /// The rate executions finished at while busy, per second (`None` before a busy window).
+    pub fn busy_per_s(&self) -> Option<f64> {
+        self.busy_per_s
+    }
+
     /// Executions per second `concurrency` workers sustain: `None` before the first execution,
-    /// infinite when executions take no measurable time (a clock that does not move, as in tests).
+    /// infinite when executions take no measurable time (a clock that does not move, as in tests);
+    /// never above the rate they were measured to finish at while busy.
     pub fn rate_per_s(&self, concurrency: usize) -> Option<f64> {
         self.ewma_ms.map(|m| {
-            if m <= 0.0 {
+            let by_time = if m <= 0.0 {
                 f64::INFINITY
             } else {
                 concurrency as f64 * 1000.0 / m
+            };
+            match self.busy_per_s {
+                // A busy window in which nothing finished says nothing about the rate.
+                Some(b) if b > 0.0 => by_time.min(b),
+                _ => by_time,
             }
         })
     }
@@ -137,6 +171,38 @@ mod tests {
         let mut still = ExecMeter::default();
         run(&mut still, &clock, 3, 0);
         assert_eq!(still.rate_per_s(16), Some(f64::INFINITY));
+    }
+
+    #[test]
+    fn the_rate_never_exceeds_what_busy_workers_were_measured_to_finish() {
+        let clock = ManualClock::at_fixed_date();
+        let mut m = ExecMeter::default();
+        run(&mut m, &clock, 10, 20);
+        // 128 workers at 20 ms each would finish 6,400 a second…
+        assert_eq!(m.rate_per_s(128), Some(6_400.0));
+        // …but with the queue busy throughout they finished 1,800 in one second (a CPU shared
+        // by the other task types): the budget follows what was measured.
+        m.observe_busy(1_800, 1_000);
+        assert_eq!(m.rate_per_s(128), Some(1_800.0));
+        assert_eq!(ordinary_budget(0, m.rate_per_s(128), 0.5, 64), 900);
+        // Windows pull the estimate along; the estimate by time stays the ceiling.
+        for _ in 0..40 {
+            m.observe_busy(3_000, 500);
+        }
+        let r = m.rate_per_s(128).unwrap();
+        assert!((5_900.0..=6_000.0).contains(&r), "{r}");
+        for _ in 0..40 {
+            m.observe_busy(10_000, 1_000);
+        }
+        assert_eq!(m.rate_per_s(128), Some(6_400.0));
+        // A window of no measurable length (a still clock) records nothing; one in which
+        // nothing finished does not make the rate zero.
+        let mut still = ExecMeter::default();
+        run(&mut still, &clock, 3, 20);
+        still.observe_busy(500, 0);
+        assert_eq!(still.busy_per_s(), None);
+        still.observe_busy(0, 250);
+        assert_eq!(still.rate_per_s(16), Some(800.0));
     }
 
     #[test]

@@ -179,6 +179,7 @@ impl Scheduler {
                 }
             }
             // The seconds-of-work budget, spread over the shards that may take a batch.
+            self.pool.sample_throughput(&tt.name, now.as_millis());
             let budget = if cfg.backpressure_work.is_zero() {
                 usize::MAX
             } else {

@@ -83,10 +83,10 @@ pub(crate) mod sqlite {
         (SELECT group_concat(c.ancestor_id, char(31) ORDER BY c.depth DESC) FROM shop_closure c WHERE c.descendant_id = i.shop_id) AS chain";
 
     /// Takes up to `$5` due cards of shard `$3` of task type `$2` (due at `$4`), moving them to
-    /// `$1`; returns each card with its scope code ([`super::card_scope_code_with`]). One writer holds
+    /// `$1` and stamping `last_polled_at` with `$4` (D-scale5-2); returns each card with its scope code ([`super::card_scope_code_with`]). One writer holds
     /// the database, so there are no row locks to skip; `rowid` is the cheapest key.
     pub(crate) const SCHEDULE_TAKE_DUE: &str = concat!(
-        "UPDATE poll_schedule SET next_poll_at = $1 WHERE rowid IN ( \
+        "UPDATE poll_schedule SET next_poll_at = $1, last_polled_at = $4 WHERE rowid IN ( \
            SELECT rowid FROM poll_schedule WHERE task_type = $2 AND shard = $3 AND next_poll_at <= $4 \
            ORDER BY next_poll_at LIMIT $5) \
          RETURNING iccid, ",
@@ -243,11 +243,11 @@ pub(crate) mod postgres {
         (SELECT string_agg(c.ancestor_id, chr(31) ORDER BY c.depth DESC) FROM shop_closure c WHERE c.descendant_id = i.shop_id) AS chain";
 
     /// Takes up to `$5` due cards of shard `$3` of task type `$2` (due at `$4`), moving them to
-    /// `$1`; returns each card with its scope code ([`super::card_scope_code_with`]). Several
+    /// `$1` and stamping `last_polled_at` with `$4` (D-scale5-2); returns each card with its scope code ([`super::card_scope_code_with`]). Several
     /// instances may take at once: `FOR UPDATE SKIP LOCKED` hands each row to one taker without
     /// waiting; there is no `rowid`, the key is (task type, iccid).
     pub(crate) const SCHEDULE_TAKE_DUE: &str = concat!(
-        "UPDATE poll_schedule SET next_poll_at = $1 WHERE task_type = $2 AND iccid IN ( \
+        "UPDATE poll_schedule SET next_poll_at = $1, last_polled_at = $4 WHERE task_type = $2 AND iccid IN ( \
            SELECT iccid FROM poll_schedule WHERE task_type = $2 AND shard = $3 AND next_poll_at <= $4 \
            ORDER BY next_poll_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
          RETURNING iccid, ",

@@ -4,13 +4,15 @@
 //!   multi-row `INSERT … VALUES (…), (…)` statements, [`ROWS`] cards per statement, then their
 //!   ordinary polling schedule rows. Same rows, checks and errors as the row-by-row import in
 //!   `domain.rs` (a duplicate card is a conflict, an unknown shop invalid);
-//! - a batch of ordinary poll records (D-scale5-2): their interaction logs and `last_polled_at`
-//!   in statements of [`chunk_sizes`] rows.
+//! - a batch of ordinary poll records' interaction logs (D-scale5-2) and an import's schedule rows
+//!   (D-scale5-4), in statements of [`chunk_sizes`] rows.
 
 use rakuten_types::Timestamp;
 
-use super::schedule::schedule_insert_card;
-use super::{Conn, map_constraint};
+use std::time::Duration;
+
+use super::{Conn, map_constraint, t};
+use crate::scheduler::shard_queue::{first_poll_at, shard_of};
 use crate::domain::asset::CardRow;
 use crate::store::StoreResult;
 
@@ -68,15 +70,48 @@ pub(crate) async fn cards(
         q.execute(&mut *conn)
             .await
             .map_err(|e| map_constraint(e, "card"))?;
-        // Schedule rows one statement each, as the row-by-row import: statements of 600 rows
-        // measured no faster for them (1,000,000 cards: 124–140 s either way; D-gc-2).
         if let Some(cfg) = schedule {
-            for c in chunk {
-                schedule_insert_card(conn, cfg, &c.iccid, now).await?;
-            }
+            schedule_rows(conn, cfg, chunk, now).await?;
         }
     }
     Ok(cards.len() as u64)
+}
+
+/// The schedule rows of `cards` (every configured task type), as `schedule_insert_card` writes
+/// them one card at a time, in multi-row statements of [`chunk_sizes`] rows (D-scale5-4).
+async fn schedule_rows(
+    conn: &mut Conn,
+    cfg: &(u32, Vec<(String, u64)>),
+    cards: &[CardRow],
+    now: Timestamp,
+) -> StoreResult<()> {
+    let rows: Vec<(&str, &str, i64, String)> = cards
+        .iter()
+        .flat_map(|c| {
+            let shard = i64::from(shard_of(&c.iccid, cfg.0));
+            cfg.1.iter().map(move |(tt, secs)| {
+                let first = first_poll_at(&c.iccid, Duration::from_secs(*secs), now);
+                (c.iccid.as_str(), tt.as_str(), shard, t(first))
+            })
+        })
+        .collect();
+    let mut rest = &rows[..];
+    for size in chunk_sizes(rows.len()) {
+        let (chunk, tail) = rest.split_at(size);
+        rest = tail;
+        let sql = values_sql(
+            "INSERT INTO poll_schedule (iccid, task_type, shard, next_poll_at)",
+            size,
+            4,
+            " ON CONFLICT (iccid, task_type) DO NOTHING",
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (iccid, tt, shard, first) in chunk {
+            q = q.bind(*iccid).bind(*tt).bind(*shard).bind(first.as_str());
+        }
+        q.execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 /// Splits `n` rows into statement sizes from a fixed set (256, 64, 16, 4, 1), largest first: few

@@ -253,13 +253,13 @@ pub(crate) async fn take_due(
     Ok(out)
 }
 
-/// Writes a batch of ordinary poll outcomes (D-scale5-2): every interaction log, and each
-/// schedule row's `last_polled_at`, in multi-row statements ([`bulk::chunk_sizes`]); a manual
-/// trigger's outcome (rare) row by row, since it also moves `next_poll_at` and ends its trigger.
+/// Writes a batch of ordinary poll outcomes (D-scale5-2): every interaction log in multi-row
+/// statements ([`bulk::chunk_sizes`]). An ordinary poll's schedule row needs no write here: the
+/// take that handed it out already moved `next_poll_at` and stamped `last_polled_at`. A manual
+/// trigger's outcome (rare) is written row by row: it moves `next_poll_at` and ends its trigger.
 pub(crate) async fn record(tx: &mut Conn, records: &[PollRecord]) -> StoreResult<()> {
     // Sorted by (ICCID, task type): two instances recording batches that share a row (a manual
-    // trigger polled beside an ordinary take) update them in the same order (D-pg-9); a deadlock
-    // between the joined multi-row updates, whose row order the planner picks, is retried.
+    // trigger polled beside an ordinary take) update them in the same order (D-pg-9).
     let mut records: Vec<&PollRecord> = records.iter().collect();
     records.sort_by(|a, b| (&a.iccid, &a.task_type).cmp(&(&b.iccid, &b.task_type)));
     let logs: Vec<(&PollRecord, &NewLog)> = records
@@ -288,30 +288,6 @@ pub(crate) async fn record(tx: &mut Conn, records: &[PollRecord]) -> StoreResult
                 .bind(log.latency_ms)
                 .bind(&log.outcome)
                 .bind(t(r.at));
-        }
-        q.execute(&mut *tx).await?;
-    }
-    // Ordinary polls: taking the batch already moved `next_poll_at`; leave the indexed column
-    // alone and set when each card was polled.
-    let ordinary: Vec<&PollRecord> = records
-        .iter()
-        .copied()
-        .filter(|r| r.manual_trigger_id.is_none())
-        .collect();
-    let mut rest = &ordinary[..];
-    for size in bulk::chunk_sizes(ordinary.len()) {
-        let (chunk, tail) = rest.split_at(size);
-        rest = tail;
-        let sql = bulk::values_sql(
-            "WITH polled (iccid, task_type, at) AS (",
-            size,
-            3,
-            ") UPDATE poll_schedule SET last_polled_at = polled.at FROM polled \
-             WHERE poll_schedule.iccid = polled.iccid AND poll_schedule.task_type = polled.task_type",
-        );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for r in chunk {
-            q = q.bind(&r.iccid).bind(&r.task_type).bind(t(r.at));
         }
         q.execute(&mut *tx).await?;
     }
