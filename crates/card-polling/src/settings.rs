@@ -234,7 +234,7 @@ pub struct Settings {
     /// Seconds of queued work (queued entries ÷ measured execution rate) a task type's execution
     /// queue may hold before ordinary batches stop for the cycle; a priority hint waits about this
     /// plus one cycle. Decimal (`0.5`); 0 turns it off (only the depth bound applies).
-    #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_SECS", default_value = "0.5", value_parser = parse_backpressure_secs)]
+    #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_SECS", default_value = "0.35", value_parser = parse_backpressure_secs)]
     pub backpressure_secs: f64,
     /// Hints (and manual triggers) drained per task type per cycle.
     #[arg(long, env = "RAKUTEN_POLL_DRAIN_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]

@@ -23,8 +23,9 @@
 //!   upper bound: a shard queue deeper than it skips its batch whatever the rate says.
 
 /// Default seconds of queued work a task type's execution queue may hold before ordinary batches
-/// stop (`RAKUTEN_POLL_BACKPRESSURE_SECS`): a priority hint then waits ≈ this plus one cycle.
-pub const DEFAULT_SECS: f64 = 0.5;
+/// stop (`RAKUTEN_POLL_BACKPRESSURE_SECS`): a priority hint then waits ≈ this plus one cycle
+/// (0.35 s: D-scale5-8).
+pub const DEFAULT_SECS: f64 = 0.35;
 
 /// Weight of one new sample in the execution-time EWMA (≈ the last 32 executions).
 pub const EWMA_ALPHA: f64 = 1.0 / 32.0;
