@@ -37,6 +37,28 @@ async fn a_locked_database_answers_503_with_retry_after_within_its_bound_never_a
     assert_eq!(s, 200, "{v}");
 }
 
+/// Each of `bad` as the item id of the item's read, close and retrigger routes is a 422 envelope
+/// with code 1003.
+async fn assert_item_ids_refused(app: &TestApp, bad: &[impl AsRef<str>]) {
+    for bad in bad {
+        let bad = bad.as_ref();
+        let (s, v) = app.get(&format!("/api/priority-items/{bad}"), PLATFORM).await;
+        assert_eq!(s, 422, "{bad}: {v}");
+        assert_envelope(&v, 1003);
+        for action in ["close", "retrigger"] {
+            let (s, v) = app
+                .post(
+                    &format!("/api/priority-items/{bad}/{action}"),
+                    PLATFORM,
+                    json!({"reason": "r"}),
+                )
+                .await;
+            assert_eq!(s, 422, "{bad}/{action}: {v}");
+            assert_envelope(&v, 1003);
+        }
+    }
+}
+
 fn assert_envelope(v: &Value, code: i64) {
     assert_eq!(v["success"], false, "{v}");
     assert_eq!(v["code"], code, "{v}");
@@ -140,22 +162,7 @@ async fn malformed_requests_get_422_413_or_404_envelopes() {
     assert_eq!(s, 422);
     assert_envelope(&v, 1003);
     // A malformed item id is a 422 envelope (D-scale2-4); a well-formed missing one the 404.
-    for bad in ["abc", "0", "-1", "1.5", "99999999999999999999"] {
-        let (s, v) = app.get(&format!("/api/priority-items/{bad}"), PLATFORM).await;
-        assert_eq!(s, 422, "{bad}: {v}");
-        assert_envelope(&v, 1003);
-        for action in ["close", "retrigger"] {
-            let (s, v) = app
-                .post(
-                    &format!("/api/priority-items/{bad}/{action}"),
-                    PLATFORM,
-                    json!({"reason": "r"}),
-                )
-                .await;
-            assert_eq!(s, 422, "{bad}/{action}: {v}");
-            assert_envelope(&v, 1003);
-        }
-    }
+    assert_item_ids_refused(&app, &["abc", "0", "-1", "1.5", "99999999999999999999"]).await;
     let (s, v) = app.get("/api/priority-items/424242", PLATFORM).await;
     assert_eq!(s, 404, "{v}");
     assert_envelope(&v, 7001);
@@ -444,22 +451,7 @@ async fn a_path_item_id_that_is_not_canonical_decimal_is_refused_like_a_non_numb
         format!("{id}%20"),
         "9223372036854775808".to_owned(),
     ];
-    for bad in &bad {
-        let (s, v) = app.get(&format!("/api/priority-items/{bad}"), PLATFORM).await;
-        assert_eq!(s, 422, "{bad}: {v}");
-        assert_envelope(&v, 1003);
-        for action in ["close", "retrigger"] {
-            let (s, v) = app
-                .post(
-                    &format!("/api/priority-items/{bad}/{action}"),
-                    PLATFORM,
-                    json!({"reason": "r"}),
-                )
-                .await;
-            assert_eq!(s, 422, "{bad}/{action}: {v}");
-            assert_envelope(&v, 1003);
-        }
-    }
+    assert_item_ids_refused(&app, &bad).await;
     assert_eq!(app.detail(id).await["item"]["id"], id);
     let (s, v) = app.get("/api/priority-items/9223372036854775807", PLATFORM).await;
     assert_eq!(s, 404, "{v}");

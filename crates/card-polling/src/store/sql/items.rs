@@ -101,14 +101,14 @@ pub(crate) async fn claim(
     // claim/takeover decision below are about the row the updates then change. A row another
     // transaction holds (another instance claiming it, a merge, a finish, a close) is skipped:
     // not claimable now; the next due read finds it again if it still is (D-pg-9).
-    let before: Option<(String, Option<String>)> = sqlx::query_as(concat!(
-        "SELECT status, claim_token FROM priority_items WHERE id = $1",
+    let before: Option<(String, Option<String>, String)> = sqlx::query_as(concat!(
+        "SELECT status, claim_token, enqueued_at FROM priority_items WHERE id = $1",
         dialect::lock_row_skip_locked!()
     ))
     .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((before, lapsed_token)) = before else {
+    let Some((before, lapsed_token, enqueued_at)) = before else {
         return Ok(None);
     };
     let Some(before) = ItemStatus::parse(&before) else {
@@ -122,7 +122,10 @@ pub(crate) async fn claim(
     if before.transition(event).is_err() {
         return Ok(None);
     }
-    if let Some(cutoff) = expired_before {
+    // Timestamps are stored as fixed-width RFC 3339 text, so this compares as the SQL does; an
+    // item enqueued after the cutoff cannot be past its validity, and the common claim skips
+    // the expiring statement (one round trip fewer, D-scale5-9).
+    if let Some(cutoff) = expired_before.filter(|c| enqueued_at.as_str() <= t(*c).as_str()) {
         let expired: Option<i64> = sqlx::query_scalar(
             "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, \
                dequeued_at = $1 \
