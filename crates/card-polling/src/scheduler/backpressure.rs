@@ -15,7 +15,10 @@
 //! - [`ordinary_budget`]: a cycle may add ordinary entries up to `rate × secs` queued entries in
 //!   total (`RAKUTEN_POLL_BACKPRESSURE_SECS`, default [`DEFAULT_SECS`]); never below a floor of a
 //!   few entries per worker ([`floor_entries`]), so ordinary polling never stops however slow
-//!   the carrier. Before the first execution is measured only the depth bound applies.
+//!   the carrier. Before the first execution is measured a cycle may queue the floor or
+//!   [`UNMEASURED_ENTRIES`], whichever is more (D-scale5-10): the first executions measure the
+//!   rate within milliseconds, and a hint enqueued at start-up does not wait behind every shard's
+//!   whole batch.
 //! - The scheduler refills the queue every cycle as it drains (a cycle cut at this budget starts
 //!   the next one after a quarter tick), so the workers stay busy — ordinary polling keeps its
 //!   pace — as long as `secs` exceeds one cycle period.
@@ -29,6 +32,10 @@ pub const DEFAULT_SECS: f64 = 0.35;
 
 /// Weight of one new sample in the execution-time EWMA (≈ the last 32 executions).
 pub const EWMA_ALPHA: f64 = 1.0 / 32.0;
+
+/// Entries a task type's queue may hold before its first execution is measured, when the floor
+/// is lower (D-scale5-10).
+pub const UNMEASURED_ENTRIES: usize = 256;
 
 /// Queued entries per worker always allowed (so ordinary polling never starves, and the rate
 /// is measured at start).
@@ -112,16 +119,17 @@ impl ExecMeter {
 
 /// How many ordinary entries a cycle may append to a task type's queue that holds `queued`
 /// entries (all lanes), given its execution rate, the target `secs` of queued work and the floor
-/// ([`floor_entries`]). `usize::MAX` (only the per-shard depth bound applies) when `secs <= 0`
-/// turns the rule off, before anything was measured (`None`), or for an unbounded rate.
+/// ([`floor_entries`]); before anything was measured (`None`), the floor or
+/// [`UNMEASURED_ENTRIES`], whichever is more. `usize::MAX` (only the per-shard depth bound
+/// applies) when `secs <= 0` turns the rule off, or for an unbounded rate.
 pub fn ordinary_budget(queued: usize, rate_per_s: Option<f64>, secs: f64, floor: usize) -> usize {
     if secs <= 0.0 {
         return usize::MAX;
     }
     let target = match rate_per_s {
-        // Nothing measured yet (the first cycle after start): only the depth bound applies; the
+        // Nothing measured yet (the first cycle after start): a bounded first helping; the
         // first executions measure the rate within milliseconds.
-        None => return usize::MAX,
+        None => floor.max(UNMEASURED_ENTRIES),
         Some(r) if !r.is_finite() => return usize::MAX,
         Some(r) => {
             let t = r * secs;
@@ -236,11 +244,12 @@ mod tests {
 
     #[test]
     fn ordinary_polling_never_starves_below_the_floor() {
-        // Not measured yet: only the depth bound applies, so work flows and a rate is measured.
-        assert_eq!(
-            ordinary_budget(5_000, None, 0.5, floor_entries(16)),
-            usize::MAX
-        );
+        // Not measured yet: a bounded first helping, so work flows and a rate is measured
+        // without every shard's batch queued ahead of a start-up hint (D-scale5-10).
+        assert_eq!(ordinary_budget(0, None, 0.5, floor_entries(16)), 256);
+        assert_eq!(ordinary_budget(200, None, 0.5, floor_entries(16)), 56);
+        assert_eq!(ordinary_budget(5_000, None, 0.5, floor_entries(16)), 0);
+        assert_eq!(ordinary_budget(0, None, 0.5, floor_entries(128)), 512);
         // An extremely slow carrier (30 s a call): rate × secs ≈ 0.27 entries, the floor wins.
         let clock = ManualClock::at_fixed_date();
         let mut m = ExecMeter::default();
