@@ -34,13 +34,16 @@ fn reason() -> Value {
     )
 }
 
-fn with(base: Value, extra: Value) -> Value {
+/// `base` with the properties of `extra` added, of which `required` are required too.
+fn with(base: Value, extra: Value, required: &[&str]) -> Value {
     let mut v = base;
-    let (Some(props), Some(extra)) = (v["properties"].as_object_mut(), extra.as_object()) else {
-        return v;
-    };
-    for (k, s) in extra {
-        props.insert(k.clone(), s.clone());
+    if let (Some(props), Some(extra)) = (v["properties"].as_object_mut(), extra.as_object()) {
+        for (k, s) in extra {
+            props.insert(k.clone(), s.clone());
+        }
+    }
+    if let Some(list) = v["required"].as_array_mut() {
+        list.extend(required.iter().map(|r| json!(r)));
     }
     v
 }
@@ -198,6 +201,7 @@ fn ops() -> Vec<Op> {
             Some(with(
                 asset(),
                 json!({"id": string(), "kind": {"type": "string", "enum": ["main", "addon"]}}),
+                &["kind"],
             )),
             &[NOT_FOUND, CONFLICT],
         ),
@@ -298,6 +302,7 @@ fn ops() -> Vec<Op> {
             Some(with(
                 asset(),
                 json!({"task_types": task_types, "reason": {"type": "string", "minLength": 1, "maxLength": 500}, "event_id": string()}),
+                &[],
             )),
             &[
                 ASSET_NOT_FOUND,
@@ -467,6 +472,20 @@ mod tests {
 
     /// `/health`'s `clock` is documented as an object whose `status` names every state (never
     /// `null`, D-newuser8-5).
+    #[test]
+    fn a_new_order_requires_its_kind_as_the_server_does() {
+        let doc = super::openapi();
+        let body = &doc["paths"]["/api/orders"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"];
+        let required: Vec<&str> = body["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        assert_eq!(required, ["asset_type", "asset_id", "kind"], "{body}");
+    }
+
     #[test]
     fn health_documents_the_clock_states() {
         let doc = super::openapi();

@@ -19,6 +19,13 @@ pub(crate) fn t(ts: Timestamp) -> String {
     ts.to_rfc3339()
 }
 
+/// Whether `e` is PostgreSQL refusing a text value it cannot store: `22021`
+/// character_not_in_repertoire (a NUL byte in a `TEXT` value; SQLite stores it) or `22P05`
+/// untranslatable_character. It is the request's input, not an outage (D-newuser9-1).
+pub(crate) fn is_unstorable_text(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05")))
+}
+
 /// Whether `e` means "the database did not answer in time" rather than a failure: no pool
 /// connection in time; SQLite `SQLITE_BUSY`/`SQLITE_LOCKED` (primary codes 5 and 6, any extended
 /// code); PostgreSQL `55P03` lock_not_available (`lock_timeout`) and `57014` query_canceled

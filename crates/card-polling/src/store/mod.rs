@@ -91,7 +91,11 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
-        if common::is_busy(&e) {
+        if common::is_unstorable_text(&e) {
+            StoreError::Invalid(
+                "a text value holds a character the database cannot store (a NUL byte)".into(),
+            )
+        } else if common::is_busy(&e) {
             StoreError::Busy(e.into())
         } else if matches!(e, sqlx::Error::PoolClosed) {
             StoreError::Closed

@@ -541,3 +541,26 @@ async fn a_compressed_request_body_is_a_415_envelope_with_code_7007() {
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
 }
+
+/// A new user's finding: on PostgreSQL a NUL byte in an imported shop name was a 503 "the
+/// database is busy; retry shortly" (PostgreSQL refuses NUL in `TEXT`), so a client would retry
+/// forever. It is the request's input: a 422 (1003) naming the cause; SQLite stores it
+/// (D-newuser9-1).
+#[tokio::test]
+async fn a_nul_byte_the_database_cannot_store_is_a_422_never_a_busy_503() {
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .post(
+            "/api/admin/import",
+            ADMIN,
+            json!({"shops": [{"id": "Z", "name": "a\u{0}b"}]}),
+        )
+        .await;
+    if super::MIGRATIONS_DIR == "postgres" {
+        assert_eq!(s, 422, "{v}");
+        assert_envelope(&v, 1003);
+        assert!(v["msg"].as_str().unwrap().contains("NUL"), "{v}");
+    } else {
+        assert_eq!(s, 200, "SQLite stores it: {v}");
+    }
+}
