@@ -205,7 +205,7 @@ impl Scheduler {
                         per_shard = share;
                     }
                 }
-                if budget == 0 || per_shard < cfg.shard_batch {
+                if budget == 0 {
                     r.ordinary_cut_at_budget = true;
                 }
             }
@@ -219,6 +219,13 @@ impl Scheduler {
                     .await
                 {
                     Ok(batches) => {
+                        // Cut at the budget only when a shard's share was filled (more may be
+                        // due): an idle instance keeps its full tick.
+                        if per_shard < cfg.shard_batch
+                            && batches.iter().any(|b| b.cards.len() as i64 >= per_shard)
+                        {
+                            r.ordinary_cut_at_budget = true;
+                        }
                         for b in batches {
                             n += self.pool.enqueue_ordinary(&tt.name, b.shard, b.cards);
                         }

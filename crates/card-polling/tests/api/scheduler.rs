@@ -491,3 +491,19 @@ async fn a_card_stop_locked_while_its_ordinary_poll_waits_is_polled_but_never_re
     assert_eq!(app.sim.resume_calls("CB1"), 1, "an unlocked card is resumed");
     app.assert_invariants().await;
 }
+
+/// A new user's finding: an idle instance reported `ordinary_cut_at_budget: true` with nothing
+/// taken, so it cycled every quarter tick. A cycle is cut at the budget only when a shard filled
+/// the share the budget left it (more may be due).
+#[tokio::test]
+async fn an_idle_cycle_is_not_cut_at_the_budget_and_keeps_its_full_tick() {
+    let app = spawn_with(Backend::Memory, |_| {}).await;
+    let r = app.cycle().await;
+    assert_eq!(r.ordinary_taken["card_status"], 0, "{r:?}");
+    assert!(
+        r.ordinary_budget["card_status"] < 500 * 4,
+        "the budget cuts each shard's share: {r:?}"
+    );
+    assert!(!r.ordinary_cut_at_budget, "{r:?}");
+    assert!(!r.saturated(1000, 1000), "{r:?}");
+}
