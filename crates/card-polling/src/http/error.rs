@@ -22,8 +22,9 @@ pub enum PollCode {
     ManualQuotaExceeded,
     /// 7005: the card was already manually triggered for that task type within 24 h (409).
     ManualDuplicate,
-    /// 7006: the card or device named by a manual enqueue or manual trigger does not exist or is
-    /// outside the caller's scope (404) — distinct from 1005, which also answers unknown routes.
+    /// 7006: the card or device a request names does not exist, or (manual enqueue, manual
+    /// trigger) is outside the caller's scope (404) — distinct from 1005, which also answers
+    /// unknown routes (D-fix6-2, D-newuser10-3).
     AssetNotFound,
     /// 7007: the request body is in a form the service does not read (415): a `Content-Encoding`
     /// other than `identity` (gzip, br, deflate…); the answer carries `Accept-Encoding: identity`.
@@ -44,6 +45,11 @@ impl PollCode {
         }
     }
 }
+
+/// The `what` of [`ApiError::from_store`] that name a card or a device: their 404 is code 7006
+/// (D-newuser10-3). A binding is not one of them: it is the relation between a card and a device,
+/// and an unknown card or device in `PUT /api/bindings` is a foreign-key 422, never a 404.
+pub const ASSETS: [&str; 3] = ["card", "device", "asset"];
 
 /// An error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,8 +102,8 @@ impl ApiError {
         }
     }
 
-    /// 404 (code 7006) for an unknown or out-of-scope card or device; `what` is `asset` or
-    /// `card`, the same bytes whether missing or out of scope.
+    /// 404 (code 7006) for an unknown or out-of-scope card or device; `what` is `asset`, `card`
+    /// or `device` (one of [`ASSETS`]), the same bytes whether missing or out of scope.
     pub fn asset_not_found(what: &str) -> Self {
         Self::poll(
             StatusCode::NOT_FOUND,
@@ -150,11 +156,14 @@ impl ApiError {
         Self::generic(ErrorCode::Internal, "internal error")
     }
 
-    /// Maps a store error about a resource named `what` (`None`: a priority item).
+    /// Maps a store error about a resource named `what` (`None`: a priority item). A missing
+    /// card, device or asset ([`ASSETS`]) is a 404 with code 7006 on every route (D-newuser10-3);
+    /// any other missing resource (order, usage record, row, binding…) keeps 1005.
     pub fn from_store(e: StoreError, what: Option<&str>) -> Self {
         match e {
             StoreError::NotFound => match what {
                 None => Self::item_not_found(),
+                Some(w) if ASSETS.contains(&w) => Self::asset_not_found(w),
                 Some(w) => Self::not_found(w),
             },
             StoreError::Conflict(m) => match what {
@@ -238,5 +247,27 @@ pub async fn method_not_allowed() -> ApiError {
         status: StatusCode::METHOD_NOT_ALLOWED,
         code: ErrorCode::NotFound.as_i32(),
         msg: "method not allowed on this path".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// D-newuser10-3: a missing card, device or asset is 7006 whichever route asks; any other
+    /// missing resource keeps 1005, and a missing priority item 7001.
+    #[test]
+    fn a_missing_card_device_or_asset_is_code_7006_and_other_resources_keep_1005() {
+        for what in ["card", "device", "asset"] {
+            let e = ApiError::from_store(StoreError::NotFound, Some(what));
+            assert_eq!(e, ApiError::asset_not_found(what));
+            assert_eq!((e.status, e.code), (StatusCode::NOT_FOUND, 7006), "{what}");
+            assert_eq!(e.msg, format!("{what} not found"));
+        }
+        for what in ["order", "usage record", "row", "binding", "account"] {
+            let e = ApiError::from_store(StoreError::NotFound, Some(what));
+            assert_eq!((e.status, e.code), (StatusCode::NOT_FOUND, 1005), "{what}");
+        }
+        assert_eq!(ApiError::from_store(StoreError::NotFound, None).code, 7001);
     }
 }

@@ -118,6 +118,9 @@ fn health_data() -> Value {
 const NOT_FOUND: (&str, &str) = ("404", "not found (1005, or 7001 for a priority item)");
 /// The 404 of a manual enqueue / manual trigger naming an unknown or out-of-scope card or device.
 const ASSET_NOT_FOUND: (&str, &str) = ("404", "unknown or out-of-scope card or device (7006)");
+/// The 404 of an admin route naming an unknown card or device (D-newuser10-3): the same code as
+/// [`ASSET_NOT_FOUND`]; an admin has no scope to be outside of.
+const UNKNOWN_ASSET: (&str, &str) = ("404", "unknown card or device (7006)");
 const CONFLICT: (&str, &str) = ("409", "conflicting state (1006, 7002, 7003, 7005)");
 /// Every operation with a body: bodies are read uncompressed (D-newuser8-4).
 const UNSUPPORTED_ENCODING: (&str, &str) = (
@@ -230,7 +233,7 @@ fn ops() -> Vec<Op> {
             "orders",
             "the ordinary package poll's verdict for an asset",
             Some(asset()),
-            &[NOT_FOUND, CONFLICT],
+            &[UNKNOWN_ASSET, CONFLICT],
         ),
         op(
             "put",
@@ -238,7 +241,7 @@ fn ops() -> Vec<Op> {
             "assets",
             "card polling switch",
             Some(switch.clone()),
-            &[NOT_FOUND],
+            &[UNKNOWN_ASSET],
         ),
         op(
             "put",
@@ -246,7 +249,7 @@ fn ops() -> Vec<Op> {
             "assets",
             "carrier stop lock",
             Some(object(&["locked"], json!({"locked": {"type": "boolean"}}))),
-            &[NOT_FOUND],
+            &[UNKNOWN_ASSET],
         ),
         op(
             "delete",
@@ -254,7 +257,7 @@ fn ops() -> Vec<Op> {
             "assets",
             "delete a card",
             None,
-            &[NOT_FOUND],
+            &[UNKNOWN_ASSET],
         ),
         op(
             "put",
@@ -262,7 +265,7 @@ fn ops() -> Vec<Op> {
             "assets",
             "device polling switch",
             Some(switch),
-            &[NOT_FOUND],
+            &[UNKNOWN_ASSET],
         ),
         op(
             "put",
@@ -270,7 +273,7 @@ fn ops() -> Vec<Op> {
             "assets",
             "the slot the device reports",
             Some(object(&[], json!({"iccid": string()}))),
-            &[NOT_FOUND],
+            &[UNKNOWN_ASSET],
         ),
         op(
             "put",
@@ -502,13 +505,21 @@ mod tests {
         );
     }
 
-    /// The manual enqueue and the manual trigger document their own 404 code (7006), not 1005.
+    /// Every operation naming a card or device — the manual enqueue, the manual trigger
+    /// (D-fix6-2), the admin switches and the package poll (D-newuser10-3) — documents its own
+    /// 404 code (7006), not 1005.
     #[test]
-    fn manual_routes_document_code_7006_for_an_unknown_asset() {
+    fn routes_naming_a_card_or_device_document_code_7006_for_an_unknown_one() {
         let doc = super::openapi();
         for (path, method) in [
             ("/api/priority-items", "post"),
             ("/api/manual-triggers", "post"),
+            ("/api/package-poll", "post"),
+            ("/api/cards/{iccid}/polling", "put"),
+            ("/api/cards/{iccid}/stop-lock", "put"),
+            ("/api/cards/{iccid}", "delete"),
+            ("/api/devices/{device_no}/polling", "put"),
+            ("/api/devices/{device_no}/reported-slot", "put"),
         ] {
             let d = doc["paths"][path][method]["responses"]["404"]["description"]
                 .as_str()

@@ -564,3 +564,88 @@ async fn a_nul_byte_the_database_cannot_store_is_a_422_never_a_busy_503() {
         assert_eq!(s, 200, "SQLite stores it: {v}");
     }
 }
+
+/// A new user's finding: the admin routes answered an unknown card or device with 404 code 1005
+/// ("card not found"), the code of an unknown route too, while the manual enqueue and trigger
+/// answered the same message with 7006 (D-fix6-2). Every 404 about a card, device or asset is now
+/// code 7006, whichever route asks; an unknown route, order or usage record keeps 1005, and an
+/// unknown card or device in a binding stays the foreign-key 422 (D-newuser10-3).
+#[tokio::test]
+async fn an_admin_route_naming_an_unknown_card_or_device_answers_code_7006() {
+    use reqwest::Method;
+    let app = spawn_seeded().await;
+    let cases = [
+        (Method::PUT, "/api/cards/NOPE/polling", Some(json!({"enabled": false})), "card"),
+        (Method::PUT, "/api/cards/NOPE/stop-lock", Some(json!({"locked": true})), "card"),
+        (Method::DELETE, "/api/cards/NOPE", None, "card"),
+        (Method::PUT, "/api/devices/NODEV/polling", Some(json!({"enabled": false})), "device"),
+        (Method::PUT, "/api/devices/NODEV/reported-slot", Some(json!({"iccid": "CA1"})), "device"),
+        (
+            Method::POST,
+            "/api/package-poll",
+            Some(json!({"asset_type": "card", "asset_id": "NOPE"})),
+            "asset",
+        ),
+        (
+            Method::POST,
+            "/api/package-poll",
+            Some(json!({"asset_type": "device", "asset_id": "NODEV"})),
+            "asset",
+        ),
+    ];
+    for token in [ADMIN, PLATFORM] {
+        for (method, path, body, what) in &cases {
+            let (s, v) = app
+                .send(method.clone(), path, Some(token), body.clone())
+                .await;
+            assert_eq!(s, 404, "{method} {path}: {v}");
+            assert_envelope(&v, 7006);
+            assert_eq!(v["msg"], json!(format!("{what} not found")), "{path}: {v}");
+        }
+    }
+    // The same bytes as the manual trigger's unknown card.
+    let (_, manual) = app
+        .post(
+            "/api/manual-triggers",
+            PLATFORM,
+            json!({"iccid": "NOPE", "task_types": ["card_status"]}),
+        )
+        .await;
+    let (_, admin) = app
+        .put("/api/cards/NOPE/polling", PLATFORM, json!({"enabled": true}))
+        .await;
+    assert_eq!(admin, manual);
+    // 1005 stays the code of an unknown route and of other missing resources.
+    let (s, v) = app
+        .put("/api/cards/CA1/nothing-here", ADMIN, json!({"enabled": true}))
+        .await;
+    assert_eq!(s, 404, "{v}");
+    assert_envelope(&v, 1005);
+    let (s, v) = app.post("/api/usages/NOPE/activate", ADMIN, json!({})).await;
+    assert_eq!((s, v["msg"].as_str()), (404, Some("usage record not found")), "{v}");
+    assert_envelope(&v, 1005);
+    let (s, v) = app
+        .post(
+            "/api/payments/callback",
+            ADMIN,
+            json!({"payment_id": "P-NOPE", "order_id": "NOPE", "status": "paid"}),
+        )
+        .await;
+    assert_eq!((s, v["msg"].as_str()), (404, Some("order not found")), "{v}");
+    assert_envelope(&v, 1005);
+    // A binding names a card and a device but is neither: an unknown one there is a 422.
+    let (s, v) = app
+        .put(
+            "/api/bindings",
+            ADMIN,
+            json!({"device_no": "NODEV", "iccid": "CA1"}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert_envelope(&v, 1003);
+    // Nothing changed: the known card still answers and still polls.
+    let (s, v) = app
+        .put("/api/cards/CA1/polling", ADMIN, json!({"enabled": true}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+}
