@@ -290,6 +290,13 @@ async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx
     Ok(())
 }
 
+/// Runs several statements in one call (one round trip to sqlx's connection thread); stops at
+/// the first that fails.
+async fn exec_many(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(sql).execute(&mut *conn).await?;
+    Ok(())
+}
+
 async fn run_batch<E: WriterError>(
     conn: &mut SqliteConnection,
     batch: &mut Vec<WriteOp<E>>,
@@ -313,12 +320,15 @@ async fn run_batch<E: WriterError>(
     };
     let mut finishes: Vec<Finish<E>> = Vec::new();
     let mut fatal: Option<E> = None;
-    for op in ops.by_ref() {
+    // Whether the savepoint `op` is open: each operation's end releases it and, when another
+    // operation follows, opens the next one in the same round trip to the connection's thread.
+    let mut open = false;
+    while let Some(op) = ops.next() {
         // Checked again right before running: the caller may have gone while we waited.
         if op.0.abandoned() {
             continue;
         }
-        if let Err(e) = exec(&mut tx, "SAVEPOINT op").await {
+        if !open && let Err(e) = exec(&mut tx, "SAVEPOINT op").await {
             let e = E::from(e);
             op.0.fail(e.clone());
             fatal = Some(e);
@@ -326,17 +336,23 @@ async fn run_batch<E: WriterError>(
         }
         let (ok, finish) = op.0.run(&mut tx).await;
         finishes.push(finish);
-        let end = if ok {
-            exec(&mut tx, "RELEASE op").await
-        } else {
-            match exec(&mut tx, "ROLLBACK TO op").await {
-                Ok(()) => exec(&mut tx, "RELEASE op").await,
-                Err(e) => Err(e),
-            }
+        let more = ops.peek().is_some();
+        let end = match (ok, more) {
+            (true, true) => "RELEASE op; SAVEPOINT op",
+            (true, false) => "RELEASE op",
+            (false, true) => "ROLLBACK TO op; RELEASE op; SAVEPOINT op",
+            (false, false) => "ROLLBACK TO op; RELEASE op",
         };
-        if let Err(e) = end {
+        open = more;
+        if let Err(e) = exec_many(&mut tx, end).await {
             fatal = Some(E::from(e));
             break;
+        }
+    }
+    if open && fatal.is_none() {
+        // The operations after the last one run were abandoned: close the savepoint they left.
+        if let Err(e) = exec(&mut tx, "RELEASE op").await {
+            fatal = Some(E::from(e));
         }
     }
     let n = finishes.len() as u64;

@@ -94,3 +94,65 @@ async fn an_abandoned_write_is_skipped_and_the_rest_of_its_batch_commits() {
     assert_eq!(ops, 3, "the abandoned write is not counted");
     assert!(commits >= 1);
 }
+
+/// Writes `v`, then fails: its insert must not survive (its savepoint is rolled back).
+fn insert_then_fail(v: i64) -> sqlite_writer::Transition<(), TestError> {
+    Box::new(move |c: &mut SqliteConnection| {
+        async move {
+            sqlx::query("INSERT INTO t (v) VALUES ($1)")
+                .bind(v)
+                .execute(&mut *c)
+                .await?;
+            Err(TestError::Db("refused after writing".into()))
+        }
+        .boxed()
+    })
+}
+
+/// One batch of five: ok, failed after writing, abandoned, ok, abandoned (last). Each operation's
+/// end releases its savepoint and opens the next one in one round trip; an abandoned operation in
+/// the middle or at the end leaves no savepoint open and the batch commits once.
+#[tokio::test]
+async fn one_batch_rolls_back_only_its_failed_write_around_abandoned_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let writer = Writer::start(open(&path).await, Settings::default());
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    // Every write is queued before the writer task runs (single-threaded runtime).
+    let mut first = Box::pin(writer.write(insert(10)));
+    let mut failed = Box::pin(writer.write(insert_then_fail(11)));
+    let mut gone_middle = Box::pin(writer.write_abandonable(insert(12)));
+    let mut fourth = Box::pin(writer.write(insert(13)));
+    let mut gone_last = Box::pin(writer.write_abandonable(insert(14)));
+    assert!(first.as_mut().poll(&mut cx).is_pending());
+    assert!(failed.as_mut().poll(&mut cx).is_pending());
+    assert!(gone_middle.as_mut().poll(&mut cx).is_pending());
+    assert!(fourth.as_mut().poll(&mut cx).is_pending());
+    assert!(gone_last.as_mut().poll(&mut cx).is_pending());
+    drop(gone_middle);
+    drop(gone_last);
+    first.await.unwrap();
+    assert!(matches!(failed.await, Err(TestError::Db(m)) if m == "refused after writing"));
+    fourth.await.unwrap();
+    // The connection is still usable: no savepoint was left open.
+    writer.write(insert(15)).await.unwrap();
+    let (commits, ops) = writer.stats();
+    writer.shutdown().await;
+    assert_eq!(
+        (commits, ops),
+        (2, 4),
+        "one batch of three, then one of one"
+    );
+
+    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .connect()
+        .await
+        .unwrap();
+    let rows: Vec<i64> = sqlx::query_scalar("SELECT v FROM t ORDER BY v")
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(rows, vec![10, 13, 15]);
+}
