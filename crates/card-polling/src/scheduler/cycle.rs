@@ -10,7 +10,7 @@
 //! 4. ordinary shard batches, up to the task type's budget of queued work
 //!    ([`ordinary_budget`]: `RAKUTEN_POLL_BACKPRESSURE_SECS` at the measured execution rate),
 //!    spread over the shards, skipping each shard whose queue is deeper than the per-shard bound
-//!    (`RAKUTEN_POLL_BACKPRESSURE_DEPTH`).
+//!    (`RAKUTEN_POLL_BACKPRESSURE_DEPTH`); the takes of all task types are sent together.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -163,7 +163,10 @@ impl Scheduler {
             Err(e) => r.errors.push(format!("recovery read: {e}")),
         }
         r.phases_us.recovery = lap();
-        // 4. ordinary shard batches
+        // 4. ordinary shard batches: every task type's share is decided first, then all the
+        //    takes are sent at once, so they share one writer batch (one wait behind the poll
+        //    records queued before them, not one per task type; D-scale6-1).
+        let mut takes = Vec::new();
         for tt in types.all() {
             let mut take = Vec::new();
             let mut skipped = 0;
@@ -211,29 +214,34 @@ impl Scheduler {
             }
             r.ordinary_skipped_for_backpressure
                 .insert(tt.name.clone(), skipped);
-            let mut n = 0;
+            r.ordinary_taken.insert(tt.name.clone(), 0);
             if !take.is_empty() {
-                match self
-                    .store
-                    .schedule_take_due(&tt.name, tt.interval, &take, per_shard, now)
-                    .await
-                {
-                    Ok(batches) => {
-                        // Cut at the budget only when a shard's share was filled (more may be
-                        // due): an idle instance keeps its full tick.
-                        if per_shard < cfg.shard_batch
-                            && batches.iter().any(|b| b.cards.len() as i64 >= per_shard)
-                        {
-                            r.ordinary_cut_at_budget = true;
-                        }
-                        for b in batches {
-                            n += self.pool.enqueue_ordinary(&tt.name, b.shard, b.cards);
-                        }
-                    }
-                    Err(e) => r.errors.push(format!("ordinary batch {}: {e}", tt.name)),
-                }
+                takes.push((tt, take, per_shard));
             }
-            r.ordinary_taken.insert(tt.name.clone(), n);
+        }
+        let taken = futures::future::join_all(takes.iter().map(|(tt, take, per_shard)| {
+            self.store
+                .schedule_take_due(&tt.name, tt.interval, take, *per_shard, now)
+        }))
+        .await;
+        for ((tt, _, per_shard), result) in takes.iter().zip(taken) {
+            match result {
+                Ok(batches) => {
+                    // Cut at the budget only when a shard's share was filled (more may be due):
+                    // an idle instance keeps its full tick.
+                    if *per_shard < cfg.shard_batch
+                        && batches.iter().any(|b| b.cards.len() as i64 >= *per_shard)
+                    {
+                        r.ordinary_cut_at_budget = true;
+                    }
+                    let mut n = 0;
+                    for b in batches {
+                        n += self.pool.enqueue_ordinary(&tt.name, b.shard, b.cards);
+                    }
+                    r.ordinary_taken.insert(tt.name.clone(), n);
+                }
+                Err(e) => r.errors.push(format!("ordinary batch {}: {e}", tt.name)),
+            }
         }
         r.phases_us.ordinary = lap();
         for e in &r.errors {

@@ -507,3 +507,22 @@ async fn an_idle_cycle_is_not_cut_at_the_budget_and_keeps_its_full_tick() {
     assert!(!r.ordinary_cut_at_budget, "{r:?}");
     assert!(!r.saturated(1000, 1000), "{r:?}");
 }
+
+/// Every task type's ordinary take is sent at once, so on SQLite the three takes share one
+/// writer batch: one wait behind the queued poll records and one commit, not three in a row
+/// (D-scale6-1). Each task type still gets its own cards.
+#[tokio::test]
+async fn one_cycle_sends_every_task_types_take_together_and_commits_them_once() {
+    let app = spawn_seeded().await;
+    // Every seeded card is due for every task type after the longest interval.
+    app.advance(3600);
+    let (c0, o0) = app.db.write_stats();
+    let r = app.cycle().await;
+    let (c1, o1) = app.db.write_stats();
+    for tt in ["card_status", "data_usage", "package"] {
+        assert!(r.ordinary_taken[tt] > 0, "{tt}: {r:?}");
+    }
+    if app.settings.db_url.is_none() {
+        assert_eq!((c1 - c0, o1 - o0), (1, 3), "three takes, one commit: {r:?}");
+    }
+}
