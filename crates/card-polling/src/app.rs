@@ -94,17 +94,37 @@ impl Application {
             .clone()
             .unwrap_or_else(crate::instance::default_instance_id);
         tracing::info!(%instance, "card-polling instance");
+        // The hint channel first: a Redis that does not answer stops the start before any
+        // migration changed the database (D-newuser10-2).
+        let hints = connect_hints(&settings).await?;
         let (sqlite, postgres, store): (_, _, Arc<dyn Store>) = match &settings.db_url {
             Some(url) => {
+                // Only the URL's scheme, host, port and database are printed (it may hold a
+                // password).
+                let shown = reqwest::Url::parse(url.expose())
+                    .map(|u| crate::upstream::http::redact_url(&u))
+                    .unwrap_or_else(|_| "(unparsable URL)".into());
                 let pg = PgStore::open_with(url.expose(), lock_timeout)
                     .await
-                    .context("opening the PostgreSQL database (RAKUTEN_POLL_DB_URL)")?
+                    .with_context(|| {
+                        format!(
+                            "opening the PostgreSQL database {shown} (RAKUTEN_POLL_DB_URL): is it \
+                             running and reachable, and does the database exist?"
+                        )
+                    })?
                     .with_instance(&instance);
                 (None, Some(pg.clone()), Arc::new(pg))
             }
             None => {
                 let sqlite = SqliteStore::open_with(&settings.db_path, lock_timeout)
-                    .await?
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "opening the SQLite database {} (RAKUTEN_POLL_DB_PATH): the file and \
+                             its folder must be writable (WAL mode writes beside it)",
+                            settings.db_path.display()
+                        )
+                    })?
                     .with_instance(&instance);
                 (Some(sqlite.clone()), None, Arc::new(sqlite))
             }
@@ -117,7 +137,6 @@ impl Application {
         if synced > 0 {
             tracing::info!(rows = synced, "ordinary polling schedule synced");
         }
-        let hints = connect_hints(&settings).await?;
         let edge = settings.edge.edge_config()?;
         let listen = settings.listen_addr();
         rakuten_edge::warn_if_plain_public("card-polling", listen, edge.tls.is_some());

@@ -203,10 +203,40 @@ impl PollMetrics {
     }
 }
 
-/// Scrape-time gauges: open items `(status, task_type, count)` and lane depths
-/// `(task_type, lane, depth)`, as Prometheus text.
-pub fn render_counts(items: &[(String, String, i64)], lanes: &[(String, &str, u64)]) -> String {
+/// Whether the scrape's reads of the database and of the hint channel were answered.
+#[derive(Debug, Clone, Copy)]
+pub struct Up {
+    /// The item counts were read.
+    pub database: bool,
+    /// Every lane depth was read.
+    pub hint_channel: bool,
+}
+
+/// Scrape-time gauges: open items `(status, task_type, count)`, lane depths
+/// `(task_type, lane, depth)` and whether the database and the hint channel answered, as
+/// Prometheus text.
+pub fn render_counts(
+    items: &[(String, String, i64)],
+    lanes: &[(String, &str, u64)],
+    up: Up,
+) -> String {
     let r = PrometheusBuilder::new().build_recorder();
+    for (name, help, value) in [
+        (
+            "cardpoll_database_up",
+            "1 when the database answered this scrape's read, 0 when it did not (the item counts are then absent).",
+            up.database,
+        ),
+        (
+            "cardpoll_hint_channel_up",
+            "1 when the hint channel answered this scrape's reads, 0 when it did not (its lane depths are then absent).",
+            up.hint_channel,
+        ),
+    ] {
+        r.describe_gauge(name.into(), None, help.into());
+        r.register_gauge(&key(name, &[]), &META)
+            .set(if value { 1.0 } else { 0.0 });
+    }
     r.describe_gauge(
         "cardpoll_items".into(),
         None,

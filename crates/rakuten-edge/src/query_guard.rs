@@ -57,6 +57,18 @@ impl QueryAllowlist {
         QueryAllowlist { ops: Arc::new(ops) }
     }
 
+    /// Adds routes the document does not describe (probes, Prometheus text) as taking no query
+    /// parameters, so a query sent to them is refused like any unknown one (D-newuser10-4).
+    #[must_use]
+    pub fn with_undocumented(mut self, ops: &[(&str, &str)]) -> Self {
+        let map = Arc::make_mut(&mut self.ops);
+        for (method, path) in ops {
+            map.entry((method.to_ascii_lowercase(), (*path).to_owned()))
+                .or_default();
+        }
+        self
+    }
+
     /// The first query parameter of `query` that the operation `(method, path)` does not list,
     /// with the names it does list; `None` when every name is listed or the operation is not in
     /// the document. `HEAD` is checked as the `GET` it runs.
@@ -228,5 +240,23 @@ mod tests {
                 .is_none()
         );
         assert!(a.unknown(&Method::GET, "/api/orders/lease", None).is_none());
+    }
+
+    /// A new user's finding: `/metrics?x=1` answered 200 on card-polling, whose OpenAPI document
+    /// leaves out the probes and `/metrics`. Added as undocumented, they take no parameters.
+    #[test]
+    fn an_undocumented_route_added_without_parameters_refuses_any() {
+        let a = QueryAllowlist::from_openapi(&doc()).with_undocumented(&[("GET", "/metrics")]);
+        assert_eq!(
+            a.unknown(&Method::GET, "/metrics", Some("x=1")),
+            Some(("x".to_owned(), vec![]))
+        );
+        assert!(a.unknown(&Method::GET, "/metrics", None).is_none());
+        assert!(a.unknown(&Method::GET, "/console", Some("x=1")).is_none());
+        assert!(
+            a.unknown(&Method::GET, "/api/orders/lease", Some("wait=1"))
+                .is_none(),
+            "documented operations keep their parameters"
+        );
     }
 }

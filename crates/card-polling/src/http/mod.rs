@@ -119,7 +119,11 @@ pub fn router(state: AppState) -> Router {
         // The query parameters each operation accepts are the ones the OpenAPI document lists
         // (issue #12 item 4a); the routes above only, not the console or `/openapi.json`.
         .route_layer(axum::middleware::from_fn_with_state(
-            QueryAllowlist::from_openapi(&openapi::document()),
+            QueryAllowlist::from_openapi(&openapi::document()).with_undocumented(&[
+                ("get", "/livez"),
+                ("get", "/readyz"),
+                ("get", "/metrics"),
+            ]),
             refuse_unknown_query,
         ))
         .merge(openapi::router())

@@ -103,10 +103,11 @@ fn health_data() -> Value {
             "status": {"type": "string", "enum": ["ok", "unavailable"]},
             "database": {"type": "string", "enum": ["reachable", "unreachable"]},
         }},
-        {"type": "object", "required": ["status", "database", "hint_backend", "queues", "last_cycle_at", "clock", "schedule_config"], "properties": {
+        {"type": "object", "required": ["status", "database", "hint_backend", "hint_channel_reachable", "queues", "last_cycle_at", "clock", "schedule_config"], "properties": {
             "status": {"type": "string", "enum": ["ok", "unavailable"]},
             "database": {"type": "object"},
             "hint_backend": {"type": "string", "enum": ["memory", "redis"]},
+            "hint_channel_reachable": {"type": "boolean"},
             "queues": {"type": "array"},
             "last_cycle_at": {"type": ["string", "null"], "format": "date-time"},
             "clock": clock,

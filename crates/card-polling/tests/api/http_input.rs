@@ -649,3 +649,28 @@ async fn an_admin_route_naming_an_unknown_card_or_device_answers_code_7006() {
         .await;
     assert_eq!(s, 200, "{v}");
 }
+
+/// A new user's finding, kept as it was (D-newuser10-5): a `charset` parameter on
+/// `application/json` has no effect (RFC 8259 §11). An ASCII body labelled latin-1 is read; a
+/// body with a latin-1 byte that is not UTF-8 is a 422, as it would be without the label.
+#[tokio::test]
+async fn a_charset_parameter_on_json_has_no_effect_and_non_utf8_bytes_are_a_422() {
+    let app = spawn_seeded().await;
+    let post = |body: Vec<u8>| {
+        app.client
+            .post(format!("{}/api/priority-items", app.base))
+            .bearer_auth(PLATFORM)
+            .header("Content-Type", "application/json; charset=latin1")
+            .body(body)
+            .send()
+    };
+    let ascii = br#"{"asset_type":"card","asset_id":"CA1","task_types":["card_status"],"reason":"charset"}"#;
+    let resp = post(ascii.to_vec()).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut latin1 = br#"{"asset_type":"card","asset_id":"CA1","task_types":["card_status"],"reason":"caf"#.to_vec();
+    latin1.extend_from_slice(b"\xe9\"}");
+    let resp = post(latin1).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 422);
+    let v: Value = resp.json().await.unwrap();
+    assert_envelope(&v, 1003);
+}

@@ -206,6 +206,41 @@ async fn health_is_503_with_its_state_when_the_items_table_is_gone() {
     assert!(v["data"]["queues"].is_array(), "{v}");
 }
 
+/// A new user's finding: during a database outage `/metrics` answered 503, so the dashboard lost
+/// every in-process series (carrier calls, cycles, lanes) exactly when it was needed. The scrape
+/// now answers 200 without the item counts and with `cardpoll_database_up 0` (D-newuser10-1).
+#[tokio::test]
+async fn metrics_still_answer_during_a_database_outage_and_say_it_is_down() {
+    let app = spawn_seeded().await;
+    let (st, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "outage test"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let s = scrape(&app).await;
+    assert_eq!(value(&s, "cardpoll_database_up", &[]), 1.0);
+    assert_eq!(value(&s, "cardpoll_hint_channel_up", &[]), 1.0);
+    assert!(s.samples.iter().any(|x| x.metric == "cardpoll_items"));
+
+    sqlx::query("ALTER TABLE priority_items RENAME TO priority_items_gone")
+        .execute(app.db.fixture_pool())
+        .await
+        .unwrap();
+    // The bootstrap admin token needs no database read.
+    let s = scrape(&app).await;
+    assert_eq!(value(&s, "cardpoll_database_up", &[]), 0.0);
+    assert_eq!(value(&s, "cardpoll_hint_channel_up", &[]), 1.0);
+    assert!(!s.samples.iter().any(|x| x.metric == "cardpoll_items"));
+    assert!(
+        s.samples
+            .iter()
+            .any(|x| x.metric == "cardpoll_lane_depth"),
+        "lane depths come from memory and stay"
+    );
+}
+
 #[tokio::test]
 async fn health_is_503_when_the_database_is_closed() {
     let app = spawn_seeded().await;
@@ -336,4 +371,108 @@ async fn a_running_instance_reports_a_schedule_configuration_another_instance_re
     let check = app.schedule_config.run_once(app.clock.now()).await.unwrap();
     assert!(!check.differs && !check.warned, "{check:?}");
     assert_eq!(health().await["status"], "same");
+}
+
+/// A TCP relay to the machine's Redis that the test can cut: after [`Relay::cut`] every relayed
+/// connection is closed and new ones are refused, as when Redis goes away.
+struct Relay {
+    addr: std::net::SocketAddr,
+    cut: tokio_util::sync::CancellationToken,
+}
+
+impl Relay {
+    async fn to_redis() -> Relay {
+        let target = reqwest::Url::parse(&redis_url()).expect("REDIS_URL_TEST");
+        let target = format!(
+            "{}:{}",
+            target.host_str().unwrap_or("127.0.0.1"),
+            target.port().unwrap_or(6379)
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = tokio_util::sync::CancellationToken::new();
+        let stop = cut.clone();
+        tokio::spawn(async move {
+            loop {
+                let mut inbound = tokio::select! {
+                    () = stop.cancelled() => return, // drops the listener: refused from now on
+                    accepted = listener.accept() => match accepted {
+                        Ok((s, _)) => s,
+                        Err(_) => continue,
+                    },
+                };
+                let (stop, target) = (stop.clone(), target.clone());
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    }
+                });
+            }
+        });
+        Relay { addr, cut }
+    }
+
+    fn cut(&self) {
+        self.cut.cancel();
+    }
+}
+
+/// A new user's finding: a Redis outage was not flagged anywhere but in `null` lane depths. The
+/// full `/health` now says `hint_channel_reachable: false` (the status stays `ok`: hints are
+/// lossy and the recovery read covers them) and `/metrics` has `cardpoll_hint_channel_up 0`
+/// (D-newuser10-1).
+#[tokio::test]
+async fn a_redis_outage_is_flagged_in_health_and_metrics_without_failing_them() {
+    use card_polling::settings::{HintChannelSetting, Secret};
+
+    let relay = Relay::to_redis().await;
+    let url = format!("redis://{}/", relay.addr);
+    let app = spawn_with(Backend::Redis, |s| {
+        s.hint_channel = HintChannelSetting::Redis(Secret::new(url));
+    })
+    .await;
+    let (s, v) = app.get("/health", ADMIN).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["hint_backend"], "redis", "{v}");
+    assert_eq!(v["data"]["hint_channel_reachable"], true, "{v}");
+    assert_eq!(value(&scrape(&app).await, "cardpoll_hint_channel_up", &[]), 1.0);
+
+    relay.cut();
+    let (s, v) = app.get("/health", ADMIN).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["status"], "ok", "{v}");
+    assert_eq!(v["data"]["hint_channel_reachable"], false, "{v}");
+    assert!(v["data"]["queues"][0]["hint_lane"].is_null(), "{v}");
+    let s = scrape(&app).await;
+    assert_eq!(value(&s, "cardpoll_hint_channel_up", &[]), 0.0);
+    assert_eq!(value(&s, "cardpoll_database_up", &[]), 1.0);
+    assert!(
+        !s.samples
+            .iter()
+            .any(|x| x.metric == "cardpoll_lane_depth"
+                && x.labels.get("lane") == Some("hint_channel")),
+        "no depth is made up for a channel that did not answer"
+    );
+}
+
+/// A new user's finding: `/metrics?x=1` answered 200 while every documented route refuses a
+/// query parameter it does not take. The probes and `/metrics` are outside the OpenAPI document
+/// and now take no query parameters (D-newuser10-4).
+#[tokio::test]
+async fn probes_and_metrics_refuse_query_parameters_they_do_not_take() {
+    let app = spawn_app().await;
+    for path in ["/metrics?x=1", "/livez?verbose=1", "/readyz?x="] {
+        let (s, v) = app.send(reqwest::Method::GET, path, Some(ADMIN), None).await;
+        assert_eq!((s, v["code"].as_i64()), (422, Some(1003)), "{path}: {v}");
+        assert!(
+            v["msg"].as_str().unwrap_or_default().contains("takes no query parameters"),
+            "{path}: {v}"
+        );
+    }
+    let (s, _) = app.raw(reqwest::Method::GET, "/metrics", Some(ADMIN)).await;
+    assert_eq!(s, 200);
 }

@@ -108,3 +108,77 @@ fn help_never_shows_secret_env_values() {
         }
     }
 }
+
+/// A new user's findings: a PostgreSQL that does not answer said only "pool timed out", a
+/// SQLite file that cannot be written was not named, and a Redis that does not answer was found
+/// only after the migrations had run. Each start-up failure now names what it tried (the database
+/// URL without its password), the setting to look at, and the hint channel is connected before
+/// any database is touched (D-newuser10-2).
+#[test]
+fn start_up_failures_name_what_failed_and_touch_nothing_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = ("RAKUTEN_POLL_ADMIN_TOKEN", "startup-admin-token-0123");
+    let port = ("RAKUTEN_POLL_PORT", "0");
+
+    // Port 1 on loopback refuses at once.
+    let out = run(
+        &[
+            admin,
+            port,
+            (
+                "RAKUTEN_POLL_DB_URL",
+                "postgres://u:StartPa55@127.0.0.1:1/polls",
+            ),
+            ("RAKUTEN_POLL_DB_LOCK_TIMEOUT_MS", "300"),
+        ],
+        &["serve"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "opening the PostgreSQL database postgres://127.0.0.1:1/polls (RAKUTEN_POLL_DB_URL)"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("StartPa55"), "{stderr}");
+
+    let db = dir.path().join("polls.db");
+    let db_s = db.to_str().unwrap();
+    let out = run(
+        &[
+            admin,
+            port,
+            ("RAKUTEN_POLL_DB_PATH", db_s),
+            ("RAKUTEN_POLL_HINT_CHANNEL", "redis://127.0.0.1:1/"),
+        ],
+        &["serve"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("connecting the Redis hint channel"),
+        "{stderr}"
+    );
+    assert!(
+        !db.exists(),
+        "the database was created before Redis was checked"
+    );
+
+    let out = run(
+        &[
+            admin,
+            port,
+            ("RAKUTEN_POLL_DB_PATH", "/proc/no-such-dir/polls.db"),
+        ],
+        &["serve"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "opening the SQLite database /proc/no-such-dir/polls.db (RAKUTEN_POLL_DB_PATH)"
+        ),
+        "{stderr}"
+    );
+}

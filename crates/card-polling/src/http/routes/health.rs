@@ -27,6 +27,10 @@ pub struct Health {
     pub database: DatabaseHealth,
     /// Hint channel backend: `memory` or `redis`.
     pub hint_backend: &'static str,
+    /// Whether the hint channel answered this request's reads of its lanes (D-newuser10-1).
+    /// `false` does not make the status `unavailable`: hints are lossy by design and the
+    /// recovery read still finds every due item, one cycle later.
+    pub hint_channel_reachable: bool,
     /// Per task type: execution queue depths per lane, plus the channel lanes' lengths.
     pub queues: Vec<TypeQueues>,
     /// When the last scheduling cycle ran (absent before the first).
@@ -193,14 +197,24 @@ pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeSta
 }
 
 /// `GET /metrics` (accounts that may administer: super_admin, platform): Prometheus text,
-/// [`crate::telemetry`].
+/// [`crate::telemetry`]. A database that does not answer within [`READY_TIMEOUT`] does not fail
+/// the scrape: the item counts are left out and `cardpoll_database_up` is 0, so the outage is
+/// itself on the dashboard (D-newuser10-1); a hint channel that does not answer leaves out its
+/// lane depths and sets `cardpoll_hint_channel_up` to 0.
 pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response, ApiError> {
     auth.require_admin()?;
-    let items = st
-        .store
-        .item_counts()
-        .await
-        .map_err(|e| ApiError::from_store(e, None))?;
+    let items = match tokio::time::timeout(READY_TIMEOUT, st.store.item_counts()).await {
+        Ok(Ok(items)) => Some(items),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "metrics: the database cannot be read");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("metrics: the database did not answer in time");
+            None
+        }
+    };
+    let mut channel_up = true;
     let mut lanes = Vec::new();
     for d in st.scheduler.pool().depths() {
         let tt = d.task_type.clone();
@@ -216,12 +230,22 @@ pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response,
             ("hint_channel", ChannelLane::Hint),
             ("manual_channel", ChannelLane::Manual),
         ] {
-            if let Ok(n) = st.hints.depth(ch, &tt).await {
-                lanes.push((tt.clone(), lane, n));
+            // One failed read marks the channel down; the rest are not tried (each could wait).
+            if !channel_up {
+                continue;
+            }
+            match st.hints.depth(ch, &tt).await {
+                Ok(n) => lanes.push((tt.clone(), lane, n)),
+                Err(_) => channel_up = false,
             }
         }
     }
-    let mut body = crate::telemetry::render_counts(&items, &lanes);
+    let up = crate::telemetry::Up {
+        database: items.is_some(),
+        hint_channel: channel_up,
+    };
+    let mut body =
+        crate::telemetry::render_counts(items.as_deref().unwrap_or_default(), &lanes, up);
     let metrics = st.scheduler.pool().executor().metrics();
     metrics.items_set_aside(st.store.items_set_aside());
     body.push_str(&metrics.render());
@@ -240,18 +264,31 @@ pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2)
 
 async fn full_health(st: &AppState, status: &'static str, database: DatabaseHealth) -> Health {
     let mut queues = Vec::new();
+    let mut reachable = true;
     for execution in st.scheduler.pool().depths() {
         let tt = execution.task_type.clone();
+        // After one failed read the rest are not tried (each could wait its timeout).
+        let mut depth = async |lane| {
+            if !reachable {
+                return None;
+            }
+            let d = st.hints.depth(lane, &tt).await.ok();
+            reachable = d.is_some();
+            d
+        };
+        let hint_lane = depth(ChannelLane::Hint).await;
+        let manual_lane = depth(ChannelLane::Manual).await;
         queues.push(TypeQueues {
             execution,
-            hint_lane: st.hints.depth(ChannelLane::Hint, &tt).await.ok(),
-            manual_lane: st.hints.depth(ChannelLane::Manual, &tt).await.ok(),
+            hint_lane,
+            manual_lane,
         });
     }
     Health {
         status,
         database,
         hint_backend: st.hints.backend(),
+        hint_channel_reachable: reachable,
         queues,
         last_cycle_at: st.scheduler.last_cycle().and_then(|c| c.at),
         clock: st.scheduler.pool().executor().clock_guard().health(),
