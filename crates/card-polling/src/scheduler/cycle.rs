@@ -1,6 +1,7 @@
 //! One scheduling cycle ([`super::Scheduler::run_once`]) and its report.
 //!
-//! Per cycle, for every task type, in this order:
+//! Per cycle, for every task type, in this order (within a step the task types' reads and takes
+//! are sent together):
 //! 1. drain the priority hint lane (up to `drain_max`) to the tail of the execution queue;
 //! 2. drain the ordinary manual trigger lane (up to `drain_max`), plus manual triggers older than
 //!    [`MANUAL_RECOVERY_GRACE`] still queued in the database (a lost manual lane);
@@ -15,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use futures::future::join_all;
 use serde::Serialize;
 
 use rakuten_types::Timestamp;
@@ -110,9 +112,18 @@ impl Scheduler {
         }
         r.phases_us.flush = lap();
         let types = self.pool.executor().task_types().clone();
-        // 1. priority hints
-        for tt in types.all() {
-            match self.hints.take_hints(&tt.name, cfg.drain_max).await {
+        // 1. priority hints. Within a phase the task types are independent (a queue each), so
+        //    their reads go out together, one round trip's wait instead of one per task type
+        //    (D-scale6-4); the phases stay in order.
+        let taken = join_all(
+            types
+                .all()
+                .iter()
+                .map(|tt| self.hints.take_hints(&tt.name, cfg.drain_max)),
+        )
+        .await;
+        for (tt, result) in types.all().iter().zip(taken) {
+            match result {
                 Ok(ids) => {
                     let queued = self.pool.enqueue_priority(&tt.name, &ids);
                     r.hints_taken.insert(tt.name.clone(), ids.len());
@@ -122,24 +133,25 @@ impl Scheduler {
             }
         }
         r.phases_us.hints = lap();
-        // 2. ordinary manual triggers
-        for tt in types.all() {
-            let mut taken = match self.hints.take_manual(&tt.name, cfg.drain_max).await {
+        // 2. ordinary manual triggers: the lane and the recovery read of every task type at once.
+        let grace = now.minus(MANUAL_RECOVERY_GRACE);
+        let taken = join_all(types.all().iter().map(|tt| async move {
+            futures::join!(
+                self.hints.take_manual(&tt.name, cfg.drain_max),
+                self.store
+                    .manual_trigger_queued(&tt.name, grace, cfg.drain_max as i64),
+            )
+        }))
+        .await;
+        for (tt, (lane, recovered)) in types.all().iter().zip(taken) {
+            let mut taken = match lane {
                 Ok(v) => v,
                 Err(e) => {
                     r.errors.push(format!("manual lane {}: {e}", tt.name));
                     vec![]
                 }
             };
-            match self
-                .store
-                .manual_trigger_queued(
-                    &tt.name,
-                    now.minus(MANUAL_RECOVERY_GRACE),
-                    cfg.drain_max as i64,
-                )
-                .await
-            {
+            match recovered {
                 Ok(rows) => taken.extend(rows.into_iter().map(|t| (t.id, t.iccid))),
                 Err(e) => r.errors.push(format!("manual recovery {}: {e}", tt.name)),
             }
@@ -219,7 +231,7 @@ impl Scheduler {
                 takes.push((tt, take, per_shard));
             }
         }
-        let taken = futures::future::join_all(takes.iter().map(|(tt, take, per_shard)| {
+        let taken = join_all(takes.iter().map(|(tt, take, per_shard)| {
             self.store
                 .schedule_take_due(&tt.name, tt.interval, take, *per_shard, now)
         }))
