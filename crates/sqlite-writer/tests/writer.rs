@@ -42,13 +42,18 @@ async fn open(path: &std::path::Path) -> SqliteConnection {
 }
 
 fn insert(v: i64) -> sqlite_writer::Transition<(), TestError> {
+    insert_then(v, Ok(()))
+}
+
+/// Writes `v`, then answers `then`: an `Err` must roll the insert back (its savepoint).
+fn insert_then(v: i64, then: Result<(), TestError>) -> sqlite_writer::Transition<(), TestError> {
     Box::new(move |c: &mut SqliteConnection| {
         async move {
             sqlx::query("INSERT INTO t (v) VALUES ($1)")
                 .bind(v)
                 .execute(&mut *c)
                 .await?;
-            Ok(())
+            then
         }
         .boxed()
     })
@@ -95,20 +100,6 @@ async fn an_abandoned_write_is_skipped_and_the_rest_of_its_batch_commits() {
     assert!(commits >= 1);
 }
 
-/// Writes `v`, then fails: its insert must not survive (its savepoint is rolled back).
-fn insert_then_fail(v: i64) -> sqlite_writer::Transition<(), TestError> {
-    Box::new(move |c: &mut SqliteConnection| {
-        async move {
-            sqlx::query("INSERT INTO t (v) VALUES ($1)")
-                .bind(v)
-                .execute(&mut *c)
-                .await?;
-            Err(TestError::Db("refused after writing".into()))
-        }
-        .boxed()
-    })
-}
-
 /// One batch of five: ok, failed after writing, abandoned, ok, abandoned (last). Each operation's
 /// end releases its savepoint and opens the next one in one round trip; an abandoned operation in
 /// the middle or at the end leaves no savepoint open and the batch commits once.
@@ -121,7 +112,10 @@ async fn one_batch_rolls_back_only_its_failed_write_around_abandoned_ones() {
     let mut cx = std::task::Context::from_waker(&waker);
     // Every write is queued before the writer task runs (single-threaded runtime).
     let mut first = Box::pin(writer.write(insert(10)));
-    let mut failed = Box::pin(writer.write(insert_then_fail(11)));
+    let mut failed = Box::pin(writer.write(insert_then(
+        11,
+        Err(TestError::Db("refused after writing".into())),
+    )));
     let mut gone_middle = Box::pin(writer.write_abandonable(insert(12)));
     let mut fourth = Box::pin(writer.write(insert(13)));
     let mut gone_last = Box::pin(writer.write_abandonable(insert(14)));

@@ -138,35 +138,43 @@ pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response
         .into_response())
 }
 
-/// Reads the open items within [`READY_TIMEOUT`]; a failure or a timeout is `reachable: false`.
-async fn database_health(st: &AppState) -> DatabaseHealth {
-    let unreachable = DatabaseHealth {
-        reachable: false,
-        items: None,
-        oldest_pending_age_secs: None,
-    };
-    match tokio::time::timeout(READY_TIMEOUT, st.store.queue_health()).await {
-        Ok(Ok(q)) => {
-            let now = st.clock.now();
-            DatabaseHealth {
-                reachable: true,
-                items: Some(ItemStatusCounts {
-                    pending: q.pending,
-                    running: q.running,
-                }),
-                oldest_pending_age_secs: q.oldest_pending_enqueued_at.map(|at| {
-                    (now.as_millis().saturating_sub(at.as_millis()).max(0) / 1000) as u64
-                }),
-            }
-        }
+/// `read` within [`READY_TIMEOUT`]; a failure or a timeout is logged as `what` and is `None`.
+async fn within_ready_timeout<T>(
+    what: &str,
+    read: impl std::future::Future<Output = Result<T, crate::store::StoreError>>,
+) -> Option<T> {
+    match tokio::time::timeout(READY_TIMEOUT, read).await {
+        Ok(Ok(v)) => Some(v),
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "health: the database cannot be read");
-            unreachable
+            tracing::warn!(error = %e, "{what}: the database cannot be read");
+            None
         }
         Err(_) => {
-            tracing::warn!("health: the database did not answer in time");
-            unreachable
+            tracing::warn!("{what}: the database did not answer in time");
+            None
         }
+    }
+}
+
+/// Reads the open items within [`READY_TIMEOUT`]; a failure or a timeout is `reachable: false`.
+async fn database_health(st: &AppState) -> DatabaseHealth {
+    let Some(q) = within_ready_timeout("health", st.store.queue_health()).await else {
+        return DatabaseHealth {
+            reachable: false,
+            items: None,
+            oldest_pending_age_secs: None,
+        };
+    };
+    let now = st.clock.now();
+    DatabaseHealth {
+        reachable: true,
+        items: Some(ItemStatusCounts {
+            pending: q.pending,
+            running: q.running,
+        }),
+        oldest_pending_age_secs: q
+            .oldest_pending_enqueued_at
+            .map(|at| (now.as_millis().saturating_sub(at.as_millis()).max(0) / 1000) as u64),
     }
 }
 
@@ -177,22 +185,12 @@ pub async fn livez() -> Json<Envelope<ProbeStatus>> {
 
 /// `GET /readyz`: the database answers within [`READY_TIMEOUT`], else 503.
 pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeStatus>>, ApiError> {
-    match tokio::time::timeout(READY_TIMEOUT, st.store.ping()).await {
-        Ok(Ok(())) => Ok(ok(ProbeStatus { status: "ready" })),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "readiness: the database does not answer");
-            Err(ApiError::generic(
-                ErrorCode::Unavailable,
-                "database unavailable",
-            ))
-        }
-        Err(_) => {
-            tracing::warn!("readiness: the database did not answer in time");
-            Err(ApiError::generic(
-                ErrorCode::Unavailable,
-                "database unavailable",
-            ))
-        }
+    match within_ready_timeout("readiness", st.store.ping()).await {
+        Some(()) => Ok(ok(ProbeStatus { status: "ready" })),
+        None => Err(ApiError::generic(
+            ErrorCode::Unavailable,
+            "database unavailable",
+        )),
     }
 }
 
@@ -203,17 +201,7 @@ pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeSta
 /// lane depths and sets `cardpoll_hint_channel_up` to 0.
 pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response, ApiError> {
     auth.require_admin()?;
-    let items = match tokio::time::timeout(READY_TIMEOUT, st.store.item_counts()).await {
-        Ok(Ok(items)) => Some(items),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "metrics: the database cannot be read");
-            None
-        }
-        Err(_) => {
-            tracing::warn!("metrics: the database did not answer in time");
-            None
-        }
-    };
+    let items = within_ready_timeout("metrics", st.store.item_counts()).await;
     let mut channel_up = true;
     let mut lanes = Vec::new();
     for d in st.scheduler.pool().depths() {
