@@ -82,17 +82,9 @@ pub(crate) mod sqlite {
         (SELECT group_concat(s.source, char(31) ORDER BY s.source) FROM priority_item_sources s WHERE s.item_id = i.id) AS sources, \
         (SELECT group_concat(c.ancestor_id, char(31) ORDER BY c.depth DESC) FROM shop_closure c WHERE c.descendant_id = i.shop_id) AS chain";
 
-    /// Takes up to `$5` due cards of shard `$3` of task type `$2` (due at `$4`), moving them to
-    /// `$1` and stamping `last_polled_at` with `$4` (D-scale5-2); returns each card with its scope code ([`super::card_scope_code_with`]). One writer holds
-    /// the database, so there are no row locks to skip; `rowid` is the cheapest key.
-    pub(crate) const SCHEDULE_TAKE_DUE: &str = concat!(
-        "UPDATE poll_schedule SET next_poll_at = $1, last_polled_at = $4 WHERE rowid IN ( \
-           SELECT rowid FROM poll_schedule WHERE task_type = $2 AND shard = $3 AND next_poll_at <= $4 \
-           ORDER BY next_poll_at LIMIT $5) \
-         RETURNING iccid, ",
-        card_scope_code!("poll_schedule.iccid"),
-        " AS scope"
-    );
+    /// The take's row key and how the `UPDATE` matches it (`sql::schedule::take_due_sql`): one writer
+    /// holds the database, so there are no row locks to skip, and `rowid` is the cheapest key.
+    pub(crate) const TAKE_KEY: (&str, &str) = ("rowid", "rowid");
 
     /// An active binding `b`. `bindings.active` is INTEGER 0/1; the literal `= 1` is what lets the
     /// planner use the partial indexes `… WHERE active = 1`.
@@ -242,18 +234,9 @@ pub(crate) mod postgres {
         (SELECT string_agg(s.source, chr(31) ORDER BY s.source COLLATE \"C\") FROM priority_item_sources s WHERE s.item_id = i.id) AS sources, \
         (SELECT string_agg(c.ancestor_id, chr(31) ORDER BY c.depth DESC) FROM shop_closure c WHERE c.descendant_id = i.shop_id) AS chain";
 
-    /// Takes up to `$5` due cards of shard `$3` of task type `$2` (due at `$4`), moving them to
-    /// `$1` and stamping `last_polled_at` with `$4` (D-scale5-2); returns each card with its scope code ([`super::card_scope_code_with`]). Several
-    /// instances may take at once: `FOR UPDATE SKIP LOCKED` hands each row to one taker without
-    /// waiting; there is no `rowid`, the key is (task type, iccid).
-    pub(crate) const SCHEDULE_TAKE_DUE: &str = concat!(
-        "UPDATE poll_schedule SET next_poll_at = $1, last_polled_at = $4 WHERE task_type = $2 AND iccid IN ( \
-           SELECT iccid FROM poll_schedule WHERE task_type = $2 AND shard = $3 AND next_poll_at <= $4 \
-           ORDER BY next_poll_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
-         RETURNING iccid, ",
-        card_scope_code!("poll_schedule.iccid"),
-        " AS scope"
-    );
+    /// The take's row key and how the `UPDATE` matches it (`sql::schedule::take_due_sql`): there is
+    /// no `rowid`; the key is (task type, iccid), the task type being `$2`.
+    pub(crate) const TAKE_KEY: (&str, &str) = ("iccid", "task_type = $2 AND iccid");
 
     /// An active binding `b`: `bindings.active` is BOOLEAN (no `= 1` between boolean and integer).
     macro_rules! active_binding {

@@ -151,6 +151,7 @@ both!(
     concurrent_enqueues_keep_one_active_item,
     concurrent_claims_grant_one_claimer,
     the_schedule_hands_each_due_card_out_once_per_interval,
+    one_take_limits_each_shard_and_two_at_once_never_share_a_card,
     host_domain_payments_bindings_triggers_and_close,
 );
 
@@ -619,4 +620,85 @@ fn a_package_poll_writes_only_for_a_lapsed_usage_or_a_waiting_one_without_a_vali
     ] {
         assert_eq!(state(l, v, p).needs_write(), write, "{l} {v} {p}");
     }
+}
+
+/// The take is one statement for all the shards asked for (D-scale6-5): each shard gets at most
+/// its share, every card comes back in its own shard's batch, the batches in the order asked, a
+/// shard not asked for is left alone; and two takes at once (two connections on PostgreSQL, where
+/// `SKIP LOCKED` decides) never hand out one card twice, and together hand out every due card.
+async fn one_take_limits_each_shard_and_two_at_once_never_share_a_card(h: &Harness) {
+    use crate::scheduler::shard_queue::shard_of;
+
+    const SHARDS: u32 = 4;
+    let cards: Vec<String> = (100..160).map(|i| format!("8986{i:04}")).collect();
+    h.store
+        .domain_import(
+            &ImportBatch {
+                cards: cards
+                    .iter()
+                    .map(|iccid| CardRow {
+                        iccid: iccid.clone(),
+                        shop_id: "s1".into(),
+                        polling_enabled: true,
+                        stop_locked: false,
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+            h.now(),
+        )
+        .await
+        .unwrap();
+    let types = TaskTypes::parse("card_status=300").unwrap();
+    h.store
+        .schedule_sync(&types, SHARDS, h.now())
+        .await
+        .unwrap();
+    h.clock.advance(Duration::from_secs(300));
+    let interval = Duration::from_secs(300);
+    let per_shard = |shard: u32| {
+        (0..4)
+            .map(|i| format!("8986{i:04}"))
+            .chain(cards.iter().cloned())
+            .filter(|c| shard_of(c, SHARDS) == shard)
+            .count()
+    };
+    assert!(
+        (0..SHARDS).all(|s| per_shard(s) > 3),
+        "every shard holds more than one share"
+    );
+
+    let got = h
+        .store
+        .schedule_take_due("card_status", interval, &[2, 0], 3, h.now())
+        .await
+        .unwrap();
+    assert_eq!(got.iter().map(|b| b.shard).collect::<Vec<_>>(), [2, 0]);
+    for b in &got {
+        assert_eq!(b.cards.len(), 3, "shard {}: {b:?}", b.shard);
+        assert!(
+            b.cards.iter().all(|(c, _)| shard_of(c, SHARDS) == b.shard),
+            "{b:?}"
+        );
+    }
+
+    // The rest of every shard, by two takers at once.
+    let all = [0, 1, 2, 3];
+    let (a, b) = futures::join!(
+        h.store
+            .schedule_take_due("card_status", interval, &all, 1000, h.now()),
+        h.store
+            .schedule_take_due("card_status", interval, &all, 1000, h.now()),
+    );
+    let mut seen: Vec<String> = got
+        .iter()
+        .chain(a.unwrap().iter())
+        .chain(b.unwrap().iter())
+        .flat_map(|b| b.cards.iter().map(|(c, _)| c.clone()))
+        .collect();
+    let handed_out = seen.len();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), handed_out, "a card was handed out twice");
+    assert_eq!(seen.len(), 4 + cards.len(), "every due card was handed out");
 }

@@ -226,6 +226,34 @@ async fn sync_page(
     Ok(written)
 }
 
+/// The scheduler's take for `shards` shards of one task type in ONE statement (D-scale6-5): up to
+/// `$4` due cards (due at `$3`) of each shard `$5…`, moved to `$1` with `last_polled_at` stamped
+/// `$3` (D-scale5-2), returned as `(iccid, shard, scope code)`. Each shard's pick is its own
+/// sub-select (its own `ORDER BY next_poll_at LIMIT`), joined by `UNION ALL`; on PostgreSQL each
+/// pick skips rows another instance's take holds (`SKIP LOCKED`), so no card is handed to two
+/// takers. Built per shard count (a handful of distinct statements, each prepared once).
+fn take_due_sql(shards: usize) -> String {
+    let (key, matched) = dialect::TAKE_KEY;
+    let picks: Vec<String> = (0..shards)
+        .map(|k| {
+            format!(
+                "SELECT k FROM (SELECT {key} AS k FROM poll_schedule WHERE task_type = $2 \
+                 AND shard = ${p} AND next_poll_at <= $3 ORDER BY next_poll_at LIMIT $4{lock}) AS s{k}",
+                p = 5 + k,
+                lock = dialect::lock_row_skip_locked!(),
+            )
+        })
+        .collect();
+    format!(
+        "UPDATE poll_schedule SET next_poll_at = $1, last_polled_at = $3 WHERE {matched} IN ({}) \
+         RETURNING iccid, shard, {} AS scope",
+        picks.join(" UNION ALL "),
+        dialect::card_scope_code!("poll_schedule.iccid"),
+    )
+}
+
+/// Takes the due cards of `shards` of one task type in one statement ([`take_due_sql`]),
+/// grouped back into one batch per shard, in `shards`' order.
 pub(crate) async fn take_due(
     tx: &mut Conn,
     task_type: &str,
@@ -234,21 +262,29 @@ pub(crate) async fn take_due(
     per_shard: i64,
     now: Timestamp,
 ) -> StoreResult<Vec<ShardBatch>> {
-    let mut out = Vec::with_capacity(shards.len());
+    let mut out: Vec<ShardBatch> = shards
+        .iter()
+        .map(|&shard| ShardBatch {
+            shard,
+            cards: Vec::new(),
+        })
+        .collect();
+    if shards.is_empty() {
+        return Ok(out);
+    }
+    let sql = take_due_sql(shards.len());
+    let mut q = sqlx::query_as::<_, (String, i64, Option<i64>)>(sqlx::AssertSqlSafe(sql))
+        .bind(t(now.plus(interval)))
+        .bind(task_type)
+        .bind(t(now))
+        .bind(per_shard);
     for &shard in shards {
-        let rows: Vec<(String, Option<i64>)> = sqlx::query_as(dialect::SCHEDULE_TAKE_DUE)
-            .bind(t(now.plus(interval)))
-            .bind(task_type)
-            .bind(i64::from(shard))
-            .bind(t(now))
-            .bind(per_shard)
-            .fetch_all(&mut *tx)
-            .await?;
-        let cards = rows
-            .into_iter()
-            .map(|(iccid, scope)| (iccid, CardScope::from_code(scope)))
-            .collect();
-        out.push(ShardBatch { shard, cards });
+        q = q.bind(i64::from(shard));
+    }
+    for (iccid, shard, scope) in q.fetch_all(&mut *tx).await? {
+        if let Some(batch) = out.iter_mut().find(|b| i64::from(b.shard) == shard) {
+            batch.cards.push((iccid, CardScope::from_code(scope)));
+        }
     }
     Ok(out)
 }
