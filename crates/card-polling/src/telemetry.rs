@@ -206,7 +206,7 @@ impl PollMetrics {
 /// Whether the scrape's reads of the database and of the hint channel were answered.
 #[derive(Debug, Clone, Copy)]
 pub struct Up {
-    /// The item counts were read.
+    /// The item counts were read and writes are not failing.
     pub database: bool,
     /// Every lane depth was read.
     pub hint_channel: bool,
@@ -224,7 +224,7 @@ pub fn render_counts(
     for (name, help, value) in [
         (
             "cardpoll_database_up",
-            "1 when the database answered this scrape's read, 0 when it did not (the item counts are then absent).",
+            "1 when the database answered this scrape's read and takes writes, 0 when it did not or its last write batch failed (SQLite).",
             up.database,
         ),
         (

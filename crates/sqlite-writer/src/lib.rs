@@ -83,6 +83,9 @@ pub struct WriteStats {
     pub commits: AtomicU64,
     /// Operations run inside them (succeeded or rolled back to their savepoint).
     pub ops: AtomicU64,
+    /// True from a batch whose `BEGIN` or `COMMIT` failed (or whose savepoints broke) until the
+    /// next batch commits: the database takes no writes ([`Writer::failing`]).
+    failing: std::sync::atomic::AtomicBool,
     /// Observer of each commit, set once ([`Writer::on_commit`]).
     on_commit: OnceLock<CommitHook>,
 }
@@ -185,6 +188,13 @@ impl<E: WriterError> Writer<E> {
     /// `(commits, ops)` so far.
     pub fn stats(&self) -> (u64, u64) {
         self.stats.snapshot()
+    }
+
+    /// Whether the last batch failed as a whole (its `BEGIN`, `COMMIT` or savepoints: a full
+    /// disk, an I/O error, a read-only file) and none has committed since: writes are failing.
+    /// Readiness probes report it; an operation's own error does not count.
+    pub fn failing(&self) -> bool {
+        self.stats.failing.load(Ordering::Relaxed)
     }
 
     /// Observes each commit (operations, duration); only the first hook set is kept.
@@ -290,6 +300,15 @@ async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx
     Ok(())
 }
 
+/// Ends whatever is left of the batch's transaction. SQLite may have rolled it back already (after
+/// an I/O error or a full disk it does so itself), so "no transaction is active" is expected and
+/// ignored: the next batch starts from a connection outside any transaction either way.
+async fn roll_back(conn: &mut SqliteConnection) {
+    if let Err(e) = exec(conn, "ROLLBACK").await {
+        tracing::debug!(error = %e, "ROLLBACK after a failed batch (SQLite had ended it)");
+    }
+}
+
 /// Runs several statements in one call (one round trip to sqlx's connection thread); stops at
 /// the first that fails.
 async fn exec_many(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx::Error> {
@@ -309,15 +328,18 @@ async fn run_batch<E: WriterError>(
     }
     let started = Instant::now();
     mark(settings, Mark::BatchBegin);
-    let mut tx = match conn.begin_with("BEGIN IMMEDIATE").await {
-        Ok(tx) => tx,
-        Err(e) => {
-            tracing::error!(error = %e, "BEGIN IMMEDIATE failed; failing the batch");
-            let e = E::from(e);
-            ops.for_each(|op| op.0.fail(e.clone()));
-            return;
-        }
-    };
+    // The transaction is driven with plain statements, not sqlx's `Transaction`: sqlx counts
+    // its depth itself, and when SQLite has already rolled back on its own (an I/O error or a
+    // full disk during COMMIT) sqlx's ROLLBACK fails, the count stays at 1 and every later
+    // `begin` is refused — one full disk wedged the writer until a restart (D-newuser10-6).
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
+        tracing::error!(error = %e, "BEGIN IMMEDIATE failed; failing the batch");
+        stats.failing.store(true, Ordering::Relaxed);
+        let e = E::from(e);
+        ops.for_each(|op| op.0.fail(e.clone()));
+        return;
+    }
+    let tx = conn;
     let mut finishes: Vec<Finish<E>> = Vec::new();
     let mut fatal: Option<E> = None;
     // Whether the savepoint `op` is open: each operation's end releases it and, when another
@@ -328,13 +350,13 @@ async fn run_batch<E: WriterError>(
         if op.0.abandoned() {
             continue;
         }
-        if !open && let Err(e) = exec(&mut tx, "SAVEPOINT op").await {
+        if !open && let Err(e) = exec(tx, "SAVEPOINT op").await {
             let e = E::from(e);
             op.0.fail(e.clone());
             fatal = Some(e);
             break;
         }
-        let (ok, finish) = op.0.run(&mut tx).await;
+        let (ok, finish) = op.0.run(tx).await;
         finishes.push(finish);
         let more = ops.peek().is_some();
         let end = match (ok, more) {
@@ -344,14 +366,14 @@ async fn run_batch<E: WriterError>(
             (false, false) => "ROLLBACK TO op; RELEASE op",
         };
         open = more;
-        if let Err(e) = exec_many(&mut tx, end).await {
+        if let Err(e) = exec_many(tx, end).await {
             fatal = Some(E::from(e));
             break;
         }
     }
     if open && fatal.is_none() {
         // The operations after the last one run were abandoned: close the savepoint they left.
-        if let Err(e) = exec(&mut tx, "RELEASE op").await {
+        if let Err(e) = exec(tx, "RELEASE op").await {
             fatal = Some(E::from(e));
         }
     }
@@ -359,16 +381,18 @@ async fn run_batch<E: WriterError>(
     let outcome = match fatal {
         Some(e) => {
             tracing::error!(error = ?e, "savepoint handling failed; rolling the batch back");
-            let _ = tx.rollback().await;
+            roll_back(tx).await;
+            stats.failing.store(true, Ordering::Relaxed);
             ops.for_each(|op| op.0.fail(e.clone()));
             Some(e)
         }
         None => {
             mark(settings, Mark::CommitStart);
-            let committed = tx.commit().await;
+            let committed = exec(tx, "COMMIT").await;
             mark(settings, Mark::CommitDone);
             match committed {
                 Ok(()) => {
+                    stats.failing.store(false, Ordering::Relaxed);
                     stats.commits.fetch_add(1, Ordering::Relaxed);
                     stats.ops.fetch_add(n, Ordering::Relaxed);
                     if let Some(hook) = stats.on_commit.get() {
@@ -378,6 +402,8 @@ async fn run_batch<E: WriterError>(
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "COMMIT failed; failing the batch");
+                    roll_back(tx).await;
+                    stats.failing.store(true, Ordering::Relaxed);
                     Some(E::from(e))
                 }
             }

@@ -150,3 +150,101 @@ async fn one_batch_rolls_back_only_its_failed_write_around_abandoned_ones() {
         .unwrap();
     assert_eq!(rows, vec![10, 13, 15]);
 }
+
+/// Ends the batch's transaction behind the writer's back, as SQLite itself does after an I/O
+/// error or a full disk, then reports success.
+fn end_the_transaction() -> sqlite_writer::Transition<(), TestError> {
+    Box::new(move |c: &mut SqliteConnection| {
+        async move {
+            sqlx::query("ROLLBACK").execute(&mut *c).await?;
+            Ok(())
+        }
+        .boxed()
+    })
+}
+
+/// A new user's finding (D-newuser10-6): after one COMMIT failed on a full disk, SQLite had rolled
+/// the transaction back itself, sqlx's ROLLBACK then failed, its transaction count stayed at 1
+/// and every later batch was refused ("attempted to call begin_with at non-zero transaction
+/// depth") until a restart. The batch whose transaction SQLite ended fails as a whole, the
+/// writer says it is failing, and the next batch commits.
+#[tokio::test]
+async fn the_writer_recovers_when_sqlite_ended_a_batchs_transaction_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let writer = Writer::start(open(&path).await, Settings::default());
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut before = Box::pin(writer.write(insert(1)));
+    let mut ender = Box::pin(writer.write(end_the_transaction()));
+    assert!(before.as_mut().poll(&mut cx).is_pending());
+    assert!(ender.as_mut().poll(&mut cx).is_pending());
+    assert!(matches!(before.await, Err(TestError::Db(_))));
+    assert!(matches!(ender.await, Err(TestError::Db(_))));
+    assert!(writer.failing(), "a failed batch is reported");
+
+    for v in 2..5 {
+        writer
+            .write(insert(v))
+            .await
+            .expect("the next batches commit");
+    }
+    assert!(!writer.failing());
+    writer.shutdown().await;
+    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .connect()
+        .await
+        .unwrap();
+    let rows: Vec<i64> = sqlx::query_scalar("SELECT v FROM t ORDER BY v")
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(rows, vec![2, 3, 4], "the failed batch left nothing");
+}
+
+/// A COMMIT that fails (here a deferred foreign key, checked only at COMMIT) fails every
+/// operation of its batch, leaves nothing, and the writer goes on with the next batch.
+#[tokio::test]
+async fn a_failed_commit_fails_its_whole_batch_and_the_next_one_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let mut conn = open(&path).await;
+    sqlx::raw_sql(
+        "PRAGMA foreign_keys = ON; \
+         CREATE TABLE child (p INTEGER REFERENCES t (v) DEFERRABLE INITIALLY DEFERRED)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let writer = Writer::start(conn, Settings::default());
+    let orphan: sqlite_writer::Transition<(), TestError> =
+        Box::new(move |c: &mut SqliteConnection| {
+            async move {
+                sqlx::query("INSERT INTO child (p) VALUES (99)")
+                    .execute(&mut *c)
+                    .await?;
+                Ok(())
+            }
+            .boxed()
+        });
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut ok = Box::pin(writer.write(insert(1)));
+    let mut bad = Box::pin(writer.write(orphan));
+    assert!(ok.as_mut().poll(&mut cx).is_pending());
+    assert!(bad.as_mut().poll(&mut cx).is_pending());
+    let (ok, bad) = (ok.await, bad.await);
+    assert!(
+        matches!((&ok, &bad), (Err(TestError::Db(a)), Err(TestError::Db(b))) if a == b && a.contains("FOREIGN KEY")),
+        "{ok:?} {bad:?}"
+    );
+    assert!(writer.failing());
+    writer
+        .write(insert(2))
+        .await
+        .expect("the next batch commits");
+    assert!(!writer.failing());
+    assert_eq!(writer.stats(), (1, 1), "only the last batch committed");
+    writer.shutdown().await;
+}

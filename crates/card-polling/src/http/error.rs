@@ -177,10 +177,10 @@ impl ApiError {
             },
             StoreError::Invalid(m) => Self::invalid(m),
             StoreError::Busy(ref db) => {
-                tracing::warn!(error = %db, "database busy: answering 503");
+                tracing::warn!(error = %db, "database busy or unavailable: answering 503");
                 Self::generic(
                     ErrorCode::Unavailable,
-                    "the database is busy; retry shortly",
+                    "the database is busy or unavailable; retry shortly",
                 )
             }
             StoreError::Raced(what) => {

@@ -33,10 +33,37 @@ pub(crate) fn is_unstorable_text(e: &sqlx::Error) -> bool {
 pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::PoolTimedOut => true,
-        sqlx::Error::Database(db) => match db.code().as_deref() {
-            Some("55P03" | "57014") => true,
-            Some(code) => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
-            None => false,
+        sqlx::Error::Database(db) => {
+            matches!(sqlite_primary_code(&**db), Some(5 | 6))
+                || matches!(db.code().as_deref(), Some("55P03" | "57014"))
+        }
+        _ => false,
+    }
+}
+
+/// SQLite's primary result code (the low byte of its extended code) of an error SQLite raised;
+/// `None` for another engine's (PostgreSQL's SQLSTATEs can be all digits too: `21000`).
+fn sqlite_primary_code(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
+    db.try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
+    db.code()?.parse::<i32>().ok().map(|c| c & 0xff)
+}
+
+/// Whether `e` means the database cannot take the request now for a reason outside the request:
+/// SQLite `SQLITE_READONLY`, `SQLITE_IOERR`, `SQLITE_FULL`, `SQLITE_CANTOPEN` (primary codes 8,
+/// 10, 13, 14); PostgreSQL classes `08` (connection exception) and `53` (insufficient resources:
+/// disk full, out of memory, too many connections) and `57P01`–`57P03` (the server shutting down
+/// or starting); a broken connection. Answered like busy: 503 with `Retry-After`, not a 500
+/// (D-newuser10-6).
+pub(crate) fn is_storage_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => match sqlite_primary_code(&**db) {
+            Some(primary) => matches!(primary, 8 | 10 | 13 | 14),
+            None => db.code().is_some_and(|c| {
+                c.starts_with("08")
+                    || c.starts_with("53")
+                    || matches!(&*c, "57P01" | "57P02" | "57P03")
+            }),
         },
         _ => false,
     }

@@ -70,6 +70,12 @@ pub(crate) mod sqlite {
             self.0.stats()
         }
 
+        /// Whether the last write batch failed as a whole (a full disk, an I/O error, a
+        /// read-only file) and none committed since (`sqlite_writer::Writer::failing`).
+        pub(crate) fn failing(&self) -> bool {
+            self.0.failing()
+        }
+
         /// Observes each commit (writes in it, its duration).
         pub(crate) fn on_commit(&self, hook: sqlite_writer::CommitHook) {
             self.0.on_commit(hook);
@@ -211,6 +217,12 @@ pub(crate) mod postgres {
         /// No group commit: no counters.
         pub(crate) fn stats(&self) -> (u64, u64) {
             (0, 0)
+        }
+
+        /// Every write is its own transaction and fails with its caller; a server that takes no
+        /// writes shows in the reads (`ping`) too.
+        pub(crate) fn failing(&self) -> bool {
+            false
         }
 
         /// No group commit: nothing to observe.

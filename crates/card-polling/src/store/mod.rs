@@ -95,7 +95,7 @@ impl From<sqlx::Error> for StoreError {
             StoreError::Invalid(
                 "a text value holds a character the database cannot store (a NUL byte)".into(),
             )
-        } else if common::is_busy(&e) {
+        } else if common::is_busy(&e) || common::is_storage_unavailable(&e) {
             StoreError::Busy(e.into())
         } else if matches!(e, sqlx::Error::PoolClosed) {
             StoreError::Closed
@@ -733,6 +733,10 @@ pub trait Store: Send + Sync + 'static {
     async fn item_counts(&self) -> StoreResult<Vec<(String, String, i64)>>;
     /// Whether the database answers.
     async fn ping(&self) -> StoreResult<()>;
+    /// Whether writes are failing as a whole: on SQLite the group-commit writer's last batch
+    /// failed (full disk, I/O error, read-only file) and none has committed since
+    /// (D-newuser10-6); always `false` on PostgreSQL.
+    fn writes_failing(&self) -> bool;
     /// The open items by status and the oldest pending item's enqueue instant (`/health`).
     async fn queue_health(&self) -> StoreResult<observe::QueueHealth>;
     /// Stops the store at service stop: queued writes are committed and answered, then every

@@ -399,3 +399,45 @@ fn acknowledged_claims_and_outcomes_survive_kill_9() {
         }
     });
 }
+
+/// A new user's finding (D-newuser10-6): with the disk full, writes answered 500 "internal error"
+/// while `/readyz`, `/health` and `/metrics` said all was well, and after one failed COMMIT the
+/// writer refused every later batch until a restart. Here the write lock held by another
+/// connection past the lock timeout makes the writer's batches fail as a whole: writes answer 503
+/// with `Retry-After`, `/readyz` and `/health` say writes are failing, `cardpoll_database_up` is
+/// 0; once the lock is gone the next write commits and everything says ready again.
+#[tokio::test]
+async fn failing_write_batches_are_a_503_and_unready_and_the_writer_recovers() {
+    use super::helpers::{ADMIN, Backend, PLATFORM, spawn_with};
+    use serde_json::json;
+
+    let app = spawn_with(Backend::Memory, |s| s.db_lock_timeout_ms = 300).await;
+    app.seed().await;
+    let body = json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "disk"});
+    let lock = super::hold_write_lock(&app.settings).await;
+    let (s, v) = app.enqueue(PLATFORM, body.clone()).await;
+    assert_eq!((s, v["code"].as_i64()), (503, Some(1503)), "{v}");
+    assert_eq!(
+        v["msg"],
+        "the database is busy or unavailable; retry shortly"
+    );
+    let (s, v) = app.send(reqwest::Method::GET, "/readyz", None, None).await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(v["msg"], "database unavailable: writes are failing", "{v}");
+    let (s, v) = app.get("/health", ADMIN).await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(v["data"]["database"]["reachable"], true, "{v}");
+    assert_eq!(v["data"]["database"]["writes_failing"], true, "{v}");
+    let (s, m) = app.raw(reqwest::Method::GET, "/metrics", Some(ADMIN)).await;
+    assert_eq!(s, 200);
+    assert!(m.contains("cardpoll_database_up 0"), "{m}");
+
+    lock.close().await.expect("release the lock");
+    let (s, v) = app.enqueue(PLATFORM, body).await;
+    assert_eq!(s, 200, "the next write commits: {v}");
+    let (s, _) = app.send(reqwest::Method::GET, "/readyz", None, None).await;
+    assert_eq!(s, 200);
+    let (s, v) = app.get("/health", ADMIN).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["database"]["writes_failing"], false, "{v}");
+}

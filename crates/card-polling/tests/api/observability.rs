@@ -149,7 +149,7 @@ async fn health_counts_open_items_by_status_and_ages_the_oldest_pending_one() {
     assert_eq!(s, 200, "{v}");
     assert_eq!(
         v["data"]["database"],
-        json!({"reachable": true, "items": {"pending": 0, "running": 0}, "oldest_pending_age_secs": null})
+        json!({"reachable": true, "items": {"pending": 0, "running": 0}, "oldest_pending_age_secs": null, "writes_failing": false})
     );
 
     let (st, v) = app
@@ -173,7 +173,7 @@ async fn health_counts_open_items_by_status_and_ages_the_oldest_pending_one() {
     assert_eq!(v["data"]["status"], "ok");
     assert_eq!(
         v["data"]["database"],
-        json!({"reachable": true, "items": {"pending": 2, "running": 0}, "oldest_pending_age_secs": 100})
+        json!({"reachable": true, "items": {"pending": 2, "running": 0}, "oldest_pending_age_secs": 100, "writes_failing": false})
     );
 }
 
@@ -201,7 +201,7 @@ async fn health_is_503_with_its_state_when_the_items_table_is_gone() {
     assert_eq!(v["data"]["status"], "unavailable", "{v}");
     assert_eq!(
         v["data"]["database"],
-        json!({"reachable": false, "items": null, "oldest_pending_age_secs": null})
+        json!({"reachable": false, "items": null, "oldest_pending_age_secs": null, "writes_failing": false})
     );
     assert!(v["data"]["queues"].is_array(), "{v}");
 }

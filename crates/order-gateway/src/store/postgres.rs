@@ -408,6 +408,11 @@ impl PgStore {
     }
 
     /// [`StoreError::Closed`] once [`Self::shutdown`] has closed the pool.
+    /// Every write is its own transaction and fails with its caller: never "failing" as a whole.
+    pub(crate) fn writes_failing(&self) -> bool {
+        false
+    }
+
     pub(crate) fn ensure_open(&self) -> Result<(), StoreError> {
         if self.pool.is_closed() {
             return Err(StoreError::Closed);

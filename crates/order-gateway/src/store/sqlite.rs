@@ -182,6 +182,12 @@ impl SqliteStore {
         self.writer.on_commit(hook);
     }
 
+    /// Whether the writer's last batch failed as a whole (full disk, I/O error, read-only file,
+    /// a lock held past the busy timeout) and none has committed since (D-newuser10-6).
+    pub(crate) fn writes_failing(&self) -> bool {
+        self.writer.failing()
+    }
+
     /// [`StoreError::Closed`] once [`Self::shutdown`] has begun (the writer takes no more work).
     pub(crate) fn ensure_open(&self) -> Result<(), StoreError> {
         if self.writer.is_open() {

@@ -73,3 +73,26 @@ async fn any_role_sees_the_whole_health_and_a_wrong_token_is_401() {
     .await
     .assert_err(401, 1001);
 }
+
+/// A new user's finding on the shared SQLite writer (D-newuser10-6): while its batches fail as a
+/// whole (a full disk; here the write lock held by another connection past the busy timeout),
+/// `/readyz` is 503; the next batch that commits makes it ready again — the writer is not wedged.
+#[tokio::test]
+async fn readyz_is_503_while_the_sqlite_writer_fails_and_ready_again_once_it_commits() {
+    use sqlx::Connection;
+
+    let app = spawn_app().await;
+    let url = format!("sqlite://{}", app.settings.db_path.display());
+    let mut lock = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    app.submit("po-locked").await.assert_err(503, 1503);
+    probe(&app, "/readyz").await.assert_err(503, 1503);
+    assert_eq!(probe(&app, "/livez").await.assert_ok()["status"], "alive");
+
+    lock.close().await.unwrap();
+    app.submit("po-after").await.assert_ok();
+    assert_eq!(probe(&app, "/readyz").await.assert_ok()["status"], "ready");
+}

@@ -55,6 +55,10 @@ pub struct DatabaseHealth {
     /// Whole seconds since the oldest `pending` item was enqueued, by the service clock; `null`
     /// when none is pending or the database is unreachable.
     pub oldest_pending_age_secs: Option<u64>,
+    /// `true` when the database reads but takes no writes (SQLite: the last write batch failed
+    /// on a full disk, an I/O error or a read-only file, and none committed since); the status
+    /// is then `unavailable` (D-newuser10-6).
+    pub writes_failing: bool,
 }
 
 /// Open priority items by status.
@@ -84,7 +88,8 @@ pub struct TypeQueues {
 pub enum HealthView {
     /// Database state, queue depths and the last cycle (boxed: far larger than the summary).
     Full(Box<Health>),
-    /// `{"status": "ok"|"unavailable", "database": "reachable"|"unreachable"}`.
+    /// `{"status": "ok"|"unavailable", "database": "reachable"|"unreachable"}` (`unreachable` also
+    /// when the database reads but its writes are failing).
     Summary {
         /// `ok` or `unavailable`.
         status: &'static str,
@@ -107,7 +112,7 @@ pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response
         false
     };
     let database = database_health(&st).await;
-    let reachable = database.reachable;
+    let reachable = database.reachable && !database.writes_failing;
     let status = if reachable { "ok" } else { "unavailable" };
     let view = if full {
         HealthView::Full(Box::new(full_health(&st, status, database).await))
@@ -163,6 +168,7 @@ async fn database_health(st: &AppState) -> DatabaseHealth {
             reachable: false,
             items: None,
             oldest_pending_age_secs: None,
+            writes_failing: st.store.writes_failing(),
         };
     };
     let now = st.clock.now();
@@ -175,6 +181,7 @@ async fn database_health(st: &AppState) -> DatabaseHealth {
         oldest_pending_age_secs: q
             .oldest_pending_enqueued_at
             .map(|at| (now.as_millis().saturating_sub(at.as_millis()).max(0) / 1000) as u64),
+        writes_failing: st.store.writes_failing(),
     }
 }
 
@@ -185,6 +192,13 @@ pub async fn livez() -> Json<Envelope<ProbeStatus>> {
 
 /// `GET /readyz`: the database answers within [`READY_TIMEOUT`], else 503.
 pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeStatus>>, ApiError> {
+    if st.store.writes_failing() {
+        tracing::warn!("readiness: the database takes no writes (the last write batch failed)");
+        return Err(ApiError::generic(
+            ErrorCode::Unavailable,
+            "database unavailable: writes are failing",
+        ));
+    }
     match within_ready_timeout("readiness", st.store.ping()).await {
         Some(()) => Ok(ok(ProbeStatus { status: "ready" })),
         None => Err(ApiError::generic(
@@ -229,7 +243,7 @@ pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response,
         }
     }
     let up = crate::telemetry::Up {
-        database: items.is_some(),
+        database: items.is_some() && !st.store.writes_failing(),
         hint_channel: channel_up,
     };
     let mut body =

@@ -215,6 +215,10 @@ impl Store for SqlStore {
         observe::ping(&self.pool).await
     }
 
+    fn writes_failing(&self) -> bool {
+        self.writer.failing()
+    }
+
     async fn queue_health(&self) -> StoreResult<crate::store::observe::QueueHealth> {
         observe::queue_health(&self.pool).await
     }

@@ -185,6 +185,10 @@ impl OrderStore for Store {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.ensure_open()?;
+        if self.writes_failing() {
+            // Reads still answer, but a lease or a report could not be recorded (D-newuser10-6).
+            return Err(StoreError::Closed);
+        }
         bounded(observe::ping(self.read_pool())).await
     }
 
