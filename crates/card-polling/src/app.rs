@@ -51,6 +51,14 @@ impl std::fmt::Debug for Application {
     }
 }
 
+/// A database or Redis URL as start-up errors may print it: scheme, host, port and path, never
+/// its password ([`crate::upstream::http::redact_url`]).
+fn printable_url(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .map(|u| crate::upstream::http::redact_url(&u))
+        .unwrap_or_else(|_| "(unparsable URL)".into())
+}
+
 /// Connects the configured hint channel.
 ///
 /// # Errors
@@ -68,7 +76,12 @@ pub async fn connect_hints(settings: &Settings) -> anyhow::Result<Hints> {
             Arc::new(
                 RedisChannel::connect(url.expose(), ca)
                     .await
-                    .context("connecting the Redis hint channel")?,
+                    .with_context(|| {
+                        format!(
+                            "connecting the Redis hint channel {} (RAKUTEN_POLL_HINT_CHANNEL)",
+                            printable_url(url.expose())
+                        )
+                    })?,
             )
         }
     };
@@ -97,19 +110,20 @@ impl Application {
         // The hint channel first: a Redis that does not answer stops the start before any
         // migration changed the database (D-newuser10-2).
         let hints = connect_hints(&settings).await?;
+        let database = match &settings.db_url {
+            Some(url) => format!("{} (RAKUTEN_POLL_DB_URL)", printable_url(url.expose())),
+            None => format!("{} (RAKUTEN_POLL_DB_PATH)", settings.db_path.display()),
+        };
         let (sqlite, postgres, store): (_, _, Arc<dyn Store>) = match &settings.db_url {
             Some(url) => {
-                // Only the URL's scheme, host, port and database are printed (it may hold a
-                // password).
-                let shown = reqwest::Url::parse(url.expose())
-                    .map(|u| crate::upstream::http::redact_url(&u))
-                    .unwrap_or_else(|_| "(unparsable URL)".into());
+                // `database` shows only the URL's scheme, host, port and database (it may hold
+                // a password).
                 let pg = PgStore::open_with(url.expose(), lock_timeout)
                     .await
                     .with_context(|| {
                         format!(
-                            "opening the PostgreSQL database {shown} (RAKUTEN_POLL_DB_URL): is it \
-                             running and reachable, and does the database exist?"
+                            "opening the PostgreSQL database {database}: is it running and \
+                             reachable, and does the database exist?"
                         )
                     })?
                     .with_instance(&instance);
@@ -120,16 +134,20 @@ impl Application {
                     .await
                     .with_context(|| {
                         format!(
-                            "opening the SQLite database {} (RAKUTEN_POLL_DB_PATH): the file and \
-                             its folder must be writable (WAL mode writes beside it)",
-                            settings.db_path.display()
+                            "opening the SQLite database {database}: the file must be an SQLite \
+                             database, and it and its folder writable (WAL mode writes beside it)"
                         )
                     })?
                     .with_instance(&instance);
                 (Some(sqlite.clone()), None, Arc::new(sqlite))
             }
         };
-        let enabled_at = store.meta_feature_enabled_at(clock.now()).await?;
+        // The first write: a database that opens but cannot be written (a read-only file) fails
+        // here, so it is named here too.
+        let enabled_at = store
+            .meta_feature_enabled_at(clock.now())
+            .await
+            .with_context(|| format!("writing to the database {database}"))?;
         tracing::info!(%enabled_at, "priority polling feature enabled since");
         let synced = store
             .schedule_sync(&settings.task_types, settings.shards, clock.now())

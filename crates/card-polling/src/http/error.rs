@@ -225,6 +225,13 @@ impl IntoResponse for ApiError {
                 axum::http::HeaderValue::from_static("1"),
             );
         }
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 9110 §11.6.1: a 401 names the scheme it wants (D-newuser10-7).
+            resp.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
         if self.status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
             // The one coding a body may be in (RFC 9110 §15.5.16).
             resp.headers_mut().insert(

@@ -39,7 +39,16 @@ fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
 async fn metrics_parse_and_move_when_an_item_is_enqueued_and_executed() {
     let app = spawn_seeded().await;
     let s = scrape(&app).await;
-    assert_eq!(value(&s, "cardpoll_items", &[("status", "pending")]), 0.0);
+    // Present and 0, not absent, with nothing open (D-newuser10-7).
+    for status in ["pending", "running"] {
+        assert!(
+            s.samples.iter().any(|x| x.metric == "cardpoll_items"
+                && x.labels.get("status") == Some(status)
+                && x.labels.get("task_type") == Some("package")
+                && matches!(x.value, Value::Gauge(v) if v == 0.0)),
+            "{status}"
+        );
+    }
 
     let (st, v) = app
         .enqueue(
@@ -88,6 +97,17 @@ async fn metrics_need_an_administering_account() {
     let app = spawn_seeded().await;
     let (s, _) = app.raw(reqwest::Method::GET, "/metrics", None).await;
     assert_eq!(s, 401);
+    // RFC 9110 §11.6.1: a 401 names its scheme (D-newuser10-7).
+    let resp = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers().get("www-authenticate").map(|v| v.to_str().unwrap()),
+        Some("Bearer")
+    );
     let (s, _) = app
         .raw(reqwest::Method::GET, "/metrics", Some(AGENT_A))
         .await;

@@ -157,12 +157,29 @@ fn start_up_failures_name_what_failed_and_touch_nothing_first() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("connecting the Redis hint channel"),
+        stderr.contains(
+            "connecting the Redis hint channel redis://127.0.0.1:1/ (RAKUTEN_POLL_HINT_CHANNEL)"
+        ),
         "{stderr}"
     );
     assert!(
         !db.exists(),
         "the database was created before Redis was checked"
+    );
+
+    // A file that is not an SQLite database is named with its setting too.
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(&garbage, vec![b'x'; 8192]).unwrap();
+    let garbage_s = garbage.to_str().unwrap();
+    let out = run(
+        &[admin, port, ("RAKUTEN_POLL_DB_PATH", garbage_s)],
+        &["serve"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{garbage_s} (RAKUTEN_POLL_DB_PATH)")),
+        "{stderr}"
     );
 
     let out = run(

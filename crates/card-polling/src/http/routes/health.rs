@@ -215,7 +215,23 @@ pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeSta
 /// lane depths and sets `cardpoll_hint_channel_up` to 0.
 pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response, ApiError> {
     auth.require_admin()?;
-    let items = within_ready_timeout("metrics", st.store.item_counts()).await;
+    let items = within_ready_timeout("metrics", st.store.item_counts())
+        .await
+        .map(|found| {
+            // Every configured task type's `pending` and `running` series, 0 when none is open:
+            // an absent series cannot be told from a failed scrape (D-newuser10-7).
+            let mut all: Vec<(String, String, i64)> = Vec::new();
+            for tt in st.task_types.names() {
+                for status in ["pending", "running"] {
+                    let n = found
+                        .iter()
+                        .find(|(s, t, _)| s == status && *t == tt)
+                        .map_or(0, |(_, _, n)| *n);
+                    all.push((status.to_owned(), tt.clone(), n));
+                }
+            }
+            all
+        });
     let mut channel_up = true;
     let mut lanes = Vec::new();
     for d in st.scheduler.pool().depths() {
