@@ -85,15 +85,7 @@ async fn an_abandoned_write_is_skipped_and_the_rest_of_its_batch_commits() {
         Err(TestError::Closed)
     ));
 
-    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .connect()
-        .await
-        .unwrap();
-    let rows: Vec<i64> = sqlx::query_scalar("SELECT v FROM t ORDER BY v")
-        .fetch_all(&mut c)
-        .await
-        .unwrap();
+    let rows = committed(&path).await;
     assert_eq!(rows, vec![2, 3], "the abandoned write never ran");
     let (commits, ops) = writer.stats();
     assert_eq!(ops, 3, "the abandoned write is not counted");
@@ -139,28 +131,33 @@ async fn one_batch_rolls_back_only_its_failed_write_around_abandoned_ones() {
         "one batch of three, then one of one"
     );
 
-    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .connect()
-        .await
-        .unwrap();
-    let rows: Vec<i64> = sqlx::query_scalar("SELECT v FROM t ORDER BY v")
-        .fetch_all(&mut c)
-        .await
-        .unwrap();
+    let rows = committed(&path).await;
     assert_eq!(rows, vec![10, 13, 15]);
 }
 
-/// Ends the batch's transaction behind the writer's back, as SQLite itself does after an I/O
-/// error or a full disk, then reports success.
-fn end_the_transaction() -> sqlite_writer::Transition<(), TestError> {
+/// Runs `sql` and reports success: `ROLLBACK` ends the batch's transaction behind the writer's
+/// back, as SQLite itself does after an I/O error or a full disk.
+fn run_sql(sql: &'static str) -> sqlite_writer::Transition<(), TestError> {
     Box::new(move |c: &mut SqliteConnection| {
         async move {
-            sqlx::query("ROLLBACK").execute(&mut *c).await?;
+            sqlx::query(sql).execute(&mut *c).await?;
             Ok(())
         }
         .boxed()
     })
+}
+
+/// The committed values of `t`, read by a connection of its own.
+async fn committed(path: &std::path::Path) -> Vec<i64> {
+    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query_scalar("SELECT v FROM t ORDER BY v")
+        .fetch_all(&mut c)
+        .await
+        .unwrap()
 }
 
 /// A new user's finding (D-newuser10-6): after one COMMIT failed on a full disk, SQLite had rolled
@@ -176,7 +173,7 @@ async fn the_writer_recovers_when_sqlite_ended_a_batchs_transaction_itself() {
     let waker = futures::task::noop_waker();
     let mut cx = std::task::Context::from_waker(&waker);
     let mut before = Box::pin(writer.write(insert(1)));
-    let mut ender = Box::pin(writer.write(end_the_transaction()));
+    let mut ender = Box::pin(writer.write(run_sql("ROLLBACK")));
     assert!(before.as_mut().poll(&mut cx).is_pending());
     assert!(ender.as_mut().poll(&mut cx).is_pending());
     assert!(matches!(before.await, Err(TestError::Db(_))));
@@ -191,15 +188,7 @@ async fn the_writer_recovers_when_sqlite_ended_a_batchs_transaction_itself() {
     }
     assert!(!writer.failing());
     writer.shutdown().await;
-    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .connect()
-        .await
-        .unwrap();
-    let rows: Vec<i64> = sqlx::query_scalar("SELECT v FROM t ORDER BY v")
-        .fetch_all(&mut c)
-        .await
-        .unwrap();
+    let rows = committed(&path).await;
     assert_eq!(rows, vec![2, 3, 4], "the failed batch left nothing");
 }
 
@@ -218,16 +207,7 @@ async fn a_failed_commit_fails_its_whole_batch_and_the_next_one_commits() {
     .await
     .unwrap();
     let writer = Writer::start(conn, Settings::default());
-    let orphan: sqlite_writer::Transition<(), TestError> =
-        Box::new(move |c: &mut SqliteConnection| {
-            async move {
-                sqlx::query("INSERT INTO child (p) VALUES (99)")
-                    .execute(&mut *c)
-                    .await?;
-                Ok(())
-            }
-            .boxed()
-        });
+    let orphan = run_sql("INSERT INTO child (p) VALUES (99)");
     let waker = futures::task::noop_waker();
     let mut cx = std::task::Context::from_waker(&waker);
     let mut ok = Box::pin(writer.write(insert(1)));
