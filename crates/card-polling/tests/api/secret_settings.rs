@@ -117,50 +117,40 @@ fn help_never_shows_secret_env_values() {
 #[test]
 fn start_up_failures_name_what_failed_and_touch_nothing_first() {
     let dir = tempfile::tempdir().unwrap();
-    let admin = ("RAKUTEN_POLL_ADMIN_TOKEN", "startup-admin-token-0123");
-    let port = ("RAKUTEN_POLL_PORT", "0");
+    // `serve` with `env` (besides a token and port 0) fails, its stderr holds `expected`.
+    let fails_with = |env: &[(&str, &str)], expected: &str| -> String {
+        let mut all = vec![
+            ("RAKUTEN_POLL_ADMIN_TOKEN", "startup-admin-token-0123"),
+            ("RAKUTEN_POLL_PORT", "0"),
+        ];
+        all.extend_from_slice(env);
+        let out = run(&all, &["serve"]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+        stderr
+    };
 
     // Port 1 on loopback refuses at once.
-    let out = run(
+    let stderr = fails_with(
         &[
-            admin,
-            port,
             (
                 "RAKUTEN_POLL_DB_URL",
                 "postgres://u:StartPa55@127.0.0.1:1/polls",
             ),
             ("RAKUTEN_POLL_DB_LOCK_TIMEOUT_MS", "300"),
         ],
-        &["serve"],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(
-            "opening the PostgreSQL database postgres://127.0.0.1:1/polls (RAKUTEN_POLL_DB_URL)"
-        ),
-        "{stderr}"
+        "opening the PostgreSQL database postgres://127.0.0.1:1/polls (RAKUTEN_POLL_DB_URL)",
     );
     assert!(!stderr.contains("StartPa55"), "{stderr}");
 
     let db = dir.path().join("polls.db");
-    let db_s = db.to_str().unwrap();
-    let out = run(
+    fails_with(
         &[
-            admin,
-            port,
-            ("RAKUTEN_POLL_DB_PATH", db_s),
+            ("RAKUTEN_POLL_DB_PATH", db.to_str().unwrap()),
             ("RAKUTEN_POLL_HINT_CHANNEL", "redis://127.0.0.1:1/"),
         ],
-        &["serve"],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(
-            "connecting the Redis hint channel redis://127.0.0.1:1/ (RAKUTEN_POLL_HINT_CHANNEL)"
-        ),
-        "{stderr}"
+        "connecting the Redis hint channel redis://127.0.0.1:1/ (RAKUTEN_POLL_HINT_CHANNEL)",
     );
     assert!(
         !db.exists(),
@@ -170,32 +160,14 @@ fn start_up_failures_name_what_failed_and_touch_nothing_first() {
     // A file that is not an SQLite database is named with its setting too.
     let garbage = dir.path().join("garbage.db");
     std::fs::write(&garbage, vec![b'x'; 8192]).unwrap();
-    let garbage_s = garbage.to_str().unwrap();
-    let out = run(
-        &[admin, port, ("RAKUTEN_POLL_DB_PATH", garbage_s)],
-        &["serve"],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(&format!("{garbage_s} (RAKUTEN_POLL_DB_PATH)")),
-        "{stderr}"
+    let garbage = garbage.to_str().unwrap();
+    fails_with(
+        &[("RAKUTEN_POLL_DB_PATH", garbage)],
+        &format!("{garbage} (RAKUTEN_POLL_DB_PATH)"),
     );
 
-    let out = run(
-        &[
-            admin,
-            port,
-            ("RAKUTEN_POLL_DB_PATH", "/proc/no-such-dir/polls.db"),
-        ],
-        &["serve"],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(
-            "opening the SQLite database /proc/no-such-dir/polls.db (RAKUTEN_POLL_DB_PATH)"
-        ),
-        "{stderr}"
+    fails_with(
+        &[("RAKUTEN_POLL_DB_PATH", "/proc/no-such-dir/polls.db")],
+        "opening the SQLite database /proc/no-such-dir/polls.db (RAKUTEN_POLL_DB_PATH)",
     );
 }
