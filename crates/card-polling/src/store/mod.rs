@@ -105,6 +105,28 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+impl StoreError {
+    /// The same error about one import row (see [`import_row`]): the request's fault (conflict,
+    /// invalid) says which row; any other error is not about a row and stays as it is.
+    pub fn at_row(self, row: &str) -> Self {
+        match self {
+            StoreError::Conflict(m) => StoreError::Conflict(format!("{row}: {m}")),
+            StoreError::Invalid(m) => StoreError::Invalid(format!("{row}: {m}")),
+            e => e,
+        }
+    }
+}
+
+/// Names one row of an import in an error message: `cards row 17 (iccid 8981…)`, where `n` is
+/// the row's 1-based position in its list of the request and `key` the row's key name and value
+/// (D-newuser11-1). A key that is not a well-formed identifier is left out, never echoed.
+pub fn import_row(list: &str, n: usize, key: Option<(&str, &str)>) -> String {
+    match key.filter(|(_, v)| crate::domain::parse_key("key", v).is_ok()) {
+        Some((name, v)) => format!("{list} row {n} ({name} {v})"),
+        None => format!("{list} row {n}"),
+    }
+}
+
 impl sqlite_writer::WriterError for StoreError {
     fn closed() -> Self {
         StoreError::Closed

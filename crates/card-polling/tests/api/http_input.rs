@@ -200,6 +200,44 @@ async fn malformed_requests_get_422_413_or_404_envelopes() {
     assert_eq!(v["data"]["cards"], 1500);
 }
 
+/// New-user trial 11: a refused import said "card already exists" or "card refers to an unknown
+/// row" without saying which of thousands of rows. Every refusal, checked at the edge or by the
+/// database, now names the row by its 1-based position in its list and its key; nothing is
+/// imported (D-newuser11-1).
+#[tokio::test]
+async fn an_import_refusal_names_the_row_by_position_and_iccid() {
+    let app = spawn_seeded().await;
+    let cards = |bad: Value| {
+        let mut v: Vec<Value> = (0..20)
+            .map(|i| json!({"iccid": format!("8981{i:016}"), "shop_id": "B"}))
+            .collect();
+        v[16] = bad;
+        json!({ "cards": v })
+    };
+    let cases = [
+        // Checked at the edge.
+        (cards(json!({"iccid": "8981BAD", "shop_id": "a/b"})), 422, "cards row 17 (iccid 8981BAD): "),
+        // The database: an existing card, a card listed twice, an unknown shop.
+        (cards(json!({"iccid": "CA1", "shop_id": "B"})), 409, "cards row 17 (iccid CA1): card already exists"),
+        (cards(json!({"iccid": "89810000000000000003", "shop_id": "B"})), 409, "cards row 17 (iccid 89810000000000000003): card already exists"),
+        (cards(json!({"iccid": "8981NOSHOP", "shop_id": "NOSHOP"})), 422, "cards row 17 (iccid 8981NOSHOP): card refers to an unknown row"),
+        // Row by row with other lists: a device and a binding.
+        (json!({"devices": [{"device_no": "DEV9", "shop_id": "B"}, {"device_no": "DEV1", "shop_id": "B"}]}), 409, "devices row 2 (device_no DEV1): device already exists"),
+        (json!({"bindings": [{"device_no": "DEV1", "iccid": "NOCARD"}]}), 422, "bindings row 1 (iccid NOCARD): "),
+    ];
+    for (body, status, msg) in cases {
+        let (s, v) = app.post("/api/admin/import", ADMIN, body).await;
+        assert_eq!(s, status, "{v}");
+        let got = v["msg"].as_str().unwrap_or_default();
+        assert!(got.starts_with(msg), "want {msg:?}, got {v}");
+    }
+    // Nothing of a refused import was stored: the same cards, the bad row fixed, all go in.
+    let (s, v) = app
+        .post("/api/admin/import", ADMIN, cards(json!({"iccid": "8981OK", "shop_id": "B"})))
+        .await;
+    assert_eq!((s, &v["data"]["cards"]), (200, &json!(20)), "{v}");
+}
+
 /// New-user trial (issue #14): `task_types: []` read as "every task type"; an explicit empty list
 /// is now a 422, an absent one still means every configured type.
 #[tokio::test]

@@ -12,10 +12,16 @@ use crate::http::auth::Auth;
 use crate::http::error::ApiError;
 use crate::http::extract::Json as Body;
 use crate::http::{AppState, ok};
-use crate::store::{ImportBatch, ImportCounts};
+use crate::store::{ImportBatch, ImportCounts, import_row};
 
 /// Most rows of one kind per import.
 pub const MAX_IMPORT_ROWS: usize = 200_000;
+
+/// `e` about the `i`-th (0-based) row of `list`, named as the store names it (D-newuser11-1).
+fn at_row(mut e: ApiError, list: &str, i: usize, key: (&str, &str)) -> ApiError {
+    e.msg = format!("{}: {}", import_row(list, i + 1, Some(key)), e.msg);
+    e
+}
 
 fn check(batch: &ImportBatch) -> Result<(), ApiError> {
     let kinds = [
@@ -32,51 +38,54 @@ fn check(batch: &ImportBatch) -> Result<(), ApiError> {
             )));
         }
     }
-    for s in &batch.shops {
-        key("shop id", &s.id)?;
+    for (i, s) in batch.shops.iter().enumerate() {
+        let at = |e: ApiError| at_row(e, "shops", i, ("id", &s.id));
+        key("shop id", &s.id).map_err(at)?;
         if let Some(p) = &s.parent_id {
-            key("parent shop id", p)?;
+            key("parent shop id", p).map_err(at)?;
         }
         if s.name.chars().count() > 200 {
-            return Err(ApiError::invalid("shop name longer than 200 characters"));
+            return Err(at(ApiError::invalid(
+                "shop name longer than 200 characters",
+            )));
         }
     }
-    for a in &batch.accounts {
-        key("account id", &a.id)?;
+    for (i, a) in batch.accounts.iter().enumerate() {
+        let at = |e: ApiError| at_row(e, "accounts", i, ("id", &a.id));
+        key("account id", &a.id).map_err(at)?;
         if a.id == "admin" {
-            return Err(ApiError::invalid("account id admin is reserved"));
+            return Err(at(ApiError::invalid("account id admin is reserved")));
         }
         let n = a.token.chars().count();
         if !(16..=256).contains(&n) || a.token.chars().any(|c| c.is_control() || c == ' ') {
-            return Err(ApiError::invalid(format!(
-                "account {}: token must be 16-256 characters without spaces",
-                a.id
+            return Err(at(ApiError::invalid(
+                "token must be 16-256 characters without spaces",
             )));
         }
         if let Some(s) = &a.shop_id {
-            key("account shop id", s)?;
+            key("account shop id", s).map_err(at)?;
         }
         if a.role == Role::Agent && a.shop_id.is_none() {
-            return Err(ApiError::invalid(format!(
-                "agent account {} needs a shop_id",
-                a.id
-            )));
+            return Err(at(ApiError::invalid("an agent account needs a shop_id")));
         }
     }
-    for c in &batch.cards {
-        key("iccid", &c.iccid)?;
-        key("card shop id", &c.shop_id)?;
+    for (i, c) in batch.cards.iter().enumerate() {
+        let at = |e: ApiError| at_row(e, "cards", i, ("iccid", &c.iccid));
+        key("iccid", &c.iccid).map_err(at)?;
+        key("card shop id", &c.shop_id).map_err(at)?;
     }
-    for d in &batch.devices {
-        key("device_no", &d.device_no)?;
-        key("device shop id", &d.shop_id)?;
+    for (i, d) in batch.devices.iter().enumerate() {
+        let at = |e: ApiError| at_row(e, "devices", i, ("device_no", &d.device_no));
+        key("device_no", &d.device_no).map_err(at)?;
+        key("device shop id", &d.shop_id).map_err(at)?;
         if let Some(s) = &d.reported_slot_iccid {
-            key("reported slot iccid", s)?;
+            key("reported slot iccid", s).map_err(at)?;
         }
     }
-    for b in &batch.bindings {
-        key("binding device_no", &b.device_no)?;
-        key("binding iccid", &b.iccid)?;
+    for (i, b) in batch.bindings.iter().enumerate() {
+        let at = |e: ApiError| at_row(e, "bindings", i, ("iccid", &b.iccid));
+        key("binding device_no", &b.device_no).map_err(at)?;
+        key("binding iccid", &b.iccid).map_err(at)?;
     }
     Ok(())
 }

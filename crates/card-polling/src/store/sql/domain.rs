@@ -17,7 +17,7 @@ use crate::priority::TriggerType;
 use crate::store::common::account_from_row;
 use crate::store::{
     Demand, EnqueuedItem, ImportBatch, ImportCounts, OrderView, PackagePollOutcome,
-    PaymentCallback, PaymentOutcome, StoreError, StoreResult,
+    PaymentCallback, PaymentOutcome, StoreError, StoreResult, import_row,
 };
 
 const PACKAGE_PERIOD: Duration = Duration::from_secs(PACKAGE_PERIOD_DAYS * 86_400);
@@ -56,30 +56,43 @@ async fn shop_exists(conn: &mut Conn, id: &str) -> StoreResult<bool> {
     )
 }
 
+/// Where a part of an import starts in the request's lists (0-based; D-gc-2 splits a large
+/// import into parts), so that an error names the row by its position in the request.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RowBase {
+    pub(crate) cards: usize,
+    pub(crate) devices: usize,
+    pub(crate) bindings: usize,
+}
+
+/// Inserts the batch one row at a time; an error about a row names it ([`import_row`]).
 pub(crate) async fn import(
     tx: &mut Conn,
     batch: &ImportBatch,
+    base: RowBase,
     now: Timestamp,
 ) -> StoreResult<ImportCounts> {
     let mut counts = ImportCounts::default();
+    let shop_row = |i: usize, s: &crate::domain::Shop| import_row("shops", i + 1, Some(("id", &s.id)));
     // Shops in any order: insert those whose parent exists until no progress is made.
-    let mut left: Vec<&crate::domain::Shop> = batch.shops.iter().collect();
+    let mut left: Vec<(usize, &crate::domain::Shop)> = batch.shops.iter().enumerate().collect();
     let mut seen = HashSet::new();
-    for s in &left {
+    for (i, s) in &left {
         if !seen.insert(s.id.as_str()) {
-            return Err(StoreError::Invalid(format!("shop {} listed twice", s.id)));
+            return Err(StoreError::Invalid(format!("shop {} listed twice", s.id))
+                .at_row(&shop_row(*i, s)));
         }
     }
     while !left.is_empty() {
         let mut next = Vec::new();
         let before = left.len();
-        for s in left {
+        for (i, s) in left {
             let parent_ok = match &s.parent_id {
                 None => true,
                 Some(p) => shop_exists(tx, p).await?,
             };
             if !parent_ok {
-                next.push(s);
+                next.push((i, s));
                 continue;
             }
             sqlx::query("INSERT INTO shops (id, parent_id, name) VALUES ($1, $2, $3)")
@@ -88,7 +101,7 @@ pub(crate) async fn import(
                 .bind(&s.name)
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| map_constraint(e, "shop"))?;
+                .map_err(|e| map_constraint(e, "shop").at_row(&shop_row(i, s)))?;
             sqlx::query(
                 "INSERT INTO shop_closure (ancestor_id, descendant_id, depth) \
                  SELECT ancestor_id, $1, depth + 1 FROM shop_closure WHERE descendant_id = $2 \
@@ -101,14 +114,15 @@ pub(crate) async fn import(
             counts.shops += 1;
         }
         if next.len() == before {
-            return Err(StoreError::Invalid(format!(
-                "shop {} has an unknown parent",
-                next[0].id
-            )));
+            let (i, s) = next[0];
+            return Err(
+                StoreError::Invalid(format!("shop {} has an unknown parent", s.id))
+                    .at_row(&shop_row(i, s)),
+            );
         }
         left = next;
     }
-    for a in &batch.accounts {
+    for (i, a) in batch.accounts.iter().enumerate() {
         sqlx::query(
             "INSERT INTO accounts (id, role, shop_id, token_sha256, perm_manual_trigger, perm_card_data) \
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -121,7 +135,10 @@ pub(crate) async fn import(
         .bind(a.perm_card_data)
         .execute(&mut *tx)
         .await
-        .map_err(|e| map_constraint(e, "account (id or token)"))?;
+        .map_err(|e| {
+            map_constraint(e, "account (id or token)")
+                .at_row(&import_row("accounts", i + 1, Some(("id", &a.id))))
+        })?;
         counts.accounts += 1;
     }
     let schedule = if batch.cards.is_empty() {
@@ -134,7 +151,7 @@ pub(crate) async fn import(
         }
         super::schedule::schedule_config(tx).await?
     };
-    for c in &batch.cards {
+    for (i, c) in batch.cards.iter().enumerate() {
         sqlx::query(
             "INSERT INTO cards (iccid, shop_id, polling_enabled, stop_locked) VALUES ($1, $2, $3, $4)",
         )
@@ -144,13 +161,19 @@ pub(crate) async fn import(
         .bind(c.stop_locked)
         .execute(&mut *tx)
         .await
-        .map_err(|e| map_constraint(e, "card"))?;
+        .map_err(|e| {
+            map_constraint(e, "card").at_row(&import_row(
+                "cards",
+                base.cards + i + 1,
+                Some(("iccid", &c.iccid)),
+            ))
+        })?;
         if let Some(cfg) = &schedule {
             super::schedule::schedule_insert_card(tx, cfg, &c.iccid, now).await?;
         }
         counts.cards += 1;
     }
-    for d in &batch.devices {
+    for (i, d) in batch.devices.iter().enumerate() {
         sqlx::query(
             "INSERT INTO devices (device_no, shop_id, polling_enabled, reported_slot_iccid) VALUES ($1, $2, $3, $4)",
         )
@@ -160,11 +183,23 @@ pub(crate) async fn import(
         .bind(&d.reported_slot_iccid)
         .execute(&mut *tx)
         .await
-        .map_err(|e| map_constraint(e, "device"))?;
+        .map_err(|e| {
+            map_constraint(e, "device").at_row(&import_row(
+                "devices",
+                base.devices + i + 1,
+                Some(("device_no", &d.device_no)),
+            ))
+        })?;
         counts.devices += 1;
     }
-    for b in &batch.bindings {
-        binding_upsert(tx, b).await?;
+    for (i, b) in batch.bindings.iter().enumerate() {
+        binding_upsert(tx, b).await.map_err(|e| {
+            e.at_row(&import_row(
+                "bindings",
+                base.bindings + i + 1,
+                Some(("iccid", &b.iccid)),
+            ))
+        })?;
         counts.bindings += 1;
     }
     Ok(counts)

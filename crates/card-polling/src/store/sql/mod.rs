@@ -278,13 +278,13 @@ impl Store for SqlStore {
         now: Timestamp,
     ) -> StoreResult<ImportCounts> {
         let mut total = ImportCounts::default();
-        for part in import_parts(batch) {
+        for (part, base) in import_parts(batch) {
             let cards_only = part.shops.is_empty()
                 && part.accounts.is_empty()
                 && part.devices.is_empty()
                 && part.bindings.is_empty();
-            let n = if cards_only {
-                self.write((part, now), |c, (part, now)| {
+            let bulk = if cards_only {
+                self.write((part.clone(), now), |c, (part, now)| {
                     async move {
                         // As `domain::import`: the sync cannot change the configuration before
                         // this part's schedule rows commit (D-pg-9; no-op on SQLite).
@@ -300,12 +300,22 @@ impl Store for SqlStore {
                     }
                     .boxed()
                 })
-                .await?
+                .await
+                .map(Some)
             } else {
-                self.write((part, now), |c, (part, now)| {
-                    domain::import(c, part, *now).boxed()
-                })
-                .await?
+                Ok(None)
+            };
+            let n = match bulk {
+                Ok(Some(n)) => n,
+                // A multi-row statement cannot say which row it refused: the part again, one row
+                // at a time, names it (D-newuser11-1). Only a refused import pays for this.
+                Ok(None) | Err(StoreError::Conflict(_) | StoreError::Invalid(_)) => {
+                    self.write((part, base, now), |c, (part, base, now)| {
+                        domain::import(c, part, *base, *now).boxed()
+                    })
+                    .await?
+                }
+                Err(e) => return Err(e),
             };
             total.shops += n.shops;
             total.accounts += n.accounts;
@@ -697,31 +707,47 @@ impl Store for SqlStore {
 /// [`IMPORT_PART`] rows; else shops and accounts first (shops may refer to each other), then the
 /// cards, devices and bindings in parts of [`IMPORT_PART`], in that order (a binding refers to
 /// its card and device).
-fn import_parts(batch: &ImportBatch) -> Vec<ImportBatch> {
+fn import_parts(batch: &ImportBatch) -> Vec<(ImportBatch, domain::RowBase)> {
     let rows = batch.shops.len()
         + batch.accounts.len()
         + batch.cards.len()
         + batch.devices.len()
         + batch.bindings.len();
     if rows <= IMPORT_PART {
-        return vec![batch.clone()];
+        return vec![(batch.clone(), domain::RowBase::default())];
     }
-    let mut parts = vec![ImportBatch {
-        shops: batch.shops.clone(),
-        accounts: batch.accounts.clone(),
-        ..ImportBatch::default()
-    }];
-    parts.extend(batch.cards.chunks(IMPORT_PART).map(|c| ImportBatch {
-        cards: c.to_vec(),
-        ..ImportBatch::default()
+    let mut parts = vec![(
+        ImportBatch {
+            shops: batch.shops.clone(),
+            accounts: batch.accounts.clone(),
+            ..ImportBatch::default()
+        },
+        domain::RowBase::default(),
+    )];
+    let base = domain::RowBase::default();
+    parts.extend(batch.cards.chunks(IMPORT_PART).enumerate().map(|(i, c)| {
+        let part = ImportBatch {
+            cards: c.to_vec(),
+            ..ImportBatch::default()
+        };
+        let cards = i * IMPORT_PART;
+        (part, domain::RowBase { cards, ..base })
     }));
-    parts.extend(batch.devices.chunks(IMPORT_PART).map(|d| ImportBatch {
-        devices: d.to_vec(),
-        ..ImportBatch::default()
+    parts.extend(batch.devices.chunks(IMPORT_PART).enumerate().map(|(i, d)| {
+        let part = ImportBatch {
+            devices: d.to_vec(),
+            ..ImportBatch::default()
+        };
+        let devices = i * IMPORT_PART;
+        (part, domain::RowBase { devices, ..base })
     }));
-    parts.extend(batch.bindings.chunks(IMPORT_PART).map(|b| ImportBatch {
-        bindings: b.to_vec(),
-        ..ImportBatch::default()
+    parts.extend(batch.bindings.chunks(IMPORT_PART).enumerate().map(|(i, b)| {
+        let part = ImportBatch {
+            bindings: b.to_vec(),
+            ..ImportBatch::default()
+        };
+        let bindings = i * IMPORT_PART;
+        (part, domain::RowBase { bindings, ..base })
     }));
     parts
 }
