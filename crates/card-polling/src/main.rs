@@ -7,6 +7,9 @@ use card_polling::settings::{Cli, Command};
 fn main() -> ExitCode {
     let cli: Cli = rakuten_cli::start("info", &[]);
     let Command::Serve(settings) = cli.command;
+    if let Err((name, reason)) = settings.edge.check_tls() {
+        rakuten_cli::exit_invalid::<Cli>(name, reason);
+    }
     if let Some(addr) = settings.listen {
         tracing::warn!(
             listen = %addr,

@@ -347,7 +347,27 @@ impl Default for EdgeSettings {
     }
 }
 
+/// The variables of the TLS certificate and key paths.
+const TLS_VARS: (&str, &str) = ("RAKUTEN_POLL_TLS_CERT_PATH", "RAKUTEN_POLL_TLS_KEY_PATH");
+
 impl EdgeSettings {
+    /// Loads the TLS files when set, as start-up will, so that a missing or unusable one is a
+    /// bad setting (exit 2) naming its variable, not a run-time error (D-newuser11-2).
+    ///
+    /// # Errors
+    /// The variable to blame and why.
+    pub fn check_tls(&self) -> Result<(), (&'static str, String)> {
+        match rakuten_edge::TlsFiles::from_pair(
+            self.tls_cert_path.clone(),
+            self.tls_key_path.clone(),
+            TLS_VARS,
+        ) {
+            Ok(Some(tls)) => tls.check(TLS_VARS),
+            Ok(None) => Ok(()),
+            Err(reason) => Err((TLS_VARS.0, reason)),
+        }
+    }
+
     /// The edge configuration, loading the TLS files when set.
     ///
     /// # Errors
@@ -356,7 +376,7 @@ impl EdgeSettings {
         let tls = rakuten_edge::TlsFiles::from_pair(
             self.tls_cert_path.clone(),
             self.tls_key_path.clone(),
-            ("RAKUTEN_POLL_TLS_CERT_PATH", "RAKUTEN_POLL_TLS_KEY_PATH"),
+            TLS_VARS,
         )
         .map_err(anyhow::Error::msg)?;
         let mut config = rakuten_edge::EdgeConfig::load(

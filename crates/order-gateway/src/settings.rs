@@ -382,10 +382,7 @@ impl EdgeSettings {
         rakuten_edge::TlsFiles::from_pair(
             self.tls_cert_path.clone(),
             self.tls_key_path.clone(),
-            (
-                "RAKUTEN_GATEWAY_TLS_CERT_PATH",
-                "RAKUTEN_GATEWAY_TLS_KEY_PATH",
-            ),
+            TLS_VARS,
         )
         .map_err(|reason| SettingsError {
             name: "RAKUTEN_GATEWAY_TLS_CERT_PATH",
@@ -409,6 +406,12 @@ impl EdgeSettings {
         Ok(config)
     }
 }
+
+/// The variables of the TLS certificate and key paths.
+const TLS_VARS: (&str, &str) = (
+    "RAKUTEN_GATEWAY_TLS_CERT_PATH",
+    "RAKUTEN_GATEWAY_TLS_KEY_PATH",
+);
 
 /// A setting out of range.
 #[derive(Debug, thiserror::Error)]
@@ -537,7 +540,11 @@ impl Settings {
                 reason: format!("must be 1..=1000000, got {}", self.edge.max_connections),
             });
         }
-        self.edge.tls_files()?;
+        if let Some(tls) = self.edge.tls_files()? {
+            // A missing or unusable file is a bad setting (exit 2), not a run-time error.
+            tls.check(TLS_VARS)
+                .map_err(|(name, reason)| SettingsError { name, reason })?;
+        }
         if self.db_path.as_os_str().is_empty() {
             return Err(SettingsError {
                 name: "RAKUTEN_GATEWAY_DB_PATH",

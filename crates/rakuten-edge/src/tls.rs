@@ -41,6 +41,24 @@ impl TlsFiles {
             _ => Err(format!("{} and {} must be set together", names.0, names.1)),
         }
     }
+
+    /// Loads both files as start-up does, for a binary to refuse them as a bad setting (exit 2)
+    /// before it starts anything: `Err` holds the variable of `names` (certificate, key) to blame
+    /// and why — a missing, unreadable or empty file, or a key rustls refuses or that does not
+    /// match the certificate (the key's variable).
+    ///
+    /// # Errors
+    /// As above.
+    pub fn check<'a>(&self, names: (&'a str, &'a str)) -> Result<(), (&'a str, String)> {
+        match load(self) {
+            Ok(_) => Ok(()),
+            Err(TlsError::File { path, reason }) => {
+                let name = if path == self.cert { names.0 } else { names.1 };
+                Err((name, format!("{}: {reason}", path.display())))
+            }
+            Err(e @ TlsError::Rustls(_)) => Err((names.1, e.to_string())),
+        }
+    }
 }
 
 /// Why the PEM files could not be used.

@@ -335,6 +335,19 @@ pub async fn run(args: &OpsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ex
         );
         return ExitStatus::Usage;
     };
+    // A URL that cannot be one is a usage error (2) naming its setting, not an unreachable
+    // gateway (5) (D-newuser11-2).
+    let url_ok = reqwest::Url::parse(&args.url)
+        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+    if !url_ok {
+        let _ = writeln!(
+            err,
+            "error: invalid setting --url / RAKUTEN_GATEWAY_URL: {:?} is not an http(s) URL \
+             (e.g. http://127.0.0.1:31109)",
+            args.url
+        );
+        return ExitStatus::Usage;
+    }
     let timeout = args.timeout_seconds;
     if !(timeout.is_finite() && timeout > 0.0 && timeout <= 3600.0) {
         let _ = writeln!(err, "error: --timeout-seconds must be in (0, 3600]");

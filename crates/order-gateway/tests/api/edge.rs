@@ -252,6 +252,11 @@ async fn a_tls_setting_without_its_pair_or_with_a_bad_file_refuses_to_start() {
         "RAKUTEN_GATEWAY_TLS_CERT_PATH"
     );
     s.edge.tls_key_path = Some(dir.path().join("missing-key.pem"));
+    // Checked with the settings (exit code 2 from the binary, D-newuser11-2)...
+    let e = s.validate().unwrap_err();
+    assert_eq!(e.name, "RAKUTEN_GATEWAY_TLS_CERT_PATH");
+    assert!(e.reason.contains("cert.pem"), "{e}");
+    // ...and again when the application loads them.
     let clock = std::sync::Arc::new(rakuten_types::ManualClock::at_fixed_date());
     let e = order_gateway::Application::build(s, clock)
         .await

@@ -169,6 +169,23 @@ async fn ops_exit_codes_say_what_went_wrong() {
         ops(&app, &["reclaim", "po-1", "--worker", "w"]).await.code,
         2
     );
+    // 2, not 5 (a new user's finding): a gateway URL that is no URL is a usage error naming
+    // its setting (D-newuser11-2).
+    for bad in ["notaurl", "ftp://127.0.0.1/"] {
+        let r = ops_in(
+            dir,
+            &[("RAKUTEN_GATEWAY_URL", bad), ("RAKUTEN_OPS_TOKEN", TOKEN)],
+            &["tasks"],
+        )
+        .await;
+        assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("invalid setting --url / RAKUTEN_GATEWAY_URL: "),
+            "{bad}: {}",
+            r.stderr
+        );
+    }
     // 5: nothing listens there.
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
