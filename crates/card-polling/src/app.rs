@@ -123,7 +123,8 @@ impl Application {
                     .with_context(|| {
                         format!(
                             "opening the PostgreSQL database {database}: is it running and \
-                             reachable, and does the database exist?"
+                             reachable (it must answer within {} s), and does the database exist?",
+                            crate::store::postgres::CONNECT_TIMEOUT.as_secs()
                         )
                     })?
                     .with_instance(&instance);

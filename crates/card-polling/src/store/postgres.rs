@@ -56,6 +56,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
 /// gives up.
 const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long start-up's first connection may take (each attempt and the retries of a refused
+/// one): a PostgreSQL that is down or does not answer fails start-up in seconds, not after sqlx's
+/// 30 s default (D-newuser11-3).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 impl PgStore {
     /// Connects to `url` (optionally `?options=-c%20search_path%3D…`) and runs the migrations
     /// (serialized between instances by sqlx's advisory lock).
@@ -79,6 +84,7 @@ impl PgStore {
         // lock_timeout cancelled the wait), and a migration may rewrite a large table.
         let migrating = PgPoolOptions::new()
             .max_connections(1)
+            .acquire_timeout(CONNECT_TIMEOUT)
             .connect_with(base.clone().options([
                 (
                     "lock_timeout",

@@ -219,3 +219,51 @@ fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
         );
     }
 }
+
+/// A new user's finding: with nothing answering at `RAKUTEN_POLL_DB_URL`, start-up waited 30 s
+/// (sqlx's default) before it failed. The first connection now has a 5 s bound, whether the port
+/// refuses or a peer accepts and never answers; the error names the database without its
+/// password and the variable (D-newuser11-3).
+#[test]
+fn start_up_fails_within_seconds_when_postgres_does_not_answer() {
+    // A peer that accepts connections and never says a word (the accepted sockets stay open).
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming() {
+            held.push(s);
+        }
+    });
+    // A port nobody listens on (refused at once, retried by sqlx until its bound).
+    let closed_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    for port in [silent_port, closed_port] {
+        let url = format!("postgres://u:SlowPa55@127.0.0.1:{port}/polls");
+        let started = std::time::Instant::now();
+        let out = run(
+            &[
+                ("RAKUTEN_POLL_ADMIN_TOKEN", "startup-admin-token-0123"),
+                ("RAKUTEN_POLL_PORT", "0"),
+                ("RAKUTEN_POLL_DB_URL", &url),
+            ],
+            &["serve"],
+        );
+        let took = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            took < std::time::Duration::from_secs(15),
+            "port {port}: took {took:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "opening the PostgreSQL database postgres://127.0.0.1:{port}/polls (RAKUTEN_POLL_DB_URL)"
+            )),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("SlowPa55"), "{stderr}");
+    }
+}
