@@ -144,11 +144,139 @@ pub fn not_utf8(query: &str) -> Option<String> {
         })
 }
 
+/// The message of a query string axum's `Query` could not read, from its rejection's
+/// `body_text()` (`Failed to deserialize query string: limit: invalid digit found in string`):
+/// which parameter is wrong and what it takes, without serde's or Rust's wording (`i64`,
+/// `u32`, "deserialize"; D-newuser11-4). Bounded: nothing of the value is echoed but an enum's
+/// unknown variant, as serde quotes it.
+pub fn rejection_message(body_text: &str) -> String {
+    let detail = body_text
+        .strip_prefix("Failed to deserialize query string: ")
+        .unwrap_or(body_text);
+    // serde_path_to_error puts the parameter first (`limit: …`); `.` when it has no path.
+    let (param, reason) = match detail.split_once(": ") {
+        Some((p, r)) if !p.is_empty() && p != "." && !p.contains(' ') => (Some(p), r),
+        _ => (None, detail),
+    };
+    let expected = expectation(reason);
+    let msg = match param {
+        Some(p) => format!("query parameter `{p}` {expected}"),
+        None => format!("query string: {expected}"),
+    };
+    msg.chars().take(300).collect()
+}
+
+/// What a parameter takes, read from serde's `reason`.
+fn expectation(reason: &str) -> String {
+    const WHOLE: &str = "must be a whole number written in digits (e.g. 50)";
+    const NUMBER: &str = "must be a number written in digits (e.g. 1.5)";
+    const BOOL: &str = "must be true or false";
+    let integer = [
+        "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize",
+    ];
+    if reason.contains("invalid digit")
+        || reason.contains("cannot parse integer")
+        || reason.contains("number too large")
+        || reason.contains("number too small")
+    {
+        return format!("{WHOLE}, within range");
+    }
+    if reason.contains("float") {
+        return NUMBER.into();
+    }
+    if reason.contains("`true` or `false`") {
+        return BOOL.into();
+    }
+    if let Some(rest) = reason.strip_prefix("unknown variant ") {
+        // "unknown variant `x`, expected one of `a`, `b`"
+        return match rest.split_once(", expected ") {
+            Some((value, allowed)) => format!("cannot be {value}: use {allowed}"),
+            None => format!("cannot be {rest}"),
+        };
+    }
+    if let Some(field) = reason.strip_prefix("duplicate field ") {
+        return format!("is given more than once ({field})");
+    }
+    if let Some(field) = reason.strip_prefix("missing field ") {
+        return format!("is missing: {field} is required");
+    }
+    // "invalid type: string \"x\", expected i64" and the like: name only what is expected.
+    if let Some((_, wanted)) = reason.rsplit_once("expected ") {
+        let wanted = wanted.trim();
+        if integer.contains(&wanted) {
+            return WHOLE.into();
+        }
+        if wanted == "f32" || wanted == "f64" {
+            return NUMBER.into();
+        }
+        if wanted == "a boolean" || wanted == "bool" {
+            return BOOL.into();
+        }
+    }
+    "has a value this route does not accept".into()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Q {
+        limit: Option<i64>,
+        wait: Option<f64>,
+        full: Option<bool>,
+        kind: Option<Kind>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Kind {
+        Main,
+        AddOn,
+    }
+
+    fn refused(query: &str) -> String {
+        let uri: axum::http::Uri = format!("/x?{query}").parse().unwrap();
+        let r = axum::extract::Query::<Q>::try_from_uri(&uri).unwrap_err();
+        rejection_message(&r.body_text())
+    }
+
+    #[test]
+    fn a_query_rejection_names_the_parameter_and_what_it_takes_without_rust_types() {
+        let cases = [
+            (
+                "limit=abc",
+                "query parameter `limit` must be a whole number written in digits (e.g. 50), within range",
+            ),
+            (
+                "limit=99999999999999999999",
+                "query parameter `limit` must be a whole number written in digits (e.g. 50), within range",
+            ),
+            (
+                "limit=",
+                "query parameter `limit` must be a whole number written in digits (e.g. 50), within range",
+            ),
+            (
+                "wait=soon",
+                "query parameter `wait` must be a number written in digits (e.g. 1.5)",
+            ),
+            ("full=yes", "query parameter `full` must be true or false"),
+            (
+                "kind=extra",
+                "query parameter `kind` cannot be `extra`: use `main` or `add_on`",
+            ),
+        ];
+        for (query, want) in cases {
+            let got = refused(query);
+            assert_eq!(got, want, "{query}");
+            for rust in ["deserialize", "i64", "f64", "bool", "Kind", "variant"] {
+                assert!(!got.contains(rust), "{query}: {got}");
+            }
+        }
+    }
 
     fn doc() -> Value {
         json!({

@@ -82,8 +82,9 @@ pub struct Query<T>(pub T);
 pub struct Path<T>(pub T);
 
 impl From<QueryRejection> for ApiError {
+    /// Names the parameter and what it takes, not serde's wording (D-newuser11-4).
     fn from(r: QueryRejection) -> Self {
-        ApiError::invalid(bounded(&r.body_text()))
+        ApiError::invalid(rakuten_edge::query_guard::rejection_message(&r.body_text()))
     }
 }
 

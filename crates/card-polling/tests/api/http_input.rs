@@ -295,6 +295,21 @@ async fn an_import_body_over_the_bound_is_a_413_envelope() {
     assert_envelope(&v, 1004);
 }
 
+/// New-user trial 11: a query parameter of the wrong form was answered "Failed to deserialize
+/// query string: limit: invalid digit found in string". The 422 now names the parameter and what
+/// it takes, in the envelope, without serde's or Rust's wording (D-newuser11-4).
+#[tokio::test]
+async fn a_malformed_query_parameter_is_a_422_naming_it_and_what_it_takes() {
+    let app = spawn_seeded().await;
+    let (s, v) = app.get("/api/priority-items?limit=ten", PLATFORM).await;
+    assert_eq!((s, v["code"].as_i64()), (422, Some(1003)), "{v}");
+    assert_eq!(v["success"], false);
+    assert_eq!(
+        v["msg"],
+        "query parameter `limit` must be a whole number written in digits (e.g. 50), within range"
+    );
+}
+
 /// Issue #12 item 4a: an unknown query parameter (a typo such as `?stauts=failed`) was ignored,
 /// so the list answered every item. Every API route now refuses a query parameter its OpenAPI
 /// operation does not list: 422 (1003) naming it; documented parameters still pass.

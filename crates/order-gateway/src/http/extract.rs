@@ -92,7 +92,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
         Query::<T>::from_request_parts(parts, state)
             .await
             .map(|Query(v)| ApiQuery(v))
-            .map_err(|e| ApiError::Validation(short(e.body_text())))
+            // The parameter and what it takes, not serde's wording (D-newuser11-4).
+            .map_err(|e| {
+                ApiError::Validation(rakuten_edge::query_guard::rejection_message(&e.body_text()))
+            })
     }
 }
 
