@@ -57,6 +57,7 @@ macro_rules! scenarios {
 
 mod env_example;
 mod postgres;
+mod readme;
 mod secret_settings;
 mod sqlite;
 
