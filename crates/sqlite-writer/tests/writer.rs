@@ -4,7 +4,7 @@
 
 use futures::FutureExt;
 use sqlite_writer::{Settings, Writer, WriterError};
-use sqlx::{ConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions, Connection, SqliteConnection};
 
 #[derive(Debug, Clone, thiserror::Error)]
 enum TestError {
@@ -227,4 +227,83 @@ async fn a_failed_commit_fails_its_whole_batch_and_the_next_one_commits() {
     assert!(!writer.failing());
     assert_eq!(writer.stats(), (1, 1), "only the last batch committed");
     writer.shutdown().await;
+}
+
+/// Each thread of this process: its name and the CPUs it may run on.
+fn threads() -> Vec<(String, Vec<usize>)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let Ok(tid) = task.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(name) = std::fs::read_to_string(task.path().join("comm")) else {
+            continue; // the thread ended meanwhile
+        };
+        let Some(pid) = rustix::process::Pid::from_raw(tid) else {
+            continue;
+        };
+        let Ok(set) = rustix::thread::sched_getaffinity(Some(pid)) else {
+            continue;
+        };
+        let cpus = (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect();
+        out.push((name.trim().to_owned(), cpus));
+    }
+    out
+}
+
+/// D-scale7-1: `Writer::open` runs the writer on a thread of its own, held to one CPU together
+/// with the sqlx thread of its connection, and writes through it commit and survive shutdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opened_writer_runs_on_one_cpu_with_its_connections_thread_and_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    open(&path).await.close().await.unwrap();
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let writer = Writer::<TestError>::open(opts, Settings::default())
+        .await
+        .unwrap();
+    let all = threads();
+    let held: Vec<_> = all.iter().filter(|(n, _)| n == "sqlite-writer").collect();
+    assert_eq!(held.len(), 1, "one writer thread: {all:?}");
+    let cpus = &held[0].1;
+    assert_eq!(cpus.len(), 1, "held to one CPU: {all:?}");
+    assert!(
+        all.iter()
+            .any(|(n, c)| n.starts_with("sqlx-sqlite-wor") && c == cpus),
+        "its connection's thread shares the CPU: {all:?}"
+    );
+    let (a, b) = tokio::join!(writer.write(insert(1)), writer.write(insert(2)));
+    a.unwrap();
+    b.unwrap();
+    writer.shutdown().await;
+    assert!(matches!(
+        writer.write(insert(3)).await,
+        Err(TestError::Closed)
+    ));
+    // The thread ends right after it answered the shutdown (its runtime is dropped then).
+    let mut left = 500;
+    while threads().iter().any(|(n, _)| n == "sqlite-writer") {
+        left -= 1;
+        assert!(left > 0, "the writer thread did not end after shutdown");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(committed(&path).await, vec![1, 2]);
+}
+
+/// A file that cannot be opened is the caller's error, not a writer that never answers.
+#[tokio::test]
+async fn opening_a_writer_on_an_unopenable_file_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.path().join("missing-dir/w.db"))
+        .create_if_missing(true);
+    assert!(
+        Writer::<TestError>::open(opts, Settings::default())
+            .await
+            .is_err()
+    );
 }

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::ConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use crate::store::common::MigrationFile;
@@ -96,16 +95,16 @@ impl SqliteStore {
             .await?;
         // The writer's page cache is 16 MiB (SQLite's default is 2 MiB): the scheduler's take
         // reads schedule and card pages all over both tables (D-scale6-2).
-        let writer = sqlite_writer::Writer::start(
-            opts.pragma("cache_size", WRITER_CACHE_SIZE)
-                .connect()
-                .await?,
+        // On its own thread, held to one CPU with its connection's thread (D-scale7-1).
+        let writer = sqlite_writer::Writer::open(
+            opts.pragma("cache_size", WRITER_CACHE_SIZE),
             sqlite_writer::Settings {
                 max_batch: MAX_BATCH,
                 queue: WRITE_QUEUE,
                 marks: None,
             },
-        );
+        )
+        .await?;
         Ok(Self::from_parts(read, fixtures, dialect::Writer(writer)))
     }
 }

@@ -158,7 +158,9 @@ async fn a_failing_write_rolls_back_only_itself_and_the_rest_of_its_batch_commit
     let unknown = unknown.await;
     assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
     let (c1, _) = store.write_stats();
-    assert!(c1 - c0 <= 2, "{} commits for one waiting batch", c1 - c0);
+    // At most: one write caught waiting for the lock, the rest together, then the refused
+    // import part again row by row to name its row (D-newuser11-1).
+    assert!(c1 - c0 <= 3, "{} commits for one waiting batch", c1 - c0);
     for i in 0..8 {
         assert!(!committed_polling(&path, &card(i).iccid).await);
     }

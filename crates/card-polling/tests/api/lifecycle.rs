@@ -357,7 +357,7 @@ async fn an_undecodable_item_is_set_aside_as_failed_and_everything_else_keeps_fl
     assert!(p["dequeued_at"].is_string(), "{p}");
     assert_eq!(app.audit_kinds(pid).await, ["fail_dequeue"]);
     assert_eq!(app.run_executor().await.due, 0, "nothing left to claim");
-    // Counted where the operator looks (the error log line is in `store/sql/items.rs`).
+    // Counted where the operator looks (the error log line is in `store/sql/mod.rs`, `item_claim`).
     let (s, m) = app.raw(reqwest::Method::GET, "/metrics", Some(ADMIN)).await;
     assert_eq!(s, 200);
     assert!(m.contains("cardpoll_items_set_aside_total 1"), "{m}");
@@ -555,6 +555,14 @@ async fn every_request_is_one_access_log_line_without_its_token_or_query() {
     assert_eq!(s, 200, "{v}");
     let (s, v) = app.get("/api/priority-items/987654", PLATFORM).await;
     assert_eq!(s, 404, "{v}");
+    // The access line is written when the response body has ended, which the client can see
+    // first: wait (boundedly) for the second request's line.
+    for _ in 0..200 {
+        if logs.text().contains("params=id=987654") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let text = logs.text();
     let lines: Vec<&str> = text
         .lines()

@@ -12,7 +12,7 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{ConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions, Connection, SqliteConnection};
 
 use crate::lease::probe::{self, Step};
 
@@ -119,23 +119,26 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
-        let mut wconn = opts.connect().await?;
+        let mut migrating = opts.connect().await?;
         migrator()
-            .run(&mut wconn)
+            .run(&mut migrating)
             .await
             .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
+        migrating.close().await?;
         let read = SqlitePoolOptions::new()
             .max_connections(READ_CONNECTIONS)
-            .connect_with(opts.pragma("query_only", "ON"))
+            .connect_with(opts.clone().pragma("query_only", "ON"))
             .await?;
-        // 256 per batch, 8,192 queued (senders wait when it is full).
-        let writer = Writer::start(
-            wconn,
+        // 256 per batch, 8,192 queued (senders wait when it is full); on its own thread, held to
+        // one CPU with its connection's thread (D-scale7-1).
+        let writer = Writer::open(
+            opts,
             sqlite_writer::Settings {
                 marks: Some(probe_mark),
                 ..sqlite_writer::Settings::default()
             },
-        );
+        )
+        .await?;
         Ok(SqliteStore { writer, read })
     }
 

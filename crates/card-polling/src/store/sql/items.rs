@@ -36,7 +36,8 @@ pub(crate) async fn due(pool: &Pool, now: Timestamp, limit: i64) -> StoreResult<
 }
 
 /// Sets a claimed item whose row does not decode aside as `failed` (issue #12 item 7): it is never
-/// executed, the rest of the queue keeps flowing, and lists show it with `reason`.
+/// executed, the rest of the queue keeps flowing, and lists show it with `reason`. The caller logs
+/// it once committed (the writer runs this on its own thread, D-scale7-1).
 async fn set_aside(
     tx: &mut Conn,
     instance: &str,
@@ -55,11 +56,6 @@ async fn set_aside(
     .bind(id)
     .execute(&mut *tx)
     .await?;
-    tracing::error!(
-        item = id,
-        %reason,
-        "priority item set aside as failed: its stored row cannot be decoded (repair the row, then retrigger)"
-    );
     audit_system(
         tx,
         id,
@@ -81,11 +77,11 @@ const VALIDITY_PASSED: &str = "validity period passed";
 /// handed out (issue #14 item 4; the expiry job may not have run yet). `None`: not claimable.
 /// Audit facts name `instance` and the fingerprint of the claim token (the new one; on an expiry
 /// the lapsed claim's, if any).
-/// An item whose row cannot be decoded is set aside as failed instead, and counted in
+/// An item whose row cannot be decoded is set aside as failed instead, and its reason left in
 /// `set_aside` (issue #12 item 7).
 #[expect(
     clippy::too_many_arguments,
-    reason = "one transition: the claim's actor, its token and times, and the set-aside count it reports"
+    reason = "one transition: the claim's actor, its token and times, and the set-aside it reports"
 )]
 pub(crate) async fn claim(
     tx: &mut Conn,
@@ -95,7 +91,7 @@ pub(crate) async fn claim(
     now: Timestamp,
     lease: Duration,
     expired_before: Option<Timestamp>,
-    set_aside_count: &mut u64,
+    set_aside_reason: &mut Option<String>,
 ) -> StoreResult<Option<ClaimedItem>> {
     // The row is locked from this read on (PostgreSQL), so the status, the lapsed token and the
     // claim/takeover decision below are about the row the updates then change. A row another
@@ -169,7 +165,7 @@ pub(crate) async fn claim(
     let Some(row) = row else { return Ok(None) };
     if let Some(reason) = undecodable_item(&row) {
         set_aside(tx, instance, token, id, &reason, now).await?;
-        *set_aside_count += 1;
+        *set_aside_reason = Some(reason);
         return Ok(None);
     }
     let claimed = ClaimedItem {

@@ -512,7 +512,7 @@ impl Store for SqlStore {
                 ),
                 |c, (instance, id, token, now, lease, expired_before)| {
                     async move {
-                        let mut set_aside = 0;
+                        let mut set_aside = None;
                         let claimed = items::claim(
                             c,
                             instance,
@@ -530,9 +530,16 @@ impl Store for SqlStore {
                 },
             )
             .await?;
-        // Counted once committed.
-        self.set_aside
-            .fetch_add(set_aside, std::sync::atomic::Ordering::Relaxed);
+        // Counted and logged once committed, here on the caller's side of the writer.
+        if let Some(reason) = set_aside {
+            self.set_aside
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::error!(
+                item = id,
+                %reason,
+                "priority item set aside as failed: its stored row cannot be decoded (repair the row, then retrigger)"
+            );
+        }
         Ok(claimed)
     }
 
