@@ -45,6 +45,48 @@ pub fn assert_secret_refused(program: &str, args: &[&str], case: (&str, &str, &s
     }
 }
 
+/// Runs `program serve` with `env` (the rest of a valid start-up) and each unusable TLS file in
+/// turn — a missing certificate, a certificate that is not PEM, a missing key, next to the usable
+/// pair `cert`/`key` — and checks each is refused as a bad setting (D-newuser11-2): exit code 2
+/// and stderr starting `error: invalid setting --tls-cert-path / {prefix}_TLS_CERT_PATH: ` (or
+/// the key's). `dir` receives the unusable files.
+///
+/// # Panics
+/// Any case is not refused that way, or the program cannot start.
+pub fn assert_tls_files_refused(
+    program: &str,
+    env: &[(&str, &str)],
+    prefix: &str,
+    (cert, key): (&Path, &Path),
+    dir: &Path,
+) {
+    let missing = dir.join("missing.pem");
+    let garbage = dir.join("garbage.pem");
+    std::fs::write(&garbage, "not a PEM file").expect("write garbage.pem");
+    let cert_var = format!("{prefix}_TLS_CERT_PATH");
+    let key_var = format!("{prefix}_TLS_KEY_PATH");
+    let cases = [
+        (missing.as_path(), key, "--tls-cert-path", &cert_var),
+        (garbage.as_path(), key, "--tls-cert-path", &cert_var),
+        (cert, missing.as_path(), "--tls-key-path", &key_var),
+    ];
+    for (c, k, flag, var) in cases {
+        let (c, k) = (
+            c.to_str().expect("utf-8 path"),
+            k.to_str().expect("utf-8 path"),
+        );
+        let mut all = env.to_vec();
+        all.extend([(cert_var.as_str(), c), (key_var.as_str(), k)]);
+        let out = run_in_clean_env(program, &all, &["serve"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{c} {k}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: invalid setting {flag} / {var}: ")),
+            "{c} {k}: {stderr}"
+        );
+    }
+}
+
 /// libfaketime's multi-threaded preload library (Debian package `faketime` / `libfaketime`,
 /// which `.ci/run` installs), or a loud failure: the clock-step tests never skip. Preloaded
 /// directly rather than through the `faketime` wrapper, which forks (the child would outlive a

@@ -179,45 +179,18 @@ fn start_up_failures_name_what_failed_and_touch_nothing_first() {
 fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
     let dir = tempfile::tempdir().unwrap();
     let files = rakuten_edge::testing::TestCa::new("card-polling test CA").write_leaf(dir.path());
-    let missing = dir.path().join("missing.pem");
-    let garbage = dir.path().join("garbage.pem");
-    std::fs::write(&garbage, "not a PEM file").unwrap();
-    let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
-    let cases = [
-        (
-            path(&missing),
-            path(&files.key),
-            "--tls-cert-path / RAKUTEN_POLL_TLS_CERT_PATH",
-        ),
-        (
-            path(&garbage),
-            path(&files.key),
-            "--tls-cert-path / RAKUTEN_POLL_TLS_CERT_PATH",
-        ),
-        (
-            path(&files.cert),
-            path(&missing),
-            "--tls-key-path / RAKUTEN_POLL_TLS_KEY_PATH",
-        ),
-    ];
-    for (cert, key, setting) in cases {
-        let out = run(
-            &[
-                ("RAKUTEN_POLL_ADMIN_TOKEN", "startup-admin-token-0123"),
-                ("RAKUTEN_POLL_PORT", "0"),
-                ("RAKUTEN_POLL_DB_PATH", &path(&dir.path().join("polls.db"))),
-                ("RAKUTEN_POLL_TLS_CERT_PATH", &cert),
-                ("RAKUTEN_POLL_TLS_KEY_PATH", &key),
-            ],
-            &["serve"],
-        );
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{cert} {key}: {stderr}");
-        assert!(
-            stderr.starts_with(&format!("error: invalid setting {setting}: ")),
-            "{cert} {key}: {stderr}"
-        );
-    }
+    let db = dir.path().join("polls.db");
+    test_util::process::assert_tls_files_refused(
+        env!("CARGO_BIN_EXE_card-polling"),
+        &[
+            ("RAKUTEN_POLL_ADMIN_TOKEN", "startup-admin-token-0123"),
+            ("RAKUTEN_POLL_PORT", "0"),
+            ("RAKUTEN_POLL_DB_PATH", db.to_str().unwrap()),
+        ],
+        "RAKUTEN_POLL",
+        (&files.cert, &files.key),
+        dir.path(),
+    );
 }
 
 /// A new user's finding: with nothing answering at `RAKUTEN_POLL_DB_URL`, start-up waited 30 s

@@ -118,36 +118,16 @@ fn help_never_shows_secret_env_values() {
 fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
     let dir = tempfile::tempdir().unwrap();
     let files = rakuten_edge::testing::TestCa::new("gateway test CA").write_leaf(dir.path());
-    let missing = dir.path().join("missing.pem");
-    let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
-    let cases = [
-        (
-            path(&missing),
-            path(&files.key),
-            "--tls-cert-path / RAKUTEN_GATEWAY_TLS_CERT_PATH",
-        ),
-        (
-            path(&files.cert),
-            path(&missing),
-            "--tls-key-path / RAKUTEN_GATEWAY_TLS_KEY_PATH",
-        ),
-    ];
-    for (cert, key, setting) in cases {
-        let out = run(
-            &[
-                ("RAKUTEN_API_TOKEN", "startup-api-token-0123456"),
-                ("RAKUTEN_GATEWAY_PORT", "0"),
-                ("RAKUTEN_GATEWAY_DB_PATH", &path(&dir.path().join("gw.db"))),
-                ("RAKUTEN_GATEWAY_TLS_CERT_PATH", &cert),
-                ("RAKUTEN_GATEWAY_TLS_KEY_PATH", &key),
-            ],
-            &["serve"],
-        );
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{cert} {key}: {stderr}");
-        assert!(
-            stderr.starts_with(&format!("error: invalid setting {setting}: ")),
-            "{cert} {key}: {stderr}"
-        );
-    }
+    let db = dir.path().join("gw.db");
+    test_util::process::assert_tls_files_refused(
+        env!("CARGO_BIN_EXE_order-gateway"),
+        &[
+            ("RAKUTEN_API_TOKEN", "startup-api-token-0123456"),
+            ("RAKUTEN_GATEWAY_PORT", "0"),
+            ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap()),
+        ],
+        "RAKUTEN_GATEWAY",
+        (&files.cert, &files.key),
+        dir.path(),
+    );
 }
