@@ -37,7 +37,19 @@ pub trait WriterError: From<sqlx::Error> + Clone + std::fmt::Debug + Send + 'sta
     /// The error of a write sent after [`Writer::shutdown`] began, or whose writer is gone
     /// (the services answer it as 503).
     fn closed() -> Self;
+
+    /// Whether this error of one operation says the database cannot store anything now (a full
+    /// disk, a read-only file, an I/O error), not something about the operation: it counts for
+    /// [`Writer::failing`] like a failed `COMMIT`. Default: no.
+    fn is_storage_failure(&self) -> bool {
+        false
+    }
 }
+
+/// How long after the last storage failure [`Writer::failing`] still says so, even when batches
+/// commit meanwhile: on a nearly full disk small commits (the scheduler's) can still succeed
+/// while every larger write fails, and readiness must not flap back to ready in between.
+pub const FAILING_WINDOW: Duration = Duration::from_secs(10);
 
 /// One write operation: runs on the write connection, inside the savepoint the writer opened for
 /// it. Returning `Err` rolls back only this operation.
@@ -91,6 +103,8 @@ pub struct WriteStats {
     /// True from a batch whose `BEGIN` or `COMMIT` failed (or whose savepoints broke) until the
     /// next batch commits: the database takes no writes ([`Writer::failing`]).
     failing: std::sync::atomic::AtomicBool,
+    /// When a batch or an operation last failed for storage reasons ([`FAILING_WINDOW`]).
+    last_failure: Mutex<Option<Instant>>,
     /// Observer of each commit, set once ([`Writer::on_commit`]).
     on_commit: OnceLock<CommitHook>,
 }
@@ -105,6 +119,21 @@ impl std::fmt::Debug for WriteStats {
 }
 
 impl WriteStats {
+    /// A batch failed as a whole with `e`: failing until a batch commits, and for
+    /// [`FAILING_WINDOW`] beyond if `e` is a storage failure (a lock held past the timeout is
+    /// over once a batch commits; a full disk may let small commits through).
+    fn batch_failed<E: WriterError>(&self, e: &E) {
+        self.failing.store(true, Ordering::Relaxed);
+        if e.is_storage_failure() {
+            self.storage_failed();
+        }
+    }
+
+    /// Marks a storage failure now: [`Writer::failing`] for [`FAILING_WINDOW`] from here.
+    fn storage_failed(&self) {
+        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
     /// `(commits, ops)` so far.
     pub fn snapshot(&self) -> (u64, u64) {
         (
@@ -257,11 +286,25 @@ impl<E: WriterError> Writer<E> {
         self.stats.snapshot()
     }
 
-    /// Whether the last batch failed as a whole (its `BEGIN`, `COMMIT` or savepoints: a full
-    /// disk, an I/O error, a read-only file) and none has committed since: writes are failing.
-    /// Readiness probes report it; an operation's own error does not count.
+    /// Whether writes are failing: the last batch failed as a whole (its `BEGIN`, `COMMIT` or
+    /// savepoints: a full disk, an I/O error, a read-only file) and none has committed since, or
+    /// a batch or an operation failed for storage reasons ([`WriterError::is_storage_failure`])
+    /// within [`FAILING_WINDOW`]. Readiness probes report it; an operation's other errors (a
+    /// conflict, a refused row) do not count.
     pub fn failing(&self) -> bool {
+        self.failing_at(Instant::now())
+    }
+
+    /// [`Self::failing`] as of `now`: true while no batch has committed since a failed one, and
+    /// for [`FAILING_WINDOW`] after the last storage failure of a batch or an operation.
+    pub fn failing_at(&self, now: Instant) -> bool {
         self.stats.failing.load(Ordering::Relaxed)
+            || self
+                .stats
+                .last_failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|at| now.saturating_duration_since(at) < FAILING_WINDOW)
     }
 
     /// Observes each commit (operations, duration); only the first hook set is kept.
@@ -290,7 +333,16 @@ struct WriteOp<E>(Box<dyn Job<E>>);
 trait Job<E>: Send {
     fn abandoned(&self) -> bool;
     fn fail(self: Box<Self>, e: E);
-    fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (bool, Finish<E>)>;
+    fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (Ran, Finish<E>)>;
+}
+
+/// How an operation's own run ended (before the commit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ran {
+    Ok,
+    Failed,
+    /// Failed because the database could not store ([`WriterError::is_storage_failure`]).
+    StorageFailed,
 }
 
 struct Pending<T, E> {
@@ -309,7 +361,7 @@ impl<T: Send + 'static, E: WriterError> Job<E> for Pending<T, E> {
         let _ = self.reply.send(Err(e));
     }
 
-    fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (bool, Finish<E>)> {
+    fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (Ran, Finish<E>)> {
         let Pending { run, reply, .. } = *self;
         Box::pin(async move { deferred(reply, run(conn).await) })
     }
@@ -319,8 +371,12 @@ impl<T: Send + 'static, E: WriterError> Job<E> for Pending<T, E> {
 fn deferred<T: Send + 'static, E: WriterError>(
     reply: Reply<T, E>,
     r: Result<T, E>,
-) -> (bool, Finish<E>) {
-    let ok = r.is_ok();
+) -> (Ran, Finish<E>) {
+    let ran = match &r {
+        Ok(_) => Ran::Ok,
+        Err(e) if e.is_storage_failure() => Ran::StorageFailed,
+        Err(_) => Ran::Failed,
+    };
     let finish: Finish<E> = Box::new(move |commit_err| {
         let answer = match (r, commit_err) {
             (Err(e), _) => Err(e),
@@ -329,7 +385,7 @@ fn deferred<T: Send + 'static, E: WriterError>(
         };
         let _ = reply.send(answer);
     });
-    (ok, finish)
+    (ran, finish)
 }
 
 fn mark(settings: &Settings, m: Mark) {
@@ -411,8 +467,8 @@ async fn run_batch<E: WriterError>(
     // `begin` is refused — one full disk wedged the writer until a restart (D-newuser10-6).
     if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
         tracing::error!(error = %e, "BEGIN IMMEDIATE failed; failing the batch");
-        stats.failing.store(true, Ordering::Relaxed);
         let e = E::from(e);
+        stats.batch_failed(&e);
         ops.for_each(|op| op.0.fail(e.clone()));
         return;
     }
@@ -433,7 +489,11 @@ async fn run_batch<E: WriterError>(
             fatal = Some(e);
             break;
         }
-        let (ok, finish) = op.0.run(tx).await;
+        let (ran, finish) = op.0.run(tx).await;
+        if ran == Ran::StorageFailed {
+            stats.storage_failed();
+        }
+        let ok = ran == Ran::Ok;
         finishes.push(finish);
         let more = ops.peek().is_some();
         let end = match (ok, more) {
@@ -459,7 +519,7 @@ async fn run_batch<E: WriterError>(
         Some(e) => {
             tracing::error!(error = ?e, "savepoint handling failed; rolling the batch back");
             roll_back(tx).await;
-            stats.failing.store(true, Ordering::Relaxed);
+            stats.batch_failed(&e);
             ops.for_each(|op| op.0.fail(e.clone()));
             Some(e)
         }
@@ -480,8 +540,9 @@ async fn run_batch<E: WriterError>(
                 Err(e) => {
                     tracing::error!(error = %e, "COMMIT failed; failing the batch");
                     roll_back(tx).await;
-                    stats.failing.store(true, Ordering::Relaxed);
-                    Some(E::from(e))
+                    let e = E::from(e);
+                    stats.batch_failed(&e);
+                    Some(e)
                 }
             }
         }

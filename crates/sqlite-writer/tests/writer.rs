@@ -12,6 +12,8 @@ enum TestError {
     Db(String),
     #[error("closed")]
     Closed,
+    #[error("the disk is full")]
+    Storage,
 }
 
 impl From<sqlx::Error> for TestError {
@@ -23,6 +25,10 @@ impl From<sqlx::Error> for TestError {
 impl WriterError for TestError {
     fn closed() -> Self {
         TestError::Closed
+    }
+
+    fn is_storage_failure(&self) -> bool {
+        matches!(self, TestError::Storage)
     }
 }
 
@@ -306,4 +312,35 @@ async fn opening_a_writer_on_an_unopenable_file_fails() {
             .await
             .is_err()
     );
+}
+
+/// A new user's finding: on a nearly full disk the scheduler's small commits went through while
+/// every client write failed, so readiness flapped back to ready between them. A write that
+/// fails for storage reasons keeps the writer failing for `FAILING_WINDOW`, however many batches
+/// commit meanwhile; an operation's other errors never count.
+#[tokio::test]
+async fn a_storage_failure_of_one_write_keeps_the_writer_failing_for_the_window_while_others_commit()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let writer = Writer::start(open(&path).await, Settings::default());
+    let refused = writer
+        .write(insert_then(1, Err(TestError::Db("a conflict".into()))))
+        .await;
+    assert!(matches!(refused, Err(TestError::Db(_))));
+    assert!(
+        !writer.failing(),
+        "an operation's own error is not the database failing"
+    );
+    let full = writer.write(insert_then(2, Err(TestError::Storage))).await;
+    assert!(matches!(full, Err(TestError::Storage)));
+    assert!(writer.failing());
+    writer.write(insert(3)).await.unwrap();
+    let now = std::time::Instant::now();
+    assert!(writer.failing_at(now), "a later commit does not clear it");
+    assert!(
+        !writer.failing_at(now + sqlite_writer::FAILING_WINDOW),
+        "cleared once the window passed without another storage failure"
+    );
+    assert_eq!(committed(&path).await, vec![3]);
 }

@@ -131,6 +131,10 @@ impl sqlite_writer::WriterError for StoreError {
     fn closed() -> Self {
         StoreError::Closed
     }
+
+    fn is_storage_failure(&self) -> bool {
+        matches!(self, StoreError::Busy(e) if common::is_storage_unavailable(e))
+    }
 }
 
 /// How long a request waits for the database (SQLite busy timeout, PostgreSQL `lock_timeout`,
@@ -968,4 +972,53 @@ pub trait Store: Send + Sync + 'static {
         before: Timestamp,
         limit: i64,
     ) -> StoreResult<Vec<QueuedTrigger>>;
+}
+
+#[cfg(test)]
+mod storage_failure_tests {
+    use sqlite_writer::WriterError;
+    use sqlx::{ConnectOptions, Connection};
+
+    use super::StoreError;
+
+    /// D-newuser11-7: a write SQLite refuses because it cannot store (here a read-only file;
+    /// a full disk and an I/O error are the same class) counts as the writer failing; a lock
+    /// held elsewhere past the timeout does not.
+    #[tokio::test]
+    async fn a_read_only_database_is_a_storage_failure_and_a_lock_wait_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .busy_timeout(std::time::Duration::ZERO);
+        let mut rw = opts.connect().await.unwrap();
+        sqlx::query("CREATE TABLE t (v INTEGER)")
+            .execute(&mut rw)
+            .await
+            .unwrap();
+        let mut ro = opts.clone().read_only(true).connect().await.unwrap();
+        let e = StoreError::from(
+            sqlx::query("INSERT INTO t VALUES (1)")
+                .execute(&mut ro)
+                .await
+                .unwrap_err(),
+        );
+        assert!(e.is_storage_failure(), "{e:?}");
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut rw)
+            .await
+            .unwrap();
+        let mut other = opts.connect().await.unwrap();
+        let e = StoreError::from(
+            sqlx::query("BEGIN IMMEDIATE")
+                .execute(&mut other)
+                .await
+                .unwrap_err(),
+        );
+        assert!(matches!(e, StoreError::Busy(_)), "{e:?}");
+        assert!(!e.is_storage_failure(), "{e:?}");
+        rw.close().await.unwrap();
+    }
 }

@@ -63,7 +63,9 @@ impl ApiError {
                     ErrorCode::TaskStateConflict
                 }
                 StoreError::GateBusy(_) | StoreError::IdempotencyMismatch(_) => ErrorCode::Conflict,
-                StoreError::Closed | StoreError::Busy(_) => ErrorCode::Unavailable,
+                StoreError::Closed | StoreError::Busy(_) | StoreError::Unavailable(_) => {
+                    ErrorCode::Unavailable
+                }
                 StoreError::WorkerNotFound(_) => ErrorCode::NotFound,
                 StoreError::QueryNotFound(_) => ErrorCode::QueryNotFound,
                 StoreError::QueryLeaseInvalid(_) => ErrorCode::QueryLeaseInvalid,
@@ -109,8 +111,14 @@ impl IntoResponse for ApiError {
             ErrorCode::Unavailable => "service unavailable, retry later".to_owned(),
             _ => self.to_string(),
         };
-        if let ApiError::Store(StoreError::Busy(why)) = &self {
-            tracing::warn!(reason = %why, "database busy; answered 503");
+        match &self {
+            ApiError::Store(StoreError::Busy(why)) => {
+                tracing::warn!(reason = %why, "database busy; answered 503");
+            }
+            ApiError::Store(StoreError::Unavailable(why)) => {
+                tracing::error!(reason = %why, "database cannot store (disk full, read-only, I/O); answered 503");
+            }
+            _ => {}
         }
         let body: Envelope<()> = Envelope::error(code, msg);
         let mut response = (self.status_code(), Json(body)).into_response();
@@ -152,6 +160,60 @@ mod tests {
             r.headers()[axum::http::header::RETRY_AFTER],
             RETRY_AFTER_SECONDS
         );
+    }
+
+    /// A new user's finding: on a full disk a submit was a 500 "internal error" without
+    /// `Retry-After`; it is a 503 like any database that cannot take writes now.
+    #[test]
+    fn a_full_disk_or_read_only_database_is_a_503_with_retry_after() {
+        for code in ["13", "8", "778", "08006", "53100"] {
+            let e = StoreError::from(sqlx::Error::Database(Box::new(FakeDbError(code))));
+            assert!(matches!(e, StoreError::Unavailable(_)), "{code}: {e:?}");
+            let r = ApiError::Store(e).into_response();
+            assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "{code}");
+            assert_eq!(
+                r.headers()[axum::http::header::RETRY_AFTER],
+                RETRY_AFTER_SECONDS
+            );
+        }
+        let e = StoreError::from(sqlx::Error::Database(Box::new(FakeDbError("2067"))));
+        assert!(
+            matches!(e, StoreError::Database(_)),
+            "a constraint stays itself: {e:?}"
+        );
+    }
+
+    /// A database error with only a code, as the drivers give it.
+    #[derive(Debug)]
+    struct FakeDbError(&'static str);
+
+    impl std::fmt::Display for FakeDbError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "database error {}", self.0)
+        }
+    }
+
+    impl std::error::Error for FakeDbError {}
+
+    impl sqlx::error::DatabaseError for FakeDbError {
+        fn message(&self) -> &str {
+            "fake"
+        }
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some(self.0.into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
     }
 
     #[test]

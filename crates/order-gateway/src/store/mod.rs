@@ -392,6 +392,12 @@ pub enum StoreError {
     /// still commit later (an idempotent retry finds it).
     #[error("database busy: {0}")]
     Busy(String),
+    /// The database cannot store anything now: a full disk, a read-only file, an I/O error, or
+    /// PostgreSQL refusing or dropping the connection (503 with `Retry-After`, like
+    /// [`StoreError::Busy`]; the SQLite writer counts it as writes failing, so `/readyz` turns
+    /// unready). Nothing of the operation was stored.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     /// A stored row could not be decoded.
     #[error("corrupt row: {0}")]
     Corrupt(String),
@@ -513,8 +519,25 @@ impl From<sqlx::Error> for StoreError {
             },
             _ => false,
         };
+        // Cannot store at all: SQLite READONLY/IOERR/FULL/CANTOPEN (8/10/13/14), PostgreSQL
+        // connection exceptions (08…), insufficient resources (53…, a full disk), shutdown
+        // (57P01–57P03), or the socket/file itself.
+        let unavailable = match &e {
+            sqlx::Error::Io(_) => true,
+            sqlx::Error::Database(d) => match d.code().as_deref() {
+                Some(c) if c.starts_with("08") || c.starts_with("53") => true,
+                Some("57P01" | "57P02" | "57P03") => true,
+                Some(c) => c
+                    .parse::<i32>()
+                    .is_ok_and(|n| matches!(n & 0xff, 8 | 10 | 13 | 14)),
+                None => false,
+            },
+            _ => false,
+        };
         if busy {
             StoreError::Busy(e.to_string())
+        } else if unavailable {
+            StoreError::Unavailable(e.to_string())
         } else {
             StoreError::Database(Arc::new(e))
         }

@@ -82,6 +82,10 @@ impl sqlite_writer::WriterError for StoreError {
     fn closed() -> Self {
         StoreError::Closed
     }
+
+    fn is_storage_failure(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
 }
 
 /// The writer's points as the hand-off probe's steps (benches/gateway.rs).
