@@ -20,6 +20,65 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Er
     serde_json::from_slice(bytes)
 }
 
+/// [`from_slice`] for a request body, with a message for a person: the body must be a JSON
+/// object (serde would otherwise read `[]` as a struct written as a sequence); a mismatch with `T`
+/// names where it is (`accounts[1].role: …`) and says what is expected in JSON's words, never a
+/// Rust type (`expected struct EnqueueBody`, `expected i64`; D-newuser11-8).
+///
+/// # Errors
+/// The message, starting `invalid JSON body: ` or saying the body must be an object.
+pub fn body_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err("the request body must be a JSON object ({...})".into());
+    }
+    check_no_duplicate_keys(bytes)
+        .map_err(|e| format!("invalid JSON body: {}", plain(&e.to_string())))?;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let what = plain(&e.into_inner().to_string());
+        if path == "." {
+            format!("invalid JSON body: {what}")
+        } else {
+            format!("invalid JSON body: {path}: {what}")
+        }
+    })
+}
+
+/// serde's "expected …" in JSON's words: a struct is an object, an integer type a whole number,
+/// a float a number, an enum one of the allowed values.
+fn plain(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find("expected ") {
+        out.push_str(&rest[..at + "expected ".len()]);
+        rest = &rest[at + "expected ".len()..];
+        let word_end = |s: &str| s.find([' ', ',']).unwrap_or(s.len());
+        if let Some(after) = rest.strip_prefix("struct ") {
+            out.push_str("an object");
+            rest = &after[word_end(after)..];
+        } else if let Some(after) = rest.strip_prefix("enum ") {
+            out.push_str("one of the allowed values");
+            rest = &after[word_end(after)..];
+        } else {
+            let word = &rest[..word_end(rest)];
+            let plain = match word {
+                "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "u8" | "u16" | "u32" | "u64"
+                | "u128" | "usize" => Some("a whole number"),
+                "f32" | "f64" => Some("a number"),
+                "bool" => Some("true or false"),
+                _ => None,
+            };
+            if let Some(p) = plain {
+                out.push_str(p);
+                rest = &rest[word.len()..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Checks `bytes` is one JSON document without a duplicate key in any object.
 ///
 /// # Errors
@@ -83,6 +142,68 @@ impl<'de> Visitor<'de> for NoDuplicates {
             map.next_value_seed(NoDuplicates)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct EnqueueBody {
+        asset_id: String,
+        rows: Vec<Row>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Row {
+        limit: i64,
+        role: Role,
+        on: Option<bool>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Role {
+        Platform,
+    }
+
+    /// A new user's finding (D-newuser11-8): card-polling answered `null` with "invalid type:
+    /// null, expected struct EnqueueBody", took `[...]` as a positional body, and a bad field
+    /// deep in an import said only "at line 1 column 211".
+    #[test]
+    fn a_body_refusal_is_an_object_rule_or_names_the_field_in_json_words() {
+        let cases = [
+            ("null", "the request body must be a JSON object ({...})"),
+            ("[]", "the request body must be a JSON object ({...})"),
+            ("not json", "the request body must be a JSON object ({...})"),
+            (
+                r#"{"asset_id": 1, "rows": []}"#,
+                "invalid JSON body: asset_id: invalid type: integer `1`, expected a string",
+            ),
+            (
+                r#"{"asset_id": "a", "rows": [{"limit": 1, "role": "platform"}, {"limit": "x", "role": "platform"}]}"#,
+                "invalid JSON body: rows[1].limit: invalid type: string \"x\", expected a whole number",
+            ),
+            (
+                r#"{"asset_id": "a", "rows": [{"limit": 1, "role": "wizard"}]}"#,
+                "invalid JSON body: rows[0].role: unknown variant `wizard`, expected `platform`",
+            ),
+            (
+                r#"{"asset_id": "a", "rows": [{"limit": 1, "role": "platform", "on": "no"}]}"#,
+                "invalid JSON body: rows[0].on: invalid type: string \"no\", expected a boolean",
+            ),
+        ];
+        for (body, want) in cases {
+            let got = body_from_slice::<EnqueueBody>(body.as_bytes()).unwrap_err();
+            assert!(got.starts_with(want), "{body}: {got}");
+            for rust in ["struct", "EnqueueBody", "i64", "Role"] {
+                assert!(!got.contains(rust), "{body}: {got}");
+            }
+        }
+        assert!(body_from_slice::<EnqueueBody>(br#"{"asset_id": "a", "rows": []}"#).is_ok());
     }
 }
 

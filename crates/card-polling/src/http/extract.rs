@@ -36,9 +36,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
                 ApiError::invalid(bounded(&r.body_text()))
             }
         })?;
-        rakuten_edge::json::from_slice(&bytes)
+        rakuten_edge::json::body_from_slice(&bytes)
             .map(Json)
-            .map_err(|e| ApiError::invalid(bounded(&format!("invalid JSON body: {e}"))))
+            .map_err(|e| ApiError::invalid(bounded(&e)))
     }
 }
 

@@ -727,3 +727,40 @@ async fn a_charset_parameter_on_json_has_no_effect_and_non_utf8_bytes_are_a_422(
     let v: Value = resp.json().await.unwrap();
     assert_envelope(&v, 1003);
 }
+
+/// A new user's finding (D-newuser11-8): `null` was refused as "invalid type: null, expected
+/// struct EnqueueBody", a JSON array was read as a positional body and enqueued an item, and a
+/// wrong type deep in an import said only "at line 1 column 93". A body must be an object; a
+/// field's refusal names its path and what it takes in JSON's words.
+#[tokio::test]
+async fn a_body_that_is_no_object_is_refused_and_a_bad_field_is_named_by_its_path() {
+    let app = spawn_seeded().await;
+    for body in [
+        json!(null),
+        json!(["card", "CA1", ["card_status"], "array form", null]),
+    ] {
+        let (s, v) = app.enqueue(PLATFORM, body.clone()).await;
+        assert_eq!(s, 422, "{body}: {v}");
+        assert_envelope(&v, 1003);
+        assert_eq!(v["msg"], "the request body must be a JSON object ({...})", "{v}");
+    }
+    let (s, v) = app
+        .enqueue(PLATFORM, json!({"asset_type": "card", "asset_id": 1, "task_types": ["card_status"], "reason": "r"}))
+        .await;
+    assert_eq!(s, 422, "{v}");
+    let msg = v["msg"].as_str().unwrap();
+    assert!(msg.starts_with("invalid JSON body: asset_id: invalid type: integer `1`, expected a string"), "{msg}");
+    let (s, v) = app
+        .post(
+            "/api/admin/import",
+            ADMIN,
+            json!({"cards": [{"iccid": "IMP1", "shop_id": "A"}, {"iccid": "IMP2", "shop_id": "A", "polling_enabled": "no"}]}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    let msg = v["msg"].as_str().unwrap();
+    assert!(msg.starts_with("invalid JSON body: cards[1].polling_enabled: "), "{msg}");
+    for rust in ["struct", "Body", "Batch", "CardRow"] {
+        assert!(!msg.contains(rust), "{msg}");
+    }
+}

@@ -42,13 +42,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
 /// Every body of this API is an object; serde would otherwise read `[]` as a struct written as a
 /// sequence and answer "invalid length 0, expected struct SubmitOrder with 3 elements".
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(ApiError::Validation(
-            "the request body must be a JSON object ({...})".into(),
-        ));
-    }
-    rakuten_edge::json::from_slice(bytes)
-        .map_err(|e| ApiError::Validation(short(format!("invalid JSON body: {e}"))))
+    rakuten_edge::json::body_from_slice(bytes).map_err(|e| ApiError::Validation(short(e)))
 }
 
 /// A JSON body, required. Content-Type is not checked (clients differ); the body must parse.
