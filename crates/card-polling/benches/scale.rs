@@ -12,7 +12,7 @@
 //! triggers merged per second (sequential and 8 concurrent callers), claims per second
 //! (sequential and 8 concurrent), p50/p99 of a scoped list query for `ag0`, and the expiry job's
 //! run time over every active item. It also measures the disk's fsync rate in the same directory,
-//! because every committed transaction here waits for one (WAL, `synchronous=FULL`).
+//! because every committed transaction here waits for one (WAL, `fdatasync` of the WAL before each answer).
 
 use std::io::Write;
 use std::sync::Arc;

@@ -18,16 +18,22 @@
 //! virtual machine a hand-off to another CPU that has gone idle costs tens of microseconds, a
 //! hand-off on the same CPU a few (D-scale7-1).
 //!
+//! With [`Settings::sync_after_commit`] (card-polling) the `COMMIT` does not fsync: a syncer thread
+//! `fdatasync`s the WAL and answers the batch, while the writer already runs the next one
+//! (D-scale8-1). Every answer still follows the data onto the disk.
+//!
 //! The writer knows nothing of what it runs: an operation is a boxed closure over the write
 //! connection ([`Transition`]), its error type is the store's ([`WriterError`]). Layout: this one
-//! file — the handle ([`Writer`]), the loop (`run`, `run_batch`), the counters ([`WriteStats`]).
+//! file — the handle ([`Writer`]), the loop (`run`, `run_batch`), the counters ([`WriteStats`]),
+//! the syncer (`Syncer`).
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
@@ -65,6 +71,9 @@ pub enum Mark {
     CommitStart,
     /// `COMMIT` returned.
     CommitDone,
+    /// The WAL's `fdatasync` returned, on the syncer thread ([`Settings::sync_after_commit`]
+    /// only); the batch's answers follow.
+    Synced,
 }
 
 /// How the writer is sized and observed.
@@ -76,6 +85,14 @@ pub struct Settings {
     pub queue: usize,
     /// Called at each [`Mark`] of every batch (the gateway's hand-off probe); `None`: nothing.
     pub marks: Option<fn(Mark)>,
+    /// Where durability comes from. `false`: `COMMIT` itself fsyncs (the connection's
+    /// `synchronous=FULL`) and the batch is answered when it returns. `true` (only with
+    /// [`Writer::open`]): the writer commits with `synchronous=NORMAL`, hands the batch to a
+    /// syncer thread that `fdatasync`s the WAL file, and the batch is answered after that sync;
+    /// meanwhile the writer runs the next batch, so one batch's fsync overlaps the next one's
+    /// statements (D-scale8-1). The price: a reader may see a commit before it is on disk (never
+    /// a caller: every answer still waits for the sync).
+    pub sync_after_commit: bool,
 }
 
 impl Default for Settings {
@@ -85,6 +102,7 @@ impl Default for Settings {
             max_batch: 256,
             queue: 8192,
             marks: None,
+            sync_after_commit: false,
         }
     }
 }
@@ -163,14 +181,15 @@ impl<E> std::fmt::Debug for Writer<E> {
 impl<E: WriterError> Writer<E> {
     /// Starts the writer as a task of the calling tokio runtime on `conn` (an open, migrated
     /// connection; the writer's from now on). Tests use it to hand in a connection they prepared;
-    /// services use [`Self::open`]. Must be called inside a tokio runtime.
+    /// services use [`Self::open`]. Must be called inside a tokio runtime. Durability is the
+    /// connection's own: [`Settings::sync_after_commit`] needs the file's path and is ignored here.
     pub fn start(conn: SqliteConnection, settings: Settings) -> Self {
         let (tx, rx) = mpsc::channel(settings.queue.max(1));
         let (done_tx, done) = oneshot::channel();
         let stats = Arc::new(WriteStats::default());
         let loop_stats = stats.clone();
         tokio::spawn(async move {
-            run(conn, rx, loop_stats, settings).await;
+            run(conn, rx, loop_stats, settings, None).await;
             let _ = done_tx.send(());
         });
         Self::handle(tx, done, stats)
@@ -182,14 +201,27 @@ impl<E: WriterError> Writer<E> {
     /// hold (D-scale7-1). Where the hold cannot be set (a restricted container) the writer runs
     /// unheld and says so in a WARN.
     ///
+    /// With [`Settings::sync_after_commit`] the connection's `synchronous` becomes `NORMAL` and a
+    /// second thread, `sqlite-syncer`, not held to any CPU (it mostly waits for the disk),
+    /// `fdatasync`s `<file>-wal` after each commit and answers.
+    ///
     /// # Errors
-    /// When the connection cannot be opened, or the thread cannot be started (`sqlx::Error::Io`).
+    /// When the connection cannot be opened, or a thread cannot be started (`sqlx::Error::Io`).
     pub async fn open(opts: SqliteConnectOptions, settings: Settings) -> Result<Self, sqlx::Error> {
         let (tx, rx) = mpsc::channel(settings.queue.max(1));
         let (done_tx, done) = oneshot::channel();
         let (opened_tx, opened) = oneshot::channel::<Result<(), sqlx::Error>>();
         let stats = Arc::new(WriteStats::default());
         let loop_stats = stats.clone();
+        let (opts, syncer) = if settings.sync_after_commit {
+            let mut wal = opts.get_filename().as_os_str().to_owned();
+            wal.push("-wal");
+            let syncer = Syncer::spawn(PathBuf::from(wal), stats.clone(), settings)
+                .map_err(sqlx::Error::Io)?;
+            (opts.synchronous(SqliteSynchronous::Normal), Some(syncer))
+        } else {
+            (opts, None)
+        };
         std::thread::Builder::new()
             .name("sqlite-writer".into())
             .spawn(move || {
@@ -213,7 +245,7 @@ impl<E: WriterError> Writer<E> {
                         }
                     };
                     let _ = opened_tx.send(Ok(()));
-                    run(conn, rx, loop_stats, settings).await;
+                    run(conn, rx, loop_stats, settings, syncer).await;
                     let _ = done_tx.send(());
                 });
             })
@@ -234,8 +266,9 @@ impl<E: WriterError> Writer<E> {
         }
     }
 
-    /// Runs `op` in the next batch; answers after that batch's `COMMIT` returned (the data is on
-    /// disk), with `op`'s own value or error, or the batch's `BEGIN`/`COMMIT` error.
+    /// Runs `op` in the next batch; answers once that batch is on disk (its `COMMIT` returned, or
+    /// with [`Settings::sync_after_commit`] the WAL's `fdatasync` after it), with `op`'s own value
+    /// or error, or the batch's `BEGIN`/`COMMIT`/sync error.
     ///
     /// # Errors
     /// `op`'s error; the batch's database error; [`WriterError::closed`] after shutdown.
@@ -410,6 +443,7 @@ async fn run<E: WriterError>(
     mut rx: mpsc::Receiver<WriteOp<E>>,
     stats: Arc<WriteStats>,
     settings: Settings,
+    syncer: Option<Syncer<E>>,
 ) {
     let max = settings.max_batch.max(1);
     let mut batch = Vec::with_capacity(max);
@@ -421,7 +455,10 @@ async fn run<E: WriterError>(
                 Err(_) => break,
             }
         }
-        run_batch(&mut conn, &mut batch, &stats, &settings).await;
+        run_batch(&mut conn, &mut batch, &stats, &settings, syncer.as_ref()).await;
+    }
+    if let Some(syncer) = syncer {
+        syncer.finish().await;
     }
     if let Err(e) = conn.close().await {
         tracing::warn!(error = %e, "closing the write connection failed");
@@ -454,6 +491,7 @@ async fn run_batch<E: WriterError>(
     batch: &mut Vec<WriteOp<E>>,
     stats: &WriteStats,
     settings: &Settings,
+    syncer: Option<&Syncer<E>>,
 ) {
     let mut ops = batch.drain(..).filter(|op| !op.0.abandoned()).peekable();
     if ops.peek().is_none() {
@@ -532,6 +570,16 @@ async fn run_batch<E: WriterError>(
                     stats.failing.store(false, Ordering::Relaxed);
                     stats.commits.fetch_add(1, Ordering::Relaxed);
                     stats.ops.fetch_add(n, Ordering::Relaxed);
+                    if let Some(syncer) = syncer {
+                        // Answered by the syncer once the WAL is on disk; this thread goes on
+                        // with the next batch meanwhile.
+                        syncer.hand_over(Committed {
+                            finishes,
+                            n,
+                            started,
+                        });
+                        return;
+                    }
                     if let Some(hook) = stats.on_commit.get() {
                         hook(n, started.elapsed());
                     }
@@ -549,5 +597,84 @@ async fn run_batch<E: WriterError>(
     };
     for finish in finishes {
         finish(outcome.clone());
+    }
+}
+
+/// A committed batch waiting for the WAL's `fdatasync` ([`Settings::sync_after_commit`]).
+struct Committed<E> {
+    finishes: Vec<Finish<E>>,
+    /// Operations in it.
+    n: u64,
+    /// When its `BEGIN` was sent: the commit hook's duration runs to the end of the sync.
+    started: Instant,
+}
+
+/// The syncer thread of [`Settings::sync_after_commit`]: each round takes every batch committed
+/// since the last one, `fdatasync`s the WAL once (the WAL is appended in commit order, so one
+/// sync makes every earlier commit durable too) and answers them, in commit order.
+struct Syncer<E> {
+    tx: std::sync::mpsc::Sender<Committed<E>>,
+    /// Answered when the thread has answered everything and ended.
+    done: oneshot::Receiver<()>,
+}
+
+impl<E: WriterError> Syncer<E> {
+    fn spawn(wal: PathBuf, stats: Arc<WriteStats>, settings: Settings) -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::channel::<Committed<E>>();
+        let (done_tx, done) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("sqlite-syncer".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut round = vec![first];
+                    round.extend(rx.try_iter());
+                    // Opened each round (a few µs against the fsync's hundreds): the WAL is
+                    // never replaced while the writer's connection is open, but a handle kept
+                    // across rounds would have to trust that.
+                    let synced = std::fs::File::open(&wal).and_then(|f| f.sync_data());
+                    mark(&settings, Mark::Synced);
+                    let failed = match synced {
+                        Ok(()) => None,
+                        Err(e) => {
+                            tracing::error!(error = %e, wal = %wal.display(),
+                                "fdatasync of the WAL failed; the batches it would have made durable fail");
+                            let e = E::from(sqlx::Error::Io(e));
+                            stats.batch_failed(&e);
+                            Some(e)
+                        }
+                    };
+                    for batch in round {
+                        if failed.is_none()
+                            && let Some(hook) = stats.on_commit.get()
+                        {
+                            hook(batch.n, batch.started.elapsed());
+                        }
+                        for finish in batch.finishes {
+                            finish(failed.clone());
+                        }
+                    }
+                }
+                let _ = done_tx.send(());
+            })?;
+        Ok(Syncer { tx, done })
+    }
+
+    /// Queues a committed batch for the next sync; if the syncer thread is gone (it panicked),
+    /// the batch's operations fail as a closed writer's would: their commit is not known durable.
+    fn hand_over(&self, batch: Committed<E>) {
+        if let Err(std::sync::mpsc::SendError(batch)) = self.tx.send(batch) {
+            tracing::error!("the syncer thread is gone; failing a committed batch unsynced");
+            for finish in batch.finishes {
+                finish(Some(E::closed()));
+            }
+        }
+    }
+
+    /// Lets the thread sync and answer what it holds, and waits for it to end.
+    async fn finish(self) {
+        drop(self.tx);
+        if self.done.await.is_err() {
+            tracing::error!("the syncer thread ended without answering (it panicked)");
+        }
     }
 }

@@ -344,3 +344,80 @@ async fn a_storage_failure_of_one_write_keeps_the_writer_failing_for_the_window_
     );
     assert_eq!(committed(&path).await, vec![3]);
 }
+
+/// Marks of the writer opened with `sync_after_commit`, in order (the only test that sets marks).
+static MARKS: std::sync::Mutex<Vec<sqlite_writer::Mark>> = std::sync::Mutex::new(Vec::new());
+
+fn record(m: sqlite_writer::Mark) {
+    MARKS.lock().unwrap().push(m);
+}
+
+/// D-scale8-1: with `sync_after_commit` the write connection commits with `synchronous=NORMAL`
+/// and no answer goes out before an `fdatasync` of the WAL that began after the answer's own
+/// commit, whichever batch each of 64 concurrent writes fell into. When that sync fails (here:
+/// the WAL's name was unlinked, so it cannot be opened), the writes fail and the writer reports
+/// failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_sync_after_commit_every_answer_waits_for_the_wals_fdatasync_after_its_commit() {
+    use sqlite_writer::Mark;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    open(&path).await.close().await.unwrap();
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+        .synchronous(sqlx::sqlite::SqliteSynchronous::Full);
+    let settings = Settings {
+        marks: Some(record),
+        sync_after_commit: true,
+        ..Settings::default()
+    };
+    let writer = std::sync::Arc::new(Writer::<TestError>::open(opts, settings).await.unwrap());
+    let mut tasks = Vec::new();
+    for v in 0..64_i64 {
+        let writer = writer.clone();
+        tasks.push(tokio::spawn(async move {
+            let (ran_at, synchronous) = writer
+                .write(Box::new(move |c: &mut SqliteConnection| {
+                    async move {
+                        sqlx::query("INSERT INTO t (v) VALUES ($1)")
+                            .bind(v)
+                            .execute(&mut *c)
+                            .await?;
+                        let s: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                            .fetch_one(&mut *c)
+                            .await?;
+                        Ok((MARKS.lock().unwrap().len(), s))
+                    }
+                    .boxed()
+                }))
+                .await
+                .unwrap();
+            assert_eq!(synchronous, 1, "the writer commits with synchronous=NORMAL");
+            let marks = MARKS.lock().unwrap().clone();
+            let after = &marks[ran_at..];
+            let commit = after
+                .iter()
+                .position(|m| *m == Mark::CommitDone)
+                .expect("its batch's commit is marked before the answer");
+            assert!(
+                after[commit..].contains(&Mark::Synced),
+                "write {v} was answered before a sync that followed its commit: {after:?}"
+            );
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(committed(&path).await.len(), 64);
+
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::remove_file(&wal).unwrap();
+    assert!(
+        writer.write(insert(1000)).await.is_err(),
+        "an unsynced write is not answered Ok"
+    );
+    assert!(writer.failing(), "a failed sync is the writer failing");
+    writer.shutdown().await;
+}

@@ -41,7 +41,7 @@ pub(crate) mod sqlite {
     /// The write path (D-gc-1): SQLite has one writer, so every write of the store goes through
     /// ONE group-commit writer (the `sqlite_writer` crate) that owns the only write connection
     /// and packs what is waiting into one `BEGIN IMMEDIATE` transaction, a SAVEPOINT per write;
-    /// each caller is answered after that commit is on disk (WAL, `synchronous=FULL`).
+    /// each caller is answered after that commit is on disk (the WAL `fdatasync`ed, D-scale8-1).
     #[derive(Debug)]
     pub(crate) struct Writer(pub(crate) sqlite_writer::Writer<StoreError>);
 

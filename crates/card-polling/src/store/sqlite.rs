@@ -1,6 +1,7 @@
-//! The SQLite engine (the default): a database file in WAL mode with `synchronous=FULL`, foreign
-//! keys on; every write goes through ONE group-commit writer (the `sqlite_writer` crate, D-gc-1)
-//! that owns the only write connection, reads through a pool of `query_only` connections;
+//! The SQLite engine (the default): a database file in WAL mode, foreign keys on; every write goes
+//! through ONE group-commit writer (the `sqlite_writer` crate, D-gc-1) that owns the only write
+//! connection and answers each write after the WAL holding it was `fdatasync`ed (on a syncer
+//! thread, overlapping the next batch: D-scale8-1), reads through a pool of `query_only` connections;
 //! migrations in `migrations/sqlite`. The store itself is the one implementation in `store/sql/`,
 //! compiled here for [`sqlx::Sqlite`].
 
@@ -95,13 +96,15 @@ impl SqliteStore {
             .await?;
         // The writer's page cache is 16 MiB (SQLite's default is 2 MiB): the scheduler's take
         // reads schedule and card pages all over both tables (D-scale6-2).
-        // On its own thread, held to one CPU with its connection's thread (D-scale7-1).
+        // On its own thread, held to one CPU with its connection's thread (D-scale7-1); each
+        // batch's fsync runs on the syncer thread while the next batch runs (D-scale8-1).
         let writer = sqlite_writer::Writer::open(
             opts.pragma("cache_size", WRITER_CACHE_SIZE),
             sqlite_writer::Settings {
                 max_batch: MAX_BATCH,
                 queue: WRITE_QUEUE,
                 marks: None,
+                sync_after_commit: true,
             },
         )
         .await?;
