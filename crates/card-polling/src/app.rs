@@ -150,6 +150,27 @@ impl Application {
             .await
             .with_context(|| format!("writing to the database {database}"))?;
         tracing::info!(%enabled_at, "priority polling feature enabled since");
+        // An imported account holding the admin token would sign in as the bootstrap admin
+        // (checked first), so its own role would never apply (D-newuser12-10): a bad setting,
+        // refused before the service listens.
+        let admin_hash = TokenHash::of(settings.admin_token.expose());
+        if let Some(account) = store
+            .account_find_by_token(&admin_hash)
+            .await
+            .with_context(|| format!("reading the accounts of the database {database}"))?
+        {
+            return Err(crate::settings::InvalidSetting {
+                name: "RAKUTEN_POLL_ADMIN_TOKEN",
+                reason: format!(
+                    "is also the token of the imported account {:?} (role {}): the two would \
+                     collapse into one super_admin; choose another admin token, or replace that \
+                     account's token",
+                    account.id,
+                    account.role.as_str()
+                ),
+            }
+            .into());
+        }
         let synced = store
             .schedule_sync(&settings.task_types, settings.shards, clock.now())
             .await?;
@@ -218,7 +239,7 @@ impl Application {
             store,
             clock,
             task_types: settings.task_types.clone(),
-            admin_token_hash: Arc::new(TokenHash::of(settings.admin_token.expose())),
+            admin_token_hash: Arc::new(admin_hash),
             hints,
             scheduler: scheduler.clone(),
             schedule_config: schedule_config.clone(),

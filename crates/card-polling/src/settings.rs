@@ -391,6 +391,18 @@ impl EdgeSettings {
     }
 }
 
+/// A setting refused after the settings were read, when start-up could check it (a token the
+/// database also holds): `main` exits 2 with the one line every bad setting prints, naming
+/// `name`, like the refusals of clap (D-newuser12-10).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {name}: {reason}")]
+pub struct InvalidSetting {
+    /// The variable to fix.
+    pub name: &'static str,
+    /// Why, naming the other setting or row it collides with.
+    pub reason: String,
+}
+
 impl Settings {
     /// Settings for tests: given database and admin token, defaults elsewhere.
     pub fn for_tests(db_path: PathBuf, admin_token: &str) -> Self {
@@ -433,6 +445,27 @@ impl Settings {
             console_key: None,
             edge: EdgeSettings::default(),
         }
+    }
+
+    /// Tokens that must differ (D-newuser12-10): the carrier token is sent to the carrier on
+    /// every call, so one equal to the admin token would hand the carrier super_admin here.
+    ///
+    /// # Errors
+    /// The variable to blame and why, naming the other.
+    pub fn check_tokens(&self) -> Result<(), (&'static str, String)> {
+        if self
+            .carrier_token
+            .as_ref()
+            .is_some_and(|c| c.expose() == self.admin_token.expose())
+        {
+            return Err((
+                "RAKUTEN_POLL_CARRIER_TOKEN",
+                "is the same as RAKUTEN_POLL_ADMIN_TOKEN: the carrier would hold this service's \
+                 super_admin token; give each its own"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// The clock-skew tolerance of claims, `None` when the check is off.

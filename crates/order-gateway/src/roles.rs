@@ -47,6 +47,16 @@ impl Role {
             Role::Metrics => "metrics",
         }
     }
+
+    /// The variable that lists this role's tokens (`RAKUTEN_API_TOKEN` is named apart).
+    pub fn variable(self) -> &'static str {
+        match self {
+            Role::Upstream => "RAKUTEN_UPSTREAM_TOKENS",
+            Role::Worker => "RAKUTEN_WORKER_TOKENS",
+            Role::Operator => "RAKUTEN_OPERATOR_TOKENS",
+            Role::Metrics => "RAKUTEN_METRICS_TOKENS",
+        }
+    }
 }
 
 impl fmt::Display for Role {
@@ -139,14 +149,20 @@ pub enum CredentialsError {
     /// One name under two roles: the actor in the audit would be ambiguous.
     #[error("token name {0:?} is used by two roles ({1} and {2})")]
     NameInTwoRoles(String, Role, Role),
-    /// One token configured twice: it could only ever be one of them.
-    #[error("the same token is configured twice (names {0:?} and {1:?})")]
-    DuplicateToken(String, String),
+    /// One token configured twice: it could only ever be one of them, and across roles the
+    /// roles would collapse. Names and variables of both (D-newuser12-10), never the token.
+    #[error(
+        "the same token is configured twice, as {0:?} in {1} and as {2:?} in {3}: every role \
+         and name needs a token of its own"
+    )]
+    DuplicateToken(String, &'static str, String, &'static str),
 }
 
 struct Entry {
     digest: [u8; 32],
     actor: Actor,
+    /// The variable the token was configured in.
+    var: &'static str,
 }
 
 /// Every configured token as a digest, with the actor it stands for.
@@ -180,13 +196,16 @@ impl Credentials {
         let mut roles_by_name: BTreeMap<String, Role> = BTreeMap::new();
         let api = api_token
             .filter(|t| !t.expose().trim().is_empty())
-            .map(|t| (Role::Operator, "api".to_owned(), t.expose().trim()));
+            .map(|t| {
+                let token = t.expose().trim();
+                (Role::Operator, "api".to_owned(), token, "RAKUTEN_API_TOKEN")
+            });
         let listed = lists.iter().flat_map(|(role, list)| {
             list.0
                 .iter()
-                .map(move |t| (*role, t.name.clone(), t.token.expose()))
+                .map(move |t| (*role, t.name.clone(), t.token.expose(), role.variable()))
         });
-        for (role, name, token) in api.into_iter().chain(listed) {
+        for (role, name, token, var) in api.into_iter().chain(listed) {
             if let Some(&other) = roles_by_name.get(&name)
                 && other != role
             {
@@ -194,12 +213,18 @@ impl Credentials {
             }
             let d = digest(token);
             if let Some(e) = entries.iter().find(|e| e.digest == d) {
-                return Err(CredentialsError::DuplicateToken(e.actor.name.clone(), name));
+                return Err(CredentialsError::DuplicateToken(
+                    e.actor.name.clone(),
+                    e.var,
+                    name,
+                    var,
+                ));
             }
             roles_by_name.insert(name.clone(), role);
             entries.push(Entry {
                 digest: d,
                 actor: Actor { name, role },
+                var,
             });
         }
         if entries.is_empty() {

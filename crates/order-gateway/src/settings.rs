@@ -558,8 +558,9 @@ impl Settings {
     /// The token table of every role (`RAKUTEN_API_TOKEN` is the operator `api`).
     ///
     /// # Errors
-    /// [`SettingsError`] naming `RAKUTEN_API_TOKEN` when no token is configured, else
-    /// `RAKUTEN_*_TOKENS` (a name under two roles, a token twice).
+    /// [`SettingsError`] naming `RAKUTEN_API_TOKEN` when no token is configured, the variables
+    /// of both when one token is configured twice, else `RAKUTEN_*_TOKENS` (a name under two
+    /// roles).
     pub fn credentials(&self) -> Result<Credentials, SettingsError> {
         let empty = NamedTokens::default();
         let lists = [
@@ -572,7 +573,9 @@ impl Settings {
         Credentials::build(self.api_token.as_ref(), &lists).map_err(|e| SettingsError {
             name: match e {
                 CredentialsError::Empty => "RAKUTEN_API_TOKEN",
-                _ => "RAKUTEN_*_TOKENS",
+                // The reason names the other variable (D-newuser12-10).
+                CredentialsError::DuplicateToken(_, _, _, second) => second,
+                CredentialsError::NameInTwoRoles(..) => "RAKUTEN_*_TOKENS",
             },
             reason: e.to_string(),
         })

@@ -8,12 +8,15 @@
 //! - [`tls`]: rustls server configuration from PEM files, reloaded on SIGHUP without dropping
 //!   connections (one crypto provider, aws-lc-rs, for the whole workspace).
 //! - [`access_log`]: one log line per request (method, route, status, latency), no headers.
+//! - [`body`]: reading a JSON request body: coding, size (a 413 states the limit in bytes),
+//!   media type, with one wording both services answer.
 //! - [`json`]: strict JSON parsing: a duplicate key at any depth is an error.
 //! - [`openapi`]: the statuses the edge can answer (401/403/413/422/503), added to a document.
 //! - [`query_guard`]: unknown query parameters refused, the allowed ones read from the document.
 //! - `testing` (feature `test-util`): a throw-away CA and certificates for the suites.
 
 pub mod access_log;
+pub mod body;
 pub mod json;
 pub mod openapi;
 pub mod query_guard;

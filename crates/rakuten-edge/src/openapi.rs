@@ -42,7 +42,10 @@ pub fn add_edge_responses(doc: &mut Value, error_schema: &str) {
                 add("403", "the token's role may not do this (1002)");
             }
             if body {
-                add("413", "request body over its limit (1004)");
+                add(
+                    "413",
+                    "request body over the route's limit; `msg` states the limit in bytes (1004)",
+                );
             }
             // Every documented operation refuses a query parameter it does not list
             // (`query_guard`), so each can answer 422.

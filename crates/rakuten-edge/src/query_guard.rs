@@ -166,6 +166,20 @@ pub fn rejection_message(body_text: &str) -> String {
     msg.chars().take(300).collect()
 }
 
+/// The 422 message for a query parameter whose value is outside its vocabulary: the parameter,
+/// the value (at most 64 characters) and every allowed value, so the caller can correct it
+/// without reading the document (D-newuser12-9):
+/// ``query parameter `status` cannot be `bogus`: use one of `pending`, `running` ``.
+pub fn unknown_value(param: &str, got: &str, allowed: &[&str]) -> String {
+    let got: String = got.chars().take(64).collect();
+    let list = allowed
+        .iter()
+        .map(|a| format!("`{a}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("query parameter `{param}` cannot be `{got}`: use one of {list}")
+}
+
 /// What a parameter takes, read from serde's `reason`.
 fn expectation(reason: &str) -> String {
     const WHOLE: &str = "must be a whole number written in digits (e.g. 50)";
@@ -242,6 +256,17 @@ mod tests {
         let uri: axum::http::Uri = format!("/x?{query}").parse().unwrap();
         let r = axum::extract::Query::<Q>::try_from_uri(&uri).unwrap_err();
         rejection_message(&r.body_text())
+    }
+
+    /// D-newuser12-9: `?status=bogus` said only "unknown status"; the answer lists the values.
+    #[test]
+    fn an_unknown_value_is_named_with_every_allowed_one() {
+        assert_eq!(
+            unknown_value("status", "bogus", &["pending", "running"]),
+            "query parameter `status` cannot be `bogus`: use one of `pending`, `running`"
+        );
+        let long = "x".repeat(100);
+        assert!(unknown_value("kind", &long, &["a"]).len() < 120);
     }
 
     #[test]

@@ -22,6 +22,10 @@ pub enum ErrorCode {
     NotFound,
     /// 1006: a conflicting concurrent change, e.g. reclaim while another task is active (HTTP 409).
     Conflict,
+    /// 1007: the request body is in a form the service does not read (HTTP 415): a
+    /// `Content-Encoding` other than `identity`, or not sent as `application/json`
+    /// (D-newuser12-6). card-polling answers the same refusal with its own 7007.
+    UnsupportedMediaType,
     /// 1500: internal error; details only in the server log (HTTP 500).
     Internal,
     /// 1503: the service is shutting down or its storage is unavailable (HTTP 503).
@@ -56,13 +60,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tables and tests.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::Validation,
         ErrorCode::PayloadTooLarge,
         ErrorCode::NotFound,
         ErrorCode::Conflict,
+        ErrorCode::UnsupportedMediaType,
         ErrorCode::Internal,
         ErrorCode::Unavailable,
         ErrorCode::SiteLoginLost,
@@ -89,6 +94,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 1004,
             ErrorCode::NotFound => 1005,
             ErrorCode::Conflict => 1006,
+            ErrorCode::UnsupportedMediaType => 1007,
             ErrorCode::Internal => 1500,
             ErrorCode::Unavailable => 1503,
             ErrorCode::SiteLoginLost => 5001,
@@ -119,6 +125,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => 403,
             ErrorCode::Validation => 422,
             ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::NotFound | ErrorCode::TaskNotFound | ErrorCode::QueryNotFound => 404,
             ErrorCode::Conflict
             | ErrorCode::LeaseInvalid

@@ -27,7 +27,8 @@ pub enum PollCode {
     /// unknown routes (D-fix6-2, D-newuser10-3).
     AssetNotFound,
     /// 7007: the request body is in a form the service does not read (415): a `Content-Encoding`
-    /// other than `identity` (gzip, br, deflate…); the answer carries `Accept-Encoding: identity`.
+    /// other than `identity` (gzip, br, deflate…), or a body not sent as `application/json`
+    /// (D-newuser12-7); the answer carries `Accept-Encoding: identity`.
     UnsupportedMediaType,
 }
 
@@ -60,6 +61,9 @@ pub struct ApiError {
     pub code: i32,
     /// Safe message.
     pub msg: String,
+    /// Seconds for `Retry-After`, on an answer that is not a 503 (every 503 carries 1): the
+    /// quota 429 says when the quota resets (D-newuser12-8).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -70,6 +74,7 @@ impl ApiError {
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             code: code.as_i32(),
             msg: msg.into(),
+            retry_after: None,
         }
     }
 
@@ -99,6 +104,7 @@ impl ApiError {
             status: StatusCode::NOT_FOUND,
             code: PollCode::ItemNotFound.as_i32(),
             msg: "priority item not found".into(),
+            retry_after: None,
         }
     }
 
@@ -112,17 +118,24 @@ impl ApiError {
         )
     }
 
-    /// 415 (code 7007) for a body sent in content coding `coding` (D-newuser8-4): bodies are read
-    /// as they are, never decompressed.
-    pub fn unsupported_encoding(coding: &str) -> Self {
-        let coding: String = coding.chars().take(64).collect();
-        Self::poll(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            PollCode::UnsupportedMediaType,
-            format!(
-                "Content-Encoding {coding:?} is not supported: send the body uncompressed (identity)"
-            ),
-        )
+    /// A body refused by `rakuten_edge::body` (shared with the gateway): 415 with code 7007 for
+    /// a content coding (D-newuser8-4) or a body not sent as JSON (D-newuser12-7), 413 (1004)
+    /// stating the route's limit in bytes, 422 for a body that could not be read.
+    pub fn from_body(r: rakuten_edge::body::BodyRefusal) -> Self {
+        let msg = r.message();
+        match r.status() {
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                Self::poll(r.status(), PollCode::UnsupportedMediaType, msg)
+            }
+            StatusCode::PAYLOAD_TOO_LARGE => Self::generic(ErrorCode::PayloadTooLarge, msg),
+            _ => Self::invalid(msg),
+        }
+    }
+
+    /// Adds `Retry-After: seconds` to this answer.
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     /// 409 for an item state conflict.
@@ -131,6 +144,7 @@ impl ApiError {
             status: StatusCode::CONFLICT,
             code: PollCode::ItemStateConflict.as_i32(),
             msg: msg.into(),
+            retry_after: None,
         }
     }
 
@@ -140,6 +154,7 @@ impl ApiError {
             status,
             code: code.as_i32(),
             msg: msg.into(),
+            retry_after: None,
         }
     }
 
@@ -174,6 +189,7 @@ impl ApiError {
                 status: StatusCode::CONFLICT,
                 code: PollCode::ClaimLost.as_i32(),
                 msg: e.to_string(),
+                retry_after: None,
             },
             StoreError::Invalid(m) => Self::invalid(m),
             StoreError::Busy(ref db) => {
@@ -225,6 +241,12 @@ impl IntoResponse for ApiError {
                 axum::http::HeaderValue::from_static("1"),
             );
         }
+        if let Some(seconds) = self.retry_after {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             // RFC 9110 §11.6.1: a 401 names the scheme it wants (D-newuser10-7).
             resp.headers_mut().insert(
@@ -254,6 +276,7 @@ pub async fn method_not_allowed() -> ApiError {
         status: StatusCode::METHOD_NOT_ALLOWED,
         code: ErrorCode::NotFound.as_i32(),
         msg: "method not allowed on this path".into(),
+        retry_after: None,
     }
 }
 

@@ -36,8 +36,9 @@ pub mod routes;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::routing::{delete, get, post, put};
+use rakuten_edge::body::BodyLimit;
 use rakuten_edge::query_guard::QueryAllowlist;
 use serde::Serialize;
 
@@ -92,7 +93,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/task-types", get(health::task_types))
         .route(
             "/api/admin/import",
-            post(admin::import).layer(DefaultBodyLimit::max(MAX_IMPORT_BYTES)),
+            post(admin::import).layer(BodyLimit::layer(MAX_IMPORT_BYTES)),
         )
         .route("/api/orders", post(orders::create))
         .route("/api/payments/callback", post(orders::payment_callback))
@@ -130,7 +131,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::console::router())
         .fallback(error::not_found_route)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(BodyLimit::layer(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(
             rakuten_edge::access_log::access_log,
         ))

@@ -9,6 +9,8 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::AppState;
+use crate::priority::TriggerType;
+use crate::priority::item_status::ItemStatus;
 
 fn string() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": 128})
@@ -123,10 +125,12 @@ const ASSET_NOT_FOUND: (&str, &str) = ("404", "unknown or out-of-scope card or d
 /// [`ASSET_NOT_FOUND`]; an admin has no scope to be outside of.
 const UNKNOWN_ASSET: (&str, &str) = ("404", "unknown card or device (7006)");
 const CONFLICT: (&str, &str) = ("409", "conflicting state (1006, 7002, 7003, 7005)");
-/// Every operation with a body: bodies are read uncompressed (D-newuser8-4).
+/// Every operation with a body: bodies are read uncompressed (D-newuser8-4) and must be sent as
+/// JSON (D-newuser12-7).
 const UNSUPPORTED_ENCODING: (&str, &str) = (
     "415",
-    "a Content-Encoding other than identity (7007); `Accept-Encoding: identity`",
+    "a Content-Encoding other than identity, or a body not sent as `Content-Type: \
+     application/json` (7007); `Accept-Encoding: identity`",
 );
 
 fn ops() -> Vec<Op> {
@@ -134,14 +138,15 @@ fn ops() -> Vec<Op> {
     let task_types =
         json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 16});
     let list_query = json!([
-        {"name": "status", "in": "query", "schema": {"type": "string"}},
+        {"name": "status", "in": "query", "schema": {"type": "string", "enum": ItemStatus::ALL.map(ItemStatus::as_str)}},
         {"name": "task_type", "in": "query", "schema": {"type": "string"},
          "description": "a configured task type (`GET /api/task-types`); any other is a 422 (1003), as in the manual enqueue"},
-        {"name": "trigger_type", "in": "query", "schema": {"type": "string"}},
+        {"name": "trigger_type", "in": "query", "schema": {"type": "string", "enum": TriggerType::ALL.map(TriggerType::as_str)}},
         {"name": "iccid", "in": "query", "schema": {"type": "string"}},
         {"name": "enqueued_from", "in": "query", "schema": {"type": "string", "format": "date-time"}},
         {"name": "enqueued_to", "in": "query", "schema": {"type": "string", "format": "date-time"}},
-        {"name": "exception", "in": "query", "schema": {"type": "string"}},
+        {"name": "exception", "in": "query", "schema": {"type": "string"},
+         "description": "a comma list of `any`, `failed`, `expired`, `attempts_at_max`, `has_failure_reason`"},
         {"name": "before_id", "in": "query", "schema": {"type": "integer", "format": "int64", "minimum": 1},
          "description": "keyset cursor: the last id of the previous page (`next_before_id`); below 1 is a 422 (1003)"},
         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
@@ -308,11 +313,8 @@ fn ops() -> Vec<Op> {
                 json!({"task_types": task_types, "reason": {"type": "string", "minLength": 1, "maxLength": 500}, "event_id": string()}),
                 &[],
             )),
-            &[
-                ASSET_NOT_FOUND,
-                CONFLICT,
-                ("429", "manual quota used up (7004)"),
-            ],
+            // No 429: a manual enqueue is never refused for the manual trigger's quota.
+            &[ASSET_NOT_FOUND, CONFLICT],
         ),
         op(
             "get",
@@ -350,7 +352,10 @@ fn ops() -> Vec<Op> {
             &[
                 ASSET_NOT_FOUND,
                 CONFLICT,
-                ("429", "daily quota used up (7004)"),
+                (
+                    "429",
+                    "daily quota used up (7004); `Retry-After`: seconds until it resets at 00:00 UTC",
+                ),
             ],
         ),
         op(
@@ -396,6 +401,14 @@ pub fn document() -> Value {
         }
         for (status, what) in errors {
             responses[status] = json!({"description": what, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}});
+            if status == "429" {
+                // The quota's 429 says when to come back (D-newuser12-8).
+                responses[status]["headers"] = json!({"Retry-After": {
+                    "description": "seconds until the daily quota resets (00:00 UTC)",
+                    "required": true,
+                    "schema": {"type": "integer", "minimum": 1},
+                }});
+            }
         }
         let mut params = path_params(o.path);
         params.extend(o.query.as_array().cloned().unwrap_or_default());

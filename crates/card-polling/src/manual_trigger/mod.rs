@@ -12,6 +12,15 @@ use crate::hints::Hints;
 use crate::priority::manual::ManualError;
 use crate::store::{ManualTriggerOutcome, ManualTriggerRequest, Store};
 
+/// Seconds from `now` until the daily quota resets (the next 00:00 UTC: the quota counts
+/// accepted triggers since the start of the UTC day), rounded up so that a client waiting this
+/// long is never early; at least 1. The `Retry-After` of the quota's 429 (D-newuser12-8).
+pub fn seconds_until_quota_resets(now: Timestamp) -> u64 {
+    const DAY_MS: i64 = 86_400_000;
+    let left_ms = DAY_MS - now.as_millis().rem_euclid(DAY_MS);
+    u64::try_from((left_ms + 999) / 1000).unwrap_or(1).max(1)
+}
+
 /// Requests an ordinary manual trigger of `iccid` for `task_types` (empty: every configured one).
 ///
 /// # Errors
@@ -55,4 +64,27 @@ pub async fn request(
         hints.push_manual(triggers).await;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quota_resets_at_the_next_utc_midnight_in_whole_seconds_rounded_up() {
+        let at = |s: &str| Timestamp::parse(s).unwrap();
+        assert_eq!(
+            seconds_until_quota_resets(at("2026-03-01T00:00:00Z")),
+            86_400
+        );
+        assert_eq!(
+            seconds_until_quota_resets(at("2026-03-01T23:59:59.001Z")),
+            1
+        );
+        assert_eq!(seconds_until_quota_resets(at("2026-03-01T23:00:00Z")), 3600);
+        assert_eq!(
+            seconds_until_quota_resets(at("2026-03-01T12:00:00.500+09:00")),
+            75_600
+        );
+    }
 }

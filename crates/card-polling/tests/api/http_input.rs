@@ -293,6 +293,12 @@ async fn an_import_body_over_the_bound_is_a_413_envelope() {
     assert_eq!(resp.status(), 413);
     let v: serde_json::Value = resp.json().await.expect("an envelope, not plain text");
     assert_envelope(&v, 1004);
+    // The route's own limit, in bytes (D-newuser12-7).
+    let limit = card_polling::http::MAX_IMPORT_BYTES;
+    assert!(
+        v["msg"].as_str().unwrap().contains(&format!("limit of {limit} bytes")),
+        "{v}"
+    );
 }
 
 /// New-user trial 11: a query parameter of the wrong form was answered "Failed to deserialize
@@ -763,4 +769,131 @@ async fn a_body_that_is_no_object_is_refused_and_a_bad_field_is_named_by_its_pat
     for rust in ["struct", "Body", "Batch", "CardRow"] {
         assert!(!msg.contains(rust), "{msg}");
     }
+}
+
+/// A new user's finding (D-newuser12-7): a JSON body sent as `text/plain` (or with no
+/// `Content-Type`, or as a form) was a 422 "Expected request with `Content-Type:
+/// application/json`", which reads as bad JSON. It is the wrong media type: 415, code 7007 (the
+/// code of a compressed body), naming `application/json`, and nothing is stored. The gateway
+/// answers the same check with its 1007.
+#[tokio::test]
+async fn a_body_not_sent_as_json_is_a_415_naming_application_json() {
+    let app = spawn_seeded().await;
+    let body = r#"{"asset_type":"card","asset_id":"CA1","reason":"typed"}"#;
+    for content_type in [
+        Some("text/plain"),
+        Some("text/plain; charset=utf-8"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let mut req = app
+            .client
+            .post(format!("{}/api/priority-items", app.base))
+            .bearer_auth(PLATFORM)
+            .body(body);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 415, "{content_type:?}");
+        let v: Value = resp.json().await.expect("an envelope");
+        assert_envelope(&v, 7007);
+        let msg = v["msg"].as_str().unwrap();
+        assert!(msg.contains("`Content-Type: application/json`"), "{msg}");
+        if let Some(ct) = content_type {
+            let essence = ct.split(';').next().unwrap();
+            assert!(msg.contains(essence), "names what was sent: {msg}");
+        }
+    }
+    assert_eq!(app.active_count().await, 0, "nothing enqueued");
+    // `application/*+json` is JSON.
+    let resp = app
+        .client
+        .post(format!("{}/api/priority-items", app.base))
+        .bearer_auth(PLATFORM)
+        .header("content-type", "application/merge-patch+json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+}
+
+/// A new user's finding (D-newuser12-7): a 413 said "request body too large" and not the limit,
+/// so a client could only guess how much to cut. The message states the route's limit in bytes:
+/// 65536 for ordinary routes (the import's 33554432 is checked by
+/// `an_import_body_over_the_bound_is_a_413_envelope`).
+#[tokio::test]
+async fn a_body_over_its_limit_is_a_413_stating_the_limit_in_bytes() {
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "reason": "x".repeat(100 * 1024)}),
+        )
+        .await;
+    assert_eq!(s, 413, "{v}");
+    assert_envelope(&v, 1004);
+    let limit = card_polling::http::MAX_BODY_BYTES;
+    assert!(
+        v["msg"].as_str().unwrap().contains(&format!("limit of {limit} bytes")),
+        "{v}"
+    );
+}
+
+/// A new user's finding (D-newuser12-9): `?limit=500` answered "limit must be 1..=200" (Rust's
+/// range syntax) and `?status=bogus` "unknown status", which does not say what is allowed. The
+/// range is said in words and every refused vocabulary lists its values.
+#[tokio::test]
+async fn list_query_refusals_say_the_range_in_words_and_list_the_allowed_values() {
+    let app = spawn_seeded().await;
+    for (q, want) in [
+        ("limit=500", "limit must be a whole number from 1 to 200"),
+        ("limit=0", "limit must be a whole number from 1 to 200"),
+        (
+            "status=bogus",
+            "query parameter `status` cannot be `bogus`: use one of `pending`, `running`, \
+             `completed`, `failed`, `closed`, `expired`",
+        ),
+        ("trigger_type=x", "query parameter `trigger_type` cannot be `x`: use one of `"),
+        (
+            "exception=odd",
+            "query parameter `exception` cannot be `odd`: use one of `any`, `failed`, `expired`, \
+             `attempts_at_max`, `has_failure_reason`",
+        ),
+    ] {
+        let (s, v) = app.get(&format!("/api/priority-items?{q}"), PLATFORM).await;
+        assert_eq!(s, 422, "{q}: {v}");
+        assert_envelope(&v, 1003);
+        let msg = v["msg"].as_str().unwrap();
+        assert!(msg.starts_with(want), "{q}: {msg}");
+        assert!(!msg.contains("..="), "{q}: {msg}");
+    }
+}
+
+/// D-newuser12-10: an account imported with the admin token would sign in as the bootstrap
+/// super_admin, never as itself. The import refuses that row (422, naming it and the variable);
+/// nothing is imported.
+#[tokio::test]
+async fn an_account_imported_with_the_admin_token_is_refused_naming_the_row() {
+    let app = spawn_seeded().await;
+    let (s, v) = app
+        .post(
+            "/api/admin/import",
+            ADMIN,
+            json!({"accounts": [
+                {"id": "ok-one", "role": "platform", "token": "a-token-of-its-own-0123"},
+                {"id": "collapsed", "role": "platform", "token": ADMIN},
+            ]}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert_envelope(&v, 1003);
+    let msg = v["msg"].as_str().unwrap();
+    assert!(
+        msg.starts_with("accounts row 2 (id collapsed): token is the admin token (RAKUTEN_POLL_ADMIN_TOKEN)"),
+        "{msg}"
+    );
+    let (s, _) = app.get("/api/priority-items", "a-token-of-its-own-0123").await;
+    assert_eq!(s, 401, "the batch was refused whole");
 }

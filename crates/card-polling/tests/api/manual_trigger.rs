@@ -134,3 +134,31 @@ async fn manual_trigger_of_an_unknown_card_answers_code_7006() {
     assert_eq!(out, missing, "out of scope answers like a missing card");
     assert!(statuses(&app).await.is_empty(), "nothing recorded");
 }
+
+/// A new user's finding (D-newuser12-8): the quota's 429 did not say when to come back, so a
+/// client retried a request that could not pass before the next UTC day. It carries
+/// `Retry-After` with the seconds until 00:00 UTC (the test clock stands at 05:00 UTC).
+#[tokio::test]
+async fn the_quota_429_says_in_retry_after_when_the_quota_resets() {
+    let app = spawn_with(Backend::Memory, |s| s.manual_daily_quota = 1).await;
+    app.seed().await;
+    app.advance(5 * 3600);
+    assert_eq!(trigger(&app, PLATFORM, "CA1", "card_status").await.0, 200);
+    let resp = app
+        .client
+        .post(format!("{}/api/manual-triggers", app.base))
+        .bearer_auth(PLATFORM)
+        .json(&json!({"iccid": "CA11", "task_types": ["card_status"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 429);
+    let retry_after = resp.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["code"], 7004, "{v}");
+    assert_eq!(retry_after.as_deref(), Some("68400"), "19 h to midnight UTC: {v}");
+    assert!(v["msg"].as_str().unwrap().contains("00:00 UTC"), "{v}");
+    // Once that many seconds have passed, the quota has reset.
+    app.advance(68_400);
+    assert_eq!(trigger(&app, PLATFORM, "CA11", "card_status").await.0, 200);
+}

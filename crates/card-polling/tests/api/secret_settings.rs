@@ -240,3 +240,67 @@ fn start_up_fails_within_seconds_when_postgres_does_not_answer() {
         assert!(!stderr.contains("SlowPa55"), "{stderr}");
     }
 }
+
+/// A new user's finding (D-newuser12-10): an imported account whose token is the admin token
+/// started without a word, and its holder signed in as the bootstrap super_admin (the admin
+/// token is checked first): the two roles collapsed. Start-up refuses it as a bad setting (exit
+/// 2, naming `RAKUTEN_POLL_ADMIN_TOKEN` and the account), and a carrier token equal to the
+/// admin token (which would hand the carrier super_admin here) names both variables. Neither
+/// prints the token.
+#[test]
+fn an_admin_token_shared_with_an_account_or_the_carrier_exits_2_naming_both() {
+    const SHARED: &str = "Shar3dAdminT0ken-0123";
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.db");
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use card_polling::store::Store;
+        let store = card_polling::store::sqlite::SqliteStore::open(&db)
+            .await
+            .unwrap();
+        let batch: card_polling::store::ImportBatch = serde_json::from_value(serde_json::json!({
+            "shops": [{"id": "S1", "name": "shop"}],
+            "accounts": [{"id": "ops-agent", "role": "agent", "shop_id": "S1", "token": SHARED}],
+        }))
+        .unwrap();
+        store
+            .domain_import(&batch, rakuten_types::Timestamp::now_utc())
+            .await
+            .unwrap();
+    });
+    let db_path = db.to_str().unwrap();
+    let cases = [
+        (
+            vec![
+                ("RAKUTEN_POLL_ADMIN_TOKEN", SHARED),
+                ("RAKUTEN_POLL_DB_PATH", db_path),
+                ("RAKUTEN_POLL_PORT", "0"),
+            ],
+            "error: invalid setting --admin-token / RAKUTEN_POLL_ADMIN_TOKEN: is also the token of \
+             the imported account \"ops-agent\" (role agent)",
+        ),
+        (
+            vec![
+                ("RAKUTEN_POLL_ADMIN_TOKEN", SHARED),
+                ("RAKUTEN_POLL_CARRIER_URL", "https://carrier.example/api"),
+                ("RAKUTEN_POLL_CARRIER_TOKEN", SHARED),
+                ("RAKUTEN_POLL_DB_PATH", db_path),
+            ],
+            "error: invalid setting --carrier-token / RAKUTEN_POLL_CARRIER_TOKEN: is the same as \
+             RAKUTEN_POLL_ADMIN_TOKEN",
+        ),
+    ];
+    for (env, want) in cases {
+        let out = run(&env, &["serve"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.lines().any(|l| l.starts_with(want)),
+            "{want}\n{stderr}"
+        );
+        assert!(
+            !stderr.contains("Shar3d") && !stdout.contains("Shar3d"),
+            "{stderr}"
+        );
+    }
+}

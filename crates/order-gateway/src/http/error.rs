@@ -21,9 +21,13 @@ pub enum ApiError {
     /// Bad input: JSON, types, ranges, vocabularies (422, 1003).
     #[error("{0}")]
     Validation(String),
-    /// A body or field over its size bound (413, 1004).
+    /// A body or field over its size bound (413, 1004); the message states the bound in bytes.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// A body in a content coding, or not sent as `application/json` (415, 1007; D-newuser12-6,
+    /// D-newuser12-7). The answer carries `Accept-Encoding: identity`.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// No such route (404, 1005).
     #[error("no route for {0}")]
     NotFound(String),
@@ -47,6 +51,19 @@ impl From<crate::query_queue::InputError> for ApiError {
     }
 }
 
+impl From<rakuten_edge::body::BodyRefusal> for ApiError {
+    /// The shared body checks (`rakuten_edge::body`, the ones card-polling answers with 7007)
+    /// in this service's codes: 415 is 1007, 413 is 1004, an unreadable body 1003.
+    fn from(r: rakuten_edge::body::BodyRefusal) -> Self {
+        let msg = r.message();
+        match r.status() {
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType(msg),
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(msg),
+            _ => ApiError::Validation(msg),
+        }
+    }
+}
+
 impl ApiError {
     /// The error code (and through it the HTTP status) of this error.
     pub fn code(&self) -> ErrorCode {
@@ -55,6 +72,7 @@ impl ApiError {
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
             ApiError::Validation(_) => ErrorCode::Validation,
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::NotFound(_) | ApiError::MethodNotAllowed => ErrorCode::NotFound,
             ApiError::Store(e) => match e {
                 StoreError::TaskNotFound(_) => ErrorCode::TaskNotFound,
@@ -127,6 +145,13 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+        }
+        if code == ErrorCode::UnsupportedMediaType {
+            // The one coding a body may be in (RFC 9110 §15.5.16), as card-polling says it.
+            response.headers_mut().insert(
+                axum::http::header::ACCEPT_ENCODING,
+                axum::http::HeaderValue::from_static("identity"),
             );
         }
         response

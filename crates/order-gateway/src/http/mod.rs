@@ -24,7 +24,7 @@ pub mod routes;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::Uri;
 use axum::middleware::from_fn_with_state;
 use rakuten_edge::query_guard::QueryAllowlist;
@@ -97,7 +97,7 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(rakuten_edge::body::BodyLimit::layer(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
         .layer(axum::middleware::from_fn(access_log::access_log))
         .with_state(state)

@@ -63,8 +63,41 @@ impl Modify for BearerAuth {
 pub fn document() -> serde_json::Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
     rakuten_edge::openapi::add_edge_responses(&mut doc, "ErrorEnvelope");
+    add_unsupported_media_type(&mut doc);
     nullable_envelope_data(&mut doc);
     doc
+}
+
+/// Every operation that takes a body can answer 415 (code 1007): a body in a content coding or
+/// not sent as `application/json` (D-newuser12-6, D-newuser12-7; `rakuten_edge::body`).
+fn add_unsupported_media_type(doc: &mut serde_json::Value) {
+    let Some(paths) = doc
+        .get_mut("paths")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    for op in paths
+        .values_mut()
+        .filter_map(serde_json::Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+    {
+        if op.get("requestBody").is_none() {
+            continue;
+        }
+        if let Some(responses) = op
+            .get_mut("responses")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            responses.entry("415").or_insert_with(|| {
+                serde_json::json!({
+                    "description": "a Content-Encoding other than identity, or a body not sent as \
+                        `Content-Type: application/json` (1007); `Accept-Encoding: identity`",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}},
+                })
+            });
+        }
+    }
 }
 
 /// utoipa describes the generic `Envelope<T>::data: Option<T>` as a bare `T`, but an empty

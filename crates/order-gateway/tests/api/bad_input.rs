@@ -1,6 +1,6 @@
 use serde_json::{Value, json};
 
-use crate::helpers::{TOKEN, answer, spawn_app};
+use crate::helpers::{TOKEN, answer, spawn_app, spawn_app_with};
 
 enum Body {
     None,
@@ -717,4 +717,151 @@ async fn a_query_that_is_not_utf8_is_a_422_and_takes_no_lease() {
     assert_eq!(a.body["data"]["task_id"], "po-bytes", "{:?}", a.body);
     let read = answer(app.get("/api/orders/po-bytes").send().await.unwrap()).await;
     assert_eq!(read.body["data"]["lease_owner"], "ワ", "{:?}", read.body);
+}
+
+/// A new user's findings (D-newuser12-6, D-newuser12-7): a body sent with
+/// `Content-Encoding: gzip`, as `text/plain` or with no `Content-Type` was read as JSON (and a
+/// task was queued), where card-polling answered 415. The gateway now runs the same shared check
+/// (`rakuten_edge::body`): 415 in the envelope with its own code 1007, naming
+/// `application/json` (or the coding), `Accept-Encoding: identity`, and nothing is stored.
+#[tokio::test]
+async fn a_compressed_or_non_json_body_is_a_415_with_code_1007_and_nothing_is_queued() {
+    let app = spawn_app().await;
+    let body = r#"{"task_id":"po-415","site":"rakuten","intent":{}}"#;
+    for (content_type, encoding, names) in [
+        (
+            Some("application/json"),
+            Some("gzip"),
+            "Content-Encoding \"gzip\"",
+        ),
+        (
+            Some("application/json"),
+            Some("identity, br"),
+            "Content-Encoding \"br\"",
+        ),
+        (Some("text/plain"), None, "\"text/plain\""),
+        (
+            Some("application/x-www-form-urlencoded"),
+            None,
+            "application/json",
+        ),
+        (None, None, "no Content-Type"),
+    ] {
+        let mut req = app.post("/api/orders").body(body);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        if let Some(ce) = encoding {
+            req = req.header("content-encoding", ce);
+        }
+        let resp = req.send().await.unwrap();
+        let accept = resp.headers().get("accept-encoding").cloned();
+        let a = answer(resp).await;
+        a.assert_err(415, 1007);
+        let msg = a.body["msg"].as_str().unwrap();
+        assert!(msg.contains(names), "{content_type:?} {encoding:?}: {msg}");
+        if encoding.is_none() {
+            assert!(msg.contains("`Content-Type: application/json`"), "{msg}");
+        }
+        assert_eq!(accept.unwrap(), "identity");
+    }
+    assert_eq!(app.list("").await.assert_ok()["total"], 0, "nothing queued");
+    // An optional body left empty needs no Content-Type (renew takes worker_id in the query).
+    let a = answer(
+        app.post("/api/orders/po-none/renew?worker_id=w1")
+            .header("content-type", "text/plain")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_ne!(a.status, 415, "{:?}", a.body);
+    // The document lists the 415 on every operation that takes a body.
+    let doc: Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(doc["paths"]["/api/orders"]["post"]["responses"]["415"].is_object());
+    assert!(doc["paths"]["/api/orders"]["get"]["responses"]["415"].is_null());
+}
+
+/// A new user's finding (D-newuser12-7): a 413 named a formula ("RAKUTEN_QUERY_RESULT_MAX_BYTES
+/// * 2 + 64 KiB") instead of the limit. Each route's 413 states its own limit in bytes.
+#[tokio::test]
+async fn a_body_over_its_limit_is_a_413_stating_the_limit_in_bytes() {
+    let app = spawn_app().await;
+    let pad = "x".repeat(order_gateway::http::MAX_BODY_BYTES);
+    let a = answer(
+        app.post("/api/orders")
+            .json(&json!({"site": "rakuten", "intent": {}, "pad": pad}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    a.assert_err(413, 1004);
+    let limit = order_gateway::http::MAX_BODY_BYTES;
+    let msg = a.body["msg"].as_str().unwrap();
+    assert!(msg.contains(&format!("limit of {limit} bytes")), "{msg}");
+    // The query result route has its own limit from the settings.
+    let app = spawn_app_with(|s| s.query_result_max_bytes = 4096).await;
+    let result_limit = app.settings.query_result_body_limit();
+    let a = answer(
+        app.post("/api/account/queries/aq-none/result")
+            .json(&json!({"pad": "y".repeat(result_limit)}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    a.assert_err(413, 1004);
+    let msg = a.body["msg"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("limit of {result_limit} bytes")),
+        "{msg}"
+    );
+}
+
+/// A new user's finding (D-newuser12-9), as in card-polling: `?status=bogus` said "unknown status
+/// \"bogus\"" without the values it takes. Every list's vocabularies list their values, and
+/// `limit` is said in words.
+#[tokio::test]
+async fn a_list_filter_outside_its_vocabulary_names_every_allowed_value() {
+    let app = spawn_app().await;
+    for (path, want) in [
+        (
+            "/api/orders?status=bogus",
+            "query parameter `status` cannot be `bogus`: use one of `queued`, `leased`, `running`",
+        ),
+        (
+            "/api/account/queries?status=bogus",
+            "query parameter `status` cannot be `bogus`: use one of `queued`, `leased`",
+        ),
+        (
+            "/api/account/queries?kind=x",
+            "query parameter `kind` cannot be `x`: use one of `order_list`, `order_detail`",
+        ),
+        (
+            "/api/alerts?kind=x",
+            "query parameter `kind` cannot be `x`: use one of `worker_offline`",
+        ),
+        (
+            "/api/alerts?state=closed",
+            "query parameter `state` cannot be `closed`: use one of `open`, `all`",
+        ),
+        (
+            "/api/orders?limit=0",
+            "limit must be a whole number of 1 or more (a page holds at most 200",
+        ),
+    ] {
+        let a = answer(app.get(path).send().await.unwrap()).await;
+        a.assert_err(422, 1003);
+        let msg = a.body["msg"].as_str().unwrap();
+        assert!(msg.starts_with(want), "{path}: {msg}");
+    }
 }

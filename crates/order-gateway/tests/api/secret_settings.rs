@@ -131,3 +131,40 @@ fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
         dir.path(),
     );
 }
+
+/// A new user's finding (D-newuser12-10): one token in two roles made the roles collapse, and
+/// the refusal named only `RAKUTEN_*_TOKENS`. Exit 2, one line naming both variables and both
+/// names, never the token.
+#[test]
+fn a_token_shared_by_two_roles_exits_2_naming_both_variables() {
+    for (env, first, second) in [
+        (
+            [
+                ("RAKUTEN_API_TOKEN", "Shar3dT0ken-0123456789"),
+                ("RAKUTEN_WORKER_TOKENS", "w1:Shar3dT0ken-0123456789"),
+            ],
+            "\"api\" in RAKUTEN_API_TOKEN",
+            "\"w1\" in RAKUTEN_WORKER_TOKENS",
+        ),
+        (
+            [
+                ("RAKUTEN_UPSTREAM_TOKENS", "shop:Shar3dT0ken-0123456789"),
+                ("RAKUTEN_METRICS_TOKENS", "prom:Shar3dT0ken-0123456789"),
+            ],
+            "\"shop\" in RAKUTEN_UPSTREAM_TOKENS",
+            "\"prom\" in RAKUTEN_METRICS_TOKENS",
+        ),
+    ] {
+        let out = run(&env, &["serve"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let line = stderr.lines().next().unwrap_or_default();
+        assert!(line.starts_with("error: invalid setting --"), "{stderr}");
+        assert!(line.contains(first) && line.contains(second), "{stderr}");
+        assert!(
+            !stderr.contains("Shar3d") && !stdout.contains("Shar3d"),
+            "{stderr}"
+        );
+    }
+}

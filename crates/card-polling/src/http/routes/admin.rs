@@ -7,7 +7,7 @@ use axum::extract::State;
 use rakuten_types::Envelope;
 
 use super::key;
-use crate::domain::Role;
+use crate::domain::{Role, TokenHash};
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
 use crate::http::extract::Json as Body;
@@ -23,7 +23,7 @@ fn at_row(mut e: ApiError, list: &str, i: usize, key: (&str, &str)) -> ApiError 
     e
 }
 
-fn check(batch: &ImportBatch) -> Result<(), ApiError> {
+fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
     let kinds = [
         ("shops", batch.shops.len()),
         ("accounts", batch.accounts.len()),
@@ -60,6 +60,14 @@ fn check(batch: &ImportBatch) -> Result<(), ApiError> {
         if !(16..=256).contains(&n) || a.token.chars().any(|c| c.is_control() || c == ' ') {
             return Err(at(ApiError::invalid(
                 "token must be 16-256 characters without spaces",
+            )));
+        }
+        // The admin token is checked first at sign-in, so an account holding it could never
+        // act as itself: the two roles would collapse into super_admin (D-newuser12-10).
+        if admin.ct_eq(&TokenHash::of(&a.token).0) {
+            return Err(at(ApiError::invalid(
+                "token is the admin token (RAKUTEN_POLL_ADMIN_TOKEN): every account needs a \
+                 token of its own",
             )));
         }
         if let Some(s) = &a.shop_id {
@@ -99,7 +107,7 @@ pub async fn import(
     if auth.0.role != Role::SuperAdmin {
         return Err(ApiError::forbidden());
     }
-    check(&batch)?;
+    check(&batch, &st.admin_token_hash)?;
     st.store
         .domain_import(&batch, st.clock.now())
         .await

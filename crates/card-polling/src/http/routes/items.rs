@@ -5,6 +5,7 @@ use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
+use rakuten_edge::query_guard::unknown_value;
 use rakuten_types::{Envelope, Timestamp};
 
 use super::key;
@@ -45,7 +46,7 @@ pub struct ListQuery {
     /// Keyset cursor: only items with a smaller id (use the last id of the previous page); 1 or
     /// more.
     pub before_id: Option<i64>,
-    /// Page size, 1..=200 (default 50).
+    /// Page size, a whole number from 1 to 200 (default 50).
     pub limit: Option<i64>,
 }
 
@@ -67,10 +68,22 @@ fn parse_time(what: &str, s: &Option<String>) -> Result<Option<Timestamp>, ApiEr
         .transpose()
 }
 
+/// The values of `?exception=` (a comma list of them).
+const EXCEPTION_CONDITIONS: [&str; 5] = [
+    "any",
+    "failed",
+    "expired",
+    "attempts_at_max",
+    "has_failure_reason",
+];
+
 fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError> {
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    // Plain words, not Rust's range syntax (D-newuser12-9).
     if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::invalid(format!("limit must be 1..={MAX_LIMIT}")));
+        return Err(ApiError::invalid(format!(
+            "limit must be a whole number from 1 to {MAX_LIMIT}"
+        )));
     }
     // The cursor is an item id (D-newuser8-2): below 1 it could only ever answer empty pages.
     if q.before_id.is_some_and(|id| id < 1) {
@@ -81,12 +94,22 @@ fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError>
     let status = q
         .status
         .as_deref()
-        .map(|s| ItemStatus::parse(s).ok_or_else(|| ApiError::invalid("unknown status")))
+        .map(|s| {
+            ItemStatus::parse(s).ok_or_else(|| {
+                let allowed = ItemStatus::ALL.map(ItemStatus::as_str);
+                ApiError::invalid(unknown_value("status", s, &allowed))
+            })
+        })
         .transpose()?;
     let trigger_type = q
         .trigger_type
         .as_deref()
-        .map(|s| TriggerType::parse(s).ok_or_else(|| ApiError::invalid("unknown trigger_type")))
+        .map(|s| {
+            TriggerType::parse(s).ok_or_else(|| {
+                let allowed = TriggerType::ALL.map(TriggerType::as_str);
+                ApiError::invalid(unknown_value("trigger_type", s, &allowed))
+            })
+        })
         .transpose()?;
     // A task type this instance does not run is a typo, refused as the enqueue refuses it
     // (D-newuser8-1), never an empty page that reads as "nothing there".
@@ -116,7 +139,13 @@ fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError>
                 "expired" => exceptions.push(ExceptionCondition::Expired),
                 "attempts_at_max" => exceptions.push(ExceptionCondition::AttemptsAtMax),
                 "has_failure_reason" => exceptions.push(ExceptionCondition::HasFailureReason),
-                _ => return Err(ApiError::invalid("unknown exception condition")),
+                _ => {
+                    return Err(ApiError::invalid(unknown_value(
+                        "exception",
+                        part,
+                        &EXCEPTION_CONDITIONS,
+                    )));
+                }
             }
         }
     }

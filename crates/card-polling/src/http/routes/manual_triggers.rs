@@ -1,6 +1,7 @@
 //! `POST /api/manual-triggers`: the ordinary manual trigger ("poll this card now"), with its
-//! daily quota per operator (429, code 7004) and 24 h dedupe per card and task type (409, code
-//! 7005). Every request, accepted or refused, is recorded in `manual_triggers`.
+//! daily quota per operator (429, code 7004, `Retry-After` until 00:00 UTC) and 24 h dedupe per
+//! card and task type (409, code 7005). Every request, accepted or refused, is recorded in
+//! `manual_triggers`.
 
 use axum::Json;
 use axum::extract::State;
@@ -39,6 +40,7 @@ pub async fn create(
     }
     let iccid = key("iccid", &b.iccid)?;
     let task_types = super::task_type_list(b.task_types)?;
+    let now = st.clock.now();
     let out = manual_trigger::request(
         st.store.as_ref(),
         &st.hints,
@@ -47,7 +49,7 @@ pub async fn create(
         &iccid,
         &task_types,
         st.manual_daily_quota,
-        st.clock.now(),
+        now,
     )
     .await
     .map_err(|e| match e {
@@ -55,11 +57,16 @@ pub async fn create(
         other => other.into(),
     })?;
     match out {
+        // `Retry-After`: the seconds until the quota resets (D-newuser12-8), so a client backs
+        // off until then instead of retrying a request that cannot pass today.
         ManualTriggerOutcome::QuotaExceeded { used, quota } => Err(ApiError::poll(
             StatusCode::TOO_MANY_REQUESTS,
             PollCode::ManualQuotaExceeded,
-            format!("daily manual trigger quota used up ({used} of {quota})"),
-        )),
+            format!(
+                "daily manual trigger quota used up ({used} of {quota}); it resets at 00:00 UTC"
+            ),
+        )
+        .with_retry_after(manual_trigger::seconds_until_quota_resets(now))),
         ManualTriggerOutcome::Duplicate { task_types } => Err(ApiError::poll(
             StatusCode::CONFLICT,
             PollCode::ManualDuplicate,

@@ -6,6 +6,7 @@
 use axum::extract::State;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use rakuten_edge::query_guard::unknown_value;
 use rakuten_types::alert::{
     AlertKind, AlertView, CancelTask, MAX_REASON_CHARS, OperatorActionAck, OperatorActionView,
     ResolveTask, WorkerView,
@@ -91,18 +92,23 @@ pub async fn list_alerts(
         None | Some("open") => true,
         Some("all") => false,
         Some(other) => {
-            return Err(ApiError::Validation(format!(
-                "state must be open or all, got {:?}",
-                other.chars().take(64).collect::<String>()
+            return Err(ApiError::Validation(unknown_value(
+                "state",
+                other,
+                &["open", "all"],
             )));
         }
     };
     let kind = q
         .kind
         .as_deref()
-        .map(str::parse::<AlertKind>)
-        .transpose()
-        .map_err(|e| ApiError::Validation(e.to_string()))?;
+        .map(|s| {
+            s.parse::<AlertKind>().map_err(|_| {
+                let allowed = AlertKind::ALL.map(AlertKind::as_str);
+                ApiError::Validation(unknown_value("kind", s, &allowed))
+            })
+        })
+        .transpose()?;
     let (limit, offset) = crate::http::extract::page_bounds(q.limit, q.offset)?;
     let page = st
         .ops

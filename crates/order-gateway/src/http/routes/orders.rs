@@ -26,6 +26,7 @@ use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, TaskFilter,
 };
 use crate::telemetry::Channel;
+use rakuten_edge::query_guard::unknown_value;
 
 /// Result of a handler: an envelope or an [`ApiError`].
 pub type ApiResult<T> = Result<Json<Envelope<T>>, ApiError>;
@@ -518,12 +519,17 @@ pub async fn list(
     State(st): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Page<TaskSummary>> {
+    // An unknown value is named with every allowed one (D-newuser12-9).
     let status = q
         .status
         .as_deref()
-        .map(|s| s.parse::<TaskStatus>())
-        .transpose()
-        .map_err(|e| ApiError::Validation(e.to_string()))?;
+        .map(|s| {
+            s.parse::<TaskStatus>().map_err(|_| {
+                let allowed = TaskStatus::ALL.map(TaskStatus::as_str);
+                ApiError::Validation(unknown_value("status", s, &allowed))
+            })
+        })
+        .transpose()?;
     if let Some(site) = &q.site {
         check_site(site)?;
     }

@@ -1,9 +1,10 @@
 //! The account-query endpoints (§11.2): submit, lease (long-poll), result, get, list. Semantics
 //! and their contrast with the order endpoints: [`crate::query_queue`].
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use rakuten_edge::query_guard::unknown_value;
 use rakuten_types::order::Page;
 use rakuten_types::query::{
     QueryGrant, QueryKind, QueryResultAck, QueryResultBody, QueryStatus, QuerySummary, QueryView,
@@ -32,7 +33,7 @@ const MAX_TOKEN_CHARS: usize = 128;
 /// [`Settings::query_result_body_limit`].
 pub fn router(settings: &Settings) -> Router<AppState> {
     use Role::{Upstream, Worker};
-    let result_limit = DefaultBodyLimit::max(settings.query_result_body_limit());
+    let result_limit = rakuten_edge::body::BodyLimit::layer(settings.query_result_body_limit());
     guarded(vec![
         ("/api/account/queries", post(submit), &[Upstream]),
         ("/api/account/queries", get(list), &[Upstream]),
@@ -263,18 +264,27 @@ pub async fn list(
     State(st): State<AppState>,
     ApiQuery(q): ApiQuery<QueryListQuery>,
 ) -> ApiResult<Page<QuerySummary>> {
+    // An unknown value is named with every allowed one (D-newuser12-9).
     let status = q
         .status
         .as_deref()
-        .map(str::parse::<QueryStatus>)
-        .transpose()
-        .map_err(ApiError::Validation)?;
+        .map(|s| {
+            s.parse::<QueryStatus>().map_err(|_| {
+                let allowed = QueryStatus::ALL.map(QueryStatus::as_str);
+                ApiError::Validation(unknown_value("status", s, &allowed))
+            })
+        })
+        .transpose()?;
     let kind = q
         .kind
         .as_deref()
-        .map(str::parse::<QueryKind>)
-        .transpose()
-        .map_err(ApiError::Validation)?;
+        .map(|s| {
+            s.parse::<QueryKind>().map_err(|_| {
+                let allowed = [QueryKind::OrderList, QueryKind::OrderDetail].map(QueryKind::as_str);
+                ApiError::Validation(unknown_value("kind", s, &allowed))
+            })
+        })
+        .transpose()?;
     let (limit, offset) = crate::http::extract::page_bounds(q.limit, q.offset)?;
     let page = st
         .queries
