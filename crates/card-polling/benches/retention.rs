@@ -7,6 +7,8 @@
 //! Options: `--cards N` (100,000), `--days D` (10), `--sample S` (1 in S ordinary polls written,
 //! default 1,000), `--polls-per-s P` (the spec's pace: 5,556/s per 1,000,000 cards, so N × 0.005556),
 //! `--priority-per-day K` (priority items enqueued, executed and completed per day, 2,400),
+//! `--retrigger-every R` (1 in R of them fails instead and is retriggered an hour later, the
+//! retrigger completing; 100, 0 for none),
 //! `--manual-per-day M` (ordinary manual triggers per day, 480), `--log-days L` (7),
 //! `--history-days H` (90), `--batch B` (1,000), `--pause-ms MS` (0: the pause between batches is
 //! wall time between two write transactions, it never changes what one batch holds),
@@ -16,11 +18,15 @@
 //! write paths: ordinary polls (`poll_record`: one interaction log each, the schedule row moved),
 //! priority items (`item_enqueue_manual` → `item_claim` → `item_begin_attempt` → `item_finish`
 //! with one log: audit facts, a trigger event, a log) and ordinary manual triggers
-//! (`manual_trigger_request` → `poll_record` serving it). Ordinary polls are sampled: 1 in S is
+//! (`manual_trigger_request` → `poll_record` serving it); 1 in R priority items fails and is
+//! retriggered (`item_retrigger`) in the next hour, so the retention rule that keeps a retrigger's
+//! predecessor while the retrigger exists (D-scale8-3) is part of the load. Ordinary polls are
+//! sampled: 1 in S is
 //! written, so the interaction-log counts are 1/S of full scale (printed). Then it sets the clock
 //! to the end of the hour and runs the retention job once, as production does every hour.
 //!
-//! Per simulated day it prints row counts per table, the database size (page_count × page_size,
+//! Per simulated day it prints row counts per table (`priority_items` and `item_sources` level off
+//! once `--history-days` have passed, D-scale8-2), the database size (page_count × page_size,
 //! free pages, the WAL file), rows pruned that day and the longest wall time one prune batch took
 //! (its whole write transaction, commit included: how long it held the writer). The last line is
 //! one JSON object with every day's figures.
@@ -35,8 +41,8 @@ use card_polling::jobs::retention::{Retention, RetentionJob};
 use card_polling::priority::{CLAIM_LEASE, TriggerType};
 use card_polling::store::sqlite::SqliteStore;
 use card_polling::store::{
-    Demand, Finish, ImportBatch, ManualTriggerOutcome, ManualTriggerRequest, NewLog, PollRecord,
-    Store,
+    ClaimedItem, Demand, Finish, ImportBatch, ManualTriggerOutcome, ManualTriggerRequest, NewLog,
+    PollRecord, Store,
 };
 use card_polling::telemetry::PollMetrics;
 use rakuten_types::{Clock, ManualClock, Timestamp};
@@ -52,6 +58,7 @@ struct Opts {
     sample: u64,
     polls_per_s: f64,
     priority_per_day: f64,
+    retrigger_every: usize,
     manual_per_day: f64,
     log_days: u64,
     history_days: u64,
@@ -67,6 +74,7 @@ fn opts() -> Opts {
         sample: 1000,
         polls_per_s: f64::NAN,
         priority_per_day: 2_400.0,
+        retrigger_every: 100,
         manual_per_day: 480.0,
         log_days: 7,
         history_days: 90,
@@ -84,6 +92,7 @@ fn opts() -> Opts {
             "--sample" => o.sample = val.parse().expect("--sample S"),
             "--polls-per-s" => o.polls_per_s = val.parse().expect("--polls-per-s P"),
             "--priority-per-day" => o.priority_per_day = val.parse().expect("--priority-per-day"),
+            "--retrigger-every" => o.retrigger_every = val.parse().expect("--retrigger-every R"),
             "--manual-per-day" => o.manual_per_day = val.parse().expect("--manual-per-day"),
             "--log-days" => o.log_days = val.parse().expect("--log-days L"),
             "--history-days" => o.history_days = val.parse().expect("--history-days H"),
@@ -150,6 +159,32 @@ async fn scalar(pool: &sqlx::SqlitePool, sql: &str) -> i64 {
         .expect(sql)
 }
 
+/// Runs a claimed item's attempt at `run` and finishes it 20 ms later with one log: failed for
+/// good when `fail`, else completed.
+async fn run_item(store: &dyn Store, claim: ClaimedItem, fail: bool, run: Timestamp) {
+    let claim = store.item_begin_attempt(&claim, run).await.expect("begin");
+    let finish = if fail {
+        Finish::Failed {
+            reason: "bench: business check".into(),
+            result: "failed".into(),
+            after_call: true,
+        }
+    } else {
+        Finish::Completed {
+            result: "ok".into(),
+        }
+    };
+    store
+        .item_finish(
+            &claim,
+            &finish,
+            &[log("poll")],
+            run.plus(Duration::from_millis(20)),
+        )
+        .await
+        .expect("finish");
+}
+
 /// Spreads `n` instants evenly across the hour starting at `start`.
 fn spread(start: Timestamp, k: u64, n: u64) -> Timestamp {
     start.plus(Duration::from_millis(k * 3_600_000 / n.max(1)))
@@ -164,7 +199,7 @@ async fn main() {
     let per_hour_polls = o.polls_per_s * 3600.0;
     let written_per_hour = (per_hour_polls / o.sample as f64).round() as u64;
     println!(
-        "card-polling retention bench: cards={} days={} ordinary polls {:.1}/s = {:.0}/h, sampled 1 in {} = {} written/h (interaction-log counts below are 1/{} of full scale); priority items {}/day, manual triggers {}/day (full rate); retention logs {} d, history {} d, batch {}, pause {} ms; dir={}",
+        "card-polling retention bench: cards={} days={} ordinary polls {:.1}/s = {:.0}/h, sampled 1 in {} = {} written/h (interaction-log counts below are 1/{} of full scale); priority items {}/day (1 in {} failed and retriggered), manual triggers {}/day (full rate); retention logs {} d, history {} d, batch {}, pause {} ms; dir={}",
         o.cards,
         o.days,
         o.polls_per_s,
@@ -173,6 +208,7 @@ async fn main() {
         written_per_hour,
         o.sample,
         o.priority_per_day,
+        o.retrigger_every,
         o.manual_per_day,
         o.log_days,
         o.history_days,
@@ -263,11 +299,13 @@ async fn main() {
     let mut manual_no: usize = 0;
     let mut prio_due = 0.0f64;
     let mut manual_due = 0.0f64;
+    // Items failed in the previous hour, retriggered in this one.
+    let mut to_retrigger: Vec<i64> = Vec::new();
     let mut days_out = Vec::new();
     let mut worst_batch = Duration::ZERO;
     let mut runs_ms: Vec<f64> = Vec::new();
     for day in 1..=o.days {
-        let mut pruned = [0u64; 4];
+        let mut pruned = [0u64; 5];
         let mut max_batch = Duration::ZERO;
         let mut batches = 0u64;
         for h in 0..24u64 {
@@ -329,18 +367,26 @@ async fn main() {
                     .await
                     .expect("claim")
                     .expect("claimable");
-                let claim = store.item_begin_attempt(&claim, run).await.expect("begin");
-                store
-                    .item_finish(
-                        &claim,
-                        &Finish::Completed {
-                            result: "ok".into(),
-                        },
-                        &[log("poll")],
-                        run.plus(Duration::from_millis(20)),
-                    )
+                let fails = o.retrigger_every > 0 && prio_no.is_multiple_of(o.retrigger_every);
+                run_item(&*store, claim, fails, run).await;
+                if fails {
+                    to_retrigger.push(id);
+                }
+            }
+            // Last hour's failed items, retriggered by an operator; each retrigger completes.
+            for (k, id) in std::mem::take(&mut to_retrigger).into_iter().enumerate() {
+                let at = spread(start, k as u64, 60);
+                let out = store
+                    .item_retrigger(&Scope::All, id, "bench", "bench", at)
                     .await
-                    .expect("finish");
+                    .expect("retrigger");
+                let run = at.plus(Duration::from_secs(1));
+                let claim = store
+                    .item_claim(out.item_id, &format!("tok-r{id}"), run, CLAIM_LEASE)
+                    .await
+                    .expect("claim")
+                    .expect("claimable");
+                run_item(&*store, claim, false, run).await;
             }
             // Ordinary manual triggers: requested, then served by an ordinary poll.
             manual_due += o.manual_per_day / 24.0;
@@ -398,6 +444,7 @@ async fn main() {
                 report.audit_facts,
                 report.trigger_events,
                 report.manual_triggers,
+                report.priority_items,
             ]) {
                 *slot += n;
             }
@@ -447,6 +494,7 @@ async fn main() {
                 "audit_facts": pruned[1],
                 "trigger_events": pruned[2],
                 "manual_triggers": pruned[3],
+                "priority_items": pruned[4],
             }),
         );
         entry.insert("prune_batches".into(), json!(batches));
@@ -475,6 +523,7 @@ async fn main() {
             "sample": o.sample,
             "polls_per_s": o.polls_per_s,
             "priority_per_day": o.priority_per_day,
+            "retrigger_every": o.retrigger_every,
             "manual_per_day": o.manual_per_day,
             "log_days": o.log_days,
             "history_days": o.history_days,

@@ -254,8 +254,9 @@ pub struct Settings {
     /// Days interaction logs are kept (issue #14 item 5); rows of an active item are kept longer.
     #[arg(long, env = "RAKUTEN_POLL_RETENTION_LOG_DAYS", default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..=3650))]
     pub retention_log_days: u64,
-    /// Days audit facts and trigger events are kept after their item ended, and ordinary manual
-    /// triggers after their request (at least 2: the 24 h dedupe and the daily quota read them).
+    /// Days ended priority items (with their sources), audit facts and trigger events are kept
+    /// after the item ended, and ordinary manual triggers after their request (at least 2: the
+    /// 24 h dedupe and the daily quota read them).
     #[arg(long, env = "RAKUTEN_POLL_RETENTION_HISTORY_DAYS", default_value_t = 90, value_parser = clap::value_parser!(u64).range(2..=36500))]
     pub retention_history_days: u64,
     /// Rows the retention job deletes per transaction.

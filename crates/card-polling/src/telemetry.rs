@@ -13,7 +13,7 @@
 //! | `cardpoll_items` | gauge | `status` (`pending`, `running`), `task_type` |
 //! | `cardpoll_lane_depth` | gauge | `task_type`, `lane` (`priority`, `manual`, `ordinary`, `in_flight`: the execution queue; `hint_channel`, `manual_channel`: the hint channel) |
 //! | `cardpoll_carrier_calls_total` | counter | `operation` (`poll`, `resume`), `result` (`ok` or the error label) |
-//! | `cardpoll_pruned_rows_total` | counter | `table` (`interaction_logs`, `audit_facts`, `trigger_events`, `manual_triggers`): rows the retention job deleted |
+//! | `cardpoll_pruned_rows_total` | counter | `table` (`interaction_logs`, `audit_facts`, `trigger_events`, `manual_triggers`, `priority_items`): rows the retention job deleted (`priority_items` counts items; each item's source rows go with it) |
 //! | `cardpoll_cycle_seconds` | histogram | |
 //! | `cardpoll_hint_to_execution_seconds` | histogram | (from a priority entry entering its queue to its turn to run, whether or not its claim then succeeds: the queue wait; count executions by `executed_priority` in `/health`) |
 //! | `cardpoll_writer_batch_ops` | histogram | (SQLite: writes committed together by the group-commit writer, per commit) |

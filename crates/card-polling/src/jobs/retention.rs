@@ -1,9 +1,10 @@
 //! The retention job (issue #14 item 5): keeps the history tables bounded. Interaction logs older
 //! than [`Retention::logs`] go; audit facts and trigger events of items that ended longer than
-//! [`Retention::history`] ago go, and so do ordinary manual triggers (done ones) requested before
-//! it. Rows of an active item are never deleted. Each batch is its own short write transaction of
-//! at most [`Retention::batch`] rows, with [`Retention::pause`] between batches, so enqueues,
-//! claims and outcomes wait for one batch at most. Priority items themselves are kept.
+//! [`Retention::history`] ago go, then those items themselves with their source rows (unless a
+//! later retrigger still points at one, D-scale8-3), and ordinary manual triggers (done ones)
+//! requested before it. Rows of an active item are never deleted. Each batch is its own short
+//! write transaction of at most [`Retention::batch`] rows (items), with [`Retention::pause`]
+//! between batches, so enqueues, claims and outcomes wait for one batch at most.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +21,8 @@ use crate::telemetry::PollMetrics;
 pub struct Retention {
     /// How long interaction logs are kept (default 7 days).
     pub logs: Duration,
-    /// How long audit facts, trigger events and manual triggers are kept after their item ended
-    /// (manual triggers: after their request) (default 90 days).
+    /// How long ended items, their audit facts and trigger events are kept after the item ended,
+    /// and manual triggers after their request (default 90 days).
     pub history: Duration,
     /// Rows deleted per transaction (default 1,000).
     pub batch: i64,
@@ -42,12 +43,18 @@ pub struct PruneReport {
     pub trigger_events: u64,
     /// `manual_triggers`.
     pub manual_triggers: u64,
+    /// `priority_items` (each with its `priority_item_sources` rows, not counted).
+    pub priority_items: u64,
 }
 
 impl PruneReport {
     /// Every row deleted.
     pub fn total(&self) -> u64 {
-        self.interaction_logs + self.audit_facts + self.trigger_events + self.manual_triggers
+        self.interaction_logs
+            + self.audit_facts
+            + self.trigger_events
+            + self.manual_triggers
+            + self.priority_items
     }
 
     fn slot(&mut self, table: PruneTable) -> &mut u64 {
@@ -56,6 +63,7 @@ impl PruneReport {
             PruneTable::AuditFacts => &mut self.audit_facts,
             PruneTable::TriggerEvents => &mut self.trigger_events,
             PruneTable::ManualTriggers => &mut self.manual_triggers,
+            PruneTable::Items => &mut self.priority_items,
         }
     }
 }
@@ -115,10 +123,13 @@ impl RetentionJob {
     ) -> StoreResult<PruneReport> {
         let mut report = PruneReport::default();
         let r = &self.retention;
+        // Items after their facts and trigger events: an item is deleted only once nothing
+        // names it, so its history must be gone first.
         for (table, keep) in [
             (PruneTable::InteractionLogs, r.logs),
             (PruneTable::AuditFacts, r.history),
             (PruneTable::TriggerEvents, r.history),
+            (PruneTable::Items, r.history),
             (PruneTable::ManualTriggers, r.history),
         ] {
             let cutoff = now.minus(keep);
@@ -152,6 +163,7 @@ impl RetentionJob {
                         audit_facts = r.audit_facts,
                         trigger_events = r.trigger_events,
                         manual_triggers = r.manual_triggers,
+                        priority_items = r.priority_items,
                         "retention: old rows deleted"
                     ),
                     Err(e) => tracing::warn!(error = %e, "retention job failed"),

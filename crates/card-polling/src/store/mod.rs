@@ -737,6 +737,10 @@ pub enum PruneTable {
     TriggerEvents,
     /// `manual_triggers`: ordinary manual triggers requested before it, executed or refused.
     ManualTriggers,
+    /// `priority_items` with their `priority_item_sources` rows: ended items whose end is before
+    /// the history retention and whose audit facts and trigger events are gone, unless a later
+    /// retrigger points at them (D-scale8-2, D-scale8-3). Counted in items.
+    Items,
 }
 
 impl PruneTable {
@@ -747,6 +751,7 @@ impl PruneTable {
             PruneTable::AuditFacts => "audit_facts",
             PruneTable::TriggerEvents => "trigger_events",
             PruneTable::ManualTriggers => "manual_triggers",
+            PruneTable::Items => "priority_items",
         }
     }
 }
@@ -771,7 +776,8 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- retention ([`crate::jobs::retention`])
     /// Deletes up to `batch` rows of `table` older than `cutoff` in one write transaction
-    /// (never a row of an active item); returns how many.
+    /// (never a row of an active item); returns how many ([`PruneTable::Items`]: items, each
+    /// with its source rows).
     async fn retention_prune(
         &self,
         table: PruneTable,

@@ -50,6 +50,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "console paging",
         include_str!("../../migrations/postgres/0005_console_paging.sql"),
     ),
+    (
+        6,
+        "item retention",
+        include_str!("../../migrations/postgres/0006_item_retention.sql"),
+    ),
 ];
 
 /// How long start-up waits for another instance's migrations (sqlx's advisory lock) before it

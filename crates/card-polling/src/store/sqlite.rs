@@ -55,6 +55,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "console paging",
         include_str!("../../migrations/sqlite/0005_console_paging.sql"),
     ),
+    (
+        6,
+        "item retention",
+        include_str!("../../migrations/sqlite/0006_item_retention.sql"),
+    ),
 ];
 
 impl SqliteStore {

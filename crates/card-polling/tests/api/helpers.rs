@@ -352,6 +352,28 @@ impl TestApp {
     }
 }
 
+/// A console session cookie for `token` (sign-in over plain HTTP, the redirect not followed).
+pub async fn console_cookie(app: &TestApp, token: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let resp = client
+        .post(format!("{}/console/sign-in", app.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap();
+    let set = resp
+        .headers()
+        .get("set-cookie")
+        .unwrap_or_else(|| panic!("no session cookie: {}", resp.status()))
+        .to_str()
+        .unwrap();
+    set.split(';').next().unwrap().to_owned()
+}
+
 pub fn id_of(v: &Value) -> i64 {
     v["id"]
         .as_i64()

@@ -395,28 +395,6 @@ async fn a_misspelled_or_unknown_body_field_is_a_422_that_names_it_and_stores_no
     }
 }
 
-/// A console session cookie for `token` (sign-in over plain HTTP, the redirect not followed).
-async fn console_cookie(app: &TestApp, token: &str) -> String {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let resp = client
-        .post(format!("{}/console/sign-in", app.base))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={token}"))
-        .send()
-        .await
-        .unwrap();
-    let set = resp
-        .headers()
-        .get("set-cookie")
-        .unwrap_or_else(|| panic!("no session cookie: {}", resp.status()))
-        .to_str()
-        .unwrap();
-    set.split(';').next().unwrap().to_owned()
-}
-
 /// A new user's finding: `GET /api/priority-items?task_type=nope` (a task type this service does
 /// not run) answered 200 with an empty page, which reads as "no such items" rather than "typo".
 /// It is now the enqueue's answer to an unknown task type: 422, code 1003, naming it; so is the

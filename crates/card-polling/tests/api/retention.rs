@@ -1,6 +1,8 @@
 //! Issue #14 item 5: the retention job keeps the history tables bounded — interaction logs past
-//! their retention, audit facts and trigger events of items that ended before the history
-//! retention, done manual triggers — in batches, and never a row of an active item.
+//! their retention, audit facts, trigger events and then the items themselves (with their
+//! sources) of items that ended before the history retention, done manual triggers — in batches,
+//! and never a row of an active item. An item a later retrigger points at is kept until that
+//! retrigger goes (D-scale8-3).
 
 use std::time::Duration;
 
@@ -105,12 +107,13 @@ async fn retention_prunes_old_history_but_never_a_row_of_an_active_item() {
             audit_facts: 0,
             trigger_events: 0,
             manual_triggers: 1,
+            priority_items: 0,
         }
     );
     assert_eq!(count(&app, LOGS_OF, Some(ended)).await, a_logs);
     assert_eq!(count(&app, "SELECT count(*) FROM manual_triggers", None).await, 1);
 
-    // 91 days on: A's logs, audit facts and trigger event go; B keeps every row.
+    // 91 days on: A's logs, audit facts and trigger event go, then A itself; B keeps every row.
     let b_facts = count(&app, FACTS_OF, Some(active)).await;
     let a_facts = count(&app, FACTS_OF, Some(ended)).await;
     app.advance(91 * DAY);
@@ -119,16 +122,18 @@ async fn retention_prunes_old_history_but_never_a_row_of_an_active_item() {
     assert_eq!(r.audit_facts as i64, a_facts, "{r:?}");
     assert_eq!(r.trigger_events, 1, "{r:?}");
     assert_eq!(r.manual_triggers, 0, "a queued trigger is still owed its poll");
+    assert_eq!(r.priority_items, 1, "{r:?}");
     for sql in [LOGS_OF, FACTS_OF, EVENTS_OF] {
         assert_eq!(count(&app, sql, Some(ended)).await, 0, "{sql}");
     }
     assert_eq!(count(&app, LOGS_OF, Some(active)).await, 1);
     assert_eq!(count(&app, FACTS_OF, Some(active)).await, b_facts);
     assert_eq!(count(&app, EVENTS_OF, Some(active)).await, 1);
-    // The item rows themselves stay; the ended one reads with an empty trail.
-    let detail = app.detail(ended).await;
-    assert_eq!(detail["item"]["status"], "completed");
-    assert_eq!(detail["events"], json!([]));
+    let (s, v) = app
+        .get(&format!("/api/priority-items/{ended}"), PLATFORM)
+        .await;
+    assert_eq!(s, 404, "{v}");
+    assert_eq!(app.detail(active).await["item"]["status"], "pending");
 
     // B ends now (expired): its history is young again, so it stays.
     assert_eq!(app.expiry.run_once(app.clock.now()).await.unwrap(), 1);
@@ -194,7 +199,90 @@ async fn retention_reports_every_batch_to_its_observer_with_the_rows_it_deleted(
             (InteractionLogs, 1),
             (AuditFacts, 0),
             (TriggerEvents, 0),
+            (Items, 0),
             (ManualTriggers, 0),
         ]
     );
+}
+
+/// A console page as the platform account sees it, signed in now (the test's clock moves past a
+/// session's life): `(status, page)`.
+async fn console_page(app: &TestApp, path: &str) -> (u16, String) {
+    let resp = app
+        .client
+        .get(format!("{}{path}", app.base))
+        .header("cookie", console_cookie(app, PLATFORM).await)
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
+/// An item's detail as the API and the console page serve it to the platform account:
+/// `(API status, API body, console status, console page)`.
+async fn read_both_ways(app: &TestApp, id: i64) -> (u16, serde_json::Value, u16, String) {
+    let (s, v) = app.get(&format!("/api/priority-items/{id}"), PLATFORM).await;
+    let (cs, page) = console_page(app, &format!("/console/items/{id}")).await;
+    (s, v, cs, page)
+}
+
+/// D-scale8-3: `retriggered_from` always names an item that exists. A retrigger's predecessor
+/// that ended long past the history retention loses its audit trail but stays, so the retrigger
+/// reads over HTTP and on the console with a working link to it; once the retrigger itself ends
+/// and passes the retention it goes, and the predecessor follows in the next run. The items page
+/// renders throughout.
+#[tokio::test]
+async fn a_retriggered_items_predecessor_stays_readable_until_the_retrigger_is_pruned() {
+    let app = spawn_seeded().await;
+    // A expires a day after its enqueue; 60 days later an operator retriggers it as B, which runs.
+    let a = enqueue(&app, "CA1").await;
+    app.advance(DAY);
+    assert_eq!(app.expiry.run_once(app.clock.now()).await.unwrap(), 1);
+    app.advance(60 * DAY);
+    let v = app
+        .post_ok(
+            &format!("/api/priority-items/{a}/retrigger"),
+            PLATFORM,
+            json!({"reason": "carrier fixed"}),
+        )
+        .await;
+    let b = v["item_id"].as_i64().unwrap();
+    app.cycle_and_drain().await;
+    assert_eq!(app.detail(b).await["item"]["status"], "completed");
+
+    // 91 days after A's end (B's is 30 days old): A's trail goes, A stays for B.
+    app.advance(31 * DAY);
+    let r = app.retention.run_once(app.clock.now()).await.unwrap();
+    assert!(r.audit_facts > 0 && r.trigger_events == 1, "{r:?}");
+    assert_eq!(r.priority_items, 0, "{r:?}");
+    assert_eq!(count(&app, FACTS_OF, Some(a)).await, 0);
+    let (s, v, cs, page) = read_both_ways(&app, b).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["item"]["retriggered_from"], a);
+    assert_eq!(v["data"]["item"]["status"], "completed");
+    assert_eq!(cs, 200, "{page}");
+    assert!(page.contains(&format!("href=\"/console/items/{a}\"")), "{page}");
+    let (s, v, cs, page) = read_both_ways(&app, a).await;
+    assert_eq!((s, cs), (200, 200), "{v} {page}");
+    assert_eq!(v["data"]["item"]["status"], "expired");
+    assert_eq!(v["data"]["events"], json!([]));
+
+    // 91 days after B's end: B goes with its trail; A, no longer named, in the next run.
+    app.advance(61 * DAY);
+    let r = app.retention.run_once(app.clock.now()).await.unwrap();
+    assert_eq!(r.priority_items, 1, "{r:?}");
+    let (s, v, cs, page) = read_both_ways(&app, b).await;
+    assert_eq!((s, cs), (404, 404), "{v} {page}");
+    assert_eq!(read_both_ways(&app, a).await.0, 200);
+    let r = app.retention.run_once(app.clock.now()).await.unwrap();
+    assert_eq!(r.priority_items, 1, "{r:?}");
+    let (s, v, cs, page) = read_both_ways(&app, a).await;
+    assert_eq!((s, cs), (404, 404), "{v} {page}");
+    let c = enqueue(&app, "CA11").await;
+    let (s, list) = console_page(&app, "/console/items").await;
+    assert_eq!(s, 200, "{list}");
+    assert!(list.contains(&format!("/console/items/{c}")), "{list}");
+    for gone in [a, b] {
+        assert!(!list.contains(&format!("/console/items/{gone}\"")), "{list}");
+    }
 }

@@ -366,9 +366,13 @@ pub(crate) async fn retrigger(
     reason: &str,
     now: Timestamp,
 ) -> StoreResult<EnqueuedItem> {
-    let row = sqlx::query(
+    // Locked (PostgreSQL): the retention job skips an item being retriggered, and a retrigger
+    // waiting on an item the job is deleting finds it gone (404), rather than meeting the foreign
+    // key of `retriggered_from` at its insert (D-scale8-3).
+    let row = sqlx::query(concat!(
         "SELECT iccid, task_type, asset_type, asset_id, shop_id, status FROM priority_items WHERE id = $1",
-    )
+        dialect::lock_row!()
+    ))
     .bind(item_id)
     .fetch_optional(&mut *tx)
     .await?
