@@ -59,17 +59,36 @@ fn printable_url(url: &str) -> String {
         .unwrap_or_else(|_| "(unparsable URL)".into())
 }
 
+/// A start-up failure of the database, Redis or a file named by `var`: the operator's to fix
+/// (exit 2, [`rakuten_cli::SetupError`]), `message` naming what failed.
+fn setup_error(var: &'static str, message: String) -> rakuten_cli::SetupError {
+    rakuten_cli::SetupError::new(var, message)
+}
+
+/// The message of an SQLite file (or its folder) that this user cannot write (D-newuser12-5).
+fn read_only_message(path: &std::path::Path) -> String {
+    format!(
+        "the SQLite database {} (RAKUTEN_POLL_DB_PATH) is read-only: this user cannot write the \
+         file or its folder (WAL mode writes its -wal and -shm files beside it)",
+        path.display()
+    )
+}
+
 /// Connects the configured hint channel.
 ///
 /// # Errors
-/// Redis not answering (the service refuses to start rather than run without its channel).
+/// Redis not answering, or its CA file unreadable: a [`rakuten_cli::SetupError`] (the service
+/// refuses to start rather than run without its channel).
 pub async fn connect_hints(settings: &Settings) -> anyhow::Result<Hints> {
     let channel: Arc<dyn QueueChannel> = match &settings.hint_channel {
         HintChannelSetting::Memory => Arc::new(MemoryChannel::default()),
         HintChannelSetting::Redis(url) => {
             let ca = match &settings.redis_ca_path {
                 Some(path) => Some(std::fs::read(path).with_context(|| {
-                    format!("reading RAKUTEN_POLL_REDIS_CA_PATH {}", path.display())
+                    setup_error(
+                        "RAKUTEN_POLL_REDIS_CA_PATH",
+                        format!("reading RAKUTEN_POLL_REDIS_CA_PATH {}", path.display()),
+                    )
                 })?),
                 None => None,
             };
@@ -77,9 +96,12 @@ pub async fn connect_hints(settings: &Settings) -> anyhow::Result<Hints> {
                 RedisChannel::connect(url.expose(), ca)
                     .await
                     .with_context(|| {
-                        format!(
-                            "connecting the Redis hint channel {} (RAKUTEN_POLL_HINT_CHANNEL)",
-                            printable_url(url.expose())
+                        setup_error(
+                            "RAKUTEN_POLL_HINT_CHANNEL",
+                            format!(
+                                "connecting the Redis hint channel {} (RAKUTEN_POLL_HINT_CHANNEL)",
+                                printable_url(url.expose())
+                            ),
                         )
                     })?,
             )
@@ -110,9 +132,29 @@ impl Application {
         // The hint channel first: a Redis that does not answer stops the start before any
         // migration changed the database (D-newuser10-2).
         let hints = connect_hints(&settings).await?;
-        let database = match &settings.db_url {
-            Some(url) => format!("{} (RAKUTEN_POLL_DB_URL)", printable_url(url.expose())),
-            None => format!("{} (RAKUTEN_POLL_DB_PATH)", settings.db_path.display()),
+        let (database, database_var) = match &settings.db_url {
+            Some(url) => (
+                format!("{} (RAKUTEN_POLL_DB_URL)", printable_url(url.expose())),
+                "RAKUTEN_POLL_DB_URL",
+            ),
+            None => (
+                format!("{} (RAKUTEN_POLL_DB_PATH)", settings.db_path.display()),
+                "RAKUTEN_POLL_DB_PATH",
+            ),
+        };
+        // A database that cannot be reached, opened or written is the operator's to fix (exit
+        // 2); a migration that fails is not (exit 1) (D-newuser12-1).
+        let opening = |e: sqlx::Error, message: String| -> anyhow::Error {
+            if matches!(e, sqlx::Error::Migrate(_)) {
+                anyhow::Error::new(e).context(message)
+            } else if crate::store::is_read_only(&e) {
+                anyhow::Error::new(e).context(setup_error(
+                    database_var,
+                    read_only_message(&settings.db_path),
+                ))
+            } else {
+                anyhow::Error::new(e).context(setup_error(database_var, message))
+            }
         };
         let (sqlite, postgres, store): (_, _, Arc<dyn Store>) = match &settings.db_url {
             Some(url) => {
@@ -120,11 +162,15 @@ impl Application {
                 // a password).
                 let pg = PgStore::open_with(url.expose(), lock_timeout)
                     .await
-                    .with_context(|| {
-                        format!(
-                            "opening the PostgreSQL database {database}: is it running and \
-                             reachable (it must answer within {} s), and does the database exist?",
-                            crate::store::postgres::CONNECT_TIMEOUT.as_secs()
+                    .map_err(|e| {
+                        opening(
+                            e,
+                            format!(
+                                "opening the PostgreSQL database {database}: is it running and \
+                                 reachable (it must answer within {} s), and does the database \
+                                 exist?",
+                                crate::store::postgres::CONNECT_TIMEOUT.as_secs()
+                            ),
                         )
                     })?
                     .with_instance(&instance);
@@ -133,10 +179,14 @@ impl Application {
             None => {
                 let sqlite = SqliteStore::open_with(&settings.db_path, lock_timeout)
                     .await
-                    .with_context(|| {
-                        format!(
-                            "opening the SQLite database {database}: the file must be an SQLite \
-                             database, and it and its folder writable (WAL mode writes beside it)"
+                    .map_err(|e| {
+                        opening(
+                            e,
+                            format!(
+                                "opening the SQLite database {database}: the file must be an \
+                                 SQLite database, and it and its folder writable (WAL mode \
+                                 writes beside it)"
+                            ),
                         )
                     })?
                     .with_instance(&instance);
@@ -144,11 +194,21 @@ impl Application {
             }
         };
         // The first write: a database that opens but cannot be written (a read-only file) fails
-        // here, so it is named here too.
+        // here, so it is named here too: read-only, not busy (D-newuser12-5).
         let enabled_at = store
             .meta_feature_enabled_at(clock.now())
             .await
-            .with_context(|| format!("writing to the database {database}"))?;
+            .map_err(|e| {
+                let message = format!("writing to the database {database}");
+                if e.is_read_only() {
+                    let ro = read_only_message(&settings.db_path);
+                    anyhow::Error::new(e).context(setup_error(database_var, ro))
+                } else if sqlite_writer::WriterError::is_storage_failure(&e) {
+                    anyhow::Error::new(e).context(setup_error(database_var, message))
+                } else {
+                    anyhow::Error::new(e).context(message)
+                }
+            })?;
         tracing::info!(%enabled_at, "priority polling feature enabled since");
         // An imported account holding the admin token would sign in as the bootstrap admin
         // (checked first), so its own role would never apply (D-newuser12-10): a bad setting,
@@ -180,9 +240,11 @@ impl Application {
         let edge = settings.edge.edge_config()?;
         let listen = settings.listen_addr();
         rakuten_edge::warn_if_plain_public("card-polling", listen, edge.tls.is_some());
-        let listener = TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("binding {listen}"))?;
+        let vars = match settings.listen {
+            Some(_) => ("RAKUTEN_POLL_LISTEN", "RAKUTEN_POLL_LISTEN"),
+            None => ("RAKUTEN_POLL_HOST", "RAKUTEN_POLL_PORT"),
+        };
+        let listener = rakuten_edge::bind(listen, vars).await?;
         let executor = Executor::new(
             store.clone(),
             upstream,

@@ -7,7 +7,11 @@ use card_polling::settings::{Cli, Command, InvalidSetting};
 fn main() -> ExitCode {
     let cli: Cli = rakuten_cli::start("info", &[]);
     let Command::Serve(settings) = cli.command;
-    if let Err((name, reason)) = settings.edge.check_tls() {
+    if let Err((name, reason)) = settings
+        .edge
+        .check_tls()
+        .and_then(|()| settings.check_redis_ca())
+    {
         rakuten_cli::exit_invalid::<Cli>(name, reason);
     }
     if let Err((name, reason)) = settings.check_tokens() {

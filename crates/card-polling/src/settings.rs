@@ -172,7 +172,7 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_POLL_HOST", default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
     /// Port to listen on (0 picks a free port).
-    #[arg(long, env = "RAKUTEN_POLL_PORT", default_value_t = 8090)]
+    #[arg(long, env = "RAKUTEN_POLL_PORT", default_value_t = 8090, value_parser = rakuten_cli::number::whole::<u16>(0..=65535))]
     pub port: u16,
     /// DEPRECATED `host:port` (D-polish-5): when set it wins over host and port, with a warning
     /// at start. Not listed in `--help`.
@@ -191,7 +191,7 @@ pub struct Settings {
     pub db_url: Option<Secret>,
     /// How long a request waits for the database (SQLite busy timeout, PostgreSQL `lock_timeout`,
     /// a pool connection) before it answers 503 with `Retry-After`, in milliseconds.
-    #[arg(long, env = "RAKUTEN_POLL_DB_LOCK_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    #[arg(long, env = "RAKUTEN_POLL_DB_LOCK_TIMEOUT_MS", default_value_t = 5000, value_parser = rakuten_cli::number::whole::<u64>(10..=60_000))]
     pub db_lock_timeout_ms: u64,
     /// Bootstrap super_admin Bearer token (16-256 characters); account id `admin`.
     #[arg(long, env = "RAKUTEN_POLL_ADMIN_TOKEN", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_secret))]
@@ -200,16 +200,16 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_POLL_TASK_TYPES", default_value = DEFAULT_TASK_TYPES, value_parser = TaskTypes::parse)]
     pub task_types: TaskTypes,
     /// Milliseconds between scheduling cycles (a quarter of it after a cycle that hit a bound).
-    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_TICK_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_TICK_MS", default_value_t = 250, value_parser = rakuten_cli::number::whole::<u64>(10..=60_000))]
     pub executor_tick_ms: u64,
     /// Due priority items the scheduler's recovery read takes per cycle.
-    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_BATCH", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_BATCH", default_value_t = 1000, value_parser = rakuten_cli::number::whole::<i64>(1..=100_000))]
     pub executor_batch: i64,
     /// Concurrent executions per task type (the executor pool's cap — at most this many carrier
     /// calls of a task type at once; all lanes share it). Size it by Little's law: at least the
     /// task type's due polls per second × the carrier's latency in seconds, with headroom
     /// (1,000,000 cards at `card_status=300` and 20 ms: 3,333/s × 0.02 s ≈ 67; D-scale5-7).
-    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_CONCURRENCY", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_CONCURRENCY", default_value_t = 128, value_parser = rakuten_cli::number::whole::<u64>(1..=1024))]
     pub executor_concurrency: u64,
     /// Hint channel: `memory` (in-process) or a Redis URL (`redis://127.0.0.1:6379/`).
     #[arg(long, env = "RAKUTEN_POLL_HINT_CHANNEL", default_value = "memory", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_hint_channel))]
@@ -222,14 +222,14 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_POLL_HINT_PREFIX", default_value = "card-polling:", value_parser = parse_prefix)]
     pub hint_prefix: String,
     /// Shards per task type for ordinary polling (cards by a stable ICCID hash).
-    #[arg(long, env = "RAKUTEN_POLL_SHARDS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, env = "RAKUTEN_POLL_SHARDS", default_value_t = 16, value_parser = rakuten_cli::number::whole::<u32>(1..=1024))]
     pub shards: u32,
     /// Ordinary cards taken per shard per cycle.
-    #[arg(long, env = "RAKUTEN_POLL_SHARD_BATCH", default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    #[arg(long, env = "RAKUTEN_POLL_SHARD_BATCH", default_value_t = 500, value_parser = rakuten_cli::number::whole::<i64>(1..=100_000))]
     pub shard_batch: i64,
     /// Upper bound: a shard queue holding more queued ordinary polls than this skips its batch
     /// that cycle, whatever `RAKUTEN_POLL_BACKPRESSURE_SECS` allows.
-    #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_DEPTH", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_DEPTH", default_value_t = 2000, value_parser = rakuten_cli::number::whole::<u64>(0..=10_000_000))]
     pub backpressure_depth: u64,
     /// Seconds of queued work (queued entries ÷ measured execution rate) a task type's execution
     /// queue may hold before ordinary batches stop for the cycle; a priority hint waits about this
@@ -237,36 +237,36 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_POLL_BACKPRESSURE_SECS", default_value = "0.35", value_parser = parse_backpressure_secs)]
     pub backpressure_secs: f64,
     /// Hints (and manual triggers) drained per task type per cycle.
-    #[arg(long, env = "RAKUTEN_POLL_DRAIN_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, env = "RAKUTEN_POLL_DRAIN_MAX", default_value_t = 1000, value_parser = rakuten_cli::number::whole::<u64>(1..=100_000))]
     pub drain_max: u64,
     /// Accepted ordinary manual triggers per operator per UTC day (one per card and task type).
-    #[arg(long, env = "RAKUTEN_POLL_MANUAL_DAILY_QUOTA", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    #[arg(long, env = "RAKUTEN_POLL_MANUAL_DAILY_QUOTA", default_value_t = 100, value_parser = rakuten_cli::number::whole::<u32>(0..=1_000_000))]
     pub manual_daily_quota: u32,
     /// PostgreSQL: an instance whose clock differs from the database's by more than this many
     /// seconds logs it, shows it in `/health` and `/metrics`, and makes no claims (another
     /// instance's claim in flight must never look lapsed by a wrong clock); 0 turns the check off
     /// (issue #12 item 6).
-    #[arg(long, env = "RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    #[arg(long, env = "RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS", default_value_t = 2, value_parser = rakuten_cli::number::whole::<u64>(0..=3600))]
     pub clock_max_skew_secs: u64,
     /// Seconds between expiry job runs.
-    #[arg(long, env = "RAKUTEN_POLL_EXPIRY_EVERY_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, env = "RAKUTEN_POLL_EXPIRY_EVERY_SECS", default_value_t = 60, value_parser = rakuten_cli::number::whole::<u64>(1..=3600))]
     pub expiry_every_secs: u64,
     /// Days interaction logs are kept (issue #14 item 5); rows of an active item are kept longer.
-    #[arg(long, env = "RAKUTEN_POLL_RETENTION_LOG_DAYS", default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_LOG_DAYS", default_value_t = 7, value_parser = rakuten_cli::number::whole::<u64>(1..=3650))]
     pub retention_log_days: u64,
     /// Days ended priority items (with their sources), audit facts and trigger events are kept
     /// after the item ended, and ordinary manual triggers after their request (at least 2: the
     /// 24 h dedupe and the daily quota read them).
-    #[arg(long, env = "RAKUTEN_POLL_RETENTION_HISTORY_DAYS", default_value_t = 90, value_parser = clap::value_parser!(u64).range(2..=36500))]
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_HISTORY_DAYS", default_value_t = 90, value_parser = rakuten_cli::number::whole::<u64>(2..=36500))]
     pub retention_history_days: u64,
     /// Rows the retention job deletes per transaction.
-    #[arg(long, env = "RAKUTEN_POLL_RETENTION_BATCH", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_BATCH", default_value_t = 1000, value_parser = rakuten_cli::number::whole::<i64>(1..=100_000))]
     pub retention_batch: i64,
     /// Milliseconds the retention job pauses between two batches (lets other writers in).
-    #[arg(long, env = "RAKUTEN_POLL_RETENTION_PAUSE_MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_PAUSE_MS", default_value_t = 100, value_parser = rakuten_cli::number::whole::<u64>(0..=60_000))]
     pub retention_pause_ms: u64,
     /// Seconds between retention job runs.
-    #[arg(long, env = "RAKUTEN_POLL_RETENTION_EVERY_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_EVERY_SECS", default_value_t = 3600, value_parser = rakuten_cli::number::whole::<u64>(1..=86_400))]
     pub retention_every_secs: u64,
     /// HTTP carrier gateway base URL (`https://carrier.example/api`): when set, every poll and
     /// resume is a JSON `POST` to `{url}/poll` / `{url}/resume` (docs/carrier-http-contract.md)
@@ -279,7 +279,7 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_POLL_CARRIER_TOKEN", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_carrier_token))]
     pub carrier_token: Option<Secret>,
     /// Simulated carrier: latency per call, milliseconds.
-    #[arg(long, env = "RAKUTEN_POLL_SIM_LATENCY_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    #[arg(long, env = "RAKUTEN_POLL_SIM_LATENCY_MS", default_value_t = 50, value_parser = rakuten_cli::number::whole::<u64>(0..=60_000))]
     pub sim_latency_ms: u64,
     /// Simulated carrier: probability of a failed call.
     #[arg(long, env = "RAKUTEN_POLL_SIM_FAILURE_RATE", default_value = "0", value_parser = parse_rate)]
@@ -316,17 +316,17 @@ pub struct EdgeSettings {
     pub tls_key_path: Option<PathBuf>,
     /// Seconds within which a request head must be complete, from the connection opening or
     /// the previous response (so also the idle keep-alive timeout).
-    #[arg(long, env = "RAKUTEN_POLL_HEADER_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, env = "RAKUTEN_POLL_HEADER_TIMEOUT_SECS", default_value_t = 10, value_parser = rakuten_cli::number::whole::<u64>(1..=3600))]
     pub header_timeout_secs: u64,
     /// Seconds within which a request body must arrive in full after its head; past it the
     /// request is answered 408 and the connection closed.
-    #[arg(long, env = "RAKUTEN_POLL_BODY_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, env = "RAKUTEN_POLL_BODY_TIMEOUT_SECS", default_value_t = 30, value_parser = rakuten_cli::number::whole::<u64>(1..=3600))]
     pub body_timeout_secs: u64,
     /// Most open connections; past it a new connection gets a 503.
-    #[arg(long, env = "RAKUTEN_POLL_MAX_CONNECTIONS", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, env = "RAKUTEN_POLL_MAX_CONNECTIONS", default_value_t = 2048, value_parser = rakuten_cli::number::whole::<u64>(1..=1_000_000))]
     pub max_connections: u64,
     /// Longest graceful shutdown, seconds; connections still open then are dropped.
-    #[arg(long, env = "RAKUTEN_POLL_SHUTDOWN_DEADLINE_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    #[arg(long, env = "RAKUTEN_POLL_SHUTDOWN_DEADLINE_SECS", default_value_t = 10, value_parser = rakuten_cli::number::whole::<u64>(0..=3600))]
     pub shutdown_deadline_secs: u64,
     /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file (for scripts
     /// and tests that start the service on port 0).
@@ -467,6 +467,23 @@ impl Settings {
             ));
         }
         Ok(())
+    }
+
+    /// Reads the Redis CA file when set, as start-up will, so that a missing or unreadable one is
+    /// a bad setting (exit 2) naming its variable, like the TLS files (D-newuser12-1).
+    ///
+    /// # Errors
+    /// The variable to blame and why.
+    pub fn check_redis_ca(&self) -> Result<(), (&'static str, String)> {
+        match &self.redis_ca_path {
+            Some(path) => std::fs::read(path).map(drop).map_err(|e| {
+                (
+                    "RAKUTEN_POLL_REDIS_CA_PATH",
+                    format!("cannot read the CA file {}: {e}", path.display()),
+                )
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The clock-skew tolerance of claims, `None` when the check is off.

@@ -22,7 +22,7 @@ use crate::lease::notify::LeaseNotifier;
 use crate::settings::Settings;
 use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
-use crate::store::{OperatorStore, OrderStore, QueryStore};
+use crate::store::{OperatorStore, OrderStore, QueryStore, StoreError};
 use crate::telemetry::GatewayMetrics;
 
 /// The storage driver the settings chose.
@@ -34,22 +34,59 @@ pub enum Backend {
     Postgres(Arc<PgStore>),
 }
 
+/// `e`, a failure to open the database, with `message` as its context: a
+/// [`rakuten_cli::SetupError`] naming `var` unless a migration failed (D-newuser12-1).
+fn opening(e: StoreError, var: &'static str, message: String) -> anyhow::Error {
+    let migration = matches!(&e, StoreError::Database(d) if matches!(**d, sqlx::Error::Migrate(_)));
+    let e = anyhow::Error::new(e);
+    if migration {
+        e.context(message)
+    } else {
+        e.context(rakuten_cli::SetupError::new(var, message))
+    }
+}
+
 impl Backend {
     /// Opens the driver the settings name (PostgreSQL when `db_url` is set, else SQLite).
     ///
     /// # Errors
     /// The database cannot be opened or migrated.
+    /// A database that cannot be reached, opened or written is a [`rakuten_cli::SetupError`]
+    /// naming its variable (exit 2); a failed migration is not (exit 1) (D-newuser12-1).
     pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
+        let path = settings.db_path.display();
         Ok(match &settings.db_url {
-            Some(url) => Backend::Postgres(Arc::new(
-                PgStore::open(url.expose())
-                    .await
-                    .context("opening the PostgreSQL database (RAKUTEN_GATEWAY_DB_URL)")?,
-            )),
+            Some(url) => Backend::Postgres(Arc::new(PgStore::open(url.expose()).await.map_err(
+                |e| {
+                    opening(
+                        e,
+                        "RAKUTEN_GATEWAY_DB_URL",
+                        "opening the PostgreSQL database (RAKUTEN_GATEWAY_DB_URL): is it running \
+                         and reachable, and does the database exist?"
+                            .into(),
+                    )
+                },
+            )?)),
             None => Backend::Sqlite(Arc::new(
-                SqliteStore::open(&settings.db_path)
-                    .await
-                    .with_context(|| format!("opening database {}", settings.db_path.display()))?,
+                SqliteStore::open(&settings.db_path).await.map_err(|e| {
+                    if matches!(&e, StoreError::Database(d) if crate::store::is_read_only(d)) {
+                        let ro = format!(
+                            "the SQLite database {path} (RAKUTEN_GATEWAY_DB_PATH) is read-only: \
+                             this user cannot write the file or its folder (WAL mode writes its \
+                             -wal and -shm files beside it)"
+                        );
+                        return anyhow::Error::new(e)
+                            .context(rakuten_cli::SetupError::new("RAKUTEN_GATEWAY_DB_PATH", ro));
+                    }
+                    opening(
+                        e,
+                        "RAKUTEN_GATEWAY_DB_PATH",
+                        format!(
+                            "opening the SQLite database {path} (RAKUTEN_GATEWAY_DB_PATH): the \
+                             file must be an SQLite database, and it and its folder writable"
+                        ),
+                    )
+                })?,
             )),
         })
     }
@@ -102,9 +139,8 @@ impl Application {
         let edge = settings.edge.edge_config()?;
         rakuten_edge::warn_if_plain_public("order-gateway", addr, edge.tls.is_some());
         let backend = Backend::open(&settings).await?;
-        let listener = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("binding {addr}"))?;
+        let listener =
+            rakuten_edge::bind(addr, ("RAKUTEN_GATEWAY_HOST", "RAKUTEN_GATEWAY_PORT")).await?;
         let port = listener.local_addr()?.port();
         let notifier = LeaseNotifier::new();
         let shutdown = CancellationToken::new();

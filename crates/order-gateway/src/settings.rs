@@ -79,7 +79,7 @@ pub struct Settings {
     pub host: String,
 
     /// Port to listen on (0 picks a free port).
-    #[arg(long, env = "RAKUTEN_GATEWAY_PORT", default_value_t = 31109)]
+    #[arg(long, env = "RAKUTEN_GATEWAY_PORT", default_value_t = 31109, value_parser = rakuten_cli::number::whole::<u16>(0..=65535))]
     pub port: u16,
 
     /// SQLite database file; its parent directory is created if missing.
@@ -97,33 +97,34 @@ pub struct Settings {
     pub db_url: Option<Secret>,
 
     /// Lease time-to-live, seconds (§4.3); a worker renews before it lapses.
-    #[arg(long, env = "RAKUTEN_LEASE_TTL_SECONDS", default_value_t = 300.0)]
+    #[arg(long, env = "RAKUTEN_LEASE_TTL_SECONDS", default_value_t = 300.0, value_parser = rakuten_cli::number::seconds())]
     pub lease_ttl_seconds: f64,
 
     /// Longest long-poll a lease request may ask for with `wait`, seconds.
-    #[arg(long, env = "RAKUTEN_LEASE_MAX_WAIT_SECONDS", default_value_t = 60.0)]
+    #[arg(long, env = "RAKUTEN_LEASE_MAX_WAIT_SECONDS", default_value_t = 60.0, value_parser = rakuten_cli::number::seconds())]
     pub lease_max_wait_seconds: f64,
 
     /// A worker silent longer than this raises `worker_offline`, seconds (§4.7).
     #[arg(
         long,
         env = "RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS",
-        default_value_t = 300.0
+        default_value_t = 300.0,
+        value_parser = rakuten_cli::number::seconds(),
     )]
     pub worker_offline_alert_seconds: f64,
 
     /// A task queued longer than this raises `task_queued_too_long`, seconds (§4.7).
-    #[arg(long, env = "RAKUTEN_QUEUED_ALERT_SECONDS", default_value_t = 600.0)]
+    #[arg(long, env = "RAKUTEN_QUEUED_ALERT_SECONDS", default_value_t = 600.0, value_parser = rakuten_cli::number::seconds())]
     pub queued_alert_seconds: f64,
 
     /// PostgreSQL: an instance whose clock differs from the database's by more than this raises
     /// a `clock_skew` alert (cleared once it is back within) and leaves lease sweeps to the other
     /// instances, seconds; 0 turns the check off (issue #12 item 6).
-    #[arg(long, env = "RAKUTEN_CLOCK_SKEW_ALERT_SECONDS", default_value_t = 2.0)]
+    #[arg(long, env = "RAKUTEN_CLOCK_SKEW_ALERT_SECONDS", default_value_t = 2.0, value_parser = rakuten_cli::number::seconds())]
     pub clock_skew_alert_seconds: f64,
 
     /// Period of the lease-expiry sweeper, seconds (fractional allowed).
-    #[arg(long, env = "RAKUTEN_SWEEP_INTERVAL_SECONDS", default_value_t = 1.0)]
+    #[arg(long, env = "RAKUTEN_SWEEP_INTERVAL_SECONDS", default_value_t = 1.0, value_parser = rakuten_cli::number::seconds())]
     pub sweep_interval_seconds: f64,
 
     /// `global`: one active task overall; `site`: one active task per site.
@@ -131,22 +132,23 @@ pub struct Settings {
     pub lease_scope: LeaseScope,
 
     /// Account-query lease TTL, seconds (§11.5); a lapsed lease is redelivered automatically.
-    #[arg(long, env = "RAKUTEN_QUERY_LEASE_TTL_SECONDS", default_value_t = 180.0)]
+    #[arg(long, env = "RAKUTEN_QUERY_LEASE_TTL_SECONDS", default_value_t = 180.0, value_parser = rakuten_cli::number::seconds())]
     pub query_lease_ttl_seconds: f64,
 
     /// Longest life of an account query since submit, seconds (§11.5); older → `expired`.
-    #[arg(long, env = "RAKUTEN_QUERY_TTL_SECONDS", default_value_t = 900.0)]
+    #[arg(long, env = "RAKUTEN_QUERY_TTL_SECONDS", default_value_t = 900.0, value_parser = rakuten_cli::number::seconds())]
     pub query_ttl_seconds: f64,
 
     /// Most leases of one account query (§11.5); exhausted → `failed`.
-    #[arg(long, env = "RAKUTEN_QUERY_MAX_ATTEMPTS", default_value_t = 3)]
+    #[arg(long, env = "RAKUTEN_QUERY_MAX_ATTEMPTS", default_value_t = 3, value_parser = rakuten_cli::number::whole::<u32>(1..=100))]
     pub query_max_attempts: u32,
 
     /// How long finished account queries are kept, seconds (§11.5); older ones are deleted.
     #[arg(
         long,
         env = "RAKUTEN_QUERY_RETENTION_SECONDS",
-        default_value_t = 604_800.0
+        default_value_t = 604_800.0,
+        value_parser = rakuten_cli::number::seconds(),
     )]
     pub query_retention_seconds: f64,
 
@@ -154,7 +156,8 @@ pub struct Settings {
     #[arg(
         long,
         env = "RAKUTEN_QUERY_RESULT_MAX_BYTES",
-        default_value_t = 1_048_576
+        default_value_t = 1_048_576,
+        value_parser = rakuten_cli::number::whole::<usize>(1024..=64 * 1024 * 1024),
     )]
     pub query_result_max_bytes: usize,
 
@@ -212,25 +215,28 @@ pub struct AlertSettings {
     #[arg(
         long,
         env = "RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS",
-        default_value_t = 10.0
+        default_value_t = 10.0,
+        value_parser = rakuten_cli::number::seconds(),
     )]
     pub webhook_timeout_seconds: f64,
     /// Longest wait between two attempts of one delivery, seconds (exponential from 1 s, jittered).
     #[arg(
         long,
         env = "RAKUTEN_ALERT_WEBHOOK_MAX_BACKOFF_SECONDS",
-        default_value_t = 300.0
+        default_value_t = 300.0,
+        value_parser = rakuten_cli::number::seconds(),
     )]
     pub webhook_max_backoff_seconds: f64,
     /// Failed attempts of one delivery that raise `webhook_failing` for its host.
-    #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_FAILING_AFTER", default_value_t = 3)]
+    #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_FAILING_AFTER", default_value_t = 3, value_parser = rakuten_cli::number::whole::<u32>(1..=u32::MAX))]
     pub webhook_failing_after: u32,
     /// The evidence `order_list` query of a stale task starts this long before the task's
     /// creation, seconds.
     #[arg(
         long,
         env = "RAKUTEN_STALE_EVIDENCE_MARGIN_SECONDS",
-        default_value_t = 3600.0
+        default_value_t = 3600.0,
+        value_parser = rakuten_cli::number::seconds(),
     )]
     pub stale_evidence_margin_seconds: f64,
 }
@@ -264,7 +270,8 @@ pub struct EdgeSettings {
     #[arg(
         long,
         env = "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS",
-        default_value_t = 10.0
+        default_value_t = 10.0,
+        value_parser = rakuten_cli::number::seconds(),
     )]
     pub header_timeout_seconds: f64,
     /// A request body must arrive in full within this many seconds of its head; past it the
@@ -272,17 +279,19 @@ pub struct EdgeSettings {
     #[arg(
         long,
         env = "RAKUTEN_GATEWAY_BODY_TIMEOUT_SECONDS",
-        default_value_t = 30.0
+        default_value_t = 30.0,
+        value_parser = rakuten_cli::number::seconds(),
     )]
     pub body_timeout_seconds: f64,
     /// Most open connections, long-polls included; past it a new connection gets a 503.
-    #[arg(long, env = "RAKUTEN_GATEWAY_MAX_CONNECTIONS", default_value_t = 2048)]
+    #[arg(long, env = "RAKUTEN_GATEWAY_MAX_CONNECTIONS", default_value_t = 2048, value_parser = rakuten_cli::number::whole::<usize>(1..=1_000_000))]
     pub max_connections: usize,
     /// Longest graceful shutdown, seconds; connections still open then are dropped.
     #[arg(
         long,
         env = "RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS",
-        default_value_t = 10.0
+        default_value_t = 10.0,
+        value_parser = rakuten_cli::number::seconds(),
     )]
     pub shutdown_deadline_seconds: f64,
     /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file (for scripts

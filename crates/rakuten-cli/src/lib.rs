@@ -11,9 +11,15 @@
 //!   flag) also exit 2 and name the variable too;
 //! - [`secret_arg`]: the clap value parser for secret settings, whose refusal names the flag and
 //!   its variable in the same form but never quotes the value (D-fix6-1);
-//! - [`exit_on_error`]: a run-time error prints `error: …` with its cause chain and exits 1;
+//! - [`number`]: clap value parsers for whole numbers and seconds whose refusal names the flag,
+//!   the variable, the value and what the setting takes (D-newuser12-2);
+//! - a missing required setting is one line naming its flag and variable (D-newuser12-3);
+//! - [`exit_on_error`]: an error prints `error: …` with its cause chain once, on stderr, and
+//!   exits 1, or 2 when a [`SetupError`] in it says the operator must fix the configuration or
+//!   the environment (database, Redis, a file, the listening port; D-newuser12-1);
 //! - [`check_env_example`]: the test every binary runs on its `.env.example` against `--help`.
 
+pub mod number;
 pub mod secret_arg;
 
 use std::ffi::OsString;
@@ -194,6 +200,16 @@ fn exit_clap(cmd: &Command, e: clap::Error) -> ! {
     ) {
         e.exit();
     }
+    if let Some(lines) = missing_settings(cmd, &e) {
+        for l in lines {
+            eprintln!("error: {l}");
+        }
+        std::process::exit(2)
+    }
+    if let Some(line) = unparsable_number(cmd, &e) {
+        eprintln!("error: {line}");
+        std::process::exit(2)
+    }
     let _ = e.print();
     if let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)
         && let Some(long) = arg
@@ -267,15 +283,128 @@ pub fn parse_log_format(s: &str) -> Result<LogFormat, String> {
     }
 }
 
-/// Ends `main`: `Ok` → success; `Err` → `error: …` with its causes on stderr, exit 1 (no
-/// backtrace).
+/// `the following required arguments were not provided` as one line per setting naming its flag
+/// and variable (clap's own text is several lines and shows only the flag); `None` for another
+/// error, or when a missing argument has no variable.
+fn missing_settings(cmd: &Command, e: &clap::Error) -> Option<Vec<String>> {
+    if e.kind() != ErrorKind::MissingRequiredArgument {
+        return None;
+    }
+    let Some(ContextValue::Strings(args)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    args.iter()
+        .map(|a| {
+            let flag = a.split_whitespace().next()?;
+            let env = env_for_flag(cmd, flag.strip_prefix("--")?)?;
+            Some(format!(
+                "missing setting {flag} / {env}: it is required; set the variable (environment or \
+                 .env) or pass the flag"
+            ))
+        })
+        .collect()
+}
+
+/// A number refused by clap's own parser (`invalid digit found in string`) as one line naming
+/// the flag, the variable and the value; the settings of the services use [`number`], which says
+/// the range too, so this only covers a setting that does not. `None` for another error.
+fn unparsable_number(cmd: &Command, e: &clap::Error) -> Option<String> {
+    use std::error::Error as _;
+    let source = e.source()?;
+    let what = if source.is::<std::num::ParseIntError>() {
+        "a whole number"
+    } else if source.is::<std::num::ParseFloatError>() {
+        "a number"
+    } else {
+        return None;
+    };
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue) else {
+        return None;
+    };
+    let flag = arg.split_whitespace().next()?;
+    let env = env_for_flag(cmd, flag.strip_prefix("--")?)?;
+    Some(format!(
+        "invalid setting {flag} / {env}: {value:?} is not {what}; it takes {what}"
+    ))
+}
+
+/// A start-up failure that the operator fixes in the configuration or the environment, not a
+/// fault of the program: a database or Redis that cannot be reached or written, a file that is
+/// missing, the listening port in use. Attach it as the context of the error
+/// (`.context(SetupError::new("RAKUTEN_POLL_PORT", …))`): [`exit_on_error`] then exits 2, the code
+/// of a bad setting, which systemd's `RestartPreventExitStatus=2` does not restart and scripts
+/// read as "fix the configuration" (D-newuser12-1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupError {
+    var: &'static str,
+    message: String,
+}
+
+impl SetupError {
+    /// `message` says what failed and names `var` (the variable to look at) and what it holds
+    /// (an address, a file, a URL without its password).
+    pub fn new(var: &'static str, message: impl Into<String>) -> Self {
+        SetupError {
+            var,
+            message: message.into(),
+        }
+    }
+
+    /// The variable to look at.
+    pub fn var(&self) -> &'static str {
+        self.var
+    }
+}
+
+impl Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SetupError {}
+
+/// `e` and its causes on one line (`context: cause: cause`), each cause once: a cause whose text
+/// its parent already ends with (sqlx's database errors repeat their inner error) is left out.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    let mut last = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !last.is_empty() && last.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+        last = text;
+    }
+    line
+}
+
+/// Ends `main`: `Ok` → success; `Err` → `error: …` with its causes on one line of stderr (no
+/// backtrace), printed once (D-newuser12-4): exit 2 when the chain holds a [`SetupError`], else
+/// exit 1. With JSON logs the error is also a log record, for the log collector; text logs would
+/// only show the same line twice on a terminal.
 pub fn exit_on_error(r: anyhow::Result<()>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "stopped on an error");
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            let line = error_line(&e);
+            let format = std::env::var(LOG_FORMAT_VAR).unwrap_or_default();
+            if parse_log_format(&format) == Ok(LogFormat::Json) {
+                tracing::error!(error = %line, "stopped on an error");
+            }
+            eprintln!("error: {line}");
+            if e.downcast_ref::<SetupError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -453,6 +582,63 @@ mod tests {
         assert!(
             e.contains("stale (remove them, or add the setting back): RAKUTEN_T_OLD"),
             "{e}"
+        );
+    }
+
+    /// D-newuser12-1/-4: a set-up failure is told apart however deep its context sits, and
+    /// a cause its parent already quotes is printed once.
+    #[test]
+    fn a_setup_error_is_found_in_the_chain_and_each_cause_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let e = anyhow::Error::new(io)
+            .context(SetupError::new(
+                "RAKUTEN_T_PORT",
+                "cannot listen on 127.0.0.1:1 (RAKUTEN_T_PORT)",
+            ))
+            .context("starting");
+        assert_eq!(
+            e.downcast_ref::<SetupError>().map(SetupError::var),
+            Some("RAKUTEN_T_PORT")
+        );
+        assert_eq!(
+            error_line(&e),
+            "starting: cannot listen on 127.0.0.1:1 (RAKUTEN_T_PORT): address in use"
+        );
+        let repeated = anyhow::anyhow!("(code: 8) read-only").context("db: (code: 8) read-only");
+        assert_eq!(error_line(&repeated), "db: (code: 8) read-only");
+        assert!(anyhow::anyhow!("x").downcast_ref::<SetupError>().is_none());
+    }
+
+    #[derive(Debug, Parser)]
+    #[command(name = "t")]
+    struct Required {
+        #[arg(long, env = "RAKUTEN_T_TOKEN")]
+        token: String,
+        #[arg(long, env = "RAKUTEN_T_COUNT", default_value_t = 1)]
+        count: u32,
+    }
+
+    /// D-newuser12-2/-3: clap's several lines without the variable, and Rust's "invalid digit
+    /// found in string", become one line naming the flag and the variable.
+    #[test]
+    fn a_missing_setting_or_an_unparsable_number_is_one_line_naming_the_variable() {
+        let cmd = Required::command();
+        let e = Required::try_parse_from(["t"]).unwrap_err();
+        assert_eq!(
+            missing_settings(&cmd, &e),
+            Some(vec![
+                "missing setting --token / RAKUTEN_T_TOKEN: it is required; set the variable \
+                 (environment or .env) or pass the flag"
+                    .to_owned()
+            ])
+        );
+        let e = Required::try_parse_from(["t", "--token", "x", "--count", "lots"]).unwrap_err();
+        assert_eq!(
+            unparsable_number(&cmd, &e).as_deref(),
+            Some(
+                "invalid setting --count / RAKUTEN_T_COUNT: \"lots\" is not a whole number; it \
+                 takes a whole number"
+            )
         );
     }
 

@@ -31,7 +31,7 @@ where
 
 /// `--flag / ENV_VAR` for the message (the form of [`crate::invalid_setting_message`]),
 /// `the setting` if clap gave no argument.
-fn describe(arg: Option<&Arg>) -> String {
+pub(crate) fn describe(arg: Option<&Arg>) -> String {
     let Some(arg) = arg else {
         return "the setting".to_owned();
     };

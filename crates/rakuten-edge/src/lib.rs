@@ -2,7 +2,8 @@
 //! both services bound their connections the same way and neither keeps its own copy.
 //!
 //! Layout:
-//! - [`serve`]: [`serve::serve`], the accept loop over an already bound listener: HTTP/1.1 through
+//! - [`serve`]: [`serve::bind`], the listening socket whose failure names the host or port
+//!   variable (exit 2); [`serve::serve`], the accept loop over an already bound listener: HTTP/1.1 through
 //!   hyper-util, optional TLS, a header-read timeout that also closes idle keep-alive connections,
 //!   a cap on open connections (503 envelope past it), graceful shutdown with a hard deadline.
 //! - [`tls`]: rustls server configuration from PEM files, reloaded on SIGHUP without dropping
@@ -25,5 +26,5 @@ pub mod serve;
 pub mod testing;
 pub mod tls;
 
-pub use serve::{EdgeConfig, serve, warn_if_plain_public, write_addr_file};
+pub use serve::{EdgeConfig, bind, serve, warn_if_plain_public, write_addr_file};
 pub use tls::{TlsFiles, TlsReloader};

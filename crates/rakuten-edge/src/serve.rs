@@ -122,6 +122,37 @@ impl EdgeConfig {
     }
 }
 
+/// Binds the service's listening socket at `addr`. What stops it (the port in use, an address
+/// that is not this machine's, a port below 1024 without the privilege) is the operator's to fix,
+/// so the error is a [`rakuten_cli::SetupError`] (exit 2) naming the address and the variable to
+/// change: `vars` are the host's and the port's (D-newuser12-1).
+///
+/// # Errors
+/// The socket cannot be bound.
+pub async fn bind(
+    addr: SocketAddr,
+    (host_var, port_var): (&'static str, &'static str),
+) -> Result<TcpListener, rakuten_cli::SetupError> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        let (var, why) = match e.kind() {
+            std::io::ErrorKind::AddrInUse => (
+                port_var,
+                "the port is already in use by another process; stop it or choose another port",
+            ),
+            std::io::ErrorKind::AddrNotAvailable => (
+                host_var,
+                "the address is not one of this machine's; choose one of its addresses",
+            ),
+            std::io::ErrorKind::PermissionDenied => (
+                port_var,
+                "not permitted (a port below 1024 needs a privilege); choose a port from 1024",
+            ),
+            _ => (port_var, "the socket cannot be bound"),
+        };
+        rakuten_cli::SetupError::new(var, format!("cannot listen on {addr} ({var}): {why} ({e})"))
+    })
+}
+
 /// Logs a warning when `addr` is not loopback and TLS is off: tokens would cross the network in
 /// clear text. Returns whether it warned.
 pub fn warn_if_plain_public(service: &str, addr: SocketAddr, tls: bool) -> bool {

@@ -6,10 +6,15 @@
 //!   holder; PostgreSQL not answering fails the test loudly.
 //! - [`process`]: running the workspace's binaries: [`run_in_clean_env`] (only the variables a
 //!   case names), [`assert_secret_refused`] (a refused secret setting never prints its value),
+//!   [`assert_setup_refused`] (a start-up refused for the configuration or the environment: exit
+//!   2, one line), [`run_unprivileged`] (as `nobody` under root, for read-only files),
 //!   [`libfaketime`] (the preload library that runs a binary under a stepped clock).
 
 pub mod pg;
 pub mod process;
 
 pub use pg::PgSchema;
-pub use process::{assert_secret_refused, libfaketime, run_in_clean_env};
+pub use process::{
+    assert_output_refused, assert_secret_refused, assert_setup_refused, libfaketime,
+    run_in_clean_env, run_unprivileged,
+};

@@ -87,6 +87,82 @@ pub fn assert_tls_files_refused(
     }
 }
 
+/// Runs `program serve` with only `env` and checks that start-up is refused the way a problem
+/// of the operator's configuration or environment must be (D-newuser12-1, -4): exit code 2, and
+/// stderr exactly one line, `error: …` holding each of `expected` (the variable, the address or
+/// file, what to do); the error is not repeated on stdout (the logs). Returns that line.
+///
+/// # Panics
+/// Any of those checks fails, or the program cannot start.
+pub fn assert_setup_refused(program: &str, env: &[(&str, &str)], expected: &[&str]) -> String {
+    assert_output_refused(&run_in_clean_env(program, env, &["serve"]), expected)
+}
+
+/// The checks of [`assert_setup_refused`] on a finished run's `out`.
+///
+/// # Panics
+/// As [`assert_setup_refused`].
+pub fn assert_output_refused(out: &Output, expected: &[&str]) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let line = stderr.trim_end();
+    assert!(
+        line.starts_with("error: ") && !line.contains('\n'),
+        "not one error line: {stderr}"
+    );
+    for e in expected {
+        assert!(line.contains(e), "{e:?} not in: {line}");
+    }
+    let reason = line.trim_start_matches("error: ");
+    let tail: String = reason
+        .chars()
+        .rev()
+        .take(40)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    assert!(
+        !stdout.contains(&tail),
+        "the error is printed twice, on stdout too: {stdout}"
+    );
+    line.to_owned()
+}
+
+/// Runs `program` like [`run_in_clean_env`], as user `nobody` (65534) when this test runs as
+/// root, through `setpriv` (util-linux): root writes any file whatever its mode, so a read-only
+/// file is read-only only to another user. Files the program must reach need to be open to
+/// others (a folder `0o777`, a file `0o444`).
+///
+/// # Panics
+/// The program (or `setpriv`, under root) cannot be started.
+pub fn run_unprivileged(program: &str, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root {
+        return run_in_clean_env(program, env, args);
+    }
+    let mut all = vec![
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        program,
+    ];
+    all.extend_from_slice(args);
+    let mut cmd = Command::new("setpriv");
+    cmd.env_clear();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.args(&all).output().unwrap_or_else(|e| {
+        panic!("run setpriv {program} (util-linux's setpriv is needed under root): {e}")
+    })
+}
+
 /// libfaketime's multi-threaded preload library (Debian package `faketime` / `libfaketime`,
 /// which `.ci/run` installs), or a loud failure: the clock-step tests never skip. Preloaded
 /// directly rather than through the `faketime` wrapper, which forks (the child would outlive a

@@ -48,6 +48,12 @@ fn sqlite_primary_code(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
     db.code()?.parse::<i32>().ok().map(|c| c & 0xff)
 }
 
+/// Whether `e` is SQLite refusing to write a read-only file or folder (`SQLITE_READONLY` and its
+/// extended codes, primary code 8).
+pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if sqlite_primary_code(&**db) == Some(8))
+}
+
 /// Whether `e` means the database cannot take the request now for a reason outside the request:
 /// SQLite `SQLITE_READONLY`, `SQLITE_IOERR`, `SQLITE_FULL`, `SQLITE_CANTOPEN` (primary codes 8,
 /// 10, 13, 14); PostgreSQL classes `08` (connection exception) and `53` (insufficient resources:

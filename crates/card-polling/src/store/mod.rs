@@ -72,8 +72,10 @@ pub enum StoreError {
     #[error("invalid: {0}")]
     Invalid(String),
     /// The database did not answer within its bound: a lock wait, busy or statement timeout, or
-    /// no free connection (issue #12 item 8). Retry later: HTTP 503 with `Retry-After`.
-    #[error("the database is busy")]
+    /// no free connection (issue #12 item 8); or it cannot store anything now (a read-only file,
+    /// a full disk, an I/O error, a lost connection: D-newuser10-6), which its text says rather
+    /// than "busy" (D-newuser12-5). Retry later: HTTP 503 with `Retry-After`.
+    #[error("{}", busy_text(.0))]
     Busy(#[source] std::sync::Arc<sqlx::Error>),
     /// The store is shutting down: its writer takes no more work, or its pool is closed (HTTP
     /// 503 with `Retry-After`).
@@ -105,7 +107,28 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// What [`StoreError::Busy`] says: busy, or unable to store (so a read-only file is not
+/// reported as busy).
+fn busy_text(e: &sqlx::Error) -> &'static str {
+    if common::is_storage_unavailable(e) {
+        "the database cannot store anything now"
+    } else {
+        "the database is busy"
+    }
+}
+
+/// Whether `e` is SQLite refusing to write a read-only file or folder: start-up names the file
+/// and its variable instead of failing as if the database were busy (D-newuser12-5).
+pub fn is_read_only(e: &sqlx::Error) -> bool {
+    common::is_read_only(e)
+}
+
 impl StoreError {
+    /// Whether this is SQLite refusing to write a read-only file or folder ([`is_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, StoreError::Busy(e) | StoreError::Db(e) if common::is_read_only(e))
+    }
+
     /// The same error about one import row (see [`import_row`]): the request's fault (conflict,
     /// invalid) says which row; any other error is not about a row and stays as it is.
     pub fn at_row(self, row: &str) -> Self {

@@ -60,6 +60,7 @@ mod postgres;
 mod readme;
 mod secret_settings;
 mod sqlite;
+mod startup;
 
 /// libfaketime's preload library, or a loud failure. The engine modules name it
 /// `crate::libfaketime`.

@@ -505,6 +505,21 @@ pub(crate) async fn bounded<T>(
     }
 }
 
+/// Whether `e` is SQLite refusing to write a read-only file or folder (`SQLITE_READONLY` and its
+/// extended codes, primary code 8): start-up reports it as read-only, naming the file and its
+/// variable (D-newuser12-5).
+pub fn is_read_only(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => {
+            d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+                && d.code()
+                    .and_then(|c| c.parse::<i32>().ok())
+                    .is_some_and(|n| n & 0xff == 8)
+        }
+        _ => false,
+    }
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         // Waiting on a lock is not a fault of ours: SQLite SQLITE_BUSY/SQLITE_LOCKED (primary

@@ -99,6 +99,17 @@ fn probe_mark(m: Mark) {
     });
 }
 
+/// An error of opening the file: SQLite refusing a read-only file or folder stays the raw error
+/// ([`StoreError::Database`], never seen by a request), so that start-up can tell it apart with
+/// [`super::is_read_only`] and name the file; any other as a request's error would be.
+fn open_error(e: sqlx::Error) -> StoreError {
+    if super::is_read_only(&e) {
+        StoreError::Database(Arc::new(e))
+    } else {
+        e.into()
+    }
+}
+
 /// The SQLite order and account-query store.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -125,11 +136,18 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
-        let mut migrating = opts.connect().await?;
+        let mut migrating = opts.connect().await.map_err(open_error)?;
         migrator()
             .run(&mut migrating)
             .await
             .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
+        // A file this user cannot write opens, and migrates when there is nothing to migrate,
+        // then fails every write: a write that changes no row finds it here, for start-up to
+        // name (D-newuser12-5). (`BEGIN IMMEDIATE` does not: in WAL mode it succeeds.)
+        sqlx::query("UPDATE _sqlx_migrations SET version = version WHERE 0")
+            .execute(&mut migrating)
+            .await
+            .map_err(open_error)?;
         migrating.close().await?;
         let read = SqlitePoolOptions::new()
             .max_connections(READ_CONNECTIONS)

@@ -34,5 +34,6 @@ mod roles;
 mod runbook;
 mod secret_settings;
 mod soak;
+mod startup;
 mod store;
 mod submit;

@@ -1,0 +1,145 @@
+//! A new user's start-up findings (D-newuser12-1 … -5): what the operator fixes in the
+//! configuration or the environment — a database or Redis that does not answer, a Redis CA file
+//! that is missing, the listening port in use, a read-only database file, a number that is no
+//! number, a required setting left out — stops start-up with exit code 2 and one line on stderr
+//! that names the variable, printed once.
+
+use sqlx::{ConnectOptions, Connection};
+use test_util::{assert_output_refused, assert_setup_refused, run_in_clean_env, run_unprivileged};
+
+const BIN: &str = env!("CARGO_BIN_EXE_card-polling");
+const TOKEN: (&str, &str) = ("RAKUTEN_POLL_ADMIN_TOKEN", "startup-admin-token-0123");
+
+/// A port on loopback that nobody listens on (bound, then released).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn a_database_or_redis_that_does_not_answer_or_a_busy_port_exits_2_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("polls.db");
+    let db = db.to_str().unwrap();
+    let pg = format!("postgres://u:Pa55@127.0.0.1:{}/polls", closed_port());
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_POLL_PORT", "0"),
+            ("RAKUTEN_POLL_DB_URL", &pg),
+        ],
+        &["(RAKUTEN_POLL_DB_URL)", "opening the PostgreSQL database"],
+    );
+    let redis = format!("redis://127.0.0.1:{}/", closed_port());
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_POLL_PORT", "0"),
+            ("RAKUTEN_POLL_DB_PATH", db),
+            ("RAKUTEN_POLL_HINT_CHANNEL", &redis),
+        ],
+        &[
+            "connecting the Redis hint channel",
+            "(RAKUTEN_POLL_HINT_CHANNEL)",
+        ],
+    );
+    let missing = dir.path().join("no-ca.pem");
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_POLL_PORT", "0"),
+            ("RAKUTEN_POLL_DB_PATH", db),
+            ("RAKUTEN_POLL_HINT_CHANNEL", "rediss://127.0.0.1:6379/"),
+            ("RAKUTEN_POLL_REDIS_CA_PATH", missing.to_str().unwrap()),
+        ],
+        &[
+            "error: invalid setting --redis-ca-path / RAKUTEN_POLL_REDIS_CA_PATH: cannot read",
+            "no-ca.pem",
+        ],
+    );
+    // The port is held by this test: whatever binds it first, it is in use.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_POLL_PORT", &port),
+            ("RAKUTEN_POLL_DB_PATH", db),
+        ],
+        &[
+            &format!("cannot listen on 127.0.0.1:{port} (RAKUTEN_POLL_PORT)"),
+            "already in use",
+        ],
+    );
+}
+
+#[test]
+fn a_number_that_is_no_number_or_a_missing_setting_is_one_line_naming_the_variable() {
+    let line = assert_setup_refused(BIN, &[TOKEN, ("RAKUTEN_POLL_SHARDS", "lots")], &[]);
+    assert_eq!(
+        line,
+        "error: invalid setting --shards / RAKUTEN_POLL_SHARDS: \"lots\" is not a whole number; \
+         it takes a whole number from 1 to 1024"
+    );
+    let line = assert_setup_refused(BIN, &[TOKEN, ("RAKUTEN_POLL_PORT", "70000")], &[]);
+    assert_eq!(
+        line,
+        "error: invalid setting --port / RAKUTEN_POLL_PORT: \"70000\" is out of range; it takes a \
+         whole number from 0 to 65535"
+    );
+    let out = run_in_clean_env(BIN, &[("RAKUTEN_POLL_PORT", "0")], &["serve"]);
+    let line = assert_output_refused(&out, &[]);
+    assert_eq!(
+        line,
+        "error: missing setting --admin-token / RAKUTEN_POLL_ADMIN_TOKEN: it is required; set the \
+         variable (environment or .env) or pass the flag"
+    );
+}
+
+#[tokio::test]
+async fn a_read_only_database_file_is_reported_read_only_not_busy() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let db = dir.path().join("polls.db");
+    // A migrated database: made by a start that stops at the busy port, its WAL folded in.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let db_var = ("RAKUTEN_POLL_DB_PATH", db.to_str().unwrap());
+    let _ = run_in_clean_env(
+        BIN,
+        &[TOKEN, ("RAKUTEN_POLL_PORT", &port), db_var],
+        &["serve"],
+    );
+    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    for side in ["polls.db-wal", "polls.db-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(side));
+    }
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let out = run_unprivileged(
+        BIN,
+        &[TOKEN, ("RAKUTEN_POLL_PORT", "0"), db_var],
+        &["serve"],
+    );
+    let line = assert_output_refused(
+        &out,
+        &[&format!(
+            "the SQLite database {} (RAKUTEN_POLL_DB_PATH) is read-only",
+            db.display()
+        )],
+    );
+    assert!(!line.contains("busy"), "{line}");
+}

@@ -1,0 +1,118 @@
+//! A new user's start-up findings (D-newuser12-1 … -5), checked on the gateway too: what the
+//! operator fixes in the configuration or the environment — a PostgreSQL that does not answer,
+//! the listening port in use, a read-only database file, a number that is no number — stops
+//! start-up with exit code 2 and one line on stderr that names the variable, printed once.
+
+use sqlx::{ConnectOptions, Connection};
+use test_util::{assert_output_refused, assert_setup_refused, run_in_clean_env, run_unprivileged};
+
+const BIN: &str = env!("CARGO_BIN_EXE_order-gateway");
+const TOKEN: (&str, &str) = ("RAKUTEN_API_TOKEN", "startup-api-token-0123456");
+
+#[test]
+fn a_database_that_does_not_answer_or_a_busy_port_exits_2_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("gw.db");
+    let db = db.to_str().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let pg = format!("postgres://u:GwPa55@127.0.0.1:{closed}/gw");
+    let line = assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_GATEWAY_PORT", "0"),
+            ("RAKUTEN_GATEWAY_DB_URL", &pg),
+        ],
+        &["opening the PostgreSQL database (RAKUTEN_GATEWAY_DB_URL)"],
+    );
+    assert!(!line.contains("GwPa55"), "{line}");
+    // The port is held by this test: whatever binds it first, it is in use.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_GATEWAY_PORT", &port),
+            ("RAKUTEN_GATEWAY_DB_PATH", db),
+        ],
+        &[
+            &format!("cannot listen on 127.0.0.1:{port} (RAKUTEN_GATEWAY_PORT)"),
+            "already in use",
+        ],
+    );
+}
+
+#[test]
+fn a_number_that_is_no_number_names_the_variable_the_value_and_what_it_takes() {
+    let line = assert_setup_refused(BIN, &[TOKEN, ("RAKUTEN_LEASE_TTL_SECONDS", "abc")], &[]);
+    assert_eq!(
+        line,
+        "error: invalid setting --lease-ttl-seconds / RAKUTEN_LEASE_TTL_SECONDS: \"abc\" is not a \
+         number; it takes a number of seconds (decimals allowed: 2.5)"
+    );
+    let line = assert_setup_refused(BIN, &[TOKEN, ("RAKUTEN_QUERY_MAX_ATTEMPTS", "lots")], &[]);
+    assert_eq!(
+        line,
+        "error: invalid setting --query-max-attempts / RAKUTEN_QUERY_MAX_ATTEMPTS: \"lots\" is not \
+         a whole number; it takes a whole number from 1 to 100"
+    );
+    let line = assert_setup_refused(BIN, &[TOKEN, ("RAKUTEN_GATEWAY_PORT", "http")], &[]);
+    assert!(
+        line.contains(
+            "--port / RAKUTEN_GATEWAY_PORT: \"http\" is not a whole number; it takes a \
+                       whole number from 0 to 65535"
+        ),
+        "{line}"
+    );
+}
+
+/// Before, the gateway started on a database file it could not write and logged a failed sweep
+/// every second; now the first start-up write finds it and names the file.
+#[tokio::test]
+async fn a_read_only_database_file_is_refused_at_start_naming_the_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let db = dir.path().join("gw.db");
+    // A migrated database: made by a start that stops at the busy port, its WAL folded in.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let db_var = ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap());
+    let _ = run_in_clean_env(
+        BIN,
+        &[TOKEN, ("RAKUTEN_GATEWAY_PORT", &port), db_var],
+        &["serve"],
+    );
+    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    for side in ["gw.db-wal", "gw.db-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(side));
+    }
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let out = run_unprivileged(
+        BIN,
+        &[TOKEN, ("RAKUTEN_GATEWAY_PORT", "0"), db_var],
+        &["serve"],
+    );
+    let line = assert_output_refused(
+        &out,
+        &[&format!(
+            "the SQLite database {} (RAKUTEN_GATEWAY_DB_PATH) is read-only",
+            db.display()
+        )],
+    );
+    assert!(!line.contains("busy"), "{line}");
+}
