@@ -59,12 +59,6 @@ fn printable_url(url: &str) -> String {
         .unwrap_or_else(|_| "(unparsable URL)".into())
 }
 
-/// A start-up failure of the database, Redis or a file named by `var`: the operator's to fix
-/// (exit 2, [`rakuten_cli::SetupError`]), `message` naming what failed.
-fn setup_error(var: &'static str, message: String) -> rakuten_cli::SetupError {
-    rakuten_cli::SetupError::new(var, message)
-}
-
 /// The message of an SQLite file (or its folder) that this user cannot write (D-newuser12-5).
 fn read_only_message(path: &std::path::Path) -> String {
     format!(
@@ -85,7 +79,7 @@ pub async fn connect_hints(settings: &Settings) -> anyhow::Result<Hints> {
         HintChannelSetting::Redis(url) => {
             let ca = match &settings.redis_ca_path {
                 Some(path) => Some(std::fs::read(path).with_context(|| {
-                    setup_error(
+                    rakuten_cli::SetupError::new(
                         "RAKUTEN_POLL_REDIS_CA_PATH",
                         format!("reading RAKUTEN_POLL_REDIS_CA_PATH {}", path.display()),
                     )
@@ -96,7 +90,8 @@ pub async fn connect_hints(settings: &Settings) -> anyhow::Result<Hints> {
                 RedisChannel::connect(url.expose(), ca)
                     .await
                     .with_context(|| {
-                        setup_error(
+                        // Redis may still be starting: exit 3, a restart retries (D-newuser12-11).
+                        rakuten_cli::SetupError::unavailable(
                             "RAKUTEN_POLL_HINT_CHANNEL",
                             format!(
                                 "connecting the Redis hint channel {} (RAKUTEN_POLL_HINT_CHANNEL)",
@@ -142,18 +137,22 @@ impl Application {
                 "RAKUTEN_POLL_DB_PATH",
             ),
         };
-        // A database that cannot be reached, opened or written is the operator's to fix (exit
-        // 2); a migration that fails is not (exit 1) (D-newuser12-1).
+        // A database that cannot be opened or written is the operator's to fix (exit 2); a
+        // PostgreSQL that does not answer may be booting, a restart retries (exit 3); a migration
+        // that fails is neither (exit 1) (D-newuser12-1, D-newuser12-11).
         let opening = |e: sqlx::Error, message: String| -> anyhow::Error {
             if matches!(e, sqlx::Error::Migrate(_)) {
                 anyhow::Error::new(e).context(message)
             } else if crate::store::is_read_only(&e) {
-                anyhow::Error::new(e).context(setup_error(
+                anyhow::Error::new(e).context(rakuten_cli::SetupError::new(
                     database_var,
                     read_only_message(&settings.db_path),
                 ))
+            } else if settings.db_url.is_some() {
+                anyhow::Error::new(e)
+                    .context(rakuten_cli::SetupError::unavailable(database_var, message))
             } else {
-                anyhow::Error::new(e).context(setup_error(database_var, message))
+                anyhow::Error::new(e).context(rakuten_cli::SetupError::new(database_var, message))
             }
         };
         let (sqlite, postgres, store): (_, _, Arc<dyn Store>) = match &settings.db_url {
@@ -202,9 +201,10 @@ impl Application {
                 let message = format!("writing to the database {database}");
                 if e.is_read_only() {
                     let ro = read_only_message(&settings.db_path);
-                    anyhow::Error::new(e).context(setup_error(database_var, ro))
+                    anyhow::Error::new(e).context(rakuten_cli::SetupError::new(database_var, ro))
                 } else if sqlite_writer::WriterError::is_storage_failure(&e) {
-                    anyhow::Error::new(e).context(setup_error(database_var, message))
+                    anyhow::Error::new(e)
+                        .context(rakuten_cli::SetupError::new(database_var, message))
                 } else {
                     anyhow::Error::new(e).context(message)
                 }

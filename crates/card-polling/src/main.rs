@@ -11,10 +11,8 @@ fn main() -> ExitCode {
         .edge
         .check_tls()
         .and_then(|()| settings.check_redis_ca())
+        .and_then(|()| settings.check_tokens())
     {
-        rakuten_cli::exit_invalid::<Cli>(name, reason);
-    }
-    if let Err((name, reason)) = settings.check_tokens() {
         rakuten_cli::exit_invalid::<Cli>(name, reason);
     }
     if let Some(addr) = settings.listen {

@@ -35,12 +35,15 @@ pub enum Backend {
 }
 
 /// `e`, a failure to open the database, with `message` as its context: a
-/// [`rakuten_cli::SetupError`] naming `var` unless a migration failed (D-newuser12-1).
-fn opening(e: StoreError, var: &'static str, message: String) -> anyhow::Error {
+/// [`rakuten_cli::SetupError`] naming `var` unless a migration failed (D-newuser12-1), exit 3
+/// when `server` (PostgreSQL: it may be booting, a restart retries; D-newuser12-11), else 2.
+fn opening(e: StoreError, var: &'static str, message: String, server: bool) -> anyhow::Error {
     let migration = matches!(&e, StoreError::Database(d) if matches!(**d, sqlx::Error::Migrate(_)));
     let e = anyhow::Error::new(e);
     if migration {
         e.context(message)
+    } else if server {
+        e.context(rakuten_cli::SetupError::unavailable(var, message))
     } else {
         e.context(rakuten_cli::SetupError::new(var, message))
     }
@@ -52,7 +55,8 @@ impl Backend {
     /// # Errors
     /// The database cannot be opened or migrated.
     /// A database that cannot be reached, opened or written is a [`rakuten_cli::SetupError`]
-    /// naming its variable (exit 2); a failed migration is not (exit 1) (D-newuser12-1).
+    /// naming its variable (exit 3 for PostgreSQL not answering, 2 for an SQLite file); a failed
+    /// migration is not (exit 1) (D-newuser12-1, D-newuser12-11).
     pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
         let path = settings.db_path.display();
         Ok(match &settings.db_url {
@@ -64,6 +68,7 @@ impl Backend {
                         "opening the PostgreSQL database (RAKUTEN_GATEWAY_DB_URL): is it running \
                          and reachable, and does the database exist?"
                             .into(),
+                        true,
                     )
                 },
             )?)),
@@ -85,6 +90,7 @@ impl Backend {
                             "opening the SQLite database {path} (RAKUTEN_GATEWAY_DB_PATH): the \
                              file must be an SQLite database, and it and its folder writable"
                         ),
+                        false,
                     )
                 })?,
             )),

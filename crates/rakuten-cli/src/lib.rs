@@ -16,7 +16,8 @@
 //! - a missing required setting is one line naming its flag and variable (D-newuser12-3);
 //! - [`exit_on_error`]: an error prints `error: …` with its cause chain once, on stderr, and
 //!   exits 1, or 2 when a [`SetupError`] in it says the operator must fix the configuration or
-//!   the environment (database, Redis, a file, the listening port; D-newuser12-1);
+//!   the environment (a read-only database, a missing file; D-newuser12-1), or 3 when what it
+//!   needs does not answer yet (database, Redis, the listening port; D-newuser12-11);
 //! - [`check_env_example`]: the test every binary runs on its `.env.example` against `--help`.
 
 pub mod number;
@@ -332,25 +333,45 @@ fn unparsable_number(cmd: &Command, e: &clap::Error) -> Option<String> {
 }
 
 /// A start-up failure that the operator fixes in the configuration or the environment, not a
-/// fault of the program: a database or Redis that cannot be reached or written, a file that is
-/// missing, the listening port in use. Attach it as the context of the error
-/// (`.context(SetupError::new("RAKUTEN_POLL_PORT", …))`): [`exit_on_error`] then exits 2, the code
-/// of a bad setting, which systemd's `RestartPreventExitStatus=2` does not restart and scripts
-/// read as "fix the configuration" (D-newuser12-1).
+/// fault of the program. Attach it as the context of the error
+/// (`.context(SetupError::new("RAKUTEN_POLL_DB_PATH", …))`); [`exit_on_error`] then exits with
+/// its [`Self::exit_code`]:
+/// - 2 ([`Self::new`]): something only the operator can change — a read-only database file, a
+///   missing file, a file that is no database. The code of a bad setting, which systemd's
+///   `RestartPreventExitStatus=2` does not restart (D-newuser12-1).
+/// - 3 ([`Self::unavailable`]): something that may come by itself — a database or Redis that does
+///   not answer yet, a port an old process still holds. A supervisor should restart the service
+///   (with back-off); a PostgreSQL that is still booting must not stop it for good (D-newuser12-11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetupError {
     var: &'static str,
     message: String,
+    unavailable: bool,
 }
 
 impl SetupError {
     /// `message` says what failed and names `var` (the variable to look at) and what it holds
-    /// (an address, a file, a URL without its password).
+    /// (an address, a file, a URL without its password). Exit code 2.
     pub fn new(var: &'static str, message: impl Into<String>) -> Self {
         SetupError {
             var,
             message: message.into(),
+            unavailable: false,
         }
+    }
+
+    /// [`Self::new`] for what another process may soon fix: a server that does not answer, a
+    /// port in use. Exit code 3, which supervisors restart.
+    pub fn unavailable(var: &'static str, message: impl Into<String>) -> Self {
+        SetupError {
+            unavailable: true,
+            ..Self::new(var, message)
+        }
+    }
+
+    /// 2 for the operator to fix, 3 for a restart to retry.
+    pub fn exit_code(&self) -> u8 {
+        if self.unavailable { 3 } else { 2 }
     }
 
     /// The variable to look at.
@@ -400,10 +421,9 @@ pub fn exit_on_error(r: anyhow::Result<()>) -> ExitCode {
                 tracing::error!(error = %line, "stopped on an error");
             }
             eprintln!("error: {line}");
-            if e.downcast_ref::<SetupError>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
+            match e.downcast_ref::<SetupError>() {
+                Some(setup) => ExitCode::from(setup.exit_code()),
+                None => ExitCode::FAILURE,
             }
         }
     }
@@ -591,7 +611,7 @@ mod tests {
     fn a_setup_error_is_found_in_the_chain_and_each_cause_printed_once() {
         let io = std::io::Error::from(std::io::ErrorKind::AddrInUse);
         let e = anyhow::Error::new(io)
-            .context(SetupError::new(
+            .context(SetupError::unavailable(
                 "RAKUTEN_T_PORT",
                 "cannot listen on 127.0.0.1:1 (RAKUTEN_T_PORT)",
             ))
@@ -599,6 +619,15 @@ mod tests {
         assert_eq!(
             e.downcast_ref::<SetupError>().map(SetupError::var),
             Some("RAKUTEN_T_PORT")
+        );
+        assert_eq!(
+            e.downcast_ref::<SetupError>().map(SetupError::exit_code),
+            Some(3),
+            "a port in use may be freed: a supervisor restarts exit 3"
+        );
+        assert_eq!(
+            SetupError::new("RAKUTEN_T_PATH", "read-only").exit_code(),
+            2
         );
         assert_eq!(
             error_line(&e),

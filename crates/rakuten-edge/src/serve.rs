@@ -122,10 +122,11 @@ impl EdgeConfig {
     }
 }
 
-/// Binds the service's listening socket at `addr`. What stops it (the port in use, an address
-/// that is not this machine's, a port below 1024 without the privilege) is the operator's to fix,
-/// so the error is a [`rakuten_cli::SetupError`] (exit 2) naming the address and the variable to
-/// change: `vars` are the host's and the port's (D-newuser12-1).
+/// Binds the service's listening socket at `addr`. What stops it is a
+/// [`rakuten_cli::SetupError`] naming the address and the variable to change (`vars` are the
+/// host's and the port's, D-newuser12-1): exit 3 for a port in use (an old process may still hold
+/// it; a restart retries, D-newuser12-11), exit 2 for an address that is not this machine's or a
+/// port below 1024 without the privilege.
 ///
 /// # Errors
 /// The socket cannot be bound.
@@ -134,11 +135,16 @@ pub async fn bind(
     (host_var, port_var): (&'static str, &'static str),
 ) -> Result<TcpListener, rakuten_cli::SetupError> {
     TcpListener::bind(addr).await.map_err(|e| {
-        let (var, why) = match e.kind() {
-            std::io::ErrorKind::AddrInUse => (
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            return rakuten_cli::SetupError::unavailable(
                 port_var,
-                "the port is already in use by another process; stop it or choose another port",
-            ),
+                format!(
+                    "cannot listen on {addr} ({port_var}): the port is already in use by another \
+                     process; stop it or choose another port ({e})"
+                ),
+            );
+        }
+        let (var, why) = match e.kind() {
             std::io::ErrorKind::AddrNotAvailable => (
                 host_var,
                 "the address is not one of this machine's; choose one of its addresses",

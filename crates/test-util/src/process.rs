@@ -98,14 +98,28 @@ pub fn assert_setup_refused(program: &str, env: &[(&str, &str)], expected: &[&st
     assert_output_refused(&run_in_clean_env(program, env, &["serve"]), expected)
 }
 
+/// [`assert_setup_refused`] for what a restart may fix — a database or Redis that does not answer,
+/// a port in use: exit code 3, which supervisors restart (D-newuser12-11); the same one line.
+///
+/// # Panics
+/// As [`assert_setup_refused`].
+pub fn assert_setup_unavailable(program: &str, env: &[(&str, &str)], expected: &[&str]) -> String {
+    assert_exit_line(&run_in_clean_env(program, env, &["serve"]), 3, expected)
+}
+
 /// The checks of [`assert_setup_refused`] on a finished run's `out`.
 ///
 /// # Panics
 /// As [`assert_setup_refused`].
 pub fn assert_output_refused(out: &Output, expected: &[&str]) -> String {
+    assert_exit_line(out, 2, expected)
+}
+
+/// Exit `code` and one `error: …` line on stderr holding each of `expected`, not repeated on stdout.
+fn assert_exit_line(out: &Output, code: i32, expected: &[&str]) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
     let line = stderr.trim_end();
     assert!(
         line.starts_with("error: ") && !line.contains('\n'),

@@ -1,11 +1,15 @@
 //! A new user's start-up findings (D-newuser12-1 … -5): what the operator fixes in the
 //! configuration or the environment — a database or Redis that does not answer, a Redis CA file
 //! that is missing, the listening port in use, a read-only database file, a number that is no
-//! number, a required setting left out — stops start-up with exit code 2 and one line on stderr
-//! that names the variable, printed once.
+//! number, a required setting left out — stops start-up with one line on stderr that names the
+//! variable, printed once: exit code 3 for what a restart may fix (a server that does not answer,
+//! a port in use; D-newuser12-11), 2 otherwise.
 
 use sqlx::{ConnectOptions, Connection};
-use test_util::{assert_output_refused, assert_setup_refused, run_in_clean_env, run_unprivileged};
+use test_util::{
+    assert_output_refused, assert_setup_refused, assert_setup_unavailable, run_in_clean_env,
+    run_unprivileged,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_card-polling");
 const TOKEN: (&str, &str) = ("RAKUTEN_POLL_ADMIN_TOKEN", "startup-admin-token-0123");
@@ -17,12 +21,13 @@ fn closed_port() -> u16 {
 }
 
 #[test]
-fn a_database_or_redis_that_does_not_answer_or_a_busy_port_exits_2_naming_the_variable() {
+fn a_database_or_redis_that_does_not_answer_or_a_busy_port_exits_3_naming_the_variable_so_a_supervisor_retries()
+ {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("polls.db");
     let db = db.to_str().unwrap();
     let pg = format!("postgres://u:Pa55@127.0.0.1:{}/polls", closed_port());
-    assert_setup_refused(
+    assert_setup_unavailable(
         BIN,
         &[
             TOKEN,
@@ -32,7 +37,7 @@ fn a_database_or_redis_that_does_not_answer_or_a_busy_port_exits_2_naming_the_va
         &["(RAKUTEN_POLL_DB_URL)", "opening the PostgreSQL database"],
     );
     let redis = format!("redis://127.0.0.1:{}/", closed_port());
-    assert_setup_refused(
+    assert_setup_unavailable(
         BIN,
         &[
             TOKEN,
@@ -63,7 +68,7 @@ fn a_database_or_redis_that_does_not_answer_or_a_busy_port_exits_2_naming_the_va
     // The port is held by this test: whatever binds it first, it is in use.
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = held.local_addr().unwrap().port().to_string();
-    assert_setup_refused(
+    assert_setup_unavailable(
         BIN,
         &[
             TOKEN,

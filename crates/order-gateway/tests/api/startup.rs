@@ -1,16 +1,21 @@
 //! A new user's start-up findings (D-newuser12-1 … -5), checked on the gateway too: what the
 //! operator fixes in the configuration or the environment — a PostgreSQL that does not answer,
 //! the listening port in use, a read-only database file, a number that is no number — stops
-//! start-up with exit code 2 and one line on stderr that names the variable, printed once.
+//! start-up with one line on stderr that names the variable, printed once: exit code 3 for what a
+//! restart may fix (a server that does not answer, a port in use; D-newuser12-11), 2 otherwise.
 
 use sqlx::{ConnectOptions, Connection};
-use test_util::{assert_output_refused, assert_setup_refused, run_in_clean_env, run_unprivileged};
+use test_util::{
+    assert_output_refused, assert_setup_refused, assert_setup_unavailable, run_in_clean_env,
+    run_unprivileged,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_order-gateway");
 const TOKEN: (&str, &str) = ("RAKUTEN_API_TOKEN", "startup-api-token-0123456");
 
 #[test]
-fn a_database_that_does_not_answer_or_a_busy_port_exits_2_naming_the_variable() {
+fn a_database_that_does_not_answer_or_a_busy_port_exits_3_naming_the_variable_so_a_supervisor_retries()
+ {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("gw.db");
     let db = db.to_str().unwrap();
@@ -20,7 +25,7 @@ fn a_database_that_does_not_answer_or_a_busy_port_exits_2_naming_the_variable() 
         .unwrap()
         .port();
     let pg = format!("postgres://u:GwPa55@127.0.0.1:{closed}/gw");
-    let line = assert_setup_refused(
+    let line = assert_setup_unavailable(
         BIN,
         &[
             TOKEN,
@@ -33,7 +38,7 @@ fn a_database_that_does_not_answer_or_a_busy_port_exits_2_naming_the_variable() 
     // The port is held by this test: whatever binds it first, it is in use.
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = held.local_addr().unwrap().port().to_string();
-    assert_setup_refused(
+    assert_setup_unavailable(
         BIN,
         &[
             TOKEN,
