@@ -7,14 +7,17 @@
 //! - [`process`]: running the workspace's binaries: [`run_in_clean_env`] (only the variables a
 //!   case names), [`assert_secret_refused`] (a refused secret setting never prints its value),
 //!   [`assert_setup_refused`] (a start-up refused for the configuration or the environment: exit
-//!   2, one line), [`assert_setup_unavailable`] (the same for what a restart may fix: exit 3), [`run_unprivileged`] (as `nobody` under root, for read-only files),
-//!   [`libfaketime`] (the preload library that runs a binary under a stepped clock).
+//!   2, one line), [`assert_setup_unavailable`] (the same for what a restart may fix: exit 3),
+//!   [`assert_read_only_database_refused`] (a read-only SQLite file named as such),
+//!   [`run_unprivileged`] (as `nobody` under root, for read-only files), [`libfaketime`] (the
+//!   preload library that runs a binary under a stepped clock).
 
 pub mod pg;
 pub mod process;
 
 pub use pg::PgSchema;
 pub use process::{
-    assert_output_refused, assert_secret_refused, assert_setup_refused, assert_setup_unavailable,
-    libfaketime, run_in_clean_env, run_unprivileged,
+    assert_output_refused, assert_read_only_database_refused, assert_secret_refused,
+    assert_setup_refused, assert_setup_unavailable, libfaketime, run_in_clean_env,
+    run_unprivileged,
 };

@@ -201,3 +201,56 @@ pub fn libfaketime() -> String {
         ),
     }
 }
+
+/// Makes `db` a migrated SQLite database that only its owner can read: a start of `program serve`
+/// with `env` and `db_var` set to `db` that stops at a port this function holds (`port_var`), its
+/// WAL folded in and removed, the file then made 0444 (its folder 0777, so `nobody` reaches it).
+/// Then starts `program serve` as `nobody` on port 0 and checks the refusal names the file as
+/// read-only, never "busy" (D-newuser12-5). Returns the error line.
+///
+/// # Panics
+/// Any step fails, or the refusal is not one exit-2 line naming the file read-only.
+pub async fn assert_read_only_database_refused(
+    program: &str,
+    env: &[(&str, &str)],
+    (port_var, db_var): (&str, &str),
+    dir: &std::path::Path,
+    file: &str,
+) -> String {
+    use sqlx::{ConnectOptions, Connection};
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let db = dir.join(file);
+    let db_str = db.to_str().unwrap();
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let mut started = env.to_vec();
+    started.extend([(port_var, port.as_str()), (db_var, db_str)]);
+    let _ = run_in_clean_env(program, &started, &["serve"]);
+    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    for side in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.join(format!("{file}{side}")));
+    }
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let mut unprivileged = env.to_vec();
+    unprivileged.extend([(port_var, "0"), (db_var, db_str)]);
+    let out = run_unprivileged(program, &unprivileged, &["serve"]);
+    let line = assert_output_refused(
+        &out,
+        &[&format!(
+            "the SQLite database {} ({db_var}) is read-only",
+            db.display()
+        )],
+    );
+    assert!(!line.contains("busy"), "{line}");
+    line
+}

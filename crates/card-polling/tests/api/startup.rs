@@ -5,10 +5,8 @@
 //! variable, printed once: exit code 3 for what a restart may fix (a server that does not answer,
 //! a port in use; D-newuser12-11), 2 otherwise.
 
-use sqlx::{ConnectOptions, Connection};
 use test_util::{
     assert_output_refused, assert_setup_refused, assert_setup_unavailable, run_in_clean_env,
-    run_unprivileged,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_card-polling");
@@ -107,44 +105,13 @@ fn a_number_that_is_no_number_or_a_missing_setting_is_one_line_naming_the_variab
 
 #[tokio::test]
 async fn a_read_only_database_file_is_reported_read_only_not_busy() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let db = dir.path().join("polls.db");
-    // A migrated database: made by a start that stops at the busy port, its WAL folded in.
-    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = held.local_addr().unwrap().port().to_string();
-    let db_var = ("RAKUTEN_POLL_DB_PATH", db.to_str().unwrap());
-    let _ = run_in_clean_env(
+    test_util::assert_read_only_database_refused(
         BIN,
-        &[TOKEN, ("RAKUTEN_POLL_PORT", &port), db_var],
-        &["serve"],
-    );
-    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db)
-        .connect()
-        .await
-        .unwrap();
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-        .execute(&mut c)
-        .await
-        .unwrap();
-    c.close().await.unwrap();
-    for side in ["polls.db-wal", "polls.db-shm"] {
-        let _ = std::fs::remove_file(dir.path().join(side));
-    }
-    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
-    let out = run_unprivileged(
-        BIN,
-        &[TOKEN, ("RAKUTEN_POLL_PORT", "0"), db_var],
-        &["serve"],
-    );
-    let line = assert_output_refused(
-        &out,
-        &[&format!(
-            "the SQLite database {} (RAKUTEN_POLL_DB_PATH) is read-only",
-            db.display()
-        )],
-    );
-    assert!(!line.contains("busy"), "{line}");
+        &[TOKEN],
+        ("RAKUTEN_POLL_PORT", "RAKUTEN_POLL_DB_PATH"),
+        dir.path(),
+        "polls.db",
+    )
+    .await;
 }

@@ -4,11 +4,7 @@
 //! start-up with one line on stderr that names the variable, printed once: exit code 3 for what a
 //! restart may fix (a server that does not answer, a port in use; D-newuser12-11), 2 otherwise.
 
-use sqlx::{ConnectOptions, Connection};
-use test_util::{
-    assert_output_refused, assert_setup_refused, assert_setup_unavailable, run_in_clean_env,
-    run_unprivileged,
-};
+use test_util::{assert_setup_refused, assert_setup_unavailable};
 
 const BIN: &str = env!("CARGO_BIN_EXE_order-gateway");
 const TOKEN: (&str, &str) = ("RAKUTEN_API_TOKEN", "startup-api-token-0123456");
@@ -80,44 +76,13 @@ fn a_number_that_is_no_number_names_the_variable_the_value_and_what_it_takes() {
 /// every second; now the first start-up write finds it and names the file.
 #[tokio::test]
 async fn a_read_only_database_file_is_refused_at_start_naming_the_file() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let db = dir.path().join("gw.db");
-    // A migrated database: made by a start that stops at the busy port, its WAL folded in.
-    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = held.local_addr().unwrap().port().to_string();
-    let db_var = ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap());
-    let _ = run_in_clean_env(
+    test_util::assert_read_only_database_refused(
         BIN,
-        &[TOKEN, ("RAKUTEN_GATEWAY_PORT", &port), db_var],
-        &["serve"],
-    );
-    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db)
-        .connect()
-        .await
-        .unwrap();
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-        .execute(&mut c)
-        .await
-        .unwrap();
-    c.close().await.unwrap();
-    for side in ["gw.db-wal", "gw.db-shm"] {
-        let _ = std::fs::remove_file(dir.path().join(side));
-    }
-    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
-    let out = run_unprivileged(
-        BIN,
-        &[TOKEN, ("RAKUTEN_GATEWAY_PORT", "0"), db_var],
-        &["serve"],
-    );
-    let line = assert_output_refused(
-        &out,
-        &[&format!(
-            "the SQLite database {} (RAKUTEN_GATEWAY_DB_PATH) is read-only",
-            db.display()
-        )],
-    );
-    assert!(!line.contains("busy"), "{line}");
+        &[TOKEN],
+        ("RAKUTEN_GATEWAY_PORT", "RAKUTEN_GATEWAY_DB_PATH"),
+        dir.path(),
+        "gw.db",
+    )
+    .await;
 }
