@@ -16,7 +16,7 @@ use crate::domain::TokenHash;
 use crate::executor::Executor;
 use crate::executor::pool::ExecutorPool;
 use crate::hints::memory::MemoryChannel;
-use crate::hints::redis::RedisChannel;
+use crate::hints::redis::{ConnectError, RedisChannel};
 use crate::hints::{Hints, QueueChannel};
 use crate::http::{AppState, router};
 use crate::jobs::expiry::ExpiryJob;
@@ -59,6 +59,18 @@ fn printable_url(url: &str) -> String {
         .unwrap_or_else(|_| "(unparsable URL)".into())
 }
 
+/// Whether PostgreSQL did not answer (no connection, none in time, still starting up, out of
+/// connections): what a restart may fix (exit 3). A URL that does not parse, a role or database
+/// that does not exist, a wrong password are answers, the operator's to fix (exit 2)
+/// (D-newuser12-11).
+fn not_answering(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("57P03" | "53300")),
+        _ => false,
+    }
+}
+
 /// The message of an SQLite file (or its folder) that this user cannot write (D-newuser12-5).
 fn read_only_message(path: &std::path::Path) -> String {
     format!(
@@ -86,20 +98,23 @@ pub async fn connect_hints(settings: &Settings) -> anyhow::Result<Hints> {
                 })?),
                 None => None,
             };
-            Arc::new(
-                RedisChannel::connect(url.expose(), ca)
-                    .await
-                    .with_context(|| {
-                        // Redis may still be starting: exit 3, a restart retries (D-newuser12-11).
-                        rakuten_cli::SetupError::unavailable(
-                            "RAKUTEN_POLL_HINT_CHANNEL",
-                            format!(
-                                "connecting the Redis hint channel {} (RAKUTEN_POLL_HINT_CHANNEL)",
-                                printable_url(url.expose())
-                            ),
-                        )
-                    })?,
-            )
+            Arc::new(RedisChannel::connect(url.expose(), ca).await.map_err(|e| {
+                let message = format!(
+                    "connecting the Redis hint channel {} (RAKUTEN_POLL_HINT_CHANNEL)",
+                    printable_url(url.expose())
+                );
+                // Redis may still be starting: exit 3, a restart retries; a URL or a
+                // password Redis refuses exits 2 (D-newuser12-11).
+                let setup = match &e {
+                    ConnectError::NotAnswering(_) => {
+                        rakuten_cli::SetupError::unavailable("RAKUTEN_POLL_HINT_CHANNEL", message)
+                    }
+                    ConnectError::Refused(_) => {
+                        rakuten_cli::SetupError::new("RAKUTEN_POLL_HINT_CHANNEL", message)
+                    }
+                };
+                anyhow::Error::new(e).context(setup)
+            })?)
         }
     };
     Ok(Hints::new(channel, settings.hint_prefix.clone()))
@@ -148,7 +163,7 @@ impl Application {
                     database_var,
                     read_only_message(&settings.db_path),
                 ))
-            } else if settings.db_url.is_some() {
+            } else if settings.db_url.is_some() && not_answering(&e) {
                 anyhow::Error::new(e)
                     .context(rakuten_cli::SetupError::unavailable(database_var, message))
             } else {

@@ -36,13 +36,24 @@ pub enum Backend {
 
 /// `e`, a failure to open the database, with `message` as its context: a
 /// [`rakuten_cli::SetupError`] naming `var` unless a migration failed (D-newuser12-1), exit 3
-/// when `server` (PostgreSQL: it may be booting, a restart retries; D-newuser12-11), else 2.
+/// when `server` (PostgreSQL) did not answer — no connection, none in time, still starting, out
+/// of connections: a restart retries (D-newuser12-11) — else 2 (a URL that does not parse, a
+/// role or database that does not exist, a wrong password, an SQLite file).
 fn opening(e: StoreError, var: &'static str, message: String, server: bool) -> anyhow::Error {
     let migration = matches!(&e, StoreError::Database(d) if matches!(**d, sqlx::Error::Migrate(_)));
+    let not_answering = match &e {
+        StoreError::Unavailable(_) | StoreError::Busy(_) => true,
+        StoreError::Database(d) => match &**d {
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => true,
+            sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("57P03" | "53300")),
+            _ => false,
+        },
+        _ => false,
+    };
     let e = anyhow::Error::new(e);
     if migration {
         e.context(message)
-    } else if server {
+    } else if server && not_answering {
         e.context(rakuten_cli::SetupError::unavailable(var, message))
     } else {
         e.context(rakuten_cli::SetupError::new(var, message))

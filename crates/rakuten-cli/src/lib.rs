@@ -66,12 +66,59 @@ pub enum LogOutput {
     Stderr,
 }
 
+/// Stops the binary (exit 2, one line) when a `.env` file is found but a line of it does not
+/// parse. `dotenvy` loads a file line by line and stops at the first bad one, so the settings
+/// before it applied and those after it silently did not: a typo above `RAKUTEN_*_DB_URL` started
+/// a service on its default SQLite file instead (D-newuser12-12). The whole file is read once
+/// first, without setting anything; only a file that parses throughout is then loaded.
+fn refuse_malformed_dotenv() {
+    let Ok(lines) = dotenvy::dotenv_iter() else {
+        return; // no `.env` (or none readable): the environment and flags only
+    };
+    for line in lines {
+        if let Err(e) = line {
+            eprintln!(
+                "error: invalid settings file .env: {}; every line must be NAME=value, a comment \
+                 (#) or blank; nothing from the file was applied",
+                dotenv_error_place(&e)
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Where a `.env` parse error is, without the line's value (it may be a token): the line's number
+/// in `./.env` and the name before its `=`, if any.
+fn dotenv_error_place(e: &dotenvy::Error) -> String {
+    let dotenvy::Error::LineParse(bad, _) = e else {
+        return e.to_string();
+    };
+    // dotenvy reports the text from where parsing failed, not always the whole line: the first
+    // line of the file that holds it is the one.
+    let bad = bad.lines().next().unwrap_or_default().trim();
+    let text = std::fs::read_to_string(".env").unwrap_or_default();
+    let found = (!bad.is_empty())
+        .then(|| text.lines().enumerate().find(|(_, l)| l.contains(bad)))
+        .flatten();
+    match found {
+        Some((n, line)) => {
+            let name = line
+                .split_once('=')
+                .map(|(name, _)| format!(" ({})", name.trim().chars().take(64).collect::<String>()))
+                .unwrap_or_default();
+            format!("line {} does not parse{name}", n + 1)
+        }
+        None => "a line does not parse".to_owned(),
+    }
+}
+
 /// [`start`] with the logs on `output`.
 pub fn start_with<C: CommandFactory + FromArgMatches>(
     default_log: &str,
     aliases: &[Alias],
     output: LogOutput,
 ) -> C {
+    refuse_malformed_dotenv();
     let dotenv = dotenvy::dotenv();
     let mut cmd = C::command().mut_subcommands(|sc| sc.after_help(LOG_HELP));
     if cmd.get_subcommands().next().is_none() {

@@ -29,8 +29,10 @@ impl RedisChannel {
     /// CA), else against the system's trust store.
     ///
     /// # Errors
-    /// A bad URL or CA, a server certificate that does not verify, or Redis not answering.
-    pub async fn connect(url: &str, ca_pem: Option<Vec<u8>>) -> Result<Self, ChannelError> {
+    /// [`ConnectError::Refused`]: a bad URL or CA, or a server that answers with an error (a
+    /// wrong password, a database index it does not have) — the operator's to fix.
+    /// [`ConnectError::NotAnswering`]: no connection or no answer in time — a restart may do.
+    pub async fn connect(url: &str, ca_pem: Option<Vec<u8>>) -> Result<Self, ConnectError> {
         let client = match ca_pem {
             Some(root_cert) => redis::Client::build_with_tls(
                 url,
@@ -41,7 +43,21 @@ impl RedisChannel {
             ),
             None => redis::Client::open(url),
         }
-        .map_err(err)?;
+        .map_err(|e| ConnectError::Refused(err(e)))?;
+        // One plain attempt first: the connection manager retries whatever fails, so a server
+        // that refuses (`-ERR AUTH …`) would look like one that never answered.
+        let first = async {
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await
+        };
+        match tokio::time::timeout(super::CONNECT_TIMEOUT, first).await {
+            Err(_) => return Err(ConnectError::NotAnswering(no_answer())),
+            Ok(Err(e)) if e.is_io_error() || e.is_connection_refusal() || e.is_timeout() => {
+                return Err(ConnectError::NotAnswering(err(e)));
+            }
+            Ok(Err(e)) => return Err(ConnectError::Refused(err(e))),
+            Ok(Ok(_)) => {}
+        }
         let connect = async {
             let mut conn = client.get_connection_manager().await.map_err(err)?;
             let _: String = redis::cmd("PING")
@@ -52,9 +68,26 @@ impl RedisChannel {
         };
         let conn = tokio::time::timeout(super::CONNECT_TIMEOUT, connect)
             .await
-            .map_err(|_| ChannelError("redis: no answer to PING".into()))??;
+            .map_err(|_| ConnectError::NotAnswering(no_answer()))?
+            .map_err(ConnectError::NotAnswering)?;
         Ok(RedisChannel { conn })
     }
+}
+
+fn no_answer() -> ChannelError {
+    ChannelError("redis: no answer to PING".into())
+}
+
+/// Why [`RedisChannel::connect`] failed: start-up exits 2 for the first, 3 for the second
+/// (D-newuser12-11).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The URL, the CA or the server refused: only the operator can fix it.
+    #[error(transparent)]
+    Refused(ChannelError),
+    /// Nothing answered in time: Redis may still be starting.
+    #[error(transparent)]
+    NotAnswering(ChannelError),
 }
 
 #[async_trait]

@@ -115,3 +115,82 @@ async fn a_read_only_database_file_is_reported_read_only_not_busy() {
     )
     .await;
 }
+
+/// A new user's finding (D-newuser12-12): a `.env` with a bad line was half applied — the lines
+/// above it set, the ones below (here the database path) silently dropped — and the service
+/// started on its default database. Now nothing from the file applies and start-up stops with
+/// one line giving the line's number and name, never its value.
+#[test]
+fn a_malformed_env_file_stops_start_up_naming_the_line_and_applies_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(".env"),
+        "RAKUTEN_POLL_ADMIN_TOKEN=dotenv-admin-token-0123456789\n\
+         RAKUTEN_POLL_CARRIER_TOKEN = secret value with spaces-9876\n\
+         RAKUTEN_POLL_DB_PATH=intended.db\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .current_dir(dir.path())
+        .env_clear()
+        .args(["serve", "--port", "0"])
+        .output()
+        .unwrap();
+    let line = assert_output_refused(
+        &out,
+        &[
+            "invalid settings file .env: line 2 does not parse (RAKUTEN_POLL_CARRIER_TOKEN)",
+            "nothing from the file was applied",
+        ],
+    );
+    assert!(!line.contains("9876"), "the value is never printed: {line}");
+    assert!(!dir.path().join("data").exists() && !dir.path().join("intended.db").exists());
+}
+
+/// A new user's finding (D-newuser12-11): a URL that does not parse, a role PostgreSQL does not
+/// know and a Redis that answers with an error exited 3 — a supervisor would restart a typo for
+/// ever — and Redis's own refusal read "no answer to PING". They are the operator's to fix:
+/// exit 2, Redis's answer quoted.
+#[test]
+fn a_database_or_redis_that_answers_with_a_refusal_exits_2_with_its_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("polls.db");
+    let db = db.to_str().unwrap();
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_POLL_PORT", "0"),
+            ("RAKUTEN_POLL_DB_URL", "postgres://u:pw@127.0.0.1:abc/polls"),
+        ],
+        &["(RAKUTEN_POLL_DB_URL)"],
+    );
+    let pg = std::env::var("DATABASE_URL_TEST")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let stranger = pg.replacen("postgres://postgres@", "postgres://nosuchrole_startup@", 1);
+    assert_ne!(
+        stranger, pg,
+        "DATABASE_URL_TEST names the postgres role: {pg}"
+    );
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_POLL_PORT", "0"),
+            ("RAKUTEN_POLL_DB_URL", &stranger),
+        ],
+        &["(RAKUTEN_POLL_DB_URL)", "nosuchrole_startup"],
+    );
+    let redis = std::env::var("REDIS_URL_TEST").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let redis = format!("{}/999", redis.trim_end_matches('/'));
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_POLL_PORT", "0"),
+            ("RAKUTEN_POLL_DB_PATH", db),
+            ("RAKUTEN_POLL_HINT_CHANNEL", &redis),
+        ],
+        &["(RAKUTEN_POLL_HINT_CHANNEL)", "DB index is out of range"],
+    );
+}

@@ -86,3 +86,25 @@ async fn a_read_only_database_file_is_refused_at_start_naming_the_file() {
     )
     .await;
 }
+
+/// A new user's finding (D-newuser12-11): a PostgreSQL URL that does not parse or a role the
+/// server refuses exited 3, so a supervisor would restart a typo for ever; they exit 2.
+#[test]
+fn a_database_url_that_does_not_parse_or_a_refused_role_exits_2() {
+    for url in [
+        "postgres://u:pw@127.0.0.1:abc/gw".to_owned(),
+        std::env::var("DATABASE_URL_TEST")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+            .replacen("postgres://postgres@", "postgres://nosuchrole_gw@", 1),
+    ] {
+        assert_setup_refused(
+            BIN,
+            &[
+                TOKEN,
+                ("RAKUTEN_GATEWAY_PORT", "0"),
+                ("RAKUTEN_GATEWAY_DB_URL", &url),
+            ],
+            &["(RAKUTEN_GATEWAY_DB_URL)"],
+        );
+    }
+}
