@@ -2,7 +2,8 @@
 //! - [`health_at`]: a worker silent longer than `RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS`, a task
 //!   queued longer than `RAKUTEN_QUEUED_ALERT_SECONDS`, every stale task, an instance whose clock
 //!   is skewed or jumped in the last 10 min (`clock_signals`), computed from a
-//!   [`HealthSnapshot`] and the injected clock for `/health`;
+//!   [`HealthSnapshot`] and the injected clock for `/health` (which adds the open records of the
+//!   event-raised kinds below, D-newuser12-13);
 //! - [`AlertJob`]: alert records (`GET /api/alerts`), the kinds above plus `task_needs_human`,
 //!   `account_logged_out`, `webhook_failing`, `clock_skew` and `clock_jump`, raised once, cleared when the cause is gone,
 //!   each event queued for the webhooks ([`super::webhooks`]).

@@ -477,6 +477,22 @@ async fn needs_human_and_logged_out_raise_their_alerts_and_clear_when_the_cause_
     assert_eq!(r.sync.raised.len(), 1, "{r:?}");
     assert_eq!(r.sync.raised[0].kind.as_str(), "account_logged_out");
     assert_eq!(r.sync.raised[0].subject, "rakuten");
+    // /health shows these recorded alerts too, and says degraded (D-newuser12-13).
+    let h = app.health().await;
+    let h = h.assert_ok();
+    assert_eq!(h["status"], "degraded", "{h}");
+    let kinds: Vec<&str> = h["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"account_logged_out"), "{h}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "task_needs_human").count(),
+        2,
+        "{h}"
+    );
     app.resolve(
         "po-guard",
         json!({"outcome": "failed", "reason": "over budget, not bought"}),

@@ -7,13 +7,16 @@ use axum::http::HeaderMap;
 use axum::routing::get;
 use axum::{Json, Router};
 use rakuten_types::Envelope;
-use rakuten_types::order::Health;
+use rakuten_types::alert::AlertKind;
+use rakuten_types::order::{Alert, Health};
 
 use crate::http::AppState;
 use crate::http::auth::actor_of;
+use crate::http::error::ApiError;
 use crate::http::error::ErrorEnvelope;
 use crate::http::routes::orders::ApiResult;
 use crate::jobs::alerts::{AlertThresholds, health_at};
+use crate::store::operator::AlertFilter;
 
 /// The health route.
 pub fn router() -> Router<AppState> {
@@ -47,9 +50,58 @@ pub async fn health(State(st): State<AppState>, headers: HeaderMap) -> ApiResult
         worker_offline: st.settings.worker_offline_alert(),
         queued: st.settings.queued_alert(),
     };
-    let h = health_at(st.store.as_ref(), th, st.clock.now()).await?;
+    let mut h = health_at(st.store.as_ref(), th, st.clock.now()).await?;
+    add_recorded_alerts(&st, &mut h).await?;
     Ok(Json(Envelope::ok(match caller {
         Some(_) => HealthView::Full(h),
         None => HealthView::Summary { status: h.status },
     })))
+}
+
+/// Alert kinds raised by events, not computed from the queue's state: only their stored records
+/// know them. Each is listed from the open records, at most [`RECORDED_LISTED`] per kind.
+const RECORDED_KINDS: [AlertKind; 3] = [
+    AlertKind::TaskNeedsHuman,
+    AlertKind::AccountLoggedOut,
+    AlertKind::WebhookFailing,
+];
+
+/// Open records listed per recorded kind; past it one `more` entry counts the rest.
+const RECORDED_LISTED: i64 = 20;
+
+/// Adds the open alerts of [`RECORDED_KINDS`] to `h`, `degraded` when any is open: a monitor
+/// watching `/health` saw `ok` while a logged-out shop session or dead webhooks were raised in
+/// `/api/alerts` (a new user's finding, D-newuser12-13).
+async fn add_recorded_alerts(st: &AppState, h: &mut Health) -> Result<(), ApiError> {
+    for kind in RECORDED_KINDS {
+        let page = st
+            .ops
+            .alert_list(AlertFilter {
+                open_only: true,
+                kind: Some(kind),
+                limit: RECORDED_LISTED,
+                offset: 0,
+            })
+            .await?;
+        let unlisted = page.total - page.items.len() as i64;
+        h.alerts.extend(page.items.into_iter().map(|a| Alert {
+            kind: kind.as_str().into(),
+            subject: a.subject,
+            message: a.summary,
+        }));
+        if unlisted > 0 {
+            h.alerts.push(Alert {
+                kind: kind.as_str().into(),
+                subject: "more".into(),
+                message: format!(
+                    "{unlisted} more open {} alerts are not listed",
+                    kind.as_str()
+                ),
+            });
+        }
+    }
+    if !h.alerts.is_empty() {
+        h.status = "degraded".into();
+    }
+    Ok(())
 }
