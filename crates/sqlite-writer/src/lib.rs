@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
+use sqlx::sqlite::{LockedSqliteHandle, SqliteConnectOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
@@ -61,6 +61,82 @@ pub const FAILING_WINDOW: Duration = Duration::from_secs(10);
 /// it. Returning `Err` rolls back only this operation.
 pub type Transition<T, E> =
     Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, E>> + Send>;
+
+/// One synchronous write operation ([`Writer::write_sync`]): runs on the writer's thread on the
+/// write connection's handle, inside the savepoint the writer opened for it. Returning `Err`
+/// rolls back only this operation.
+pub type SyncTransition<T, E> = Box<dyn FnOnce(&rusqlite::Connection) -> Result<T, E> + Send>;
+
+/// A rusqlite error as an [`sqlx::Error`], so that a store classifies the errors of its
+/// synchronous operations ([`SyncTransition`]) like those sqlx reports: SQLite's own failures
+/// become [`sqlx::Error::Database`] holding a [`RawSqliteError`] with SQLite's extended result
+/// code (as sqlx's `SqliteError` does); anything else (a value of the wrong type in a column)
+/// [`sqlx::Error::Decode`].
+pub fn sqlx_error(e: rusqlite::Error) -> sqlx::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(code, message) => {
+            sqlx::Error::Database(Box::new(RawSqliteError {
+                code: code.extended_code,
+                message: message.unwrap_or_else(|| code.to_string()),
+            }))
+        }
+        other => sqlx::Error::Decode(Box::new(other)),
+    }
+}
+
+/// An error SQLite raised in a synchronous operation ([`sqlx_error`]). Its
+/// [`code`](sqlx::error::DatabaseError::code) is SQLite's extended result code in decimal, as
+/// sqlx's `SqliteError` gives it, so that code checks work on both.
+#[derive(Debug)]
+pub struct RawSqliteError {
+    /// SQLite's extended result code (`SQLITE_CONSTRAINT_UNIQUE` = 2067, …).
+    pub code: i32,
+    /// SQLite's message.
+    pub message: String,
+}
+
+impl std::fmt::Display for RawSqliteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "(code: {}) {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for RawSqliteError {}
+
+impl sqlx::error::DatabaseError for RawSqliteError {
+    fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+        Some(self.code.to_string().into())
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+
+    fn kind(&self) -> sqlx::error::ErrorKind {
+        use rusqlite::ffi;
+        match self.code {
+            ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                sqlx::error::ErrorKind::UniqueViolation
+            }
+            ffi::SQLITE_CONSTRAINT_FOREIGNKEY => sqlx::error::ErrorKind::ForeignKeyViolation,
+            ffi::SQLITE_CONSTRAINT_NOTNULL => sqlx::error::ErrorKind::NotNullViolation,
+            ffi::SQLITE_CONSTRAINT_CHECK => sqlx::error::ErrorKind::CheckViolation,
+            _ => sqlx::error::ErrorKind::Other,
+        }
+    }
+}
 
 /// A point of the writer's batch, for a timing probe ([`Settings::marks`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -285,28 +361,49 @@ impl<E: WriterError> Writer<E> {
         self.send(op, true).await
     }
 
+    /// Runs `op` synchronously on the writer's own thread, directly on the write connection's
+    /// handle (rusqlite over sqlx's locked handle: no round trip to sqlx's thread per statement,
+    /// D-scale9-1), in the next batch, inside its own savepoint like [`Self::write`]; answers
+    /// once that batch is on disk. `op` must not block on anything but SQLite: the whole writer
+    /// waits for it. Convert its rusqlite errors with [`sqlx_error`].
+    ///
+    /// # Errors
+    /// As [`Self::write`].
+    pub async fn write_sync<T: Send + 'static>(&self, op: SyncTransition<T, E>) -> Result<T, E> {
+        let (reply, answer) = oneshot::channel();
+        self.enqueue(WriteOp::Sync(Box::new(Pending {
+            run: op,
+            reply,
+            abandonable: false,
+        })))
+        .await?;
+        // A dropped reply means the writer task ended without answering (it panicked).
+        answer.await.map_err(|_| E::closed())?
+    }
+
     async fn send<T: Send + 'static>(
         &self,
         op: Transition<T, E>,
         abandonable: bool,
     ) -> Result<T, E> {
+        let (reply, answer) = oneshot::channel();
+        self.enqueue(WriteOp::Async(Box::new(Pending {
+            run: op,
+            reply,
+            abandonable,
+        })))
+        .await?;
+        answer.await.map_err(|_| E::closed())?
+    }
+
+    async fn enqueue(&self, op: WriteOp<E>) -> Result<(), E> {
         let sender = self
             .tx
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .ok_or_else(E::closed)?;
-        let (reply, answer) = oneshot::channel();
-        sender
-            .send(WriteOp(Box::new(Pending {
-                run: op,
-                reply,
-                abandonable,
-            })))
-            .await
-            .map_err(|_| E::closed())?;
-        // A dropped reply means the writer task ended without answering (it panicked).
-        answer.await.map_err(|_| E::closed())?
+        sender.send(op).await.map_err(|_| E::closed())
     }
 
     /// Whether the writer still takes work (false once [`Self::shutdown`] began).
@@ -360,13 +457,34 @@ impl<E: WriterError> Writer<E> {
 type Reply<T, E> = oneshot::Sender<Result<T, E>>;
 type Finish<E> = Box<dyn FnOnce(Option<E>) + Send>;
 
-/// One write operation and where to send its answer.
-struct WriteOp<E>(Box<dyn Job<E>>);
+/// One write operation and where to send its answer: run through sqlx (a [`Transition`]) or
+/// synchronously on the writer's thread (a [`SyncTransition`]).
+enum WriteOp<E> {
+    Async(Box<dyn Job<E>>),
+    Sync(Box<dyn SyncJob<E>>),
+}
+
+impl<E> WriteOp<E> {
+    /// An abandonable operation nobody waits for any more.
+    fn abandoned(&self) -> bool {
+        match self {
+            WriteOp::Async(op) => op.abandoned(),
+            WriteOp::Sync(op) => op.abandoned(),
+        }
+    }
+
+}
 
 trait Job<E>: Send {
     fn abandoned(&self) -> bool;
     fn fail(self: Box<Self>, e: E);
     fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (Ran, Finish<E>)>;
+}
+
+trait SyncJob<E>: Send {
+    fn abandoned(&self) -> bool;
+    fn fail(self: Box<Self>, e: E);
+    fn run(self: Box<Self>, db: &rusqlite::Connection) -> (Ran, Finish<E>);
 }
 
 /// How an operation's own run ended (before the commit).
@@ -378,14 +496,13 @@ enum Ran {
     StorageFailed,
 }
 
-struct Pending<T, E> {
-    run: Transition<T, E>,
+struct Pending<R, T, E> {
+    run: R,
     reply: Reply<T, E>,
     abandonable: bool,
 }
 
-impl<T: Send + 'static, E: WriterError> Job<E> for Pending<T, E> {
-    /// An abandonable operation nobody waits for any more.
+impl<T: Send + 'static, E: WriterError> Job<E> for Pending<Transition<T, E>, T, E> {
     fn abandoned(&self) -> bool {
         self.abandonable && self.reply.is_closed()
     }
@@ -397,6 +514,21 @@ impl<T: Send + 'static, E: WriterError> Job<E> for Pending<T, E> {
     fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (Ran, Finish<E>)> {
         let Pending { run, reply, .. } = *self;
         Box::pin(async move { deferred(reply, run(conn).await) })
+    }
+}
+
+impl<T: Send + 'static, E: WriterError> SyncJob<E> for Pending<SyncTransition<T, E>, T, E> {
+    fn abandoned(&self) -> bool {
+        self.abandonable && self.reply.is_closed()
+    }
+
+    fn fail(self: Box<Self>, e: E) {
+        let _ = self.reply.send(Err(e));
+    }
+
+    fn run(self: Box<Self>, db: &rusqlite::Connection) -> (Ran, Finish<E>) {
+        let Pending { run, reply, .. } = *self;
+        deferred(reply, run(db))
     }
 }
 
@@ -437,6 +569,48 @@ fn hold_to_current_cpu() {
     }
 }
 
+/// Statements in rusqlite's cache on the write connection: every distinct statement of the
+/// synchronous operations (a few dozen) stays prepared.
+const RAW_STATEMENT_CACHE: usize = 128;
+
+/// The write connection's handle as a rusqlite connection ([`SyncTransition`]s), made on first
+/// use and kept for its statement cache. Only ever touched while sqlx's lock on the handle is
+/// held (`LockedSqliteHandle`): sqlx's thread then makes no call on it.
+#[derive(Default)]
+struct Raw(Option<rusqlite::Connection>);
+
+impl Raw {
+    /// The rusqlite connection over the locked handle.
+    #[allow(unsafe_code, reason = "the only way to run statements on sqlx's handle (D-scale9-1)")]
+    fn attach(&mut self, handle: &mut LockedSqliteHandle<'_>) -> &rusqlite::Connection {
+        self.0.get_or_insert_with(|| {
+            // SAFETY: the handle is the open write connection of sqlx, which outlives this
+            // value (`run` drops it, under the lock, before closing the connection), and it is
+            // used only while `handle` holds sqlx's lock, so no other thread calls into it.
+            // `from_handle` never closes it.
+            let db = unsafe { rusqlite::Connection::from_handle(handle.as_raw_handle().as_ptr()) }
+                .expect("from_handle wraps a non-null handle and cannot fail");
+            db.set_prepared_statement_cache_capacity(RAW_STATEMENT_CACHE);
+            db
+        })
+    }
+
+    /// Finalizes the cached statements under sqlx's lock, before the connection closes.
+    async fn detach(&mut self, conn: &mut SqliteConnection) {
+        if self.0.is_none() {
+            return;
+        }
+        match conn.lock_handle().await {
+            Ok(_held) => drop(self.0.take()),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot lock the write connection to finalize statements");
+                // Leaked rather than finalized on a connection another thread may be using.
+                std::mem::forget(self.0.take());
+            }
+        }
+    }
+}
+
 /// The writer loop; ends when every sender is dropped and the channel is drained.
 async fn run<E: WriterError>(
     mut conn: SqliteConnection,
@@ -447,6 +621,7 @@ async fn run<E: WriterError>(
 ) {
     let max = settings.max_batch.max(1);
     let mut batch = Vec::with_capacity(max);
+    let mut raw = Raw::default();
     while let Some(first) = rx.recv().await {
         batch.push(first);
         while batch.len() < max {
@@ -455,11 +630,20 @@ async fn run<E: WriterError>(
                 Err(_) => break,
             }
         }
-        run_batch(&mut conn, &mut batch, &stats, &settings, syncer.as_ref()).await;
+        run_batch(
+            &mut conn,
+            &mut raw,
+            &mut batch,
+            &stats,
+            &settings,
+            syncer.as_ref(),
+        )
+        .await;
     }
     if let Some(syncer) = syncer {
         syncer.finish().await;
     }
+    raw.detach(&mut conn).await;
     if let Err(e) = conn.close().await {
         tracing::warn!(error = %e, "closing the write connection failed");
     }
@@ -486,15 +670,67 @@ async fn exec_many(conn: &mut SqliteConnection, sql: &'static str) -> Result<(),
     Ok(())
 }
 
+/// [`exec_many`] on the writer's thread.
+fn exec_raw(db: &rusqlite::Connection, sql: &'static str) -> Result<(), sqlx::Error> {
+    db.execute_batch(sql).map_err(sqlx_error)
+}
+
+/// Where the batch's transaction stands between its segments.
+enum Tx<E> {
+    /// `BEGIN` not sent yet (every operation so far was abandoned).
+    NotBegun,
+    /// Inside the transaction.
+    Open,
+    /// `BEGIN` failed: nothing ran.
+    BeginFailed(E),
+    /// A savepoint statement failed: the batch is rolled back.
+    Broken(E),
+}
+
+/// Consecutive operations of the same kind in a batch.
+enum Segment<E> {
+    Async(Vec<Box<dyn Job<E>>>),
+    Sync(Vec<Box<dyn SyncJob<E>>>),
+}
+
+impl<E: Clone> Segment<E> {
+    /// Splits a batch into its segments, in order.
+    fn split(ops: impl Iterator<Item = WriteOp<E>>) -> Vec<Segment<E>> {
+        let mut out: Vec<Segment<E>> = Vec::new();
+        for op in ops {
+            match (op, out.last_mut()) {
+                (WriteOp::Async(op), Some(Segment::Async(run))) => run.push(op),
+                (WriteOp::Sync(op), Some(Segment::Sync(run))) => run.push(op),
+                (WriteOp::Async(op), _) => out.push(Segment::Async(vec![op])),
+                (WriteOp::Sync(op), _) => out.push(Segment::Sync(vec![op])),
+            }
+        }
+        out
+    }
+
+    fn fail(self, e: &E) {
+        match self {
+            Segment::Async(ops) => ops.into_iter().for_each(|op| op.fail(e.clone())),
+            Segment::Sync(ops) => ops.into_iter().for_each(|op| op.fail(e.clone())),
+        }
+    }
+}
+
+/// Runs a batch in one transaction, each operation inside its own savepoint. Consecutive
+/// synchronous operations run on this thread directly on the connection's handle while sqlx's
+/// lock on it is held (one round trip to sqlx's thread for the whole segment, D-scale9-1), with
+/// their savepoints and the transaction's `BEGIN`/`COMMIT` when they start or end the batch;
+/// asynchronous ones through sqlx, one round trip per statement.
 async fn run_batch<E: WriterError>(
     conn: &mut SqliteConnection,
+    raw: &mut Raw,
     batch: &mut Vec<WriteOp<E>>,
     stats: &WriteStats,
     settings: &Settings,
     syncer: Option<&Syncer<E>>,
 ) {
-    let mut ops = batch.drain(..).filter(|op| !op.0.abandoned()).peekable();
-    if ops.peek().is_none() {
+    let segments = Segment::split(batch.drain(..).filter(|op| !op.abandoned()));
+    if segments.is_empty() {
         return;
     }
     let started = Instant::now();
@@ -503,101 +739,222 @@ async fn run_batch<E: WriterError>(
     // its depth itself, and when SQLite has already rolled back on its own (an I/O error or a
     // full disk during COMMIT) sqlx's ROLLBACK fails, the count stays at 1 and every later
     // `begin` is refused — one full disk wedged the writer until a restart (D-newuser10-6).
-    if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
-        tracing::error!(error = %e, "BEGIN IMMEDIATE failed; failing the batch");
-        let e = E::from(e);
-        stats.batch_failed(&e);
-        ops.for_each(|op| op.0.fail(e.clone()));
-        return;
-    }
-    let tx = conn;
+    let last = segments.len() - 1;
+    let mut tx: Tx<E> = Tx::NotBegun;
+    let mut committed: Option<Result<(), E>> = None;
     let mut finishes: Vec<Finish<E>> = Vec::new();
-    let mut fatal: Option<E> = None;
+    let mut segments = segments.into_iter().enumerate();
+    for (k, segment) in segments.by_ref() {
+        let commit = k == last;
+        (tx, committed) = match segment {
+            Segment::Sync(ops) => match conn.lock_handle().await {
+                Ok(mut held) => {
+                    let db = raw.attach(&mut held);
+                    sync_segment(db, ops, tx, commit, &mut finishes, stats, settings)
+                }
+                Err(e) => {
+                    let e = E::from(e);
+                    ops.into_iter().for_each(|op| op.fail(e.clone()));
+                    (Tx::Broken(e), None)
+                }
+            },
+            Segment::Async(ops) => {
+                async_segment(conn, ops, tx, commit, &mut finishes, stats, settings).await
+            }
+        };
+        if matches!(tx, Tx::BeginFailed(_) | Tx::Broken(_)) {
+            break;
+        }
+    }
+    let failed = match (tx, committed) {
+        (Tx::BeginFailed(e), _) => {
+            tracing::error!(error = ?e, "BEGIN IMMEDIATE failed; failing the batch");
+            Some(e)
+        }
+        (Tx::Broken(e), _) => {
+            tracing::error!(error = ?e, "savepoint handling failed; rolling the batch back");
+            roll_back(conn).await;
+            Some(e)
+        }
+        (_, Some(Err(e))) => {
+            tracing::error!(error = ?e, "COMMIT failed; failing the batch");
+            roll_back(conn).await;
+            Some(e)
+        }
+        // Every operation was abandoned before it ran: no transaction, nothing to answer.
+        (Tx::NotBegun, _) => return,
+        (Tx::Open, Some(Ok(()))) => None,
+        (Tx::Open, None) => {
+            // Not reached: the last segment commits. Kept so that no path leaves the
+            // transaction open.
+            let e = E::from(sqlx::Error::Protocol("the batch ended without COMMIT".into()));
+            roll_back(conn).await;
+            Some(e)
+        }
+    };
+    let n = finishes.len() as u64;
+    match failed {
+        None => {
+            stats.failing.store(false, Ordering::Relaxed);
+            stats.commits.fetch_add(1, Ordering::Relaxed);
+            stats.ops.fetch_add(n, Ordering::Relaxed);
+            if let Some(syncer) = syncer {
+                // Answered by the syncer once the WAL is on disk; this thread goes on with the
+                // next batch meanwhile.
+                syncer.hand_over(Committed {
+                    finishes,
+                    n,
+                    started,
+                });
+                return;
+            }
+            if let Some(hook) = stats.on_commit.get() {
+                hook(n, started.elapsed());
+            }
+            for finish in finishes {
+                finish(None);
+            }
+        }
+        Some(e) => {
+            stats.batch_failed(&e);
+            segments.for_each(|(_, segment)| segment.fail(&e));
+            for finish in finishes {
+                finish(Some(e.clone()));
+            }
+        }
+    }
+}
+
+/// The end of an operation's savepoint: released, or rolled back to and released.
+fn savepoint_end(ran: Ran) -> &'static str {
+    if ran == Ran::Ok {
+        "RELEASE op"
+    } else {
+        "ROLLBACK TO op; RELEASE op"
+    }
+}
+
+/// Runs a segment of synchronous operations on the locked handle `db`; sends `BEGIN` first if
+/// the transaction has not begun, `COMMIT` at the end if `commit`. Returns the transaction's
+/// state and, when it sent `COMMIT`, its result. An operation that did not run is failed here.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one step of run_batch: its connection, operations, state and counters"
+)]
+fn sync_segment<E: WriterError>(
+    db: &rusqlite::Connection,
+    ops: Vec<Box<dyn SyncJob<E>>>,
+    mut tx: Tx<E>,
+    commit: bool,
+    finishes: &mut Vec<Finish<E>>,
+    stats: &WriteStats,
+    settings: &Settings,
+) -> (Tx<E>, Option<Result<(), E>>) {
+    let mut ops = ops.into_iter();
+    while let Some(op) = ops.next() {
+        // Checked again right before running: the caller may have gone while we waited.
+        if op.abandoned() {
+            continue;
+        }
+        if matches!(tx, Tx::NotBegun) {
+            if let Err(e) = exec_raw(db, "BEGIN IMMEDIATE") {
+                let e = E::from(e);
+                op.fail(e.clone());
+                ops.for_each(|op| op.fail(e.clone()));
+                return (Tx::BeginFailed(e), None);
+            }
+            tx = Tx::Open;
+        }
+        if let Err(e) = exec_raw(db, "SAVEPOINT op") {
+            let e = E::from(e);
+            op.fail(e.clone());
+            ops.for_each(|op| op.fail(e.clone()));
+            return (Tx::Broken(e), None);
+        }
+        let (ran, finish) = op.run(db);
+        if ran == Ran::StorageFailed {
+            stats.storage_failed();
+        }
+        finishes.push(finish);
+        if let Err(e) = exec_raw(db, savepoint_end(ran)) {
+            let e = E::from(e);
+            ops.for_each(|op| op.fail(e.clone()));
+            return (Tx::Broken(e), None);
+        }
+    }
+    if commit && matches!(tx, Tx::Open) {
+        mark(settings, Mark::CommitStart);
+        let committed = exec_raw(db, "COMMIT").map_err(E::from);
+        mark(settings, Mark::CommitDone);
+        return (tx, Some(committed));
+    }
+    (tx, None)
+}
+
+/// [`sync_segment`] for asynchronous operations, through sqlx: the end of one operation's
+/// savepoint and the start of the next one's go in one round trip.
+async fn async_segment<E: WriterError>(
+    conn: &mut SqliteConnection,
+    ops: Vec<Box<dyn Job<E>>>,
+    mut tx: Tx<E>,
+    commit: bool,
+    finishes: &mut Vec<Finish<E>>,
+    stats: &WriteStats,
+    settings: &Settings,
+) -> (Tx<E>, Option<Result<(), E>>) {
+    let mut ops = ops.into_iter().peekable();
     // Whether the savepoint `op` is open: each operation's end releases it and, when another
     // operation follows, opens the next one in the same round trip to the connection's thread.
     let mut open = false;
     while let Some(op) = ops.next() {
-        // Checked again right before running: the caller may have gone while we waited.
-        if op.0.abandoned() {
+        if op.abandoned() {
             continue;
         }
-        if !open && let Err(e) = exec(tx, "SAVEPOINT op").await {
-            let e = E::from(e);
-            op.0.fail(e.clone());
-            fatal = Some(e);
-            break;
+        if matches!(tx, Tx::NotBegun) {
+            if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
+                let e = E::from(e);
+                op.fail(e.clone());
+                ops.for_each(|op| op.fail(e.clone()));
+                return (Tx::BeginFailed(e), None);
+            }
+            tx = Tx::Open;
         }
-        let (ran, finish) = op.0.run(tx).await;
+        if !open && let Err(e) = exec(conn, "SAVEPOINT op").await {
+            let e = E::from(e);
+            op.fail(e.clone());
+            ops.for_each(|op| op.fail(e.clone()));
+            return (Tx::Broken(e), None);
+        }
+        let (ran, finish) = op.run(conn).await;
         if ran == Ran::StorageFailed {
             stats.storage_failed();
         }
-        let ok = ran == Ran::Ok;
         finishes.push(finish);
         let more = ops.peek().is_some();
-        let end = match (ok, more) {
+        let end = match (ran == Ran::Ok, more) {
             (true, true) => "RELEASE op; SAVEPOINT op",
             (true, false) => "RELEASE op",
             (false, true) => "ROLLBACK TO op; RELEASE op; SAVEPOINT op",
             (false, false) => "ROLLBACK TO op; RELEASE op",
         };
         open = more;
-        if let Err(e) = exec_many(tx, end).await {
-            fatal = Some(E::from(e));
-            break;
+        if let Err(e) = exec_many(conn, end).await {
+            let e = E::from(e);
+            ops.for_each(|op| op.fail(e.clone()));
+            return (Tx::Broken(e), None);
         }
     }
-    if open && fatal.is_none() {
+    if open && let Err(e) = exec(conn, "RELEASE op").await {
         // The operations after the last one run were abandoned: close the savepoint they left.
-        if let Err(e) = exec(tx, "RELEASE op").await {
-            fatal = Some(E::from(e));
-        }
+        return (Tx::Broken(E::from(e)), None);
     }
-    let n = finishes.len() as u64;
-    let outcome = match fatal {
-        Some(e) => {
-            tracing::error!(error = ?e, "savepoint handling failed; rolling the batch back");
-            roll_back(tx).await;
-            stats.batch_failed(&e);
-            ops.for_each(|op| op.0.fail(e.clone()));
-            Some(e)
-        }
-        None => {
-            mark(settings, Mark::CommitStart);
-            let committed = exec(tx, "COMMIT").await;
-            mark(settings, Mark::CommitDone);
-            match committed {
-                Ok(()) => {
-                    stats.failing.store(false, Ordering::Relaxed);
-                    stats.commits.fetch_add(1, Ordering::Relaxed);
-                    stats.ops.fetch_add(n, Ordering::Relaxed);
-                    if let Some(syncer) = syncer {
-                        // Answered by the syncer once the WAL is on disk; this thread goes on
-                        // with the next batch meanwhile.
-                        syncer.hand_over(Committed {
-                            finishes,
-                            n,
-                            started,
-                        });
-                        return;
-                    }
-                    if let Some(hook) = stats.on_commit.get() {
-                        hook(n, started.elapsed());
-                    }
-                    None
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "COMMIT failed; failing the batch");
-                    roll_back(tx).await;
-                    let e = E::from(e);
-                    stats.batch_failed(&e);
-                    Some(e)
-                }
-            }
-        }
-    };
-    for finish in finishes {
-        finish(outcome.clone());
+    if commit && matches!(tx, Tx::Open) {
+        mark(settings, Mark::CommitStart);
+        let committed = exec(conn, "COMMIT").await.map_err(E::from);
+        mark(settings, Mark::CommitDone);
+        return (tx, Some(committed));
     }
+    (tx, None)
 }
 
 /// A committed batch waiting for the WAL's `fdatasync` ([`Settings::sync_after_commit`]).

@@ -421,3 +421,103 @@ async fn with_sync_after_commit_every_answer_waits_for_the_wals_fdatasync_after_
     assert!(writer.failing(), "a failed sync is the writer failing");
     writer.shutdown().await;
 }
+
+/// A synchronous [`insert_then`]: runs on the writer's thread on the connection's handle.
+fn insert_sync(v: i64, then: Result<(), TestError>) -> sqlite_writer::SyncTransition<(), TestError> {
+    Box::new(move |db: &rusqlite::Connection| {
+        db.prepare_cached("INSERT INTO t (v) VALUES (?1)")
+            .and_then(|mut st| st.execute([v]))
+            .map_err(|e| TestError::from(sqlite_writer::sqlx_error(e)))?;
+        then
+    })
+}
+
+/// One batch mixing synchronous and sqlx operations (D-scale9-1): sync, sync failing after its
+/// insert, sqlx, sqlx duplicate, sync, sync duplicate. It commits once; each failed operation
+/// rolls back only itself, whichever kind it is and wherever the segments change; SQLite's
+/// constraint error keeps its extended code through `sqlx_error`; the connection stays usable by
+/// both kinds afterwards and closes cleanly with rusqlite's cached statements finalized.
+#[tokio::test]
+async fn synchronous_and_sqlx_writes_share_one_batch_and_each_failure_rolls_back_only_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let writer = Writer::start(open(&path).await, Settings::default());
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut a = Box::pin(writer.write_sync(insert_sync(1, Ok(()))));
+    let mut b = Box::pin(writer.write_sync(insert_sync(
+        2,
+        Err(TestError::Db("refused after writing".into())),
+    )));
+    let mut c = Box::pin(writer.write(insert(3)));
+    let mut d = Box::pin(writer.write(insert(1)));
+    let mut e = Box::pin(writer.write_sync(insert_sync(4, Ok(()))));
+    let mut f = Box::pin(writer.write_sync(insert_sync(3, Ok(()))));
+    // Queued in this order (the writer task has not run yet on this single-threaded runtime).
+    assert!(a.as_mut().poll(&mut cx).is_pending());
+    assert!(b.as_mut().poll(&mut cx).is_pending());
+    assert!(c.as_mut().poll(&mut cx).is_pending());
+    assert!(d.as_mut().poll(&mut cx).is_pending());
+    assert!(e.as_mut().poll(&mut cx).is_pending());
+    assert!(f.as_mut().poll(&mut cx).is_pending());
+    a.await.unwrap();
+    assert!(matches!(b.await, Err(TestError::Db(m)) if m == "refused after writing"));
+    c.await.unwrap();
+    assert!(matches!(d.await, Err(TestError::Db(_))));
+    e.await.unwrap();
+    let dup = f.await;
+    // SQLITE_CONSTRAINT_PRIMARYKEY, as sqlx's own SqliteError would report it.
+    assert!(
+        matches!(&dup, Err(TestError::Db(m)) if m.contains("(code: 1555)")),
+        "{dup:?}"
+    );
+    let (commits, ops) = writer.stats();
+    assert_eq!((commits, ops), (1, 6), "one batch, one commit");
+    writer.write_sync(insert_sync(5, Ok(()))).await.unwrap();
+    writer.write(insert(6)).await.unwrap();
+    writer.shutdown().await;
+    assert_eq!(committed(&path).await, vec![1, 3, 4, 5, 6]);
+}
+
+/// Synchronous operations through an opened writer (its own thread, `sync_after_commit`): many
+/// callers at once, every answer after its commit, all rows there afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronous_writes_from_many_callers_all_commit_through_an_opened_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    drop(open(&path).await);
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let writer = std::sync::Arc::new(
+        Writer::<TestError>::open(
+            opts,
+            Settings {
+                sync_after_commit: true,
+                ..Settings::default()
+            },
+        )
+        .await
+        .unwrap(),
+    );
+    let mut callers = Vec::new();
+    for w in 0..8i64 {
+        let writer = writer.clone();
+        callers.push(tokio::spawn(async move {
+            for k in 0..50i64 {
+                let v = w * 1000 + k;
+                if k % 5 == 0 {
+                    writer.write(insert(v)).await.unwrap();
+                } else {
+                    writer.write_sync(insert_sync(v, Ok(()))).await.unwrap();
+                }
+            }
+        }));
+    }
+    for c in callers {
+        c.await.unwrap();
+    }
+    writer.shutdown().await;
+    let rows = committed(&path).await;
+    assert_eq!(rows.len(), 400);
+}
