@@ -41,9 +41,14 @@ pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
     }
 }
 
-/// SQLite's primary result code (the low byte of its extended code) of an error SQLite raised;
+/// SQLite's primary result code (the low byte of its extended code) of an error SQLite raised
+/// (through sqlx, or through rusqlite on the writer's thread);
 /// `None` for another engine's (PostgreSQL's SQLSTATEs can be all digits too: `21000`).
 fn sqlite_primary_code(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
+    if let Some(raw) = db.try_downcast_ref::<sqlite_writer::RawSqliteError>() {
+        // Raised on the writer's thread through rusqlite (D-scale9-1).
+        return Some(raw.code & 0xff);
+    }
     db.try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
     db.code()?.parse::<i32>().ok().map(|c| c & 0xff)
 }
@@ -131,6 +136,19 @@ fn decode_detail(e: &StoreError) -> String {
     }
 }
 
+/// An item's trigger type columns (checked by [`undecodable_item`] and its synchronous twin).
+pub(crate) const ITEM_TRIGGER_COLUMNS: [&str; 2] = ["trigger_type", "last_trigger_type"];
+/// An item's required timestamp columns.
+pub(crate) const ITEM_TIMESTAMPS: [&str; 3] = ["enqueued_at", "last_triggered_at", "next_run_at"];
+/// An item's optional timestamp columns.
+pub(crate) const ITEM_OPTIONAL_TIMESTAMPS: [&str; 4] =
+    ["claim_expires_at", "started_at", "finished_at", "dequeued_at"];
+
+/// The text of an undecodable item's reason for the error `e` of its check.
+pub(crate) fn undecodable_reason(e: &StoreError) -> String {
+    format!("{UNDECODABLE_ROW}: {}", decode_detail(e))
+}
+
 /// Why an item row (`priority_items`, any select that has its columns) cannot be decoded, or
 /// `None` when it can: the typed text columns (status, trigger types, timestamps).
 pub(crate) fn undecodable_item<R>(row: &R) -> Option<String>
@@ -142,26 +160,19 @@ where
     let check = || -> StoreResult<()> {
         let status: String = row.try_get("status")?;
         ItemStatus::parse(&status).ok_or_else(|| corrupt("status"))?;
-        for col in ["trigger_type", "last_trigger_type"] {
+        for col in ITEM_TRIGGER_COLUMNS {
             let s: String = row.try_get(col)?;
             TriggerType::parse(&s).ok_or_else(|| corrupt(col))?;
         }
-        for col in ["enqueued_at", "last_triggered_at", "next_run_at"] {
+        for col in ITEM_TIMESTAMPS {
             ts(row, col)?;
         }
-        for col in [
-            "claim_expires_at",
-            "started_at",
-            "finished_at",
-            "dequeued_at",
-        ] {
+        for col in ITEM_OPTIONAL_TIMESTAMPS {
             ts_opt(row, col)?;
         }
         Ok(())
     };
-    check()
-        .err()
-        .map(|e| format!("{UNDECODABLE_ROW}: {}", decode_detail(&e)))
+    check().err().map(|e| undecodable_reason(&e))
 }
 
 /// Decodes an item row selected with the engine's `ITEM_COLUMNS` (`i.*` plus the `sources` and

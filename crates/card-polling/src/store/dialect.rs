@@ -59,6 +59,23 @@ pub(crate) mod sqlite {
                 .await
         }
 
+        /// One of the hot transitions (`store::hot`): runs `on_thread(db, &args)` synchronously
+        /// on the writer's own thread (D-scale9-1); `_through_sqlx` is PostgreSQL's way.
+        pub(crate) async fn write_hot<A, T>(
+            &self,
+            args: A,
+            _through_sqlx: WriteFn<A, T>,
+            on_thread: crate::store::sqlite_sync::SyncWriteFn<A, T>,
+        ) -> StoreResult<T>
+        where
+            A: Send + Sync + 'static,
+            T: Send + 'static,
+        {
+            self.0
+                .write_sync(Box::new(move |db| on_thread(db, &args)))
+                .await
+        }
+
         /// Drains what is queued, commits it and closes the write connection; later writes are
         /// [`StoreError::Closed`].
         pub(crate) async fn shutdown(&self) {
@@ -186,6 +203,21 @@ pub(crate) mod postgres {
     pub(crate) struct Writer(pub(crate) Pool<Postgres>);
 
     impl Writer {
+        /// One of the hot transitions (`store::hot`): through sqlx, as [`Self::write`];
+        /// `_on_thread` is SQLite's synchronous way (D-scale9-1).
+        pub(crate) async fn write_hot<A, T>(
+            &self,
+            args: A,
+            through_sqlx: WriteFn<A, T>,
+            _on_thread: crate::store::sqlite_sync::SyncWriteFn<A, T>,
+        ) -> StoreResult<T>
+        where
+            A: Send + Sync + 'static,
+            T: Send + 'static,
+        {
+            self.write(args, through_sqlx).await
+        }
+
         /// Runs `op(conn, &args)` in one write transaction and commits it. A run that met a
         /// concurrent writer (deadlock, serialization failure, `StoreError::Raced`) is rolled back
         /// and run again from its first read, a bounded number of times (D-pg-9, `store::retry`).

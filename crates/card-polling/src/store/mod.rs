@@ -36,10 +36,12 @@ use one_implementation;
 
 mod common;
 mod dialect;
+mod hot;
 pub mod observe;
 pub mod postgres;
 mod retry;
 pub mod sqlite;
+mod sqlite_sync;
 #[cfg(test)]
 mod tests;
 

@@ -1,16 +1,15 @@
 //! Item transitions: claim (and takeover), attempt counting, finish, close, expiry. Each is a
 //! guarded update; finishing requires the claim token.
 
-use std::time::Duration;
-
 use sqlx::Row;
 
 use rakuten_types::Timestamp;
 
-use super::enqueue::{audit, audit_system, shop_in_scope};
+use super::enqueue::{Sqlx, audit, audit_system, shop_in_scope, system_fact};
 use super::{Conn, Pool, dialect, t};
 use crate::domain::Scope;
-use crate::store::common::{UNDECODABLE_ROW, undecodable_item};
+use crate::store::common::undecodable_item;
+use crate::store::hot::{self, SystemFact, VALIDITY_PASSED};
 use crate::priority::item_status::{ItemEvent, ItemStatus};
 use crate::store::{CardScope, ClaimedItem, DueItem, Finish, NewLog, StoreError, StoreResult};
 
@@ -35,164 +34,91 @@ pub(crate) async fn due(pool: &Pool, now: Timestamp, limit: i64) -> StoreResult<
         .collect())
 }
 
-/// Sets a claimed item whose row does not decode aside as `failed` (issue #12 item 7): it is never
-/// executed, the rest of the queue keeps flowing, and lists show it with `reason`. The caller logs
-/// it once committed (the writer runs this on its own thread, D-scale7-1).
-async fn set_aside(
-    tx: &mut Conn,
-    instance: &str,
-    token: &str,
-    id: i64,
-    reason: &str,
-    now: Timestamp,
-) -> StoreResult<()> {
-    sqlx::query(
-        "UPDATE priority_items SET status = 'failed', claim_token = NULL, claim_expires_at = NULL, \
-           dequeued_at = $1, result = $2, failure_reason = $3 WHERE id = $4 AND status = 'running'",
-    )
-    .bind(t(now))
-    .bind(UNDECODABLE_ROW)
-    .bind(reason)
-    .bind(id)
-    .execute(&mut *tx)
-    .await?;
-    audit_system(
-        tx,
-        id,
-        "fail_dequeue",
-        instance,
-        Some(token),
-        Some(reason),
-        Some(UNDECODABLE_ROW),
-        now,
-    )
-    .await
+impl hot::ClaimStatements for Sqlx<'_> {
+    async fn before_claim(&mut self, id: i64) -> StoreResult<Option<hot::BeforeClaim>> {
+        let row: Option<(String, Option<String>, String)> = sqlx::query_as(concat!(
+            hot::sql::claim_read!(),
+            dialect::lock_row_skip_locked!()
+        ))
+        .bind(id)
+        .fetch_optional(&mut *self.0)
+        .await?;
+        Ok(row.map(|(status, claim_token, enqueued_at)| hot::BeforeClaim {
+            status,
+            claim_token,
+            enqueued_at,
+        }))
+    }
+
+    async fn expire_at_claim(&mut self, id: i64, now: &str, cutoff: &str) -> StoreResult<bool> {
+        let expired: Option<i64> = sqlx::query_scalar(hot::sql::EXPIRE_AT_CLAIM)
+            .bind(now)
+            .bind(id)
+            .bind(cutoff)
+            .fetch_optional(&mut *self.0)
+            .await?;
+        Ok(expired.is_some())
+    }
+
+    async fn claim_row(
+        &mut self,
+        id: i64,
+        token: &str,
+        now: &str,
+        lease_end: &str,
+    ) -> StoreResult<Option<hot::ClaimedRow>> {
+        let row = sqlx::query(hot::sql::CLAIM)
+            .bind(token)
+            .bind(now)
+            .bind(lease_end)
+            .bind(id)
+            .fetch_optional(&mut *self.0)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        if let Some(reason) = undecodable_item(&row) {
+            return Ok(Some(hot::ClaimedRow::Undecodable(reason)));
+        }
+        Ok(Some(hot::ClaimedRow::Row {
+            iccid: row.try_get("iccid")?,
+            task_type: row.try_get("task_type")?,
+            attempts: row.try_get("attempts")?,
+            max_attempts: row.try_get("max_attempts")?,
+        }))
+    }
+
+    async fn set_aside(
+        &mut self,
+        id: i64,
+        now: &str,
+        result: &str,
+        reason: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(hot::sql::SET_ASIDE)
+            .bind(now)
+            .bind(result)
+            .bind(reason)
+            .bind(id)
+            .execute(&mut *self.0)
+            .await?;
+        Ok(())
+    }
+
+    async fn audit_system(&mut self, fact: SystemFact<'_>) -> StoreResult<()> {
+        system_fact(self.0, fact).await
+    }
 }
 
-/// The result of an `expire` audit fact.
-const VALIDITY_PASSED: &str = "validity period passed";
-
-/// Claims item `id` (or takes it over after a lapsed lease). An item enqueued at or before
-/// `expired_before` is past its validity: it is expired here, with its audit fact, instead of being
-/// handed out (issue #14 item 4; the expiry job may not have run yet). `None`: not claimable.
-/// Audit facts name `instance` and the fingerprint of the claim token (the new one; on an expiry
-/// the lapsed claim's, if any).
-/// An item whose row cannot be decoded is set aside as failed instead, and its reason left in
-/// `set_aside` (issue #12 item 7).
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one transition: the claim's actor, its token and times, and the set-aside it reports"
-)]
+/// A claim through sqlx (`hot::claim`): the claimed item, or the reason its row was set aside.
 pub(crate) async fn claim(
     tx: &mut Conn,
     instance: &str,
     id: i64,
     token: &str,
     now: Timestamp,
-    lease: Duration,
+    lease: std::time::Duration,
     expired_before: Option<Timestamp>,
-    set_aside_reason: &mut Option<String>,
-) -> StoreResult<Option<ClaimedItem>> {
-    // The row is locked from this read on (PostgreSQL), so the status, the lapsed token and the
-    // claim/takeover decision below are about the row the updates then change. A row another
-    // transaction holds (another instance claiming it, a merge, a finish, a close) is skipped:
-    // not claimable now; the next due read finds it again if it still is (D-pg-9).
-    let before: Option<(String, Option<String>, String)> = sqlx::query_as(concat!(
-        "SELECT status, claim_token, enqueued_at FROM priority_items WHERE id = $1",
-        dialect::lock_row_skip_locked!()
-    ))
-    .bind(id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some((before, lapsed_token, enqueued_at)) = before else {
-        return Ok(None);
-    };
-    let Some(before) = ItemStatus::parse(&before) else {
-        return Ok(None);
-    };
-    let event = if before == ItemStatus::Running {
-        ItemEvent::TakeOver
-    } else {
-        ItemEvent::Claim
-    };
-    if before.transition(event).is_err() {
-        return Ok(None);
-    }
-    // Timestamps are stored as fixed-width RFC 3339 text, so this compares as the SQL does; an
-    // item enqueued after the cutoff cannot be past its validity, and the common claim skips
-    // the expiring statement (one round trip fewer, D-scale5-9).
-    if let Some(cutoff) = expired_before.filter(|c| enqueued_at.as_str() <= t(*c).as_str()) {
-        let expired: Option<i64> = sqlx::query_scalar(
-            "UPDATE priority_items SET status = 'expired', claim_token = NULL, claim_expires_at = NULL, \
-               dequeued_at = $1 \
-             WHERE id = $2 AND enqueued_at <= $3 AND ((status = 'pending' AND next_run_at <= $1) \
-                                                   OR (status = 'running' AND claim_expires_at <= $1)) \
-             RETURNING id",
-        )
-        .bind(t(now))
-        .bind(id)
-        .bind(t(cutoff))
-        .fetch_optional(&mut *tx)
-        .await?;
-        if expired.is_some() {
-            before.transition(ItemEvent::Expire).map_err(|e| StoreError::Conflict(e.to_string()))?;
-            audit_system(
-                tx,
-                id,
-                "expire",
-                instance,
-                lapsed_token.as_deref(),
-                None,
-                Some(VALIDITY_PASSED),
-                now,
-            )
-            .await?;
-            return Ok(None);
-        }
-    }
-    let row = sqlx::query(
-        "UPDATE priority_items SET status = 'running', claim_token = $1, claimed_at = $2, claim_expires_at = $3 \
-         WHERE id = $4 AND ((status = 'pending' AND next_run_at <= $2) \
-                         OR (status = 'running' AND claim_expires_at <= $2)) \
-         RETURNING *",
-    )
-    .bind(token)
-    .bind(t(now))
-    .bind(t(now.plus(lease)))
-    .bind(id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    if let Some(reason) = undecodable_item(&row) {
-        set_aside(tx, instance, token, id, &reason, now).await?;
-        *set_aside_reason = Some(reason);
-        return Ok(None);
-    }
-    let claimed = ClaimedItem {
-        id,
-        iccid: row.try_get("iccid")?,
-        task_type: row.try_get("task_type")?,
-        token: token.to_owned(),
-        attempts: row.try_get("attempts")?,
-        max_attempts: row.try_get("max_attempts")?,
-        took_over: event == ItemEvent::TakeOver,
-    };
-    audit_system(
-        tx,
-        id,
-        "claim",
-        instance,
-        Some(token),
-        None,
-        Some(if claimed.took_over {
-            "taken_over_after_lease"
-        } else {
-            "claimed"
-        }),
-        now,
-    )
-    .await?;
-    Ok(Some(claimed))
+) -> StoreResult<(Option<ClaimedItem>, Option<String>)> {
+    hot::claim(&mut Sqlx(tx), instance, id, token, now, lease, expired_before).await
 }
 
 pub(crate) async fn card_polling_scope(pool: &Pool, iccid: &str) -> StoreResult<CardScope> {

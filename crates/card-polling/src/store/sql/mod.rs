@@ -454,11 +454,15 @@ impl Store for SqlStore {
         demand: &Demand,
         now: Timestamp,
     ) -> StoreResult<Vec<EnqueuedItem>> {
-        self.write(
-            (scope.clone(), asset.clone(), demand.clone(), now),
-            |c, (scope, asset, demand, now)| enqueue::manual(c, scope, asset, demand, *now).boxed(),
-        )
-        .await
+        self.writer
+            .write_hot(
+                (scope.clone(), asset.clone(), demand.clone(), now),
+                |c, (scope, asset, demand, now)| {
+                    enqueue::manual(c, scope, asset, demand, *now).boxed()
+                },
+                crate::store::sqlite_sync::manual,
+            )
+            .await
     }
 
     async fn item_retrigger(
@@ -501,7 +505,8 @@ impl Store for SqlStore {
         let cutoff = now.minus(crate::priority::VALIDITY);
         let expired_before = (feature <= cutoff).then_some(cutoff);
         let (claimed, set_aside) = self
-            .write(
+            .writer
+            .write_hot(
                 (
                     self.instance.clone(),
                     id,
@@ -511,23 +516,18 @@ impl Store for SqlStore {
                     expired_before,
                 ),
                 |c, (instance, id, token, now, lease, expired_before)| {
-                    async move {
-                        let mut set_aside = None;
-                        let claimed = items::claim(
-                            c,
-                            instance,
-                            *id,
-                            token,
-                            *now,
-                            *lease,
-                            *expired_before,
-                            &mut set_aside,
-                        )
-                        .await?;
-                        Ok((claimed, set_aside))
-                    }
+                    items::claim(
+                        c,
+                        instance,
+                        *id,
+                        token,
+                        *now,
+                        *lease,
+                        *expired_before,
+                    )
                     .boxed()
                 },
+                crate::store::sqlite_sync::claim,
             )
             .await?;
         // Counted and logged once committed, here on the caller's side of the writer.
