@@ -472,7 +472,6 @@ impl<E> WriteOp<E> {
             WriteOp::Sync(op) => op.abandoned(),
         }
     }
-
 }
 
 trait Job<E>: Send {
@@ -581,7 +580,10 @@ struct Raw(Option<rusqlite::Connection>);
 
 impl Raw {
     /// The rusqlite connection over the locked handle.
-    #[allow(unsafe_code, reason = "the only way to run statements on sqlx's handle (D-scale9-1)")]
+    #[allow(
+        unsafe_code,
+        reason = "the only way to run statements on sqlx's handle (D-scale9-1)"
+    )]
     fn attach(&mut self, handle: &mut LockedSqliteHandle<'_>) -> &rusqlite::Connection {
         self.0.get_or_insert_with(|| {
             // SAFETY: the handle is the open write connection of sqlx, which outlives this
@@ -787,7 +789,9 @@ async fn run_batch<E: WriterError>(
         (Tx::Open, None) => {
             // Not reached: the last segment commits. Kept so that no path leaves the
             // transaction open.
-            let e = E::from(sqlx::Error::Protocol("the batch ended without COMMIT".into()));
+            let e = E::from(sqlx::Error::Protocol(
+                "the batch ended without COMMIT".into(),
+            ));
             roll_back(conn).await;
             Some(e)
         }
@@ -837,10 +841,6 @@ fn savepoint_end(ran: Ran) -> &'static str {
 /// Runs a segment of synchronous operations on the locked handle `db`; sends `BEGIN` first if
 /// the transaction has not begun, `COMMIT` at the end if `commit`. Returns the transaction's
 /// state and, when it sent `COMMIT`, its result. An operation that did not run is failed here.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one step of run_batch: its connection, operations, state and counters"
-)]
 fn sync_segment<E: WriterError>(
     db: &rusqlite::Connection,
     ops: Vec<Box<dyn SyncJob<E>>>,

@@ -423,7 +423,10 @@ async fn with_sync_after_commit_every_answer_waits_for_the_wals_fdatasync_after_
 }
 
 /// A synchronous [`insert_then`]: runs on the writer's thread on the connection's handle.
-fn insert_sync(v: i64, then: Result<(), TestError>) -> sqlite_writer::SyncTransition<(), TestError> {
+fn insert_sync(
+    v: i64,
+    then: Result<(), TestError>,
+) -> sqlite_writer::SyncTransition<(), TestError> {
     Box::new(move |db: &rusqlite::Connection| {
         db.prepare_cached("INSERT INTO t (v) VALUES (?1)")
             .and_then(|mut st| st.execute([v]))

@@ -141,8 +141,12 @@ pub(crate) const ITEM_TRIGGER_COLUMNS: [&str; 2] = ["trigger_type", "last_trigge
 /// An item's required timestamp columns.
 pub(crate) const ITEM_TIMESTAMPS: [&str; 3] = ["enqueued_at", "last_triggered_at", "next_run_at"];
 /// An item's optional timestamp columns.
-pub(crate) const ITEM_OPTIONAL_TIMESTAMPS: [&str; 4] =
-    ["claim_expires_at", "started_at", "finished_at", "dequeued_at"];
+pub(crate) const ITEM_OPTIONAL_TIMESTAMPS: [&str; 4] = [
+    "claim_expires_at",
+    "started_at",
+    "finished_at",
+    "dequeued_at",
+];
 
 /// The text of an undecodable item's reason for the error `e` of its check.
 pub(crate) fn undecodable_reason(e: &StoreError) -> String {

@@ -17,8 +17,8 @@ use rakuten_types::Timestamp;
 
 use crate::domain::Scope;
 use crate::domain::asset::{AssetRef, AssetType};
-use crate::priority::item_status::{ItemEvent, ItemStatus};
 use crate::priority::TriggerType;
+use crate::priority::item_status::{ItemEvent, ItemStatus};
 use crate::store::common::t;
 use crate::store::{ClaimedItem, Demand, EnqueueAction, EnqueuedItem, StoreError, StoreResult};
 
@@ -192,8 +192,13 @@ pub(crate) trait ClaimStatements {
         lease_end: &str,
     ) -> StoreResult<Option<ClaimedRow>>;
     /// [`sql::SET_ASIDE`].
-    async fn set_aside(&mut self, id: i64, now: &str, result: &str, reason: &str)
-    -> StoreResult<()>;
+    async fn set_aside(
+        &mut self,
+        id: i64,
+        now: &str,
+        result: &str,
+        reason: &str,
+    ) -> StoreResult<()>;
     /// [`sql::AUDIT_SYSTEM`].
     async fn audit_system(&mut self, fact: SystemFact<'_>) -> StoreResult<()>;
 }
@@ -257,7 +262,10 @@ pub(crate) async fn claim<S: ClaimStatements>(
         .await?;
         return Ok((None, None));
     }
-    let Some(row) = s.claim_row(id, token, &now_text, &t(now.plus(lease))).await? else {
+    let Some(row) = s
+        .claim_row(id, token, &now_text, &t(now.plus(lease)))
+        .await?
+    else {
         return Ok((None, None));
     };
     let (iccid, task_type, attempts, max_attempts) = match row {
@@ -268,8 +276,13 @@ pub(crate) async fn claim<S: ClaimStatements>(
             max_attempts,
         } => (iccid, task_type, attempts, max_attempts),
         ClaimedRow::Undecodable(reason) => {
-            s.set_aside(id, &now_text, crate::store::common::UNDECODABLE_ROW, &reason)
-                .await?;
+            s.set_aside(
+                id,
+                &now_text,
+                crate::store::common::UNDECODABLE_ROW,
+                &reason,
+            )
+            .await?;
             s.audit_system(SystemFact {
                 item_id: id,
                 kind: "fail_dequeue",
@@ -342,8 +355,12 @@ pub(crate) trait EnqueueStatements {
     /// [`sql::SHOP_IN_TREE`].
     async fn shop_in_tree(&mut self, root: &str, shop_id: &str) -> StoreResult<bool>;
     /// [`sql::SEEN`].
-    async fn seen(&mut self, event_id: &str, iccid: &str, task_type: &str)
-    -> StoreResult<Option<i64>>;
+    async fn seen(
+        &mut self,
+        event_id: &str,
+        iccid: &str,
+        task_type: &str,
+    ) -> StoreResult<Option<i64>>;
     /// [`sql::ACTIVE`].
     async fn active(&mut self, iccid: &str, task_type: &str) -> StoreResult<Option<i64>>;
     /// [`sql::UPSERT`]: the item's id and its trigger count (1: created).

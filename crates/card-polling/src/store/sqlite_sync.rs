@@ -18,8 +18,7 @@ use crate::domain::asset::{AssetRef, AssetType};
 use crate::priority::item_status::ItemStatus;
 use crate::priority::{MAX_ATTEMPTS, TriggerType};
 use crate::store::common::{
-    ITEM_OPTIONAL_TIMESTAMPS, ITEM_TIMESTAMPS, ITEM_TRIGGER_COLUMNS, corrupt, t,
-    undecodable_reason,
+    ITEM_OPTIONAL_TIMESTAMPS, ITEM_TIMESTAMPS, ITEM_TRIGGER_COLUMNS, corrupt, t, undecodable_reason,
 };
 use crate::store::hot::{self, CardTarget, Fact, SystemFact};
 use crate::store::{ClaimedItem, Demand, EnqueuedItem, StoreError, StoreResult};
@@ -29,7 +28,6 @@ use crate::store::{ClaimedItem, Demand, EnqueuedItem, StoreError, StoreResult};
 pub(crate) type SyncWriteFn<A, T> = fn(&Connection, &A) -> StoreResult<T>;
 
 /// `store::hot::claim` on the writer's thread; arguments as `SqlStore::item_claim` passes them.
-#[expect(clippy::type_complexity, reason = "the argument tuple of one store call")]
 pub(crate) fn claim(
     db: &Connection,
     (instance, id, token, now, lease, expired_before): &(
@@ -181,9 +179,12 @@ impl hot::ClaimStatements for Rusqlite<'_> {
     }
 
     async fn expire_at_claim(&mut self, id: i64, now: &str, cutoff: &str) -> StoreResult<bool> {
-        let expired = first(self.0, hot::sql::EXPIRE_AT_CLAIM, &[&now, &id, &cutoff], |_| {
-            Ok(())
-        })?;
+        let expired = first(
+            self.0,
+            hot::sql::EXPIRE_AT_CLAIM,
+            &[&now, &id, &cutoff],
+            |_| Ok(()),
+        )?;
         Ok(expired.is_some())
     }
 
@@ -270,7 +271,12 @@ impl hot::EnqueueStatements for Rusqlite<'_> {
     }
 
     async fn shop_in_tree(&mut self, root: &str, shop_id: &str) -> StoreResult<bool> {
-        Ok(first(self.0, hot::sql::SHOP_IN_TREE, &[&root, &shop_id], |_| Ok(()))?.is_some())
+        Ok(
+            first(self.0, hot::sql::SHOP_IN_TREE, &[&root, &shop_id], |_| {
+                Ok(())
+            })?
+            .is_some(),
+        )
     }
 
     async fn seen(
