@@ -22,10 +22,16 @@
 //! `fdatasync`s the WAL and answers the batch, while the writer already runs the next one
 //! (D-scale8-1). Every answer still follows the data onto the disk.
 //!
+//! An operation sent with [`Writer::write_sync`] ([`SyncTransition`]) runs synchronously on the
+//! writer's own thread, directly on the connection's handle through rusqlite while sqlx's lock on
+//! it is held: no hand-off per statement at all (D-scale9-1). Consecutive synchronous operations
+//! share one lock; a batch may mix both kinds.
+//!
 //! The writer knows nothing of what it runs: an operation is a boxed closure over the write
-//! connection ([`Transition`]), its error type is the store's ([`WriterError`]). Layout: this one
-//! file — the handle ([`Writer`]), the loop (`run`, `run_batch`), the counters ([`WriteStats`]),
-//! the syncer (`Syncer`).
+//! connection ([`Transition`], [`SyncTransition`]), its error type is the store's
+//! ([`WriterError`]). Layout: this one file — the handle ([`Writer`]), the loop (`run`,
+//! `run_batch`, its segments `sync_segment` and `async_segment`), the rusqlite wrapper (`Raw`),
+//! the counters ([`WriteStats`]), the syncer (`Syncer`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
