@@ -295,15 +295,20 @@ impl<E: WriterError> Writer<E> {
         let (opened_tx, opened) = oneshot::channel::<Result<(), sqlx::Error>>();
         let stats = Arc::new(WriteStats::default());
         let loop_stats = stats.clone();
+        let db_file = opts.get_filename().to_path_buf();
         let (opts, syncer) = if settings.sync_after_commit {
-            let mut wal = opts.get_filename().as_os_str().to_owned();
+            let mut wal = db_file.as_os_str().to_owned();
             wal.push("-wal");
             let syncer = Syncer::spawn(PathBuf::from(wal), stats.clone(), settings)
                 .map_err(sqlx::Error::Io)?;
-            (opts.synchronous(SqliteSynchronous::Normal), Some(syncer))
+            let opts = opts
+                .synchronous(SqliteSynchronous::Normal)
+                .pragma("wal_autocheckpoint", BACKSTOP_CHECKPOINT_PAGES.to_string());
+            (opts, Some(syncer))
         } else {
             (opts, None)
         };
+        let (checkpointer_tx, checkpointer_rx) = oneshot::channel::<Checkpointer>();
         std::thread::Builder::new()
             .name("sqlite-writer".into())
             .spawn(move || {
@@ -327,12 +332,29 @@ impl<E: WriterError> Writer<E> {
                         }
                     };
                     let _ = opened_tx.send(Ok(()));
+                    let checkpointer = checkpointer_rx.await.ok();
                     run(conn, rx, loop_stats, settings, syncer).await;
+                    if let Some(checkpointer) = checkpointer {
+                        checkpointer.finish().await;
+                    }
                     let _ = done_tx.send(());
                 });
             })
             .map_err(sqlx::Error::Io)?;
         opened.await.map_err(|_| sqlx::Error::WorkerCrashed)??;
+        if settings.sync_after_commit {
+            // Opened once the writer's connection is: the file exists and is in WAL mode.
+            match Checkpointer::spawn(db_file, CHECKPOINT_EVERY) {
+                Ok(checkpointer) => {
+                    // The writer thread waits for it before its loop; it cannot be gone here.
+                    let _ = checkpointer_tx.send(checkpointer);
+                }
+                Err(e) => {
+                    // The backstop on the writer still bounds the WAL.
+                    tracing::warn!(error = %e, "cannot start the checkpoint thread; the writer checkpoints every {BACKSTOP_CHECKPOINT_PAGES} pages itself");
+                }
+            }
+        }
         Ok(Self::handle(tx, done, stats))
     }
 
@@ -961,6 +983,83 @@ async fn async_segment<E: WriterError>(
         return (tx, Some(committed));
     }
     (tx, None)
+}
+
+/// How often the checkpoint thread of [`Settings::sync_after_commit`] copies the WAL into the
+/// database file (`PRAGMA wal_checkpoint(PASSIVE)`).
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+/// The writer's own `wal_autocheckpoint` with [`Settings::sync_after_commit`], in pages (40 MiB
+/// at 4 KiB pages): a backstop. The checkpoint thread copies frames while the writer keeps
+/// appending, so it rarely finds the WAL fully copied at the moment the writer could start it
+/// over; the writer's own checkpoint, run between two of its batches, always does, and finds
+/// little left to copy. So the WAL stays under about this size (unless a reader holds an old
+/// snapshot for long, as with any checkpoint).
+pub const BACKSTOP_CHECKPOINT_PAGES: u32 = 10_000;
+
+/// The checkpoint thread of [`Settings::sync_after_commit`] (D-scale9-2): a connection of its own
+/// runs `PRAGMA wal_checkpoint(PASSIVE)` every [`CHECKPOINT_EVERY`], so the writer no longer stops
+/// every 1,000 pages to copy the WAL into the database file and `fsync` both (SQLite's default
+/// autocheckpoint, on the committing connection). A passive checkpoint waits for no reader or
+/// writer; it copies what no reader still needs.
+struct Checkpointer {
+    stop: std::sync::mpsc::Sender<()>,
+    /// Answered when the thread has ended.
+    done: oneshot::Receiver<()>,
+}
+
+impl Checkpointer {
+    fn spawn(
+        db_file: PathBuf,
+        every: Duration,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let db = rusqlite::Connection::open_with_flags(
+            &db_file,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        // Never checkpoints on its own account (it commits nothing), and never waits for a lock.
+        db.busy_timeout(Duration::ZERO)?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("sqlite-checkpointer".into())
+            .spawn(move || {
+                let mut failing = false;
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(every)
+                {
+                    let ran = db.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                        r.get::<_, i64>(0)
+                    });
+                    match ran {
+                        Ok(_) if failing => {
+                            failing = false;
+                            tracing::info!(file = %db_file.display(), "WAL checkpoints succeed again");
+                        }
+                        Ok(_) => {}
+                        Err(e) if !failing => {
+                            failing = true;
+                            tracing::warn!(error = %e, file = %db_file.display(),
+                                "WAL checkpoint failed; retrying every {every:?}, the writer's own checkpoint still bounds the WAL");
+                        }
+                        Err(_) => {}
+                    }
+                }
+                drop(db);
+                let _ = done_tx.send(());
+            })?;
+        Ok(Checkpointer { stop, done })
+    }
+
+    /// Stops the thread (after the checkpoint it may be running) and waits for it to end.
+    async fn finish(self) {
+        drop(self.stop);
+        if self.done.await.is_err() {
+            tracing::error!(
+                "the checkpoint thread ended without closing its connection (it panicked)"
+            );
+        }
+    }
 }
 
 /// A committed batch waiting for the WAL's `fdatasync` ([`Settings::sync_after_commit`]).

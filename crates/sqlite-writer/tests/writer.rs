@@ -235,6 +235,10 @@ async fn a_failed_commit_fails_its_whole_batch_and_the_next_one_commits() {
     writer.shutdown().await;
 }
 
+/// Held by every test that opens a writer on its own threads (`Writer::open`): some count this
+/// process's threads by name, which tests running beside them would change.
+static OPENED_WRITERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Each thread of this process: its name and the CPUs it may run on.
 fn threads() -> Vec<(String, Vec<usize>)> {
     let mut out = Vec::new();
@@ -263,6 +267,7 @@ fn threads() -> Vec<(String, Vec<usize>)> {
 /// with the sqlx thread of its connection, and writes through it commit and survive shutdown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_opened_writer_runs_on_one_cpu_with_its_connections_thread_and_commits() {
+    let _alone = OPENED_WRITERS.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     open(&path).await.close().await.unwrap();
@@ -303,6 +308,7 @@ async fn an_opened_writer_runs_on_one_cpu_with_its_connections_thread_and_commit
 /// A file that cannot be opened is the caller's error, not a writer that never answers.
 #[tokio::test]
 async fn opening_a_writer_on_an_unopenable_file_fails() {
+    let _alone = OPENED_WRITERS.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let opts = sqlx::sqlite::SqliteConnectOptions::new()
         .filename(dir.path().join("missing-dir/w.db"))
@@ -359,6 +365,7 @@ fn record(m: sqlite_writer::Mark) {
 /// failing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_sync_after_commit_every_answer_waits_for_the_wals_fdatasync_after_its_commit() {
+    let _alone = OPENED_WRITERS.lock().await;
     use sqlite_writer::Mark;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
@@ -486,6 +493,7 @@ async fn synchronous_and_sqlx_writes_share_one_batch_and_each_failure_rolls_back
 /// callers at once, every answer after its commit, all rows there afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronous_writes_from_many_callers_all_commit_through_an_opened_writer() {
+    let _alone = OPENED_WRITERS.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     drop(open(&path).await);
@@ -523,4 +531,69 @@ async fn synchronous_writes_from_many_callers_all_commit_through_an_opened_write
     writer.shutdown().await;
     let rows = committed(&path).await;
     assert_eq!(rows.len(), 400);
+}
+
+/// D-scale9-2: with `sync_after_commit` a thread of its own, `sqlite-checkpointer`, copies the
+/// WAL into the database file while the writer goes on (the writer's own autocheckpoint waits
+/// for 10,000 pages, far more than written here), and ends with the writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_sync_after_commit_a_checkpoint_thread_copies_the_wal_into_the_database_file() {
+    let _alone = OPENED_WRITERS.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    open(&path).await.close().await.unwrap();
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let writer = Writer::<TestError>::open(
+        opts,
+        Settings {
+            sync_after_commit: true,
+            ..Settings::default()
+        },
+    )
+    .await
+    .unwrap();
+    // Thread names are cut to 15 bytes.
+    assert!(
+        threads().iter().any(|(n, _)| n == "sqlite-checkpoi"),
+        "{:?}",
+        threads()
+    );
+    let before = std::fs::metadata(&path).unwrap().len();
+    writer
+        .write_sync(Box::new(|db: &rusqlite::Connection| {
+            db.execute_batch("CREATE TABLE pad (v INTEGER PRIMARY KEY, b BLOB)")
+                .map_err(|e| TestError::from(sqlite_writer::sqlx_error(e)))
+        }))
+        .await
+        .unwrap();
+    for v in 0..600i64 {
+        writer
+            .write_sync(Box::new(move |db: &rusqlite::Connection| {
+                db.execute("INSERT INTO pad (v, b) VALUES (?1, zeroblob(4096))", [v])
+                    .map(|_| ())
+                    .map_err(|e| TestError::from(sqlite_writer::sqlx_error(e)))
+            }))
+            .await
+            .unwrap();
+    }
+    // 600 pages of 4 KiB sit in the WAL; the database file grows once they are copied into it.
+    let mut left = 1000;
+    while std::fs::metadata(&path).unwrap().len() < before + 2_000_000 {
+        left -= 1;
+        assert!(
+            left > 0,
+            "no checkpoint copied the WAL into {} within 20 s",
+            path.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    writer.shutdown().await;
+    let mut left = 500;
+    while threads().iter().any(|(n, _)| n == "sqlite-checkpoi") {
+        left -= 1;
+        assert!(left > 0, "the checkpoint thread did not end after shutdown");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
