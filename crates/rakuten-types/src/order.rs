@@ -236,8 +236,13 @@ pub struct Page<T> {
 /// `GET /health` (§4.6, §4.7).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Health {
-    /// `ok`, or `degraded` while any alert is raised.
+    /// `ok`, or `degraded` while any alert is raised or [`Self::writes_failing`].
     pub status: String,
+    /// True while the database takes no writes (the SQLite writer's last batch failed: a full
+    /// disk, an I/O error, a read-only file, a lock held past the timeout): no submit, lease or
+    /// report can be recorded, `/readyz` answers 503 meanwhile.
+    #[serde(default)]
+    pub writes_failing: bool,
     /// Number of queued tasks.
     pub queued: i64,
     /// Number of stale tasks waiting for a reclaim.

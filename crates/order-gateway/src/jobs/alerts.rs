@@ -171,6 +171,7 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
     Health {
         clocks,
         status: if alerts.is_empty() { "ok" } else { "degraded" }.into(),
+        writes_failing: false,
         queued: snap.queued,
         stale: snap.stale_count,
         active: snap

@@ -12,6 +12,14 @@ async fn probe(app: &TestApp, path: &str) -> crate::helpers::Answer {
     answer(app.client.get(app.url(path)).send().await.unwrap()).await
 }
 
+/// `/health`'s whole answer, with the test's token.
+async fn health_with_token(app: &TestApp) -> serde_json::Value {
+    answer(app.get("/health").send().await.unwrap())
+        .await
+        .assert_ok()
+        .clone()
+}
+
 async fn readiness_follows_the_database(app: &TestApp) {
     assert_eq!(probe(app, "/livez").await.assert_ok()["status"], "alive");
     assert_eq!(probe(app, "/readyz").await.assert_ok()["status"], "ready");
@@ -91,8 +99,21 @@ async fn readyz_is_503_while_the_sqlite_writer_fails_and_ready_again_once_it_com
     app.submit("po-locked").await.assert_err(503, 1503);
     probe(&app, "/readyz").await.assert_err(503, 1503);
     assert_eq!(probe(&app, "/livez").await.assert_ok()["status"], "alive");
+    // `/health` says so too, to a monitor without a token and in full (D-newuser13-1).
+    assert_eq!(
+        probe(&app, "/health").await.assert_ok()["status"],
+        "degraded"
+    );
+    let full = health_with_token(&app).await;
+    assert_eq!(full["status"], "degraded", "{full}");
+    assert_eq!(full["writes_failing"], true, "{full}");
 
     lock.close().await.unwrap();
     app.submit("po-after").await.assert_ok();
     assert_eq!(probe(&app, "/readyz").await.assert_ok()["status"], "ready");
+    // The failing state outlives the batch by `FAILING_WINDOW` only for storage failures; a
+    // lock held past the timeout is over once a batch commits.
+    let full = health_with_token(&app).await;
+    assert_eq!(full["writes_failing"], false, "{full}");
+    assert_eq!(full["status"], "ok", "{full}");
 }

@@ -36,7 +36,8 @@ pub enum HealthView {
     },
 }
 
-/// Health and alerts; `status` is `degraded` while any alert is raised (HTTP 200 either way).
+/// Health and alerts; `status` is `degraded` while any alert is raised or writes fail (HTTP 200
+/// either way).
 #[utoipa::path(
     get, path = "/health", tag = "health",
     responses(
@@ -52,6 +53,12 @@ pub async fn health(State(st): State<AppState>, headers: HeaderMap) -> ApiResult
     };
     let mut h = health_at(st.store.as_ref(), th, st.clock.now()).await?;
     add_recorded_alerts(&st, &mut h).await?;
+    // Reads answer while writes fail (a full disk): a monitor of `/health` saw `ok` while every
+    // submit answered 503 (a new user's finding, D-newuser13-1).
+    if st.store.ping().await.is_err() {
+        h.writes_failing = true;
+        h.status = "degraded".into();
+    }
     Ok(Json(Envelope::ok(match caller {
         Some(_) => HealthView::Full(h),
         None => HealthView::Summary { status: h.status },
