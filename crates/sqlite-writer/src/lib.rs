@@ -243,6 +243,73 @@ impl WriteStats {
     }
 }
 
+/// The one-writer-process guard of a database file (D-newuser13-2): an exclusive advisory lock
+/// (`flock`) on `<file>.lock`, next to it, held for as long as this value lives. The group-commit
+/// writer assumes it is the only writer of its file; a second process on the same file would
+/// make every write of both wait on SQLite's lock and the long-polls of one never hear of the
+/// other's submits. The lock is a file of its own because closing any descriptor of the database
+/// file itself would drop SQLite's own POSIX locks on it. The kernel releases it when the process
+/// ends, however it ends; the empty `.lock` file stays and is harmless.
+#[derive(Debug)]
+pub struct FileLock {
+    /// `None` where the lock file cannot be made (a folder this user cannot write): then SQLite
+    /// cannot write the database either, and start-up reports that, naming the file.
+    _held: Option<std::fs::File>,
+}
+
+impl FileLock {
+    /// Whether `e` is [`Self::acquire`]'s refusal because another process holds the lock (a
+    /// service reports it as "unavailable": exit 3, a supervisor retries).
+    pub fn held_elsewhere(e: &sqlx::Error) -> bool {
+        matches!(e, sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    /// Takes the lock of `db_file` (creating `<db_file>.lock` if missing), without waiting.
+    ///
+    /// # Errors
+    /// `io::ErrorKind::WouldBlock` with a message naming the lock file when another process
+    /// holds it; the error of creating or opening the lock file otherwise.
+    pub fn acquire(db_file: &std::path::Path) -> std::io::Result<Self> {
+        let mut name = db_file.as_os_str().to_owned();
+        name.push(".lock");
+        let path = PathBuf::from(name);
+        let opened = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path);
+        let file = match opened {
+            Ok(file) => file,
+            // A read-only folder or file system: an existing lock file still locks (`flock`
+            // needs no write access); with none, no other process can write here either.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+                ) =>
+            {
+                match std::fs::File::open(&path) {
+                    Ok(file) => file,
+                    Err(_) => return Ok(FileLock { _held: None }),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        match file.try_lock() {
+            Ok(()) => Ok(FileLock { _held: Some(file) }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                format!(
+                    "another process already writes {} (it holds {}); stop it, or give this one another file",
+                    db_file.display(),
+                    path.display()
+                ),
+            )),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}
+
 /// The handle of a running writer: queues operations, answers each after its batch's commit.
 pub struct Writer<E> {
     tx: Mutex<Option<mpsc::Sender<WriteOp<E>>>>,

@@ -80,6 +80,9 @@ impl SqliteStore {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(sqlx::Error::Io)?;
         }
+        // Before anything touches the file: one card-polling process per database file
+        // (D-newuser13-2).
+        let lock = sqlite_writer::FileLock::acquire(path).map_err(sqlx::Error::Io)?;
         let opts = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -113,6 +116,10 @@ impl SqliteStore {
             },
         )
         .await?;
-        Ok(Self::from_parts(read, fixtures, dialect::Writer(writer)))
+        Ok(Self::from_parts(
+            read,
+            fixtures,
+            dialect::Writer(writer, lock),
+        ))
     }
 }

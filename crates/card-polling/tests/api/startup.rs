@@ -194,3 +194,25 @@ fn a_database_or_redis_that_answers_with_a_refusal_exits_2_with_its_answer() {
         &["(RAKUTEN_POLL_HINT_CHANNEL)", "DB index is out of range"],
     );
 }
+
+/// D-newuser13-2: a second card-polling process on the same SQLite file stops before touching it,
+/// exits 3 (a rolling restart's new process retries until the old one has exited) and names the
+/// file and its lock.
+#[test]
+fn a_second_process_on_the_same_sqlite_file_exits_3_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("polls.db");
+    // What a running card-polling holds: an exclusive `flock` on `<db>.lock`.
+    let held = std::fs::File::create(dir.path().join("polls.db.lock")).unwrap();
+    held.try_lock().unwrap();
+    assert_setup_unavailable(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_POLL_PORT", "0"),
+            ("RAKUTEN_POLL_DB_PATH", db.to_str().unwrap()),
+        ],
+        &["another process already writes", "polls.db.lock"],
+    );
+    assert!(!db.exists(), "the second process created the database");
+}

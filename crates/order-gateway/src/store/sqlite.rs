@@ -115,6 +115,8 @@ fn open_error(e: sqlx::Error) -> StoreError {
 pub struct SqliteStore {
     writer: Writer<StoreError>,
     read: SqlitePool,
+    /// This process is the file's one writer (D-newuser13-2); released when the store drops.
+    _lock: sqlite_writer::FileLock,
 }
 
 impl SqliteStore {
@@ -129,6 +131,9 @@ impl SqliteStore {
         {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(Arc::new(e.into())))?;
         }
+        // Before anything touches the file: one gateway per database file (D-newuser13-2).
+        let lock = sqlite_writer::FileLock::acquire(path)
+            .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
         let opts = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -164,7 +169,11 @@ impl SqliteStore {
             },
         )
         .await?;
-        Ok(SqliteStore { writer, read })
+        Ok(SqliteStore {
+            writer,
+            read,
+            _lock: lock,
+        })
     }
 
     /// The writer's counters (commits and operations), for benchmarks.

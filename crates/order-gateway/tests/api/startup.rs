@@ -108,3 +108,25 @@ fn a_database_url_that_does_not_parse_or_a_refused_role_exits_2() {
         );
     }
 }
+
+/// A new user's finding (D-newuser13-2): a second gateway on the same SQLite file started and
+/// both wrote it. Now the second one stops before touching it, exits 3 (a rolling restart's new
+/// process retries until the old one has exited) and names the file and its lock.
+#[test]
+fn a_second_gateway_on_the_same_sqlite_file_exits_3_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("gw.db");
+    // What a running gateway holds: an exclusive `flock` on `<db>.lock`.
+    let held = std::fs::File::create(dir.path().join("gw.db.lock")).unwrap();
+    held.try_lock().unwrap();
+    assert_setup_unavailable(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_GATEWAY_PORT", "0"),
+            ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap()),
+        ],
+        &["another process already writes", "gw.db.lock"],
+    );
+    assert!(!db.exists(), "the second gateway created the database");
+}
