@@ -309,6 +309,11 @@ async fn run(browser: bool) -> anyhow::Result<bool> {
     }
     gw_stop.cancel();
     let _ = gw_task.await;
+    // Likewise the gateway's one-writer lock on its database file (D-newuser13-2).
+    let gw_lock = dir.join("gateway.db.lock");
+    if let Err(e) = std::fs::remove_file(&gw_lock) {
+        println!("(note: could not remove {}: {e})", gw_lock.display());
+    }
     shop.stop().await;
     println!(
         "== stopped cleanly after {:.1}s; everything of this run is in {}",

@@ -313,6 +313,9 @@ impl FileLock {
 /// The handle of a running writer: queues operations, answers each after its batch's commit.
 pub struct Writer<E> {
     tx: Mutex<Option<mpsc::Sender<WriteOp<E>>>>,
+    /// The file's one-writer lock ([`Self::hold_until_shutdown`]), released once the writer has
+    /// closed its connection.
+    lock: Mutex<Option<FileLock>>,
     /// Answered when the loop has ended and closed the connection; dropped unanswered if it
     /// panicked.
     done: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
@@ -432,6 +435,7 @@ impl<E: WriterError> Writer<E> {
     ) -> Self {
         Writer {
             tx: Mutex::new(Some(tx)),
+            lock: Mutex::new(None),
             done: tokio::sync::Mutex::new(Some(done)),
             stats,
         }
@@ -537,8 +541,16 @@ impl<E: WriterError> Writer<E> {
         let _ = self.stats.on_commit.set(hook);
     }
 
+    /// Keeps `lock` (the database file's [`FileLock`]) until [`Self::shutdown`] has closed the
+    /// write connection: a restarted store in the same process (a test, a supervisor in-process)
+    /// may take it then, while handles of this one still exist.
+    pub fn hold_until_shutdown(&self, lock: FileLock) {
+        *self.lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(lock);
+    }
+
     /// Stops taking work, lets the writer run and commit what is already queued, and waits for it
-    /// to close the write connection. Later writes fail with [`WriterError::closed`]. Idempotent.
+    /// to close the write connection; then releases the file's lock, if it holds one. Later
+    /// writes fail with [`WriterError::closed`]. Idempotent.
     pub async fn shutdown(&self) {
         drop(self.tx.lock().unwrap_or_else(|e| e.into_inner()).take());
         if let Some(done) = self.done.lock().await.take()
@@ -546,6 +558,7 @@ impl<E: WriterError> Writer<E> {
         {
             tracing::error!("the writer ended without closing its connection (it panicked)");
         }
+        drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 }
 

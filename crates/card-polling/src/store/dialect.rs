@@ -42,14 +42,8 @@ pub(crate) mod sqlite {
     /// ONE group-commit writer (the `sqlite_writer` crate) that owns the only write connection
     /// and packs what is waiting into one `BEGIN IMMEDIATE` transaction, a SAVEPOINT per write;
     /// each caller is answered after that commit is on disk (the WAL `fdatasync`ed, D-scale8-1).
-    /// Holds the file's lock (`sqlite_writer::FileLock`, D-newuser13-2) while it lives: this
-    /// process is the database file's one writer.
     #[derive(Debug)]
-    pub(crate) struct Writer(
-        pub(crate) sqlite_writer::Writer<StoreError>,
-        #[expect(dead_code, reason = "held, never read: dropping it releases the lock")]
-        pub(crate) sqlite_writer::FileLock,
-    );
+    pub(crate) struct Writer(pub(crate) sqlite_writer::Writer<StoreError>);
 
     impl Writer {
         /// Runs `op(conn, &args)` in the writer's next batch; answers after its commit.

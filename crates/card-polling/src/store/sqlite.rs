@@ -116,10 +116,8 @@ impl SqliteStore {
             },
         )
         .await?;
-        Ok(Self::from_parts(
-            read,
-            fixtures,
-            dialect::Writer(writer, lock),
-        ))
+        // This process is the file's one writer until the store shuts down (D-newuser13-2).
+        writer.hold_until_shutdown(lock);
+        Ok(Self::from_parts(read, fixtures, dialect::Writer(writer)))
     }
 }

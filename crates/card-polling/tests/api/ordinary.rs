@@ -61,7 +61,9 @@ async fn restart_does_not_repoll_every_card_at_once() {
     app.advance(3600);
     let r = app.cycle_and_drain().await;
     assert_eq!(r.ordinary_taken.values().sum::<usize>(), 21);
-    // A second process on the same database (the first one "crashed" after its cycle).
+    // A second process on the same database (the first one "crashed" after its cycle: its
+    // store, and with it the database file's lock, is gone, D-newuser13-2).
+    app.store.shutdown().await;
     let mut settings = app.settings.clone();
     settings.port = 0;
     let restarted = Application::build(

@@ -115,8 +115,6 @@ fn open_error(e: sqlx::Error) -> StoreError {
 pub struct SqliteStore {
     writer: Writer<StoreError>,
     read: SqlitePool,
-    /// This process is the file's one writer (D-newuser13-2); released when the store drops.
-    _lock: sqlite_writer::FileLock,
 }
 
 impl SqliteStore {
@@ -169,11 +167,9 @@ impl SqliteStore {
             },
         )
         .await?;
-        Ok(SqliteStore {
-            writer,
-            read,
-            _lock: lock,
-        })
+        // This process is the file's one writer until the store shuts down (D-newuser13-2).
+        writer.hold_until_shutdown(lock);
+        Ok(SqliteStore { writer, read })
     }
 
     /// The writer's counters (commits and operations), for benchmarks.
