@@ -158,9 +158,9 @@ impl Application {
         let opening = |e: sqlx::Error, message: String| -> anyhow::Error {
             if matches!(e, sqlx::Error::Migrate(_)) {
                 anyhow::Error::new(e).context(message)
-            } else if sqlite_writer::FileLock::held_elsewhere(&e) {
+            } else if let Some(held) = sqlite_writer::FileLock::held_elsewhere(&e) {
                 // Another card-polling process writes this file (D-newuser13-2).
-                let message = format!("opening the SQLite database {database}: {e}");
+                let message = format!("opening the SQLite database {database}: {held}");
                 anyhow::Error::new(e)
                     .context(rakuten_cli::SetupError::unavailable(database_var, message))
             } else if crate::store::is_read_only(&e) {

@@ -85,14 +85,20 @@ impl Backend {
             )?)),
             None => Backend::Sqlite(Arc::new(
                 SqliteStore::open(&settings.db_path).await.map_err(|e| {
-                    if matches!(&e, StoreError::Database(d) if sqlite_writer::FileLock::held_elsewhere(d))
-                    {
+                    let held = match &e {
+                        StoreError::Database(d) => sqlite_writer::FileLock::held_elsewhere(d),
+                        _ => None,
+                    };
+                    if let Some(held) = held {
                         // Another gateway writes this file (D-newuser13-2).
                         let message = format!(
-                            "opening the SQLite database {path} (RAKUTEN_GATEWAY_DB_PATH): {e}"
+                            "opening the SQLite database {path} (RAKUTEN_GATEWAY_DB_PATH): {held}"
                         );
                         return anyhow::Error::new(e).context(
-                            rakuten_cli::SetupError::unavailable("RAKUTEN_GATEWAY_DB_PATH", message),
+                            rakuten_cli::SetupError::unavailable(
+                                "RAKUTEN_GATEWAY_DB_PATH",
+                                message,
+                            ),
                         );
                     }
                     if matches!(&e, StoreError::Database(d) if crate::store::is_read_only(d)) {

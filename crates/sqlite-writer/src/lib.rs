@@ -258,10 +258,16 @@ pub struct FileLock {
 }
 
 impl FileLock {
-    /// Whether `e` is [`Self::acquire`]'s refusal because another process holds the lock (a
-    /// service reports it as "unavailable": exit 3, a supervisor retries).
-    pub fn held_elsewhere(e: &sqlx::Error) -> bool {
-        matches!(e, sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
+    /// [`Self::acquire`]'s refusal in `e` because another process holds the lock, as its own
+    /// words (a service reports it as "unavailable": exit 3, a supervisor retries); `None` for
+    /// any other error.
+    pub fn held_elsewhere(e: &sqlx::Error) -> Option<String> {
+        match e {
+            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
+                Some(io.to_string())
+            }
+            _ => None,
+        }
     }
 
     /// Takes the lock of `db_file` (creating `<db_file>.lock` if missing), without waiting.
@@ -270,15 +276,18 @@ impl FileLock {
     /// `io::ErrorKind::WouldBlock` with a message naming the lock file when another process
     /// holds it; the error of creating or opening the lock file otherwise.
     pub fn acquire(db_file: &std::path::Path) -> std::io::Result<Self> {
-        let mut name = db_file.as_os_str().to_owned();
+        // The file itself, whatever path names it: a symlink or another spelling of the path
+        // must meet the same lock (a new user's second gateway came in through a symlink).
+        let mut name = real_path(db_file).into_os_string();
         name.push(".lock");
         let path = PathBuf::from(name);
         let opened = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .open(&path);
-        let file = match opened {
+        let mut file = match opened {
             Ok(file) => file,
             // A read-only folder or file system: an existing lock file still locks (`flock`
             // needs no write access); with none, no other process can write here either.
@@ -296,17 +305,57 @@ impl FileLock {
             Err(e) => return Err(e),
         };
         match file.try_lock() {
-            Ok(()) => Ok(FileLock { _held: Some(file) }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                format!(
-                    "another process already writes {} (it holds {}); stop it, or give this one another file",
-                    db_file.display(),
-                    path.display()
-                ),
-            )),
+            Ok(()) => {
+                // Who holds it, for the next one's message; best effort, the lock is what
+                // protects.
+                use std::io::{Seek, Write};
+                let _ = file
+                    .set_len(0)
+                    .and_then(|()| file.seek(std::io::SeekFrom::Start(0)))
+                    .and_then(|_| writeln!(file, "pid {}", std::process::id()));
+                Ok(FileLock { _held: Some(file) })
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                use std::io::Read;
+                let mut note = String::new();
+                let _ = (&file).take(64).read_to_string(&mut note);
+                let holder = match note.trim() {
+                    "" => String::new(),
+                    note => format!(", {note}"),
+                };
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    format!(
+                        "another process already writes {} (it holds {}{holder}); stop it, or give this one another file",
+                        db_file.display(),
+                        path.display()
+                    ),
+                ))
+            }
             Err(std::fs::TryLockError::Error(e)) => Err(e),
         }
+    }
+}
+
+/// `path` with every symlink resolved, as SQLite itself resolves it (its WAL and shared-memory
+/// files sit next to the real file): the file's own path if it exists, else its folder's real
+/// path joined with its name; `path` as it is when neither resolves.
+pub fn real_path(path: &std::path::Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => {
+            let dir = if dir.as_os_str().is_empty() {
+                std::path::Path::new(".")
+            } else {
+                dir
+            };
+            std::fs::canonicalize(dir)
+                .map(|d| d.join(name))
+                .unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
     }
 }
 
@@ -365,7 +414,8 @@ impl<E: WriterError> Writer<E> {
         let (opened_tx, opened) = oneshot::channel::<Result<(), sqlx::Error>>();
         let stats = Arc::new(WriteStats::default());
         let loop_stats = stats.clone();
-        let db_file = opts.get_filename().to_path_buf();
+        // SQLite writes the WAL next to the real file, whatever path names it (a symlink).
+        let db_file = real_path(opts.get_filename());
         let (opts, syncer) = if settings.sync_after_commit {
             let mut wal = db_file.as_os_str().to_owned();
             wal.push("-wal");
@@ -573,6 +623,13 @@ enum WriteOp<E> {
 }
 
 impl<E> WriteOp<E> {
+    fn fail(self, e: E) {
+        match self {
+            WriteOp::Async(op) => op.fail(e),
+            WriteOp::Sync(op) => op.fail(e),
+        }
+    }
+
     /// An abandonable operation nobody waits for any more.
     fn abandoned(&self) -> bool {
         match self {
@@ -740,7 +797,7 @@ async fn run<E: WriterError>(
                 Err(_) => break,
             }
         }
-        run_batch(
+        let begin_failed = run_batch(
             &mut conn,
             &mut raw,
             &mut batch,
@@ -749,6 +806,15 @@ async fn run<E: WriterError>(
             syncer.as_ref(),
         )
         .await;
+        if let Some(e) = begin_failed {
+            // What is queued behind would meet the same lock (or the same full disk): fail it
+            // now, rather than each batch waiting out the busy timeout in turn — behind the
+            // scheduler's writes a request waited twice its bound (a new user's finding,
+            // D-newuser13-3).
+            while let Ok(op) = rx.try_recv() {
+                op.fail(e.clone());
+            }
+        }
     }
     if let Some(syncer) = syncer {
         syncer.finish().await;
@@ -838,10 +904,10 @@ async fn run_batch<E: WriterError>(
     stats: &WriteStats,
     settings: &Settings,
     syncer: Option<&Syncer<E>>,
-) {
+) -> Option<E> {
     let segments = Segment::split(batch.drain(..).filter(|op| !op.abandoned()));
     if segments.is_empty() {
-        return;
+        return None;
     }
     let started = Instant::now();
     mark(settings, Mark::BatchBegin);
@@ -876,9 +942,11 @@ async fn run_batch<E: WriterError>(
             break;
         }
     }
+    let mut begin_failed = None;
     let failed = match (tx, committed) {
         (Tx::BeginFailed(e), _) => {
-            tracing::error!(error = ?e, "BEGIN IMMEDIATE failed; failing the batch");
+            tracing::error!(error = ?e, "BEGIN IMMEDIATE failed; failing the batch and what is queued");
+            begin_failed = Some(e.clone());
             Some(e)
         }
         (Tx::Broken(e), _) => {
@@ -892,7 +960,7 @@ async fn run_batch<E: WriterError>(
             Some(e)
         }
         // Every operation was abandoned before it ran: no transaction, nothing to answer.
-        (Tx::NotBegun, _) => return,
+        (Tx::NotBegun, _) => return None,
         (Tx::Open, Some(Ok(()))) => None,
         (Tx::Open, None) => {
             // Not reached: the last segment commits. Kept so that no path leaves the
@@ -918,7 +986,7 @@ async fn run_batch<E: WriterError>(
                     n,
                     started,
                 });
-                return;
+                return None;
             }
             if let Some(hook) = stats.on_commit.get() {
                 hook(n, started.elapsed());
@@ -935,6 +1003,7 @@ async fn run_batch<E: WriterError>(
             }
         }
     }
+    begin_failed
 }
 
 /// The end of an operation's savepoint: released, or rolled back to and released.

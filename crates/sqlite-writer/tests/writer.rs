@@ -598,3 +598,112 @@ async fn with_sync_after_commit_a_checkpoint_thread_copies_the_wal_into_the_data
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
+
+/// A new user's findings (D-newuser13-2): through a symlink to the database file a second
+/// process took a lock of its own (`link.db.lock`) and wrote beside the first; and with
+/// `sync_after_commit` the syncer fsynced `link.db-wal`, which does not exist (SQLite writes the WAL
+/// next to the real file), so every write failed. Both now resolve the path first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_to_the_database_file_meets_its_lock_and_its_wal() {
+    let _alone = OPENED_WRITERS.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.db");
+    open(&real).await.close().await.unwrap();
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+
+    let held = sqlite_writer::FileLock::acquire(&real).unwrap();
+    let refused = sqlite_writer::FileLock::acquire(&link).unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::WouldBlock);
+    let text = refused.to_string();
+    assert!(text.contains("real.db.lock"), "{text}");
+    assert!(
+        text.contains(&format!("pid {}", std::process::id())),
+        "names its holder: {text}"
+    );
+    assert!(!dir.path().join("link.db.lock").exists());
+    drop(held);
+
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&link)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let writer = Writer::<TestError>::open(
+        opts,
+        Settings {
+            sync_after_commit: true,
+            ..Settings::default()
+        },
+    )
+    .await
+    .unwrap();
+    writer.write(insert(7)).await.unwrap();
+    writer.write_sync(insert_sync(8, Ok(()))).await.unwrap();
+    assert!(!writer.failing());
+    writer.shutdown().await;
+    assert_eq!(committed(&real).await, vec![7, 8]);
+}
+
+/// Batches begun, counted by the `marks` hook of [`queued_writes_fail_with_the_batch_whose_begin_met_the_lock`].
+static BEGUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn count_begins(m: sqlite_writer::Mark) {
+    if m == sqlite_writer::Mark::BatchBegin {
+        BEGUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// D-newuser13-3: while another connection holds the write lock, the first batch waits out the
+/// busy timeout and fails; the writes queued behind it fail with it instead of each batch
+/// waiting the timeout again (card-polling answered after twice its bound, behind its
+/// scheduler's writes). Three writes, one per batch: one `BEGIN`, three 503-class answers.
+#[tokio::test]
+async fn queued_writes_fail_with_the_batch_whose_begin_met_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let mut conn = open(&path).await;
+    sqlx::query("PRAGMA busy_timeout = 200")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let mut lock = open_second(&path).await;
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    let writer = Writer::start(
+        conn,
+        Settings {
+            max_batch: 1,
+            marks: Some(count_begins),
+            ..Settings::default()
+        },
+    );
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut a = Box::pin(writer.write(insert(1)));
+    let mut b = Box::pin(writer.write_sync(insert_sync(2, Ok(()))));
+    let mut c = Box::pin(writer.write(insert(3)));
+    assert!(a.as_mut().poll(&mut cx).is_pending());
+    assert!(b.as_mut().poll(&mut cx).is_pending());
+    assert!(c.as_mut().poll(&mut cx).is_pending());
+    for answer in [a.await, b.await, c.await] {
+        assert!(
+            matches!(&answer, Err(TestError::Db(m)) if m.contains("locked")),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(BEGUN.load(std::sync::atomic::Ordering::SeqCst), 1);
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    writer.write(insert(4)).await.unwrap();
+    writer.shutdown().await;
+    assert_eq!(committed(&path).await, vec![4]);
+}
+
+/// A second connection to the database at `path` (already created by [`open`]).
+async fn open_second(path: &std::path::Path) -> SqliteConnection {
+    sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap()
+}

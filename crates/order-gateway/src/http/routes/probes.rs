@@ -60,7 +60,7 @@ pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeSta
     match tokio::time::timeout(READY_TIMEOUT, st.store.ping()).await {
         Ok(Ok(())) => Ok(Json(Envelope::ok(ProbeStatus { status: "ready" }))),
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "readiness: the database does not answer");
+            tracing::warn!(error = %e, "readiness: the database does not take requests");
             Err(StoreError::Closed.into())
         }
         Err(_) => {

@@ -186,8 +186,11 @@ impl OrderStore for Store {
     async fn ping(&self) -> Result<(), StoreError> {
         self.ensure_open()?;
         if self.writes_failing() {
-            // Reads still answer, but a lease or a report could not be recorded (D-newuser10-6).
-            return Err(StoreError::Closed);
+            // Reads still answer, but a lease or a report could not be recorded (D-newuser10-6);
+            // said as such in the readiness log, not as a closed store (D-newuser13-1).
+            return Err(StoreError::Unavailable(
+                "writes are failing (a full disk, an I/O error, a read-only file or a lock held past the timeout); reads still answer".into(),
+            ));
         }
         bounded(observe::ping(self.read_pool())).await
     }
