@@ -135,8 +135,8 @@ const UNSUPPORTED_ENCODING: (&str, &str) = (
 
 fn ops() -> Vec<Op> {
     let switch = object(&["enabled"], json!({"enabled": {"type": "boolean"}}));
-    let task_types =
-        json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 16});
+    let task_types = json!({"type": "array", "items": {"type": "string"}, "minItems": 1,
+        "maxItems": crate::http::routes::MAX_TASK_TYPES});
     let list_query = json!([
         {"name": "status", "in": "query", "schema": {"type": "string", "enum": ItemStatus::ALL.map(ItemStatus::as_str)}},
         {"name": "task_type", "in": "query", "schema": {"type": "string"},
@@ -311,7 +311,8 @@ fn ops() -> Vec<Op> {
             Some(with(
                 asset(),
                 json!({"task_types": task_types, "reason": {"type": "string", "minLength": 1, "maxLength": 500}, "event_id": string()}),
-                &[],
+                // A manual enqueue without a reason is a 422 (the spec asks for one).
+                &["reason"],
             )),
             // No 429: a manual enqueue is never refused for the manual trigger's quota.
             &[ASSET_NOT_FOUND, CONFLICT],
@@ -501,6 +502,27 @@ mod tests {
             .map(|r| r.as_str().unwrap())
             .collect();
         assert_eq!(required, ["asset_type", "asset_id", "kind"], "{body}");
+    }
+
+    /// A new user's finding (D-newuser13-4): the manual enqueue's schema left `reason` optional
+    /// and capped `task_types` at 16, while the server requires a reason and takes 32.
+    #[test]
+    fn the_manual_enqueue_documents_its_required_reason_and_task_type_limit() {
+        let doc = super::openapi();
+        let body = &doc["paths"]["/api/priority-items"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"];
+        let required: Vec<&str> = body["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        assert_eq!(required, ["asset_type", "asset_id", "reason"], "{body}");
+        assert_eq!(
+            body["properties"]["task_types"]["maxItems"],
+            crate::http::routes::MAX_TASK_TYPES,
+            "{body}"
+        );
     }
 
     #[test]

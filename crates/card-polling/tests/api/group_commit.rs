@@ -430,6 +430,14 @@ async fn failing_write_batches_are_a_503_and_unready_and_the_writer_recovers() {
     assert_eq!(s, 503, "{v}");
     assert_eq!(v["data"]["database"]["reachable"], true, "{v}");
     assert_eq!(v["data"]["database"]["writes_failing"], true, "{v}");
+    // Without a token: the database answers, its writes fail (D-newuser13-4; it said
+    // "unreachable" while the token's answer said reachable).
+    let (s, v) = app.send(reqwest::Method::GET, "/health", None, None).await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(
+        v["data"],
+        serde_json::json!({"status": "unavailable", "database": "writes_failing"})
+    );
     let (s, m) = app.raw(reqwest::Method::GET, "/metrics", Some(ADMIN)).await;
     assert_eq!(s, 200);
     assert!(m.contains("cardpoll_database_up 0"), "{m}");

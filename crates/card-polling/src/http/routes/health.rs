@@ -88,12 +88,12 @@ pub struct TypeQueues {
 pub enum HealthView {
     /// Database state, queue depths and the last cycle (boxed: far larger than the summary).
     Full(Box<Health>),
-    /// `{"status": "ok"|"unavailable", "database": "reachable"|"unreachable"}` (`unreachable` also
-    /// when the database reads but its writes are failing).
+    /// `{"status": "ok"|"unavailable", "database": "reachable"|"writes_failing"|"unreachable"}`.
     Summary {
         /// `ok` or `unavailable`.
         status: &'static str,
-        /// `reachable` or `unreachable`.
+        /// `reachable`; `writes_failing` when it reads but takes no writes (a full disk, a lock
+        /// held past the timeout); `unreachable` when it cannot be read.
         database: &'static str,
     },
 }
@@ -121,6 +121,8 @@ pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response
             status,
             database: if reachable {
                 "reachable"
+            } else if database.reachable {
+                "writes_failing"
             } else {
                 "unreachable"
             },
