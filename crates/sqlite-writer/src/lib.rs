@@ -930,6 +930,7 @@ async fn run_batch<E: WriterError>(
                 }
                 Err(e) => {
                     let e = E::from(e);
+                    stats.batch_failed(&e);
                     ops.into_iter().for_each(|op| op.fail(e.clone()));
                     (Tx::Broken(e), None)
                 }
@@ -1036,6 +1037,9 @@ fn sync_segment<E: WriterError>(
         if matches!(tx, Tx::NotBegun) {
             if let Err(e) = exec_raw(db, "BEGIN IMMEDIATE") {
                 let e = E::from(e);
+                // Failing before any answer: a caller that got this error and asks for
+                // readiness right away must find the writer failing.
+                stats.batch_failed(&e);
                 op.fail(e.clone());
                 ops.for_each(|op| op.fail(e.clone()));
                 return (Tx::BeginFailed(e), None);
@@ -1044,6 +1048,7 @@ fn sync_segment<E: WriterError>(
         }
         if let Err(e) = exec_raw(db, "SAVEPOINT op") {
             let e = E::from(e);
+            stats.batch_failed(&e);
             op.fail(e.clone());
             ops.for_each(|op| op.fail(e.clone()));
             return (Tx::Broken(e), None);
@@ -1055,6 +1060,7 @@ fn sync_segment<E: WriterError>(
         finishes.push(finish);
         if let Err(e) = exec_raw(db, savepoint_end(ran)) {
             let e = E::from(e);
+            stats.batch_failed(&e);
             ops.for_each(|op| op.fail(e.clone()));
             return (Tx::Broken(e), None);
         }
@@ -1090,6 +1096,9 @@ async fn async_segment<E: WriterError>(
         if matches!(tx, Tx::NotBegun) {
             if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
                 let e = E::from(e);
+                // Failing before any answer: a caller that got this error and asks for
+                // readiness right away must find the writer failing.
+                stats.batch_failed(&e);
                 op.fail(e.clone());
                 ops.for_each(|op| op.fail(e.clone()));
                 return (Tx::BeginFailed(e), None);
@@ -1098,6 +1107,7 @@ async fn async_segment<E: WriterError>(
         }
         if !open && let Err(e) = exec(conn, "SAVEPOINT op").await {
             let e = E::from(e);
+            stats.batch_failed(&e);
             op.fail(e.clone());
             ops.for_each(|op| op.fail(e.clone()));
             return (Tx::Broken(e), None);
@@ -1117,6 +1127,7 @@ async fn async_segment<E: WriterError>(
         open = more;
         if let Err(e) = exec_many(conn, end).await {
             let e = E::from(e);
+            stats.batch_failed(&e);
             ops.for_each(|op| op.fail(e.clone()));
             return (Tx::Broken(e), None);
         }
