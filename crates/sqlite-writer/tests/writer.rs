@@ -239,6 +239,21 @@ async fn a_failed_commit_fails_its_whole_batch_and_the_next_one_commits() {
 /// process's threads by name, which tests running beside them would change.
 static OPENED_WRITERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Waits, bounded (5 s), until a thread named `name` runs (`present`) or has ended.
+async fn wait_for_thread(name: &str, present: bool) {
+    let mut left = 500;
+    while threads().iter().any(|(n, _)| n == name) != present {
+        left -= 1;
+        assert!(
+            left > 0,
+            "thread {name} present={}, wanted {present}: {:?}",
+            !present,
+            threads()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// Each thread of this process: its name and the CPUs it may run on.
 fn threads() -> Vec<(String, Vec<usize>)> {
     let mut out = Vec::new();
@@ -296,12 +311,7 @@ async fn an_opened_writer_runs_on_one_cpu_with_its_connections_thread_and_commit
         Err(TestError::Closed)
     ));
     // The thread ends right after it answered the shutdown (its runtime is dropped then).
-    let mut left = 500;
-    while threads().iter().any(|(n, _)| n == "sqlite-writer") {
-        left -= 1;
-        assert!(left > 0, "the writer thread did not end after shutdown");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    wait_for_thread("sqlite-writer", false).await;
     assert_eq!(committed(&path).await, vec![1, 2]);
 }
 
@@ -555,12 +565,7 @@ async fn with_sync_after_commit_a_checkpoint_thread_copies_the_wal_into_the_data
     .await
     .unwrap();
     // Thread names are cut to 15 bytes; the thread names itself once it runs.
-    let mut left = 500;
-    while !threads().iter().any(|(n, _)| n == "sqlite-checkpoi") {
-        left -= 1;
-        assert!(left > 0, "no checkpoint thread: {:?}", threads());
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    wait_for_thread("sqlite-checkpoi", true).await;
     let before = std::fs::metadata(&path).unwrap().len();
     writer
         .write_sync(Box::new(|db: &rusqlite::Connection| {
@@ -591,12 +596,7 @@ async fn with_sync_after_commit_a_checkpoint_thread_copies_the_wal_into_the_data
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     writer.shutdown().await;
-    let mut left = 500;
-    while threads().iter().any(|(n, _)| n == "sqlite-checkpoi") {
-        left -= 1;
-        assert!(left > 0, "the checkpoint thread did not end after shutdown");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    wait_for_thread("sqlite-checkpoi", false).await;
 }
 
 /// A new user's findings (D-newuser13-2): through a symlink to the database file a second

@@ -472,6 +472,16 @@ pub fn router() -> Router<AppState> {
 
 #[cfg(test)]
 mod tests {
+    /// The `required` list of a body schema.
+    fn required_of(body: &serde_json::Value) -> Vec<&str> {
+        body["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect()
+    }
+
     #[test]
     fn the_document_lists_every_route_with_the_edge_statuses() {
         let doc = super::openapi();
@@ -495,12 +505,7 @@ mod tests {
         let doc = super::openapi();
         let body = &doc["paths"]["/api/orders"]["post"]["requestBody"]["content"]["application/json"]
             ["schema"];
-        let required: Vec<&str> = body["required"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r.as_str().unwrap())
-            .collect();
+        let required = required_of(body);
         assert_eq!(required, ["asset_type", "asset_id", "kind"], "{body}");
     }
 
@@ -511,12 +516,7 @@ mod tests {
         let doc = super::openapi();
         let body = &doc["paths"]["/api/priority-items"]["post"]["requestBody"]["content"]["application/json"]
             ["schema"];
-        let required: Vec<&str> = body["required"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r.as_str().unwrap())
-            .collect();
+        let required = required_of(body);
         assert_eq!(required, ["asset_type", "asset_id", "reason"], "{body}");
         assert_eq!(
             body["properties"]["task_types"]["maxItems"],
