@@ -1,6 +1,9 @@
 //! Parsed identifiers. Every id that arrives from a request passes through [`parse_id`]: 1 to
 //! [`MAX_ID_LEN`] characters, no control characters, no leading or trailing whitespace. Ids are
-//! used in file paths by the worker (evidence), so `/`, `\` and `..` are refused as well.
+//! used in file paths by the worker (evidence), so `/`, `\` and `..` are refused as well. Ids are
+//! also shown to the operator, so invisible characters are refused too ([`is_invisible`]): an id
+//! with a zero-width space or a right-to-left override would look like another one on the
+//! console (D-newuser14-1).
 
 use std::fmt;
 
@@ -35,8 +38,10 @@ pub enum IdError {
     /// Longer than [`MAX_ID_LEN`] characters.
     #[error("{0} is longer than 128 characters")]
     TooLong(&'static str),
-    /// Contains a control character, whitespace at an end, a path separator or `..`.
-    #[error("{0} contains a forbidden character (control, path separator, '..', edge whitespace)")]
+    /// Contains a control or invisible character, whitespace at an end, a path separator or `..`.
+    #[error(
+        "{0} contains a forbidden character (control, invisible, path separator, '..', edge whitespace)"
+    )]
     BadChar(&'static str),
     /// Equal to a route word or a dot segment ([`ROUTE_WORDS`]).
     #[error("{0} must not be a route word ({words}) or `.`", words = ROUTE_WORDS[..ROUTE_WORDS.len() - 1].join(", "))]
@@ -54,7 +59,8 @@ pub fn parse_id(what: &'static str, s: &str) -> Result<String, IdError> {
     if s.chars().count() > MAX_ID_LEN {
         return Err(IdError::TooLong(what));
     }
-    if s.chars().any(|c| c.is_control() || c == '/' || c == '\\')
+    if s.chars()
+        .any(|c| c.is_control() || is_invisible(c) || c == '/' || c == '\\')
         || s.contains("..")
         || s.trim() != s
     {
@@ -64,6 +70,20 @@ pub fn parse_id(what: &'static str, s: &str) -> Result<String, IdError> {
         return Err(IdError::RouteWord(what));
     }
     Ok(s.to_owned())
+}
+
+/// Characters that change how text around them is shown without being seen themselves: Unicode
+/// format characters (`Cf`: zero-width space and joiners, bidirectional overrides and isolates, the
+/// byte order mark, soft hyphen, tag characters) and the line and paragraph separators (`Zl`,
+/// `Zp`).
+pub fn is_invisible(c: char) -> bool {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    matches!(
+        c.general_category(),
+        GeneralCategory::Format
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator
+    )
 }
 
 macro_rules! id_type {
@@ -150,7 +170,25 @@ mod tests {
             Err(IdError::TooLong("task_id"))
         );
         assert!(TaskId::parse(&"é".repeat(128)).is_ok());
-        for bad in ["a\nb", "a\u{0}", "../etc", "a/b", "a\\b", " a", "a "] {
+        for bad in [
+            "a\nb",
+            "a\u{0}",
+            "../etc",
+            "a/b",
+            "a\\b",
+            " a",
+            "a ",
+            // Invisible: zero-width space and joiner, right-to-left override, isolate, BOM,
+            // soft hyphen, line separator, a tag character.
+            "a\u{200B}b",
+            "a\u{200D}b",
+            "po-\u{202E}1000",
+            "a\u{2066}b",
+            "\u{FEFF}a",
+            "a\u{AD}b",
+            "a\u{2028}b",
+            "a\u{E0041}",
+        ] {
             assert_eq!(
                 TaskId::parse(bad),
                 Err(IdError::BadChar("task_id")),

@@ -602,6 +602,26 @@ async fn a_nul_byte_the_database_cannot_store_is_a_422_never_a_busy_503() {
     }
 }
 
+/// A new user's finding: an imported id with a zero-width space or a right-to-left override was
+/// stored, and then looked like another card on every page that showed it. Invisible characters
+/// are refused like control characters (422, 1003), in both id spaces of an import, and nothing of
+/// the refused import is stored (D-newuser14-1).
+#[tokio::test]
+async fn an_imported_id_with_an_invisible_character_is_refused() {
+    let app = spawn_seeded().await;
+    for body in [
+        json!({"cards": [{"iccid": "8981\u{200B}0001", "shop_id": "A"}]}),
+        json!({"shops": [{"id": "Z\u{202E}Y", "name": "spoof"}]}),
+    ] {
+        let (s, v) = app.post("/api/admin/import", ADMIN, body.clone()).await;
+        assert_eq!(s, 422, "{body} -> {v}");
+        assert_envelope(&v, 1003);
+        assert!(v["msg"].as_str().unwrap().contains("invisible"), "{v}");
+    }
+    let (s, v) = app.get("/api/cards/8981\u{200B}0001", ADMIN).await;
+    assert_ne!(s, 200, "{v}");
+}
+
 /// A new user's finding: the admin routes answered an unknown card or device with 404 code 1005
 /// ("card not found"), the code of an unknown route too, while the manual enqueue and trigger
 /// answered the same message with 7006 (D-fix6-2). Every 404 about a card, device or asset is now

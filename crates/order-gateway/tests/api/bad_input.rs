@@ -115,6 +115,14 @@ async fn bad_input_gets_a_4xx_envelope_with_a_code_and_changes_nothing() {
             1003,
         ),
         case(
+            "right-to-left override in id (D-newuser14-1)",
+            "POST",
+            "/api/orders",
+            js(json!({"task_id": "po-\u{202E}0001", "site": "rakuten", "intent": {}})),
+            422,
+            1003,
+        ),
+        case(
             "path separator id",
             "POST",
             "/api/orders",
