@@ -53,7 +53,7 @@ impl std::fmt::Debug for Application {
 
 /// A database or Redis URL as start-up errors may print it: scheme, host, port and path, never
 /// its password ([`crate::upstream::http::redact_url`]).
-fn printable_url(url: &str) -> String {
+pub(crate) fn printable_url(url: &str) -> String {
     reqwest::Url::parse(url)
         .map(|u| crate::upstream::http::redact_url(&u))
         .unwrap_or_else(|_| "(unparsable URL)".into())
@@ -156,7 +156,9 @@ impl Application {
         // PostgreSQL that does not answer may be booting, a restart retries (exit 3); a migration
         // that fails is neither (exit 1) (D-newuser12-1, D-newuser12-11).
         let opening = |e: sqlx::Error, message: String| -> anyhow::Error {
-            if matches!(e, sqlx::Error::Migrate(_)) {
+            if let Some(foreign) = rakuten_cli::SetupError::foreign_migration(&e, database_var) {
+                anyhow::Error::new(e).context(foreign)
+            } else if matches!(e, sqlx::Error::Migrate(_)) {
                 anyhow::Error::new(e).context(message)
             } else if let Some(held) = sqlite_writer::FileLock::held_elsewhere(&e) {
                 // Another card-polling process writes this file (D-newuser13-2).

@@ -71,7 +71,8 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let upstream = settings.upstream()?;
     let ip = settings.listen_addr().ip();
     let (storage, database) = match settings.db_url {
-        Some(_) => ("postgres", "RAKUTEN_POLL_DB_URL".to_owned()),
+        // Scheme, host, port and database, never the password (D-newuser14-6).
+        Some(ref url) => ("postgres", app::printable_url(url.expose())),
         None => ("sqlite", settings.db_path.display().to_string()),
     };
     let app = Application::build(settings, Arc::new(rakuten_types::SystemClock), upstream).await?;

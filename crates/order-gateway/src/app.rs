@@ -40,6 +40,11 @@ pub enum Backend {
 /// of connections: a restart retries (D-newuser12-11) — else 2 (a URL that does not parse, a
 /// role or database that does not exist, a wrong password, an SQLite file).
 fn opening(e: StoreError, var: &'static str, message: String, server: bool) -> anyhow::Error {
+    if let StoreError::Database(d) = &e
+        && let Some(foreign) = rakuten_cli::SetupError::foreign_migration(d, var)
+    {
+        return anyhow::Error::new(e).context(foreign);
+    }
     let migration = matches!(&e, StoreError::Database(d) if matches!(**d, sqlx::Error::Migrate(_)));
     let not_answering = match &e {
         StoreError::Unavailable(_) | StoreError::Busy(_) => true,

@@ -416,6 +416,41 @@ impl SetupError {
         }
     }
 
+    /// When `e` says the database (named by `var`) holds a migration this release does not have
+    /// (sqlx's `VersionMissing`), or one of the same version with other contents
+    /// (`VersionMismatch`): the schema belongs to another application sharing the database, to a
+    /// newer release, or to a modified build. The operator gives the service its own database or
+    /// schema (exit 2, D-newuser14-3), where any other failed migration is a fault (exit 1).
+    pub fn foreign_migration(e: &sqlx::Error, var: &'static str) -> Option<Self> {
+        use sqlx::migrate::MigrateError;
+        let sqlx::Error::Migrate(m) = e else {
+            return None;
+        };
+        match **m {
+            MigrateError::VersionMissing(v) => Some(Self::migrated_elsewhere(var, v, false)),
+            MigrateError::VersionMismatch(v) => Some(Self::migrated_elsewhere(var, v, true)),
+            _ => None,
+        }
+    }
+
+    fn migrated_elsewhere(var: &'static str, version: i64, modified: bool) -> Self {
+        let what = if modified {
+            format!("holds migration {version} with contents other than this release's")
+        } else {
+            format!("holds migration {version}, which this release does not know")
+        };
+        Self::new(
+            var,
+            format!(
+                "the database ({var}) {what}: it was migrated by another application sharing \
+                 the database, by a newer release or by a modified build. Give each service its \
+                 own database, or on PostgreSQL its own schema (add \
+                 `?options=-c%20search_path%3D<schema>` to the URL); never start an older \
+                 release on a newer schema"
+            ),
+        )
+    }
+
     /// 2 for the operator to fix, 3 for a restart to retry.
     pub fn exit_code(&self) -> u8 {
         if self.unavailable { 3 } else { 2 }

@@ -17,7 +17,7 @@ pub mod process;
 
 pub use pg::PgSchema;
 pub use process::{
-    assert_output_refused, assert_read_only_database_refused, assert_secret_refused,
-    assert_setup_refused, assert_setup_unavailable, libfaketime, run_in_clean_env,
-    run_unprivileged,
+    assert_foreign_migration_refused, assert_output_refused, assert_read_only_database_refused,
+    assert_secret_refused, assert_setup_refused, assert_setup_unavailable, libfaketime,
+    run_in_clean_env, run_unprivileged,
 };

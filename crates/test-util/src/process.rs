@@ -254,3 +254,49 @@ pub async fn assert_read_only_database_refused(
     assert!(!line.contains("busy"), "{line}");
     line
 }
+
+/// Starts `program` on an SQLite file `file` in `dir` whose `_sqlx_migrations` holds a version no
+/// release of ours has (another application's migration) and asserts exit 2 with one line naming
+/// `db_var`, the version and the way out (D-newuser14-3). Returns the line.
+///
+/// # Panics
+/// When the file cannot be prepared or the start-up is not refused so.
+pub async fn assert_foreign_migration_refused(
+    program: &str,
+    env: &[(&str, &str)],
+    (port_var, db_var): (&str, &str),
+    dir: &std::path::Path,
+    file: &str,
+) -> String {
+    use sqlx::{ConnectOptions, Connection};
+    let db = dir.join(file);
+    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .unwrap();
+    // sqlx's own bookkeeping table, as another application's migrator leaves it.
+    for sql in [
+        "CREATE TABLE _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+         installed_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, success BOOLEAN NOT NULL, \
+         checksum BLOB NOT NULL, execution_time BIGINT NOT NULL)",
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (20991231000000, 'another application', TRUE, X'00', 1)",
+    ] {
+        sqlx::query(sql).execute(&mut c).await.unwrap();
+    }
+    c.close().await.unwrap();
+    let mut started = env.to_vec();
+    let db_str = db.to_str().unwrap();
+    started.extend([(port_var, "0"), (db_var, db_str)]);
+    assert_setup_refused(
+        program,
+        &started,
+        &[
+            &format!("the database ({db_var}) holds migration 20991231000000"),
+            "its own database",
+            "search_path",
+        ],
+    )
+}

@@ -142,6 +142,33 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// An import part's error once earlier parts of the same import are committed (D-gc-2): its
+    /// message says what landed and stays, so that the caller resends only the rest instead of
+    /// learning it from a retry refused as conflicts (D-newuser14-2). Errors without a message of
+    /// their own (busy, closed) are logged with the counts instead.
+    #[must_use]
+    pub fn after_committed(self, committed: &ImportCounts) -> Self {
+        if *committed == ImportCounts::default() {
+            return self;
+        }
+        let c = committed;
+        let landed = format!(
+            "earlier parts of this import are committed and stay: {} shops, {} accounts, {} cards, \
+             {} devices, {} bindings; resend only the rows after them",
+            c.shops, c.accounts, c.cards, c.devices, c.bindings
+        );
+        match self {
+            StoreError::Conflict(m) => StoreError::Conflict(format!("{m} ({landed})")),
+            StoreError::Invalid(m) => StoreError::Invalid(format!("{m} ({landed})")),
+            e => {
+                tracing::warn!(error = %e, "import stopped: {landed}");
+                e
+            }
+        }
+    }
+}
+
 /// Names one row of an import in an error message: `cards row 17 (iccid 8981…)`, where `n` is
 /// the row's 1-based position in its list of the request and `key` the row's key name and value
 /// (D-newuser11-1). A key that is not a well-formed identifier is left out, never echoed.

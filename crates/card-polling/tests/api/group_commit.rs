@@ -250,6 +250,13 @@ async fn an_import_larger_than_one_part_streams_in_parts_with_every_schedule_row
     };
     let err = store.domain_import(&again, now()).await;
     assert!(matches!(err, Err(StoreError::Conflict(_))), "{err:?}");
+    // The error says what landed, so the caller resends only the rest (D-newuser14-2).
+    let msg = err.unwrap_err().to_string();
+    assert!(
+        msg.contains("cards row 20002")
+            && msg.contains("committed and stay: 0 shops, 0 accounts, 20000 cards"),
+        "{msg}"
+    );
     let cards: i64 = sqlx::query_scalar("SELECT count(*) FROM cards")
         .fetch_one(store.pool())
         .await

@@ -352,3 +352,46 @@ async fn an_instance_120_s_ahead_under_libfaketime_does_not_take_over_a_claim_in
     assert!((-125_000..-115_000).contains(&offset), "{offset}");
     drop((healthy, fast));
 }
+
+/// A new user's finding (D-newuser14-6): on PostgreSQL the start line said only
+/// `(postgres: RAKUTEN_POLL_DB_URL)`, so an operator with several databases could not tell which
+/// one an instance uses. It names the scheme, host, port and database, never the password.
+#[tokio::test]
+async fn the_start_line_names_the_postgresql_host_and_database_without_the_password() {
+    use std::io::BufRead;
+    let shared = crate::PgSchema::new().await;
+    // Trust authentication ignores the password; the start line must not print it.
+    let mut parsed = reqwest::Url::parse(&shared.url).unwrap();
+    parsed.set_password(Some("Pr1ntMeN0t")).unwrap();
+    let url = parsed.to_string();
+    let port = parsed.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let expected = format!(
+        "(postgres: postgres://{}{port}{})",
+        parsed.host_str().unwrap(),
+        parsed.path()
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_card-polling"))
+        .arg("serve")
+        .env("RAKUTEN_POLL_LISTEN", "127.0.0.1:0")
+        .env("RAKUTEN_POLL_DB_URL", &url)
+        .env("RAKUTEN_POLL_ADMIN_TOKEN", helpers::ADMIN)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start card-polling");
+    let stdout = child.stdout.take().unwrap();
+    let line = std::thread::spawn(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("card-polling listening"))
+    })
+    .join()
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = line.expect("a start line");
+    assert!(line.contains(&expected), "{expected} not in {line}");
+    assert!(!line.contains("Pr1ntMeN0t"), "{line}");
+}

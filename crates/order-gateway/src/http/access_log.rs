@@ -1,7 +1,8 @@
 //! One `info` log line per request: method, route (the matched pattern, never the raw path),
 //! status, latency in milliseconds, and the task / query id and worker id when the request names
-//! them (path, `worker_id` query parameter, or a small JSON body's `worker_id`). Headers are never
-//! read, so a token cannot reach the log.
+//! them (path, `worker_id` query parameter, or a small JSON body's `worker_id`) or the handler
+//! does ([`name_task`], [`name_query`]: the id a submit stored or a lease handed out,
+//! D-newuser14-4). Headers are never read, so a token cannot reach the log.
 
 use std::time::Instant;
 
@@ -27,6 +28,29 @@ struct WorkerField {
 
 fn clip(s: &str) -> String {
     s.chars().take(ID_MAX_CHARS).collect()
+}
+
+/// Ids a handler named for this request's log line.
+#[derive(Debug, Default)]
+struct Named {
+    task_id: Option<String>,
+    query_id: Option<String>,
+}
+
+tokio::task_local! {
+    // The request's own: the middleware runs the handler inside this scope, in the same task.
+    static NAMED: std::cell::RefCell<Named>;
+}
+
+/// Names the order task this request is about when its path does not (a submit's stored id, a
+/// lease's grant). Outside a request (a unit test calling a handler) it does nothing.
+pub fn name_task(task_id: &str) {
+    let _ = NAMED.try_with(|n| n.borrow_mut().task_id = Some(clip(task_id)));
+}
+
+/// [`name_task`] for an account query.
+pub fn name_query(query_id: &str) {
+    let _ = NAMED.try_with(|n| n.borrow_mut().query_id = Some(clip(query_id)));
 }
 
 /// The middleware (`axum::middleware::from_fn`).
@@ -70,7 +94,14 @@ pub async fn access_log(matched: Option<MatchedPath>, req: Request, next: Next) 
     } else {
         req
     };
-    let res = next.run(req).await;
+    let (res, named) = NAMED
+        .scope(std::cell::RefCell::new(Named::default()), async move {
+            let res = next.run(req).await;
+            (res, NAMED.with(std::cell::RefCell::take))
+        })
+        .await;
+    let task_id = task_id.or(named.task_id);
+    let query_id = query_id.or(named.query_id);
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     tracing::info!(
         method = %method,

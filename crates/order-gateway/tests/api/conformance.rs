@@ -860,6 +860,26 @@ async fn a_second_lease_by_the_holder_is_a_regrant_with_a_new_token(h: &Harness)
         )
         .await;
     assert!(matches!(old, Err(StoreError::LeaseInvalid(_))), "{old:?}");
+    // A token never issued is refused in the same words: the message does not claim to know
+    // it was an earlier grant's (a new user's finding, D-newuser14-5).
+    let never = h
+        .report(
+            "po-1",
+            "w1",
+            Some("not-a-token"),
+            OrderState::AwaitingPayment,
+            None,
+        )
+        .await;
+    match never {
+        Err(StoreError::LeaseInvalid(m)) => {
+            assert!(
+                m.contains("not the token of this task's current grant"),
+                "{m}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 async fn renew_extends_only_the_current_holders_unexpired_lease(h: &Harness) {

@@ -130,3 +130,19 @@ fn a_second_gateway_on_the_same_sqlite_file_exits_3_naming_the_file() {
     );
     assert!(!db.exists(), "the second gateway created the database");
 }
+
+/// A new user's finding (D-newuser14-3): a database already migrated by another application
+/// stopped the gateway with exit 1 and sqlx's "previously applied but is missing". It is the
+/// operator's to fix: exit 2, naming the variable and the way out.
+#[tokio::test]
+async fn a_database_holding_another_applications_migration_exits_2_with_the_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    test_util::assert_foreign_migration_refused(
+        BIN,
+        &[TOKEN],
+        ("RAKUTEN_GATEWAY_PORT", "RAKUTEN_GATEWAY_DB_PATH"),
+        dir.path(),
+        "gw.db",
+    )
+    .await;
+}

@@ -309,13 +309,13 @@ impl Store for SqlStore {
                 Ok(Some(n)) => n,
                 // A multi-row statement cannot say which row it refused: the part again, one row
                 // at a time, names it (D-newuser11-1). Only a refused import pays for this.
-                Ok(None) | Err(StoreError::Conflict(_) | StoreError::Invalid(_)) => {
-                    self.write((part, base, now), |c, (part, base, now)| {
+                Ok(None) | Err(StoreError::Conflict(_) | StoreError::Invalid(_)) => self
+                    .write((part, base, now), |c, (part, base, now)| {
                         domain::import(c, part, *base, *now).boxed()
                     })
-                    .await?
-                }
-                Err(e) => return Err(e),
+                    .await
+                    .map_err(|e| e.after_committed(&total))?,
+                Err(e) => return Err(e.after_committed(&total)),
             };
             total.shops += n.shops;
             total.accounts += n.accounts;

@@ -145,6 +145,7 @@ pub async fn submit(
         )
         .await?;
     probe::mark(Step::SubmitCommitted);
+    crate::http::access_log::name_task(ack.task_id.as_str());
     if ack.created {
         st.lease_notifier.notify_leasable();
         probe::mark(Step::SubmitNotified);
@@ -211,7 +212,10 @@ pub async fn lease(
         st.metrics.grants(Channel::Orders).increment(1);
     }
     Ok(Json(match attempt {
-        LeaseAttempt::Granted(g) => Envelope::ok(g),
+        LeaseAttempt::Granted(g) => {
+            crate::http::access_log::name_task(g.task_id.as_str());
+            Envelope::ok(g)
+        }
         LeaseAttempt::Empty => Envelope::empty(0, "no task"),
         LeaseAttempt::GateBusy => Envelope::empty(
             ErrorCode::TaskActiveElsewhere.as_i32(),

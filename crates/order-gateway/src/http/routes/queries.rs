@@ -98,6 +98,7 @@ pub async fn submit(
             st.clock.now(),
         )
         .await?;
+    crate::http::access_log::name_query(ack.query_id.as_str());
     if ack.created {
         st.query_notifier.notify_leasable();
     }
@@ -159,7 +160,10 @@ pub async fn lease(
         st.metrics.grants(Channel::Queries).increment(1);
     }
     Ok(Json(match grant {
-        Some(g) => Envelope::ok(g),
+        Some(g) => {
+            crate::http::access_log::name_query(g.query_id.as_str());
+            Envelope::ok(g)
+        }
         None => Envelope::empty(0, "no query"),
     }))
 }

@@ -437,7 +437,9 @@ fn check_holder(
         && row.lease_token.as_deref() != Some(t)
     {
         return Err(StoreError::LeaseInvalid(
-            "lease_token belongs to an earlier grant of this task".into(),
+            "lease_token is not the token of this task's current grant (an earlier grant's, or \
+             one never issued)"
+                .into(),
         ));
     }
     if row.status.is_terminal() {
