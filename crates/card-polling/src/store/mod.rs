@@ -140,9 +140,7 @@ impl StoreError {
             e => e,
         }
     }
-}
 
-impl StoreError {
     /// An import part's error once earlier parts of the same import are committed (D-gc-2): its
     /// message says what landed and stays, so that the caller resends only the rest instead of
     /// learning it from a retry refused as conflicts (D-newuser14-2). Errors without a message of

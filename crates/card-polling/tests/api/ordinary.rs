@@ -53,6 +53,27 @@ async fn ordinary_polling_polls_every_card_in_scope_for_every_task_type_at_its_i
             .await
             .unwrap();
     assert_eq!(logs as usize, app.sim.calls().len(), "every call is logged");
+    // Every row whole, on both engines' ways of writing them (PostgreSQL's one `UNNEST`
+    // statement, SQLite's `VALUES` lists; D-scale10-2): the same (card, task type) pairs as the
+    // calls, each a `poll` summary with its outcome, latency and time.
+    /// iccid, task type, operation, request and response summaries, latency, outcome, time.
+    type LogRow = (String, String, String, String, String, i64, String, String);
+    let rows: Vec<LogRow> = sqlx::query_as(
+        "SELECT iccid, task_type, operation, request_summary, response_summary, latency_ms, \
+           outcome, at FROM integration_logs WHERE item_id IS NULL",
+    )
+    .fetch_all(app.db.pool())
+    .await
+    .unwrap();
+    let mut logged: HashMap<(String, String), u32> = HashMap::new();
+    for (iccid, tt, op, req, resp, latency, outcome, at) in rows {
+        assert_eq!(op, "poll");
+        assert!(req.contains(&iccid) && !resp.is_empty(), "{req} / {resp}");
+        assert!(latency >= 0 && outcome == "ok", "{latency} {outcome}");
+        assert!(rakuten_types::Timestamp::parse(&at).is_ok(), "{at}");
+        *logged.entry((iccid, tt)).or_default() += 1;
+    }
+    assert_eq!(logged, per, "one row per call, per card and task type");
 }
 
 #[tokio::test]

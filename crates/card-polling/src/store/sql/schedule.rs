@@ -302,8 +302,12 @@ pub(crate) async fn record(tx: &mut Conn, records: &[PollRecord]) -> StoreResult
         .iter()
         .flat_map(|r| r.logs.iter().map(move |l| (*r, l)))
         .collect();
-    let mut rest = &logs[..];
-    for size in bulk::chunk_sizes(logs.len()) {
+    let mut rest: &[_] = if dialect::insert_logs_as_arrays(tx, &logs).await? {
+        &[]
+    } else {
+        &logs[..]
+    };
+    for size in bulk::chunk_sizes(rest.len()) {
         let (chunk, tail) = rest.split_at(size);
         rest = tail;
         let sql = bulk::values_sql(
