@@ -265,12 +265,10 @@ async fn run_batch<E: WriterError>(
                     let db = raw.attach(&mut held);
                     sync_segment(db, ops, tx, commit, &mut finishes, stats, settings)
                 }
-                Err(e) => {
-                    let e = E::from(e);
-                    stats.batch_failed(&e);
-                    ops.into_iter().for_each(|op| op.fail(e.clone()));
-                    (Tx::Broken(e), None)
-                }
+                Err(e) => (
+                    Tx::Broken(fail_rest(e, stats, ops, |op, e| op.fail(e))),
+                    None,
+                ),
             },
             Segment::Async(ops) => {
                 async_segment(conn, ops, tx, commit, &mut finishes, stats, settings).await
@@ -344,6 +342,23 @@ async fn run_batch<E: WriterError>(
     begin_failed
 }
 
+/// A batch statement failed with `e`: marks the writer failing first (a caller that gets this
+/// error and asks for readiness right away must find it failing), then answers each of `ops` —
+/// the operation it was for and every one after it — with the error, which it returns.
+fn fail_rest<E: WriterError, O>(
+    e: sqlx::Error,
+    stats: &WriteStats,
+    ops: impl IntoIterator<Item = O>,
+    fail: impl Fn(O, E),
+) -> E {
+    let e = E::from(e);
+    stats.batch_failed(&e);
+    for op in ops {
+        fail(op, e.clone());
+    }
+    e
+}
+
 /// The end of an operation's savepoint: released, or rolled back to and released.
 fn savepoint_end(ran: Ran) -> &'static str {
     if ran == Ran::Ok {
@@ -373,21 +388,13 @@ fn sync_segment<E: WriterError>(
         }
         if matches!(tx, Tx::NotBegun) {
             if let Err(e) = exec_raw(db, "BEGIN IMMEDIATE") {
-                let e = E::from(e);
-                // Failing before any answer: a caller that got this error and asks for
-                // readiness right away must find the writer failing.
-                stats.batch_failed(&e);
-                op.fail(e.clone());
-                ops.for_each(|op| op.fail(e.clone()));
+                let e = fail_rest(e, stats, std::iter::once(op).chain(ops), |op, e| op.fail(e));
                 return (Tx::BeginFailed(e), None);
             }
             tx = Tx::Open;
         }
         if let Err(e) = exec_raw(db, "SAVEPOINT op") {
-            let e = E::from(e);
-            stats.batch_failed(&e);
-            op.fail(e.clone());
-            ops.for_each(|op| op.fail(e.clone()));
+            let e = fail_rest(e, stats, std::iter::once(op).chain(ops), |op, e| op.fail(e));
             return (Tx::Broken(e), None);
         }
         let (ran, finish) = op.run(db);
@@ -396,10 +403,10 @@ fn sync_segment<E: WriterError>(
         }
         finishes.push(finish);
         if let Err(e) = exec_raw(db, savepoint_end(ran)) {
-            let e = E::from(e);
-            stats.batch_failed(&e);
-            ops.for_each(|op| op.fail(e.clone()));
-            return (Tx::Broken(e), None);
+            return (
+                Tx::Broken(fail_rest(e, stats, ops, |op, e| op.fail(e))),
+                None,
+            );
         }
     }
     if commit && matches!(tx, Tx::Open) {
@@ -432,21 +439,13 @@ async fn async_segment<E: WriterError>(
         }
         if matches!(tx, Tx::NotBegun) {
             if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
-                let e = E::from(e);
-                // Failing before any answer: a caller that got this error and asks for
-                // readiness right away must find the writer failing.
-                stats.batch_failed(&e);
-                op.fail(e.clone());
-                ops.for_each(|op| op.fail(e.clone()));
+                let e = fail_rest(e, stats, std::iter::once(op).chain(ops), |op, e| op.fail(e));
                 return (Tx::BeginFailed(e), None);
             }
             tx = Tx::Open;
         }
         if !open && let Err(e) = exec(conn, "SAVEPOINT op").await {
-            let e = E::from(e);
-            stats.batch_failed(&e);
-            op.fail(e.clone());
-            ops.for_each(|op| op.fail(e.clone()));
+            let e = fail_rest(e, stats, std::iter::once(op).chain(ops), |op, e| op.fail(e));
             return (Tx::Broken(e), None);
         }
         let (ran, finish) = op.run(conn).await;
@@ -463,10 +462,10 @@ async fn async_segment<E: WriterError>(
         };
         open = more;
         if let Err(e) = exec_many(conn, end).await {
-            let e = E::from(e);
-            stats.batch_failed(&e);
-            ops.for_each(|op| op.fail(e.clone()));
-            return (Tx::Broken(e), None);
+            return (
+                Tx::Broken(fail_rest(e, stats, ops, |op, e| op.fail(e))),
+                None,
+            );
         }
     }
     if open && let Err(e) = exec(conn, "RELEASE op").await {
