@@ -156,7 +156,9 @@ impl Application {
         // PostgreSQL that does not answer may be booting, a restart retries (exit 3); a migration
         // that fails is neither (exit 1) (D-newuser12-1, D-newuser12-11).
         let opening = |e: sqlx::Error, message: String| -> anyhow::Error {
-            if let Some(foreign) = rakuten_cli::SetupError::foreign_migration(&e, database_var) {
+            if let Some(foreign) = rakuten_cli::SetupError::foreign_migration(&e, database_var)
+                .or_else(|| rakuten_cli::SetupError::missing_schema(&e, database_var))
+            {
                 anyhow::Error::new(e).context(foreign)
             } else if matches!(e, sqlx::Error::Migrate(_)) {
                 anyhow::Error::new(e).context(message)

@@ -42,6 +42,7 @@ pub enum Backend {
 fn opening(e: StoreError, var: &'static str, message: String, server: bool) -> anyhow::Error {
     if let StoreError::Database(d) = &e
         && let Some(foreign) = rakuten_cli::SetupError::foreign_migration(d, var)
+            .or_else(|| rakuten_cli::SetupError::missing_schema(d, var))
     {
         return anyhow::Error::new(e).context(foreign);
     }
@@ -81,9 +82,11 @@ impl Backend {
                     opening(
                         e,
                         "RAKUTEN_GATEWAY_DB_URL",
-                        "opening the PostgreSQL database (RAKUTEN_GATEWAY_DB_URL): is it running \
-                         and reachable, and does the database exist?"
-                            .into(),
+                        format!(
+                            "opening the PostgreSQL database {} (RAKUTEN_GATEWAY_DB_URL): is it \
+                             running and reachable, and does the database exist?",
+                            redact_url(url.expose())
+                        ),
                         true,
                     )
                 },
@@ -381,19 +384,31 @@ impl Application {
     }
 }
 
-/// A database URL fit for a log line: the password (if any) replaced by `***`.
+/// A database URL fit for a log line or an error: the password (if any) replaced by `***`, the
+/// query (which may hold one) not shown.
 fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    // Parsed, not split by hand: a password may also sit in the query (`?password=…`), which
+    // is never shown (D-newuser14-9).
+    let Ok(u) = reqwest::Url::parse(url) else {
         return "***".into();
     };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            let pass = if userinfo.contains(':') { ":***" } else { "" };
-            format!("{scheme}://{user}{pass}@{host}")
+    let mut s = format!("{}://", u.scheme());
+    if !u.username().is_empty() {
+        s.push_str(u.username());
+        if u.password().is_some() {
+            s.push_str(":***");
         }
-        None => url.to_owned(),
+        s.push('@');
     }
+    s.push_str(u.host_str().unwrap_or(""));
+    if let Some(port) = u.port() {
+        s.push_str(&format!(":{port}"));
+    }
+    s.push_str(u.path());
+    if u.query().is_some() {
+        s.push_str("?(parameters not shown)");
+    }
+    s
 }
 
 #[cfg(test)]
@@ -408,5 +423,14 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://db/gateway"), "postgres://db/gateway");
         assert_eq!(redact_url("nonsense"), "***");
+        // A new user's finding (D-newuser14-9): a password in the query was printed.
+        for url in [
+            "postgres://postgres@127.0.0.1/gw?password=SeCrEt77",
+            "postgresql:///gw?host=/run/postgresql&user=gw&password=SeCrEt77",
+        ] {
+            let shown = redact_url(url);
+            assert!(!shown.contains("SeCrEt77"), "{shown}");
+            assert!(shown.ends_with("/gw?(parameters not shown)"), "{shown}");
+        }
     }
 }

@@ -433,6 +433,31 @@ impl SetupError {
         }
     }
 
+    /// When `e` is PostgreSQL saying the URL's `search_path` names no existing schema
+    /// (`3F000`, "no schema has been selected to create in"), directly or inside a failed
+    /// migration: the operator creates the schema or fixes the URL (exit 2, D-newuser14-11).
+    pub fn missing_schema(e: &sqlx::Error, var: &'static str) -> Option<Self> {
+        let db = match e {
+            sqlx::Error::Database(db) => db,
+            sqlx::Error::Migrate(m) => match &**m {
+                sqlx::migrate::MigrateError::Execute(sqlx::Error::Database(db))
+                | sqlx::migrate::MigrateError::ExecuteMigration(sqlx::Error::Database(db), _) => db,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        (db.code().as_deref() == Some("3F000")).then(|| {
+            Self::new(
+                var,
+                format!(
+                    "the database ({var}) has no schema to create tables in: the schema the URL's \
+                     `search_path` names does not exist. Create it (`CREATE SCHEMA …`) or fix \
+                     the URL"
+                ),
+            )
+        })
+    }
+
     fn migrated_elsewhere(var: &'static str, version: i64, modified: bool) -> Self {
         let what = if modified {
             format!("holds migration {version} with contents other than this release's")

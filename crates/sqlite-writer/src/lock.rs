@@ -34,8 +34,28 @@ impl FileLock {
     ///
     /// # Errors
     /// `io::ErrorKind::WouldBlock` with a message naming the lock file when another process
-    /// holds it; the error of creating or opening the lock file otherwise.
+    /// holds it; `io::ErrorKind::InvalidInput` when the file has more than one name (hard
+    /// links); the error of creating or opening the lock file otherwise.
     pub fn acquire(db_file: &std::path::Path) -> std::io::Result<Self> {
+        // A file with several names (hard links) cannot be guarded by a lock beside one of
+        // them, and SQLite keeps its WAL and shared memory per name: two processes on two names
+        // both write and corrupt the file (a new user's finding; SQLite's "How To Corrupt"
+        // §2.5). Refused before anything opens it (D-newuser14-8).
+        if let Ok(meta) = std::fs::metadata(db_file) {
+            use std::os::unix::fs::MetadataExt;
+            if meta.is_file() && meta.nlink() > 1 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} has {} names (hard links): SQLite keeps its WAL per name, so two \
+                         processes on two names would corrupt it; keep one name (remove the \
+                         other links) and point every setting at it",
+                        db_file.display(),
+                        meta.nlink()
+                    ),
+                ));
+            }
+        }
         // The file itself, whatever path names it: a symlink or another spelling of the path
         // must meet the same lock (a new user's second gateway came in through a symlink).
         let mut name = real_path(db_file).into_os_string();

@@ -707,3 +707,25 @@ async fn open_second(path: &std::path::Path) -> SqliteConnection {
         .await
         .unwrap()
 }
+
+/// A new user's finding (D-newuser14-8): a second gateway on a hard link of the first one's file
+/// met no lock (the lock sits beside a name, and a hard link is another name of the same file),
+/// and both handed out the same task; two card-polling processes corrupted the file. A database
+/// file with more than one name is refused before anything opens it, by either name.
+#[test]
+fn a_database_file_with_a_second_hard_link_is_refused_by_either_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("a.db");
+    std::fs::write(&first, b"").unwrap();
+    drop(sqlite_writer::FileLock::acquire(&first).expect("one name: taken"));
+    let second = dir.path().join("b.db");
+    std::fs::hard_link(&first, &second).unwrap();
+    for name in [&first, &second] {
+        let refused = sqlite_writer::FileLock::acquire(name).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+        let text = refused.to_string();
+        assert!(text.contains("has 2 names (hard links)"), "{text}");
+    }
+    std::fs::remove_file(&second).unwrap();
+    drop(sqlite_writer::FileLock::acquire(&first).expect("one name again: taken"));
+}

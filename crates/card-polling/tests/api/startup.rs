@@ -232,3 +232,26 @@ async fn a_database_holding_another_applications_migration_exits_2_with_the_way_
     )
     .await;
 }
+
+/// A new user's finding (D-newuser14-11): a URL whose `search_path` names a schema that does not
+/// exist stopped the service with exit 1 and "no schema has been selected to create in", after a
+/// hint to check that the server runs. It is the operator's to fix: exit 2, saying so.
+#[test]
+fn a_search_path_naming_no_schema_exits_2_saying_so() {
+    let base = std::env::var("DATABASE_URL_TEST")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3Dnosuch_schema_d14");
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_POLL_PORT", "0"),
+            ("RAKUTEN_POLL_DB_URL", &url),
+        ],
+        &[
+            "(RAKUTEN_POLL_DB_URL) has no schema to create tables in",
+            "CREATE SCHEMA",
+        ],
+    );
+}

@@ -28,7 +28,10 @@ fn a_database_that_does_not_answer_or_a_busy_port_exits_3_naming_the_variable_so
             ("RAKUTEN_GATEWAY_PORT", "0"),
             ("RAKUTEN_GATEWAY_DB_URL", &pg),
         ],
-        &["opening the PostgreSQL database (RAKUTEN_GATEWAY_DB_URL)"],
+        &[&format!(
+            "opening the PostgreSQL database postgres://u:***@127.0.0.1:{closed}/gw \
+             (RAKUTEN_GATEWAY_DB_URL)"
+        )],
     );
     assert!(!line.contains("GwPa55"), "{line}");
     // The port is held by this test: whatever binds it first, it is in use.
@@ -145,4 +148,47 @@ async fn a_database_holding_another_applications_migration_exits_2_with_the_way_
         "gw.db",
     )
     .await;
+}
+
+/// A new user's finding (D-newuser14-8): a second gateway started on a hard link of the first
+/// one's database file; both answered `created` to the same task id and both leased it. A file
+/// with two names is refused at start (exit 2: only the operator can remove the extra name).
+#[test]
+fn a_database_file_with_a_second_hard_link_exits_2_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("gw.db");
+    std::fs::write(&db, b"").unwrap();
+    std::fs::hard_link(&db, dir.path().join("gw-too.db")).unwrap();
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_GATEWAY_PORT", "0"),
+            ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap()),
+        ],
+        &["(RAKUTEN_GATEWAY_DB_PATH)", "has 2 names (hard links)"],
+    );
+}
+
+/// A new user's finding (D-newuser14-11): a URL whose `search_path` names a schema that does not
+/// exist stopped the gateway with exit 1 and "no schema has been selected to create in", after a
+/// hint to check that the server runs. It is the operator's to fix: exit 2, saying so.
+#[test]
+fn a_search_path_naming_no_schema_exits_2_saying_so() {
+    let base = std::env::var("DATABASE_URL_TEST")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3Dnosuch_schema_d14");
+    assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_GATEWAY_PORT", "0"),
+            ("RAKUTEN_GATEWAY_DB_URL", &url),
+        ],
+        &[
+            "(RAKUTEN_GATEWAY_DB_URL) has no schema to create tables in",
+            "CREATE SCHEMA",
+        ],
+    );
 }
