@@ -29,6 +29,12 @@ pub struct PgSchema {
     pub url: String,
 }
 
+/// [`base_url`] with `search_path` set to `schema`, which need not exist (a test of what a
+/// service does with a schema that was never created).
+pub fn url_with_search_path(schema: &str) -> String {
+    with_search_path(&base_url(), schema)
+}
+
 /// `base` with `search_path` set to `schema`; the schema name doubles as the application name,
 /// so a test can find its own sessions in `pg_stat_activity` (a service may override it).
 fn with_search_path(base: &str, schema: &str) -> String {

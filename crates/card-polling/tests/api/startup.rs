@@ -238,10 +238,7 @@ async fn a_database_holding_another_applications_migration_exits_2_with_the_way_
 /// hint to check that the server runs. It is the operator's to fix: exit 2, saying so.
 #[test]
 fn a_search_path_naming_no_schema_exits_2_saying_so() {
-    let base = std::env::var("DATABASE_URL_TEST")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3Dnosuch_schema_d14");
+    let url = test_util::pg::url_with_search_path("nosuch_schema_d14");
     assert_setup_refused(
         BIN,
         &[

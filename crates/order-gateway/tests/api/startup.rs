@@ -175,10 +175,7 @@ fn a_database_file_with_a_second_hard_link_exits_2_naming_it() {
 /// hint to check that the server runs. It is the operator's to fix: exit 2, saying so.
 #[test]
 fn a_search_path_naming_no_schema_exits_2_saying_so() {
-    let base = std::env::var("DATABASE_URL_TEST")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3Dnosuch_schema_d14");
+    let url = test_util::pg::url_with_search_path("nosuch_schema_d14");
     assert_setup_refused(
         BIN,
         &[
