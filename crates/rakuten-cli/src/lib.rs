@@ -464,14 +464,20 @@ impl SetupError {
         } else {
             format!("holds migration {version}, which this release does not know")
         };
+        // A URL setting is PostgreSQL's, where a schema of its own is the lighter way out; a
+        // path is an SQLite file, which has no schemas.
+        let way_out = if var.ends_with("_URL") {
+            "Give each service its own database, or its own schema (add \
+             `?options=-c%20search_path%3D<schema>` to the URL)"
+        } else {
+            "Give each service its own database file"
+        };
         Self::new(
             var,
             format!(
                 "the database ({var}) {what}: it was migrated by another application sharing \
-                 the database, by a newer release or by a modified build. Give each service its \
-                 own database, or on PostgreSQL its own schema (add \
-                 `?options=-c%20search_path%3D<schema>` to the URL); never start an older \
-                 release on a newer schema"
+                 the database, by a newer release or by a modified build. {way_out}; never start \
+                 an older release on a newer schema"
             ),
         )
     }
@@ -632,6 +638,33 @@ pub fn assert_env_example_matches_help(
 mod tests {
     use super::*;
     use clap::Parser;
+
+    /// D-newuser14-3: another application's migration is the operator's to fix (exit 2), with
+    /// the way out of its engine: a schema of its own on PostgreSQL, a file of its own on SQLite.
+    #[test]
+    fn a_foreign_migration_is_a_setting_error_with_its_engines_way_out() {
+        use sqlx::migrate::MigrateError;
+        let missing = sqlx::Error::Migrate(Box::new(MigrateError::VersionMissing(20991231)));
+        let pg = SetupError::foreign_migration(&missing, "RAKUTEN_POLL_DB_URL").unwrap();
+        assert_eq!(pg.exit_code(), 2);
+        assert!(
+            pg.to_string()
+                .contains("holds migration 20991231, which this release"),
+            "{pg}"
+        );
+        assert!(pg.to_string().contains("search_path"), "{pg}");
+        let file = SetupError::foreign_migration(&missing, "RAKUTEN_POLL_DB_PATH").unwrap();
+        assert!(file.to_string().contains("its own database file"), "{file}");
+        assert!(!file.to_string().contains("search_path"), "{file}");
+        let changed = sqlx::Error::Migrate(Box::new(MigrateError::VersionMismatch(3)));
+        let changed = SetupError::foreign_migration(&changed, "RAKUTEN_GATEWAY_DB_URL").unwrap();
+        assert!(
+            changed.to_string().contains("with contents other than"),
+            "{changed}"
+        );
+        let other = sqlx::Error::Migrate(Box::new(MigrateError::Dirty(3)));
+        assert!(SetupError::foreign_migration(&other, "RAKUTEN_GATEWAY_DB_URL").is_none());
+    }
 
     #[derive(Debug, Parser)]
     #[command(name = "t")]

@@ -113,7 +113,16 @@ pub fn error_of_kind(kind: &str, message: String) -> UpstreamError {
 /// The URL without userinfo, query or fragment (`https://host:port/path`): the only form of the
 /// carrier URL that may be printed.
 pub fn redact_url(url: &Url) -> String {
-    let mut s = format!("{}://{}", url.scheme(), url.host_str().unwrap_or("?"));
+    // A PostgreSQL URL may name its host in the query (`postgresql:///db?host=/run/postgresql`):
+    // that parameter, never the rest of the query, stands in for the missing host.
+    let host = match url.host_str() {
+        Some(h) if !h.is_empty() => h.to_owned(),
+        _ => url
+            .query_pairs()
+            .find(|(k, _)| k == "host")
+            .map_or_else(|| "(default host)".to_owned(), |(_, v)| v.into_owned()),
+    };
+    let mut s = format!("{}://{host}", url.scheme());
     if let Some(p) = url.port() {
         s.push_str(&format!(":{p}"));
     }
@@ -338,6 +347,11 @@ mod tests {
         let u =
             parse_carrier_url("https://user:pw@carrier.example:8443/api/v1?key=abcd#x").unwrap();
         assert_eq!(redact_url(&u), "https://carrier.example:8443/api/v1");
+        // A new user's finding: a PostgreSQL URL with its host in the query showed `?` as host.
+        let u = Url::parse("postgresql:///polls?host=/run/postgresql&password=SeCrEt77").unwrap();
+        assert_eq!(redact_url(&u), "postgresql:///run/postgresql/polls");
+        let u = Url::parse("postgresql:///polls?user=u").unwrap();
+        assert_eq!(redact_url(&u), "postgresql://(default host)/polls");
     }
 
     #[test]
