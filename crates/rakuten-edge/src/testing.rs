@@ -122,6 +122,25 @@ pub async fn read_until_closed(
     String::from_utf8_lossy(&all).into_owned()
 }
 
+/// The checks on the answer to [`head_with_partial_body`]: `status` `"408"` (a declared length
+/// within the limit whose body never came: the envelope's code 1003) or `"413"` (a declared
+/// length over the limit, refused before the body: the message states the limit,
+/// D-newuser14-7).
+///
+/// # Panics
+/// When `answer` is not that.
+pub fn assert_body_refusal(answer: &str, status: &str) {
+    assert!(
+        answer.starts_with(&format!("HTTP/1.1 {status}")),
+        "{answer}"
+    );
+    if status == "408" {
+        assert!(answer.contains(r#""code":1003"#), "{answer}");
+    } else {
+        assert!(answer.contains("limit of"), "{answer}");
+    }
+}
+
 /// The requests of issue #12 item 4b, as raw bytes for `path` with `token`: a request target of
 /// 10,000 bytes (over [`crate::serve::MAX_URI_BYTES`]), a header section of 40,000 bytes (over
 /// [`crate::serve::MAX_HEADER_BYTES`]) and one of 150 lines (over
