@@ -3,7 +3,9 @@
 //! ONE task owns the only write connection. Write operations arrive over a channel; the writer
 //! takes whatever is waiting (at most [`Settings::max_batch`]), runs it in ONE `BEGIN IMMEDIATE`
 //! transaction with each operation inside its own SAVEPOINT (so one operation's error rolls back
-//! only itself), commits, and only then answers every operation.
+//! only itself), commits, and only then answers every operation. Synchronous operations
+//! ([`Writer::write_sync`]) first run without savepoints, and only when one of them fails does
+//! their segment run again with one each (D-scale12-1).
 //!
 //! Why: with `synchronous=FULL` every commit is an fsync, and these disks do a few hundred to a
 //! few thousand fsyncs per second. Batching makes durable throughput a multiple of the fsync rate,
@@ -56,7 +58,7 @@ mod lock;
 mod raw;
 mod syncer;
 
-use batch::{Pending, WriteOp, run};
+use batch::{Pending, SyncPending, WriteOp, run};
 use checkpointer::Checkpointer;
 use syncer::Syncer;
 
@@ -90,9 +92,10 @@ pub type Transition<T, E> =
     Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, E>> + Send>;
 
 /// One synchronous write operation ([`Writer::write_sync`]): runs on the writer's thread on the
-/// write connection's handle, inside the savepoint the writer opened for it. Returning `Err`
-/// rolls back only this operation.
-pub type SyncTransition<T, E> = Box<dyn FnOnce(&rusqlite::Connection) -> Result<T, E> + Send>;
+/// write connection's handle. Returning `Err` rolls back only this operation. It may run twice
+/// in its batch (the first run's writes rolled back, D-scale12-1), so it must do nothing but
+/// statements on the connection it is given; only its last run's result is answered.
+pub type SyncTransition<T, E> = Box<dyn FnMut(&rusqlite::Connection) -> Result<T, E> + Send>;
 
 /// A point of the writer's batch, for a timing probe ([`Settings::marks`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -346,7 +349,7 @@ impl<E: WriterError> Writer<E> {
 
     /// Runs `op` synchronously on the writer's own thread, directly on the write connection's
     /// handle (rusqlite over sqlx's locked handle: no round trip to sqlx's thread per statement,
-    /// D-scale9-1), in the next batch, inside its own savepoint like [`Self::write`]; answers
+    /// D-scale9-1), in the next batch, rolled back alone if it fails like [`Self::write`]; answers
     /// once that batch is on disk. `op` must not block on anything but SQLite: the whole writer
     /// waits for it. Convert its rusqlite errors with [`sqlx_error`].
     ///
@@ -354,10 +357,10 @@ impl<E: WriterError> Writer<E> {
     /// As [`Self::write`].
     pub async fn write_sync<T: Send + 'static>(&self, op: SyncTransition<T, E>) -> Result<T, E> {
         let (reply, answer) = oneshot::channel();
-        self.enqueue(WriteOp::Sync(Box::new(Pending {
+        self.enqueue(WriteOp::Sync(Box::new(SyncPending {
             run: op,
             reply,
-            abandonable: false,
+            result: None,
         })))
         .await?;
         // A dropped reply means the writer task ended without answering (it panicked).

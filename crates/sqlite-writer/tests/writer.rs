@@ -448,8 +448,89 @@ fn insert_sync(
         db.prepare_cached("INSERT INTO t (v) VALUES (?1)")
             .and_then(|mut st| st.execute([v]))
             .map_err(|e| TestError::from(sqlite_writer::sqlx_error(e)))?;
-        then
+        then.clone()
     })
+}
+
+/// [`insert_sync`] that counts its runs in `runs`.
+fn counted_insert_sync(
+    v: i64,
+    then: Result<(), TestError>,
+    runs: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> sqlite_writer::SyncTransition<(), TestError> {
+    let runs = runs.clone();
+    let mut op = insert_sync(v, then);
+    Box::new(move |db: &rusqlite::Connection| {
+        runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        op(db)
+    })
+}
+
+/// Synchronous operations run optimistically, without a savepoint each (D-scale12-1). A batch
+/// where none fails runs each once. When one fails after writing, the segment is rolled back —
+/// to the transaction's start when the segment began it, to the segment's savepoint after a sqlx
+/// operation — and run again with a savepoint each: the operations up to the failed one run
+/// twice, those after it once; the failed one's write is gone and everything else commits, in
+/// one commit per batch.
+#[tokio::test]
+async fn synchronous_writes_run_once_unless_one_fails_and_then_their_segment_runs_again_with_savepoints()
+ {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let writer = Writer::start(open(&path).await, Settings::default());
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let runs: Vec<Arc<AtomicUsize>> = (0..9).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let refused = || Err(TestError::Db("refused after writing".into()));
+
+    // Batch 1: three that succeed.
+    let mut clean: Vec<_> = (0..3)
+        .map(|k| Box::pin(writer.write_sync(counted_insert_sync(k as i64 + 1, Ok(()), &runs[k]))))
+        .collect();
+    for f in &mut clean {
+        assert!(f.as_mut().poll(&mut cx).is_pending());
+    }
+    for f in clean {
+        f.await.unwrap();
+    }
+    let counts = |r: &[Arc<AtomicUsize>]| r.iter().map(|c| c.load(SeqCst)).collect::<Vec<_>>();
+    assert_eq!(counts(&runs[0..3]), vec![1, 1, 1]);
+    assert_eq!(writer.stats(), (1, 3));
+
+    // Batch 2: the segment begins the transaction; its second operation fails after writing.
+    let mut a = Box::pin(writer.write_sync(counted_insert_sync(10, Ok(()), &runs[3])));
+    let mut b = Box::pin(writer.write_sync(counted_insert_sync(11, refused(), &runs[4])));
+    let mut c = Box::pin(writer.write_sync(counted_insert_sync(12, Ok(()), &runs[5])));
+    for f in [&mut a, &mut b, &mut c] {
+        assert!(f.as_mut().poll(&mut cx).is_pending());
+    }
+    a.await.unwrap();
+    assert!(matches!(b.await, Err(TestError::Db(m)) if m == "refused after writing"));
+    c.await.unwrap();
+    assert_eq!(counts(&runs[3..6]), vec![2, 2, 1]);
+    assert_eq!(writer.stats(), (2, 6));
+
+    // Batch 3: a sqlx write first, so the synchronous segment runs inside a savepoint of its
+    // own; its first operation fails after writing (a duplicate key, SQLite's own error).
+    let mut d = Box::pin(writer.write(insert(20)));
+    let mut e = Box::pin(writer.write_sync(counted_insert_sync(1, Ok(()), &runs[6])));
+    let mut f = Box::pin(writer.write_sync(counted_insert_sync(21, Ok(()), &runs[7])));
+    let mut g = Box::pin(writer.write_sync(counted_insert_sync(22, refused(), &runs[8])));
+    assert!(d.as_mut().poll(&mut cx).is_pending());
+    for h in [&mut e, &mut f, &mut g] {
+        assert!(h.as_mut().poll(&mut cx).is_pending());
+    }
+    d.await.unwrap();
+    assert!(matches!(e.await, Err(TestError::Db(m)) if m.contains("(code: 1555)")));
+    f.await.unwrap();
+    assert!(g.await.is_err());
+    assert_eq!(counts(&runs[6..9]), vec![2, 1, 1]);
+    assert_eq!(writer.stats(), (3, 10));
+
+    writer.shutdown().await;
+    assert_eq!(committed(&path).await, vec![1, 2, 3, 10, 12, 20, 21]);
 }
 
 /// One batch mixing synchronous and sqlx operations (D-scale9-1): sync, sync failing after its
