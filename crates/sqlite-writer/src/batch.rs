@@ -38,7 +38,8 @@ impl<E> WriteOp<E> {
     fn abandoned(&self) -> bool {
         match self {
             WriteOp::Async(op) => op.abandoned(),
-            WriteOp::Sync(op) => op.abandoned(),
+            // Never abandonable: `Writer::write_sync` is the only way in.
+            WriteOp::Sync(_) => false,
         }
     }
 }
@@ -51,7 +52,6 @@ pub(crate) trait Job<E>: Send {
 
 /// A synchronous operation: run (possibly twice, [`sync_segment`]) and then answered.
 pub(crate) trait SyncJob<E>: Send {
-    fn abandoned(&self) -> bool;
     fn fail(self: Box<Self>, e: E);
     /// Runs the operation; a later run replaces an earlier run's result (that run's writes were
     /// rolled back).
@@ -98,11 +98,6 @@ pub(crate) struct SyncPending<T, E> {
 }
 
 impl<T: Send + 'static, E: WriterError> SyncJob<E> for SyncPending<T, E> {
-    fn abandoned(&self) -> bool {
-        // Never abandonable: `Writer::write_sync` is the only way in.
-        false
-    }
-
     fn fail(self: Box<Self>, e: E) {
         let _ = self.reply.send(Err(e));
     }
@@ -413,15 +408,13 @@ fn savepoint_end(ran: Ran) -> &'static str {
 /// run twice; only its last run's result is answered.
 fn sync_segment<E: WriterError>(
     db: &rusqlite::Connection,
-    ops: Vec<Box<dyn SyncJob<E>>>,
+    mut ops: Vec<Box<dyn SyncJob<E>>>,
     mut tx: Tx<E>,
     commit: bool,
     finishes: &mut Vec<Finish<E>>,
     stats: &WriteStats,
     settings: &Settings,
 ) -> (Tx<E>, Option<Result<(), E>>) {
-    // Checked again right before running: the caller may have gone while we waited.
-    let mut ops: Vec<_> = ops.into_iter().filter(|op| !op.abandoned()).collect();
     if !ops.is_empty() {
         let begins = matches!(tx, Tx::NotBegun);
         let mark = if begins {
