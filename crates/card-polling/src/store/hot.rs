@@ -435,10 +435,11 @@ pub(crate) async fn manual<S: EnqueueStatements>(
 ///
 /// - A trigger event already applied to this card and task type is a replay: it changes nothing
 ///   and only leaves a `merge` audit fact with result `replayed` on the active item. Except a
-///   manual enqueue whose event id's item has since ended (no active item): that is a new
-///   request, it creates an item whose `enqueue` fact says `created_after_end,previous_item=N`
-///   (issue #14 item 6, D-scale2-2; every manual enqueue is recorded, suppression is the active
-///   item's merge).
+///   manual enqueue whose event id's item has since ended: that is a new request. With no active
+///   item it creates one whose `enqueue` fact says `created_after_end,previous_item=N`; with
+///   another item active (a later demand) it merges into that one, its `merge` fact saying
+///   `merged_after_end,previous_item=N` (issue #14 item 6, D-scale2-2, D-newuser15-1; every
+///   manual enqueue is recorded, suppression is the active item's merge).
 /// - Otherwise `INSERT … ON CONFLICT` on the partial unique index: a new pending item, or a
 ///   merge (trigger count + 1, last trigger time and type, source added to the set).
 ///
@@ -480,11 +481,17 @@ pub(crate) async fn enqueue<S: EnqueueStatements>(
     };
     for (slot, target, task_type) in pairs {
         let seen = s.seen(&demand.event_id, &target.iccid, task_type).await?;
+        // The item the event was applied to, when that item has ended and this manual request
+        // is therefore new; with the active item the upsert must then find (`None`: none).
         let mut previous_item: Option<i64> = None;
+        let mut expected_active: Option<i64> = None;
         if let Some(first_item) = seen {
             let active = s.active(&target.iccid, task_type).await?;
-            if active.is_none() && demand.trigger_type == TriggerType::ManualTrigger {
+            // A replay only of the item the event was applied to: another item active now is
+            // a later demand the event never reached (a new user's finding, D-newuser15-1).
+            if active != Some(first_item) && demand.trigger_type == TriggerType::ManualTrigger {
                 previous_item = Some(first_item);
+                expected_active = active;
             } else {
                 if let Some(active) = active {
                     s.audit(fact(active, "merge", "replayed")).await?;
@@ -510,11 +517,15 @@ pub(crate) async fn enqueue<S: EnqueueStatements>(
             })
             .await?;
         let created = trigger_count == 1;
-        if previous_item.is_some() && !created {
-            // The read above found no active item, but a concurrent enqueue created one since:
-            // in either order this event would have been that item's replay, so start over.
+        let as_read = match expected_active {
+            None => created,
+            Some(active) => !created && item_id == active,
+        };
+        if previous_item.is_some() && !as_read {
+            // The active item is no longer the one read above (a concurrent enqueue created
+            // one, or that one ended and another began): start over with what is there now.
             return Err(StoreError::Raced(
-                "a concurrent enqueue created the active item",
+                "a concurrent enqueue changed the active item",
             ));
         }
         s.add_source(item_id, &demand.source).await?;
@@ -543,8 +554,9 @@ pub(crate) async fn enqueue<S: EnqueueStatements>(
         };
         let result = match (created, previous_item) {
             (true, Some(prev)) => format!("created_after_end,previous_item={prev}"),
+            (false, Some(prev)) => format!("merged_after_end,previous_item={prev}"),
             (true, None) => "created".to_owned(),
-            (false, _) => "merged".to_owned(),
+            (false, None) => "merged".to_owned(),
         };
         s.audit(Fact {
             result: Some(&result),

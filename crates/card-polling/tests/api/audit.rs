@@ -147,3 +147,42 @@ async fn manual_enqueue_reusing_an_ended_items_event_id_creates_a_new_recorded_i
     assert_eq!(app.audit_kinds(first).await.last().unwrap(), "complete");
     app.assert_invariants().await;
 }
+
+/// A new user's finding (D-newuser15-1): an event id whose item ended, sent while a later item of
+/// the same card and task type is active, was answered `replayed` onto that later item — which
+/// the event never reached — and the operator's request vanished. It merges into the active item
+/// now, and the key then replays that item.
+#[tokio::test]
+async fn manual_enqueue_reusing_an_ended_items_event_id_merges_into_a_later_active_item() {
+    let app = spawn_seeded().await;
+    let enqueue = |reason: &str, event: Option<&str>| {
+        let mut body = json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["package"],
+                              "reason": reason});
+        if let Some(event) = event {
+            body["event_id"] = json!(event);
+        }
+        body
+    };
+    let (first, _) = enqueue_one(&app, enqueue("s1", Some("X-det-1"))).await;
+    app.cycle_and_drain().await;
+    assert_eq!(app.detail(first).await["item"]["status"], "completed");
+    let (second, action) = enqueue_one(&app, enqueue("s3", None)).await;
+    assert_eq!(action, "created");
+
+    let (merged, action) = enqueue_one(&app, enqueue("s4", Some("X-det-1"))).await;
+    assert_eq!((merged, action.as_str()), (second, "merged"));
+    let detail = app.detail(second).await;
+    assert_eq!(detail["item"]["trigger_count"], 2);
+    let ev = events(&detail);
+    let last = ev.last().unwrap();
+    assert_eq!((last["kind"].as_str(), last["reason"].as_str()), (Some("merge"), Some("s4")));
+    assert_eq!(
+        last["result"],
+        format!("merged_after_end,previous_item={first}")
+    );
+    // The key now names the active item: a retry is its replay.
+    let (again, action) = enqueue_one(&app, enqueue("s4", Some("X-det-1"))).await;
+    assert_eq!((again, action.as_str()), (second, "replayed"));
+    assert_eq!(app.detail(second).await["item"]["trigger_count"], 2);
+    app.assert_invariants().await;
+}
