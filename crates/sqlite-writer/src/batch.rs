@@ -86,7 +86,10 @@ impl<T: Send + 'static, E: WriterError> Job<E> for Pending<Transition<T, E>, T, 
 
     fn run(self: Box<Self>, conn: &mut SqliteConnection) -> BoxFuture<'_, (Ran, Finish<E>)> {
         let Pending { run, reply, .. } = *self;
-        Box::pin(async move { deferred(reply, run(conn).await) })
+        Box::pin(async move {
+            let r = run(conn).await;
+            (ran(&r), deferred(reply, r))
+        })
     }
 }
 
@@ -116,7 +119,7 @@ impl<T: Send + 'static, E: WriterError> SyncJob<E> for SyncPending<T, E> {
                 "a synchronous operation was answered without running".into(),
             )))
         });
-        deferred(reply, r).1
+        deferred(reply, r)
     }
 }
 
@@ -130,20 +133,15 @@ fn ran<T, E: WriterError>(r: &Result<T, E>) -> Ran {
 }
 
 /// Holds a result until the commit is known, then answers.
-fn deferred<T: Send + 'static, E: WriterError>(
-    reply: Reply<T, E>,
-    r: Result<T, E>,
-) -> (Ran, Finish<E>) {
-    let ran = ran(&r);
-    let finish: Finish<E> = Box::new(move |commit_err| {
+fn deferred<T: Send + 'static, E: WriterError>(reply: Reply<T, E>, r: Result<T, E>) -> Finish<E> {
+    Box::new(move |commit_err| {
         let answer = match (r, commit_err) {
             (Err(e), _) => Err(e),
             (Ok(_), Some(e)) => Err(e),
             (Ok(v), None) => Ok(v),
         };
         let _ = reply.send(answer);
-    });
-    (ran, finish)
+    })
 }
 
 /// The writer loop; ends when every sender is dropped and the channel is drained.
