@@ -194,14 +194,20 @@ fn ops() -> Vec<Op> {
                 &[],
             )
         },
-        op(
-            "post",
-            "/api/admin/import",
-            "admin",
-            "import shops, accounts, cards, devices, bindings (32 MiB)",
-            Some(import),
-            &[CONFLICT],
-        ),
+        Op {
+            query: json!([
+                {"name": "existing", "in": "query", "schema": {"type": "string", "enum": ["refuse", "skip"]},
+                 "description": "a shop, account, card or device whose key is stored: `refuse` (default, 409) or `skip` when the stored row has the same values (counted in `skipped`; a row that differs is still a 409 naming the fields)"},
+            ]),
+            ..op(
+                "post",
+                "/api/admin/import",
+                "admin",
+                "import shops, accounts, cards, devices, bindings (32 MiB)",
+                Some(import),
+                &[CONFLICT],
+            )
+        },
         op(
             "post",
             "/api/orders",

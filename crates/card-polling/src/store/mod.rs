@@ -151,9 +151,17 @@ impl StoreError {
             return self;
         }
         let c = committed;
+        let k = &c.skipped;
+        let skipped = k.shops + k.accounts + k.cards + k.devices;
+        let skipped = if skipped > 0 {
+            format!(" ({skipped} rows already stored were skipped)")
+        } else {
+            String::new()
+        };
         let landed = format!(
             "earlier parts of this import are committed and stay: {} shops, {} accounts, {} cards, \
-             {} devices, {} bindings; resend only the rows after them",
+             {} devices, {} bindings{skipped}; resend only the rows after them, or all of them with \
+             ?existing=skip",
             c.shops, c.accounts, c.cards, c.devices, c.bindings
         );
         match self {
@@ -194,7 +202,8 @@ pub const DEFAULT_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_
 /// Result alias.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Rows to load into the host domain. Existing rows with the same key are refused (conflict).
+/// Rows to load into the host domain. Existing rows with the same key are refused (conflict), or
+/// skipped when equal ([`ImportExisting`]).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImportBatch {
@@ -249,7 +258,7 @@ fn yes() -> bool {
     true
 }
 
-/// Rows inserted by an import.
+/// Rows inserted by an import, and rows it found already stored and skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImportCounts {
     /// Shops inserted.
@@ -262,6 +271,55 @@ pub struct ImportCounts {
     pub devices: u64,
     /// Bindings inserted or updated.
     pub bindings: u64,
+    /// Rows already stored exactly as sent, skipped ([`ImportExisting::Skip`]; all zero
+    /// otherwise).
+    #[serde(default)]
+    pub skipped: SkippedCounts,
+}
+
+impl ImportCounts {
+    /// Adds `other`'s counts (one part of an import) to these.
+    pub fn add(&mut self, other: &ImportCounts) {
+        self.shops += other.shops;
+        self.accounts += other.accounts;
+        self.cards += other.cards;
+        self.devices += other.devices;
+        self.bindings += other.bindings;
+        self.skipped.shops += other.skipped.shops;
+        self.skipped.accounts += other.skipped.accounts;
+        self.skipped.cards += other.skipped.cards;
+        self.skipped.devices += other.skipped.devices;
+    }
+}
+
+/// Rows of an import found already stored exactly as sent, and skipped
+/// ([`ImportExisting::Skip`]). Bindings are upserts and count as imported either way.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedCounts {
+    /// Shops.
+    pub shops: u64,
+    /// Accounts.
+    pub accounts: u64,
+    /// Cards.
+    pub cards: u64,
+    /// Devices.
+    pub devices: u64,
+}
+
+/// What an import does with a shop, account, card or device whose key is already stored
+/// (`POST /api/admin/import?existing=`, D-newuser16-1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportExisting {
+    /// Refuse it: 409 naming the row, and the import (or, past 10,000 rows, its part) stores
+    /// nothing.
+    #[default]
+    Refuse,
+    /// Skip it when the stored row has the same values (counted in [`ImportCounts::skipped`]);
+    /// refuse it (409 naming the row and the fields that differ) when it does not. A client that
+    /// lost the answer to a large import (a crash, a timeout) resends the same rows with this and
+    /// gets the rest stored, without learning first which parts landed.
+    Skip,
 }
 
 /// A package order as stored.
@@ -852,8 +910,22 @@ pub trait Store: Send + Sync + 'static {
     async fn account_find_by_token(&self, hash: &TokenHash) -> StoreResult<Option<Account>>;
     /// Loads shops, accounts, cards, devices and bindings in one transaction; new cards get their
     /// ordinary polling schedule rows (first poll spread over each task type's interval from `now`).
-    async fn domain_import(&self, batch: &ImportBatch, now: Timestamp)
-    -> StoreResult<ImportCounts>;
+    /// A row whose key is already stored is refused ([`ImportExisting::Refuse`]).
+    async fn domain_import(
+        &self,
+        batch: &ImportBatch,
+        now: Timestamp,
+    ) -> StoreResult<ImportCounts> {
+        self.domain_import_with(batch, ImportExisting::Refuse, now)
+            .await
+    }
+    /// [`Self::domain_import`], with what to do with rows already stored.
+    async fn domain_import_with(
+        &self,
+        batch: &ImportBatch,
+        existing: ImportExisting,
+        now: Timestamp,
+    ) -> StoreResult<ImportCounts>;
     /// Creates an unpaid package order.
     async fn order_create(
         &self,

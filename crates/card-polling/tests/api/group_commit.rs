@@ -18,7 +18,7 @@ use card_polling::domain::asset::{AssetRef, AssetType, CardRow};
 use card_polling::domain::{Scope, Shop};
 use card_polling::priority::{CLAIM_LEASE, TriggerType};
 use card_polling::store::sqlite::SqliteStore;
-use card_polling::store::{Demand, Finish, ImportBatch, Store, StoreError};
+use card_polling::store::{Demand, Finish, ImportBatch, ImportExisting, Store, StoreError};
 use rakuten_types::{Clock, ManualClock, Timestamp};
 use sqlx::Connection;
 
@@ -265,6 +265,69 @@ async fn an_import_larger_than_one_part_streams_in_parts_with_every_schedule_row
         cards,
         25_000 + 20_000,
         "the parts before the failing one are committed"
+    );
+}
+
+/// An import of more than one part whose answer was lost (the service was killed after two of its
+/// three parts committed) is sent again whole with [`ImportExisting::Skip`]: the stored parts are
+/// skipped, the rest is stored, every card has its schedule rows once, and a resend without it
+/// is still refused (D-newuser16-1).
+#[tokio::test]
+async fn a_large_import_resent_with_existing_skip_stores_only_what_its_lost_answer_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_cards(&dir.path().join("gc.db"), 0).await;
+    store
+        .schedule_sync(&card_polling::domain::TaskTypes::default(), 16, now())
+        .await
+        .expect("schedule configured");
+    let all = ImportBatch {
+        cards: (0..25_000).map(|i| card(10_000 + i)).collect(),
+        ..ImportBatch::default()
+    };
+    // What landed before the crash: the first two parts.
+    let landed = ImportBatch {
+        cards: all.cards[..20_000].to_vec(),
+        ..ImportBatch::default()
+    };
+    store
+        .domain_import(&landed, now())
+        .await
+        .expect("first parts");
+
+    let err = store.domain_import(&all, now()).await;
+    assert!(matches!(err, Err(StoreError::Conflict(_))), "{err:?}");
+    let counts = store
+        .domain_import_with(&all, ImportExisting::Skip, now())
+        .await
+        .expect("resent");
+    assert_eq!(
+        (counts.cards, counts.skipped.cards),
+        (5_000, 20_000),
+        "{counts:?}"
+    );
+    let (cards, rows, per_card): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM cards), (SELECT count(*) FROM poll_schedule), \
+         (SELECT max(n) FROM (SELECT count(*) AS n FROM poll_schedule GROUP BY iccid) AS c)",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!((cards, rows, per_card), (25_000, 75_000, 3));
+
+    // A card of the last part stored with other values since: refused by name, after the first
+    // parts (all skipped) are reported as committed.
+    let mut changed = all.clone();
+    changed.cards[24_999].stop_locked = true;
+    let msg = store
+        .domain_import_with(&changed, ImportExisting::Skip, now())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains(
+            "cards row 25000 (iccid GC34999): card already exists with other values (stop_locked)"
+        ) && msg.contains("20000 rows already stored were skipped"),
+        "{msg}"
     );
 }
 

@@ -238,6 +238,88 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
     assert_eq!((s, &v["data"]["cards"]), (200, &json!(20)), "{v}");
 }
 
+/// A client that lost the answer to an import (a crash, a timeout) could not send it again: every
+/// row already stored was a 409, and it had no way to learn which were. With `?existing=skip` a
+/// row stored exactly as sent is skipped and counted, a row stored with other values is still
+/// refused naming the fields, and without the parameter nothing changes (D-newuser16-1).
+#[tokio::test]
+async fn an_import_resent_with_existing_skip_skips_equal_rows_and_refuses_differing_ones() {
+    let app = spawn_seeded().await;
+    // Rows of the standard world, exactly as `seed` sent them, and one new card.
+    let body = |card: Value, token: &str| {
+        json!({
+            "shops": [{"id": "A1", "parent_id": "A", "name": "A1"}, {"id": "B", "name": "Agent B"}],
+            "accounts": [{"id": "agent-b", "role": "agent", "shop_id": "B", "token": token}],
+            "cards": [{"iccid": "CA1", "shop_id": "A"}, card],
+            "devices": [{"device_no": "DEV1", "shop_id": "A1"}],
+            "bindings": [{"device_no": "DEV1", "iccid": "D1C4", "active": false}]
+        })
+    };
+    let new_card = json!({"iccid": "CNEW1", "shop_id": "B"});
+    let (s, v) = app.post("/api/admin/import", ADMIN, body(new_card.clone(), AGENT_B)).await;
+    assert_eq!(s, 409, "without the parameter a stored row is refused: {v}");
+    let (s, v) = app
+        .post("/api/admin/import?existing=skip", ADMIN, body(new_card.clone(), AGENT_B))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["data"],
+        json!({"shops": 0, "accounts": 0, "cards": 1, "devices": 0, "bindings": 1,
+               "skipped": {"shops": 2, "accounts": 1, "cards": 1, "devices": 1}}),
+        "{v}"
+    );
+    // The new card is an ordinary card now: an enqueue for it is taken.
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CNEW1", "task_types": ["card_status"], "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    // Sent a third time, it is all skipped.
+    let (s, v) = app
+        .post("/api/admin/import?existing=skip", ADMIN, body(new_card.clone(), AGENT_B))
+        .await;
+    assert_eq!((s, &v["data"]["cards"], &v["data"]["skipped"]["cards"]), (200, &json!(0), &json!(2)), "{v}");
+
+    // Stored with other values: refused, naming the row and the fields, and nothing of that
+    // import is stored (CNEW2 is not).
+    let cases = [
+        (body(json!({"iccid": "CNEW2", "shop_id": "B"}), PLATFORM), "accounts row 1 (id agent-b): account (id or token) already exists with other values (token)"),
+        (body(json!({"iccid": "CB1", "shop_id": "A", "stop_locked": true}), AGENT_B), "cards row 2 (iccid CB1): card already exists with other values (shop_id, stop_locked)"),
+        (json!({"shops": [{"id": "B", "parent_id": "A", "name": "Agent B"}]}), "shops row 1 (id B): shop already exists with other values (parent_id)"),
+        (json!({"devices": [{"device_no": "DEV1", "shop_id": "A1", "polling_enabled": false}]}), "devices row 1 (device_no DEV1): device already exists with other values (polling_enabled)"),
+    ];
+    for (body, msg) in cases {
+        let (s, v) = app.post("/api/admin/import?existing=skip", ADMIN, body).await;
+        assert_eq!(s, 409, "{v}");
+        assert_envelope(&v, 1006);
+        assert_eq!(v["msg"], json!(msg), "{v}");
+    }
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CNEW2", "task_types": ["card_status"], "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, 404, "{v}");
+    // Another account's token under a new id is refused as before.
+    let (s, v) = app
+        .post(
+            "/api/admin/import?existing=skip",
+            ADMIN,
+            json!({"accounts": [{"id": "agent-b2", "role": "agent", "shop_id": "B", "token": AGENT_B}]}),
+        )
+        .await;
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(v["msg"], json!("accounts row 1 (id agent-b2): account (id or token) already exists"), "{v}");
+    // Any other value of the parameter is a 422 naming it.
+    let (s, v) = app.post("/api/admin/import?existing=overwrite", ADMIN, json!({})).await;
+    assert_eq!(s, 422, "{v}");
+    assert_envelope(&v, 1003);
+    assert!(v["msg"].as_str().unwrap().contains("existing"), "{v}");
+}
+
 /// New-user trial (issue #14): `task_types: []` read as "every task type"; an explicit empty list
 /// is now a 422, an absent one still means every configured type.
 #[tokio::test]

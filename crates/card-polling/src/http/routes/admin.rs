@@ -1,5 +1,7 @@
 //! `POST /api/admin/import`: bulk import of shops, accounts, cards, devices and bindings
-//! (super_admin only). Bounded: 32 MiB body, 200,000 rows per kind.
+//! (super_admin only). Bounded: 32 MiB body, 200,000 rows per kind. `?existing=skip` skips rows
+//! already stored as sent, so that a lost answer is recovered by sending the same rows again
+//! (D-newuser16-1).
 
 use axum::Json;
 use axum::extract::State;
@@ -10,9 +12,9 @@ use super::key;
 use crate::domain::{Role, TokenHash};
 use crate::http::auth::Auth;
 use crate::http::error::ApiError;
-use crate::http::extract::Json as Body;
+use crate::http::extract::{Json as Body, Query};
 use crate::http::{AppState, ok};
-use crate::store::{ImportBatch, ImportCounts, import_row};
+use crate::store::{ImportBatch, ImportCounts, ImportExisting, import_row};
 
 /// Most rows of one kind per import.
 pub const MAX_IMPORT_ROWS: usize = 200_000;
@@ -98,10 +100,20 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Imports the batch in one transaction; an existing key refuses the whole batch (409).
+/// The import's query string.
+#[derive(Debug, serde::Deserialize)]
+pub struct ImportQuery {
+    /// `refuse` (default) or `skip`: what to do with a row whose key is already stored.
+    pub existing: Option<ImportExisting>,
+}
+
+/// Imports the batch in one transaction (past 10,000 rows, in parts of one transaction each); an
+/// existing key refuses the batch or its part (409), unless `?existing=skip` and the stored row
+/// is the same.
 pub async fn import(
     State(st): State<AppState>,
     auth: Auth,
+    Query(q): Query<ImportQuery>,
     Body(batch): Body<ImportBatch>,
 ) -> Result<Json<Envelope<ImportCounts>>, ApiError> {
     if auth.0.role != Role::SuperAdmin {
@@ -109,7 +121,7 @@ pub async fn import(
     }
     check(&batch, &st.admin_token_hash)?;
     st.store
-        .domain_import(&batch, st.clock.now())
+        .domain_import_with(&batch, q.existing.unwrap_or_default(), st.clock.now())
         .await
         .map(ok)
         .map_err(|e| ApiError::from_store(e, Some("row")))

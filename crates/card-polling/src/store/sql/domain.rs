@@ -16,7 +16,7 @@ use crate::domain::package::{OrderStatus, PACKAGE_PERIOD_DAYS, PackageKind, Paym
 use crate::priority::TriggerType;
 use crate::store::common::account_from_row;
 use crate::store::{
-    Demand, EnqueuedItem, ImportBatch, ImportCounts, OrderView, PackagePollOutcome,
+    Demand, EnqueuedItem, ImportBatch, ImportCounts, ImportExisting, OrderView, PackagePollOutcome,
     PaymentCallback, PaymentOutcome, StoreError, StoreResult, import_row,
 };
 
@@ -65,11 +65,26 @@ pub(crate) struct RowBase {
     pub(crate) bindings: usize,
 }
 
-/// Inserts the batch one row at a time; an error about a row names it ([`import_row`]).
+/// An import's `INSERT` (a literal): as it is, so that a stored key is a unique violation
+/// (refused), or with `ON CONFLICT DO NOTHING` ([`ImportExisting::Skip`]), so that it changes no
+/// row and the caller compares. Not the error itself: on PostgreSQL a failed statement aborts
+/// the transaction.
+macro_rules! insert_sql {
+    ($existing:expr, $sql:literal) => {
+        match $existing {
+            ImportExisting::Refuse => $sql,
+            ImportExisting::Skip => concat!($sql, " ON CONFLICT DO NOTHING"),
+        }
+    };
+}
+/// Inserts the batch one row at a time; an error about a row names it ([`import_row`]). With
+/// [`ImportExisting::Skip`] a row whose key is stored is compared with the stored one: skipped
+/// when equal, refused naming the fields that differ otherwise (D-newuser16-1).
 pub(crate) async fn import(
     tx: &mut Conn,
     batch: &ImportBatch,
     base: RowBase,
+    existing: ImportExisting,
     now: Timestamp,
 ) -> StoreResult<ImportCounts> {
     let mut counts = ImportCounts::default();
@@ -95,13 +110,32 @@ pub(crate) async fn import(
                 next.push((i, s));
                 continue;
             }
-            sqlx::query("INSERT INTO shops (id, parent_id, name) VALUES ($1, $2, $3)")
-                .bind(&s.id)
-                .bind(&s.parent_id)
-                .bind(&s.name)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| map_constraint(e, "shop").at_row(&shop_row(i, s)))?;
+            let inserted = sqlx::query(insert_sql!(
+                existing,
+                "INSERT INTO shops (id, parent_id, name) VALUES ($1, $2, $3)"
+            ))
+            .bind(&s.id)
+            .bind(&s.parent_id)
+            .bind(&s.name)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| map_constraint(e, "shop").at_row(&shop_row(i, s)))?;
+            if inserted.rows_affected() == 0 {
+                let stored: Option<(Option<String>, String)> =
+                    sqlx::query_as("SELECT parent_id, name FROM shops WHERE id = $1")
+                        .bind(&s.id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                same_as_stored(
+                    "shop",
+                    stored.map(|(parent_id, name)| {
+                        vec![("parent_id", parent_id == s.parent_id), ("name", name == s.name)]
+                    }),
+                )
+                .map_err(|e| e.at_row(&shop_row(i, s)))?;
+                counts.skipped.shops += 1;
+                continue;
+            }
             sqlx::query(
                 "INSERT INTO shop_closure (ancestor_id, descendant_id, depth) \
                  SELECT ancestor_id, $1, depth + 1 FROM shop_closure WHERE descendant_id = $2 \
@@ -123,22 +157,47 @@ pub(crate) async fn import(
         left = next;
     }
     for (i, a) in batch.accounts.iter().enumerate() {
-        sqlx::query(
+        let row = || import_row("accounts", i + 1, Some(("id", &a.id)));
+        let token = TokenHash::of(&a.token);
+        let inserted = sqlx::query(insert_sql!(
+            existing,
             "INSERT INTO accounts (id, role, shop_id, token_sha256, perm_manual_trigger, perm_card_data) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
+             VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
         .bind(&a.id)
         .bind(a.role.as_str())
         .bind(&a.shop_id)
-        .bind(TokenHash::of(&a.token).0.as_slice())
+        .bind(token.0.as_slice())
         .bind(a.perm_manual_trigger)
         .bind(a.perm_card_data)
         .execute(&mut *tx)
         .await
-        .map_err(|e| {
-            map_constraint(e, "account (id or token)")
-                .at_row(&import_row("accounts", i + 1, Some(("id", &a.id))))
-        })?;
+        .map_err(|e| map_constraint(e, "account (id or token)").at_row(&row()))?;
+        if inserted.rows_affected() == 0 {
+            // Found by id; none means the token is another account's: refused as before.
+            let stored: Option<(String, Option<String>, Vec<u8>, bool, bool)> = sqlx::query_as(
+                "SELECT role, shop_id, token_sha256, perm_manual_trigger, perm_card_data \
+                 FROM accounts WHERE id = $1",
+            )
+            .bind(&a.id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            same_as_stored(
+                "account (id or token)",
+                stored.map(|(role, shop_id, hash, manual, card_data)| {
+                    vec![
+                        ("role", role == a.role.as_str()),
+                        ("shop_id", shop_id == a.shop_id),
+                        ("token", hash == token.0.as_slice()),
+                        ("perm_manual_trigger", manual == a.perm_manual_trigger),
+                        ("perm_card_data", card_data == a.perm_card_data),
+                    ]
+                }),
+            )
+            .map_err(|e| e.at_row(&row()))?;
+            counts.skipped.accounts += 1;
+            continue;
+        }
         counts.accounts += 1;
     }
     let schedule = if batch.cards.is_empty() {
@@ -152,44 +211,79 @@ pub(crate) async fn import(
         super::schedule::schedule_config(tx).await?
     };
     for (i, c) in batch.cards.iter().enumerate() {
-        sqlx::query(
-            "INSERT INTO cards (iccid, shop_id, polling_enabled, stop_locked) VALUES ($1, $2, $3, $4)",
-        )
+        let row = || import_row("cards", base.cards + i + 1, Some(("iccid", &c.iccid)));
+        let inserted = sqlx::query(insert_sql!(
+            existing,
+            "INSERT INTO cards (iccid, shop_id, polling_enabled, stop_locked) VALUES ($1, $2, $3, $4)"
+        ))
         .bind(&c.iccid)
         .bind(&c.shop_id)
         .bind(c.polling_enabled)
         .bind(c.stop_locked)
         .execute(&mut *tx)
         .await
-        .map_err(|e| {
-            map_constraint(e, "card").at_row(&import_row(
-                "cards",
-                base.cards + i + 1,
-                Some(("iccid", &c.iccid)),
-            ))
-        })?;
+        .map_err(|e| map_constraint(e, "card").at_row(&row()))?;
+        if inserted.rows_affected() == 0 {
+            let stored: Option<(String, bool, bool)> = sqlx::query_as(
+                "SELECT shop_id, polling_enabled, stop_locked FROM cards WHERE iccid = $1",
+            )
+            .bind(&c.iccid)
+            .fetch_optional(&mut *tx)
+            .await?;
+            same_as_stored(
+                "card",
+                stored.map(|(shop_id, polling, locked)| {
+                    vec![
+                        ("shop_id", shop_id == c.shop_id),
+                        ("polling_enabled", polling == c.polling_enabled),
+                        ("stop_locked", locked == c.stop_locked),
+                    ]
+                }),
+            )
+            .map_err(|e| e.at_row(&row()))?;
+            // Its schedule rows were written with it.
+            counts.skipped.cards += 1;
+            continue;
+        }
         if let Some(cfg) = &schedule {
             super::schedule::schedule_insert_card(tx, cfg, &c.iccid, now).await?;
         }
         counts.cards += 1;
     }
     for (i, d) in batch.devices.iter().enumerate() {
-        sqlx::query(
-            "INSERT INTO devices (device_no, shop_id, polling_enabled, reported_slot_iccid) VALUES ($1, $2, $3, $4)",
-        )
+        let row = || import_row("devices", base.devices + i + 1, Some(("device_no", &d.device_no)));
+        let inserted = sqlx::query(insert_sql!(
+            existing,
+            "INSERT INTO devices (device_no, shop_id, polling_enabled, reported_slot_iccid) VALUES ($1, $2, $3, $4)"
+        ))
         .bind(&d.device_no)
         .bind(&d.shop_id)
         .bind(d.polling_enabled)
         .bind(&d.reported_slot_iccid)
         .execute(&mut *tx)
         .await
-        .map_err(|e| {
-            map_constraint(e, "device").at_row(&import_row(
-                "devices",
-                base.devices + i + 1,
-                Some(("device_no", &d.device_no)),
-            ))
-        })?;
+        .map_err(|e| map_constraint(e, "device").at_row(&row()))?;
+        if inserted.rows_affected() == 0 {
+            let stored: Option<(String, bool, Option<String>)> = sqlx::query_as(
+                "SELECT shop_id, polling_enabled, reported_slot_iccid FROM devices WHERE device_no = $1",
+            )
+            .bind(&d.device_no)
+            .fetch_optional(&mut *tx)
+            .await?;
+            same_as_stored(
+                "device",
+                stored.map(|(shop_id, polling, slot)| {
+                    vec![
+                        ("shop_id", shop_id == d.shop_id),
+                        ("polling_enabled", polling == d.polling_enabled),
+                        ("reported_slot_iccid", slot == d.reported_slot_iccid),
+                    ]
+                }),
+            )
+            .map_err(|e| e.at_row(&row()))?;
+            counts.skipped.devices += 1;
+            continue;
+        }
         counts.devices += 1;
     }
     for (i, b) in batch.bindings.iter().enumerate() {
@@ -203,6 +297,29 @@ pub(crate) async fn import(
         counts.bindings += 1;
     }
     Ok(counts)
+}
+
+/// Whether an imported row that changed nothing ([`ImportExisting::Skip`]) may be skipped:
+/// `fields` pairs each compared field with whether the stored value equals the sent one, `None`
+/// when no row has the key (another unique key was taken: an account's token). Refused as a
+/// conflict naming `what` and the fields that differ otherwise.
+fn same_as_stored(what: &str, fields: Option<Vec<(&str, bool)>>) -> StoreResult<()> {
+    let Some(fields) = fields else {
+        return Err(StoreError::Conflict(format!("{what} already exists")));
+    };
+    let differ: Vec<&str> = fields
+        .into_iter()
+        .filter(|(_, same)| !same)
+        .map(|(name, _)| name)
+        .collect();
+    if differ.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict(format!(
+            "{what} already exists with other values ({})",
+            differ.join(", ")
+        )))
+    }
 }
 
 pub(crate) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult<()> {

@@ -272,9 +272,10 @@ impl Store for SqlStore {
         domain::account_find_by_token(&self.pool, hash).await
     }
 
-    async fn domain_import(
+    async fn domain_import_with(
         &self,
         batch: &ImportBatch,
+        existing: ImportExisting,
         now: Timestamp,
     ) -> StoreResult<ImportCounts> {
         let mut total = ImportCounts::default();
@@ -308,20 +309,17 @@ impl Store for SqlStore {
             let n = match bulk {
                 Ok(Some(n)) => n,
                 // A multi-row statement cannot say which row it refused: the part again, one row
-                // at a time, names it (D-newuser11-1). Only a refused import pays for this.
+                // at a time, names it (D-newuser11-1), or skips the rows already stored
+                // (D-newuser16-1). Only a refused or resent import pays for this.
                 Ok(None) | Err(StoreError::Conflict(_) | StoreError::Invalid(_)) => self
-                    .write((part, base, now), |c, (part, base, now)| {
-                        domain::import(c, part, *base, *now).boxed()
+                    .write((part, base, existing, now), |c, (part, base, existing, now)| {
+                        domain::import(c, part, *base, *existing, *now).boxed()
                     })
                     .await
                     .map_err(|e| e.after_committed(&total))?,
                 Err(e) => return Err(e.after_committed(&total)),
             };
-            total.shops += n.shops;
-            total.accounts += n.accounts;
-            total.cards += n.cards;
-            total.devices += n.devices;
-            total.bindings += n.bindings;
+            total.add(&n);
         }
         Ok(total)
     }
