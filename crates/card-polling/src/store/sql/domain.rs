@@ -65,6 +65,10 @@ pub(crate) struct RowBase {
     pub(crate) bindings: usize,
 }
 
+/// An account's row as an import with [`ImportExisting::Skip`] compares it: role, shop, token
+/// hash, manual-trigger and card-data permissions.
+type StoredAccount = (String, Option<String>, Vec<u8>, bool, bool);
+
 /// An import's `INSERT` (a literal): as it is, so that a stored key is a unique violation
 /// (refused), or with `ON CONFLICT DO NOTHING` ([`ImportExisting::Skip`]), so that it changes no
 /// row and the caller compares. Not the error itself: on PostgreSQL a failed statement aborts
@@ -175,7 +179,7 @@ pub(crate) async fn import(
         .map_err(|e| map_constraint(e, "account (id or token)").at_row(&row()))?;
         if inserted.rows_affected() == 0 {
             // Found by id; none means the token is another account's: refused as before.
-            let stored: Option<(String, Option<String>, Vec<u8>, bool, bool)> = sqlx::query_as(
+            let stored: Option<StoredAccount> = sqlx::query_as(
                 "SELECT role, shop_id, token_sha256, perm_manual_trigger, perm_card_data \
                  FROM accounts WHERE id = $1",
             )
