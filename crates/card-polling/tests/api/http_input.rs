@@ -217,9 +217,10 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
     let cases = [
         // Checked at the edge.
         (cards(json!({"iccid": "8981BAD", "shop_id": "a/b"})), 422, "cards row 17 (iccid 8981BAD): "),
-        // The database: an existing card, a card listed twice, an unknown shop.
+        // A card listed twice: refused before anything is written (D-newuser16-2).
+        (cards(json!({"iccid": "89810000000000000003", "shop_id": "B"})), 422, "cards row 17 (iccid 89810000000000000003): card 89810000000000000003 listed twice (first at row 4)"),
+        // The database: an existing card, an unknown shop.
         (cards(json!({"iccid": "CA1", "shop_id": "B"})), 409, "cards row 17 (iccid CA1): card already exists"),
-        (cards(json!({"iccid": "89810000000000000003", "shop_id": "B"})), 409, "cards row 17 (iccid 89810000000000000003): card already exists"),
         (cards(json!({"iccid": "8981NOSHOP", "shop_id": "NOSHOP"})), 422, "cards row 17 (iccid 8981NOSHOP): card refers to an unknown row"),
         // Row by row with other lists: a device and a binding.
         (json!({"devices": [{"device_no": "DEV9", "shop_id": "B"}, {"device_no": "DEV1", "shop_id": "B"}]}), 409, "devices row 2 (device_no DEV1): device already exists"),
@@ -285,7 +286,7 @@ async fn an_import_resent_with_existing_skip_skips_equal_rows_and_refuses_differ
     // Stored with other values: refused, naming the row and the fields, and nothing of that
     // import is stored (CNEW2 is not).
     let cases = [
-        (body(json!({"iccid": "CNEW2", "shop_id": "B"}), PLATFORM), "accounts row 1 (id agent-b): account (id or token) already exists with other values (token)"),
+        (body(json!({"iccid": "CNEW2", "shop_id": "B"}), "a-token-nobody-holds-0123"), "accounts row 1 (id agent-b): account already exists with other values (token)"),
         (body(json!({"iccid": "CB1", "shop_id": "A", "stop_locked": true}), AGENT_B), "cards row 2 (iccid CB1): card already exists with other values (shop_id, stop_locked)"),
         (json!({"shops": [{"id": "B", "parent_id": "A", "name": "Agent B"}]}), "shops row 1 (id B): shop already exists with other values (parent_id)"),
         (json!({"devices": [{"device_no": "DEV1", "shop_id": "A1", "polling_enabled": false}]}), "devices row 1 (device_no DEV1): device already exists with other values (polling_enabled)"),
@@ -303,21 +304,84 @@ async fn an_import_resent_with_existing_skip_skips_equal_rows_and_refuses_differ
         )
         .await;
     assert_eq!(s, 404, "{v}");
-    // Another account's token under a new id is refused as before.
-    let (s, v) = app
-        .post(
-            "/api/admin/import?existing=skip",
-            ADMIN,
-            json!({"accounts": [{"id": "agent-b2", "role": "agent", "shop_id": "B", "token": AGENT_B}]}),
-        )
-        .await;
-    assert_eq!(s, 409, "{v}");
-    assert_eq!(v["msg"], json!("accounts row 1 (id agent-b2): account (id or token) already exists"), "{v}");
+    // Another account's token under a new id is refused, and says it is the token (a new
+    // user's finding: "account (id or token) already exists" left the reader to guess).
+    for query in ["", "?existing=skip"] {
+        let (s, v) = app
+            .post(
+                &format!("/api/admin/import{query}"),
+                ADMIN,
+                json!({"accounts": [{"id": "agent-b2", "role": "agent", "shop_id": "B", "token": AGENT_B}]}),
+            )
+            .await;
+        assert_eq!(s, 409, "{v}");
+        assert_eq!(v["msg"], json!("accounts row 1 (id agent-b2): its token is already another account's"), "{v}");
+    }
     // Any other value of the parameter is a 422 naming it.
     let (s, v) = app.post("/api/admin/import?existing=overwrite", ADMIN, json!({})).await;
     assert_eq!(s, 422, "{v}");
     assert_envelope(&v, 1003);
     assert!(v["msg"].as_str().unwrap().contains("existing"), "{v}");
+}
+
+/// New-user trial (helper-46): a card, device or account listed twice in one import was only
+/// met by the database, as "card already exists" for a card that did not exist, and past 10,000
+/// rows after the parts before it had committed; a shop that was its own parent was "an unknown
+/// parent"; a caller who may not import was told what was wrong with its query first. Each is now
+/// refused before anything is written, naming both rows (D-newuser16-2).
+#[tokio::test]
+async fn an_import_listing_a_key_twice_is_refused_before_anything_is_written() {
+    let app = spawn_seeded().await;
+    let card = |i: usize| json!({"iccid": format!("XD{i:06}"), "shop_id": "B"});
+    let mut big: Vec<Value> = (0..15_000).map(card).collect();
+    big.push(card(5));
+    let cases = [
+        (json!({"cards": big}), "cards row 15001 (iccid XD000005): card XD000005 listed twice (first at row 6)"),
+        (json!({"cards": [card(1), card(1)]}), "cards row 2 (iccid XD000001): card XD000001 listed twice (first at row 1)"),
+        (json!({"devices": [{"device_no": "DD", "shop_id": "B"}, {"device_no": "DD", "shop_id": "A"}]}), "devices row 2 (device_no DD): device DD listed twice (first at row 1)"),
+        (json!({"accounts": [
+            {"id": "dup", "role": "platform", "token": "token-one-0123456789"},
+            {"id": "dup", "role": "platform", "token": "token-two-0123456789"}]}),
+         "accounts row 2 (id dup): account dup listed twice (first at row 1)"),
+        (json!({"accounts": [
+            {"id": "one", "role": "platform", "token": "same-token-0123456789"},
+            {"id": "two", "role": "platform", "token": "same-token-0123456789"}]}),
+         "accounts row 2 (id two): token listed twice (also the token of accounts row 1)"),
+    ];
+    for (body, msg) in cases {
+        for query in ["", "?existing=skip"] {
+            let (s, v) = app
+                .post(&format!("/api/admin/import{query}"), ADMIN, body.clone())
+                .await;
+            assert_eq!(s, 422, "{query} {msg}: {v}");
+            assert_envelope(&v, 1003);
+            assert_eq!(v["msg"], json!(msg), "{v}");
+        }
+    }
+    // Nothing of them was stored: the 15,000 cards go in now, all new.
+    let all: Vec<Value> = (0..15_000).map(card).collect();
+    let (s, v) = app.post("/api/admin/import", ADMIN, json!({"cards": all})).await;
+    assert_eq!((s, &v["data"]["cards"]), (200, &json!(15_000)), "{v}");
+
+    // Shops whose parents loop, and a chain ending at an unknown parent.
+    let shops = [
+        (json!([{"id": "Z", "name": "z", "parent_id": "Z"}]), "shops row 1 (id Z): shop Z is its own ancestor (its parents lead back to it)"),
+        (json!([{"id": "X1", "name": "x", "parent_id": "X2"}, {"id": "X2", "name": "x", "parent_id": "X1"}]), "shops row 1 (id X1): shop X1 is its own ancestor (its parents lead back to it)"),
+        (json!([{"id": "Y1", "name": "y", "parent_id": "Y2"}, {"id": "Y2", "name": "y", "parent_id": "NOPE"}]), "shops row 2 (id Y2): shop Y2 has an unknown parent"),
+    ];
+    for (list, msg) in shops {
+        let (s, v) = app.post("/api/admin/import", ADMIN, json!({"shops": list})).await;
+        assert_eq!(s, 422, "{v}");
+        assert_eq!(v["msg"], json!(msg), "{v}");
+    }
+
+    // Who may import comes first: a platform token is 403 whatever its query or body.
+    for (query, body) in [("?existing=bogus", json!({})), ("", json!({"cards": 1}))] {
+        let (s, v) = app
+            .post(&format!("/api/admin/import{query}"), PLATFORM, body)
+            .await;
+        assert_eq!(s, 403, "{query}: {v}");
+    }
 }
 
 /// New-user trial (issue #14): `task_types: []` read as "every task type"; an explicit empty list

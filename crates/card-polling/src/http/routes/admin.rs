@@ -25,6 +25,29 @@ fn at_row(mut e: ApiError, list: &str, i: usize, key: (&str, &str)) -> ApiError 
     e
 }
 
+/// 422 at the second row of a list that repeats a key, before anything is written: a key listed
+/// twice is a mistake in the file, and past 10,000 rows the parts before it would already be
+/// committed when the database met it (a new user's finding, D-newuser16-2).
+fn listed_once<'a>(
+    list: &str,
+    what: &str,
+    key_name: &str,
+    keys: impl Iterator<Item = &'a str>,
+) -> Result<(), ApiError> {
+    let mut first = std::collections::HashMap::new();
+    for (i, k) in keys.enumerate() {
+        if let Some(at) = first.insert(k, i) {
+            return Err(at_row(
+                ApiError::invalid(format!("{what} {k} listed twice (first at row {})", at + 1)),
+                list,
+                i,
+                (key_name, k),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
     let kinds = [
         ("shops", batch.shops.len()),
@@ -97,6 +120,47 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         key("binding device_no", &b.device_no).map_err(at)?;
         key("binding iccid", &b.iccid).map_err(at)?;
     }
+    // Keys are well-formed from here, so a message may name them. Shops are checked by the store
+    // too (it orders them by parent).
+    listed_once(
+        "shops",
+        "shop",
+        "id",
+        batch.shops.iter().map(|s| s.id.as_str()),
+    )?;
+    listed_once(
+        "accounts",
+        "account",
+        "id",
+        batch.accounts.iter().map(|a| a.id.as_str()),
+    )?;
+    let mut tokens = std::collections::HashMap::new();
+    for (i, a) in batch.accounts.iter().enumerate() {
+        // Never the token itself in the message.
+        if let Some(at) = tokens.insert(TokenHash::of(&a.token).0, i) {
+            return Err(at_row(
+                ApiError::invalid(format!(
+                    "token listed twice (also the token of accounts row {})",
+                    at + 1
+                )),
+                "accounts",
+                i,
+                ("id", &a.id),
+            ));
+        }
+    }
+    listed_once(
+        "cards",
+        "card",
+        "iccid",
+        batch.cards.iter().map(|c| c.iccid.as_str()),
+    )?;
+    listed_once(
+        "devices",
+        "device",
+        "device_no",
+        batch.devices.iter().map(|d| d.device_no.as_str()),
+    )?;
     Ok(())
 }
 
@@ -110,15 +174,20 @@ pub struct ImportQuery {
 /// Imports the batch in one transaction (past 10,000 rows, in parts of one transaction each); an
 /// existing key refuses the batch or its part (409), unless `?existing=skip` and the stored row
 /// is the same.
+///
+/// Who may import is decided before the query and the body are looked at: a caller who may not
+/// import is told so (403), not what is wrong with a request it may not make (a new user's
+/// finding).
 pub async fn import(
     State(st): State<AppState>,
     auth: Auth,
-    Query(q): Query<ImportQuery>,
-    Body(batch): Body<ImportBatch>,
+    query: Result<Query<ImportQuery>, ApiError>,
+    body: Result<Body<ImportBatch>, ApiError>,
 ) -> Result<Json<Envelope<ImportCounts>>, ApiError> {
     if auth.0.role != Role::SuperAdmin {
         return Err(ApiError::forbidden());
     }
+    let (Query(q), Body(batch)) = (query?, body?);
     check(&batch, &st.admin_token_hash)?;
     st.store
         .domain_import_with(&batch, q.existing.unwrap_or_default(), st.clock.now())

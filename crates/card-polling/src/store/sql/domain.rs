@@ -81,6 +81,7 @@ macro_rules! insert_sql {
         }
     };
 }
+
 /// Inserts the batch one row at a time; an error about a row names it ([`import_row`]). With
 /// [`ImportExisting::Skip`] a row whose key is stored is compared with the stored one: skipped
 /// when equal, refused naming the fields that differ otherwise (D-newuser16-1).
@@ -152,17 +153,42 @@ pub(crate) async fn import(
             counts.shops += 1;
         }
         if next.len() == before {
-            let (i, s) = next[0];
-            return Err(
-                StoreError::Invalid(format!("shop {} has an unknown parent", s.id))
-                    .at_row(&shop_row(i, s)),
-            );
+            // Follow the parents among the shops left: the chain ends at a shop whose parent is
+            // unknown, or it loops (a shop its own parent or ancestor: a new user's finding, the
+            // loop was reported as an unknown parent).
+            let left_by_id: std::collections::HashMap<&str, (usize, &crate::domain::Shop)> =
+                next.iter().map(|&(i, s)| (s.id.as_str(), (i, s))).collect();
+            let (mut i, mut s) = next[0];
+            let mut on_chain = HashSet::new();
+            let why = loop {
+                if !on_chain.insert(s.id.as_str()) {
+                    break format!("shop {} is its own ancestor (its parents lead back to it)", s.id);
+                }
+                match s.parent_id.as_deref().and_then(|p| left_by_id.get(p)) {
+                    Some(&(pi, ps)) => (i, s) = (pi, ps),
+                    None => break format!("shop {} has an unknown parent", s.id),
+                }
+            };
+            return Err(StoreError::Invalid(why).at_row(&shop_row(i, s)));
         }
         left = next;
     }
     for (i, a) in batch.accounts.iter().enumerate() {
         let row = || import_row("accounts", i + 1, Some(("id", &a.id)));
         let token = TokenHash::of(&a.token);
+        // Read first: a unique violation could not say which key it was, and on PostgreSQL the
+        // transaction is over once it happened (a new user's finding).
+        let holder: Option<String> =
+            sqlx::query_scalar("SELECT id FROM accounts WHERE token_sha256 = $1")
+                .bind(token.0.as_slice())
+                .fetch_optional(&mut *tx)
+                .await?;
+        if holder.is_some_and(|h| h != a.id) {
+            return Err(
+                StoreError::Conflict("its token is already another account's".into())
+                    .at_row(&row()),
+            );
+        }
         let inserted = sqlx::query(insert_sql!(
             existing,
             "INSERT INTO accounts (id, role, shop_id, token_sha256, perm_manual_trigger, perm_card_data) \
@@ -178,7 +204,7 @@ pub(crate) async fn import(
         .await
         .map_err(|e| map_constraint(e, "account (id or token)").at_row(&row()))?;
         if inserted.rows_affected() == 0 {
-            // Found by id; none means the token is another account's: refused as before.
+            // Found by id; none means the token is another account's.
             let stored: Option<StoredAccount> = sqlx::query_as(
                 "SELECT role, shop_id, token_sha256, perm_manual_trigger, perm_card_data \
                  FROM accounts WHERE id = $1",
@@ -186,8 +212,14 @@ pub(crate) async fn import(
             .bind(&a.id)
             .fetch_optional(&mut *tx)
             .await?;
+            if stored.is_none() {
+                return Err(StoreError::Conflict(
+                    "its token is already another account's".into(),
+                )
+                .at_row(&row()));
+            }
             same_as_stored(
-                "account (id or token)",
+                "account",
                 stored.map(|(role, shop_id, hash, manual, card_data)| {
                     vec![
                         ("role", role == a.role.as_str()),
