@@ -161,6 +161,23 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         "device_no",
         batch.devices.iter().map(|d| d.device_no.as_str()),
     )?;
+    let mut pairs = std::collections::HashMap::new();
+    for (i, b) in batch.bindings.iter().enumerate() {
+        // An upsert each: a repeat was counted twice and the last one silently won.
+        if let Some(at) = pairs.insert((b.device_no.as_str(), b.iccid.as_str()), i) {
+            return Err(at_row(
+                ApiError::invalid(format!(
+                    "binding of device {} and card {} listed twice (first at row {})",
+                    b.device_no,
+                    b.iccid,
+                    at + 1
+                )),
+                "bindings",
+                i,
+                ("iccid", &b.iccid),
+            ));
+        }
+    }
     Ok(())
 }
 

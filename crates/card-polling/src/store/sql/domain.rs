@@ -56,6 +56,11 @@ async fn shop_exists(conn: &mut Conn, id: &str) -> StoreResult<bool> {
     )
 }
 
+/// Most levels below its top shop a shop may lie (a top shop is level 0). A shop stores a
+/// closure row per ancestor, so this bounds what one imported shop writes; real trees (platform,
+/// agents, sub-agents, enterprises) are a few levels deep (D-newuser16-2).
+pub const MAX_SHOP_DEPTH: u64 = 32;
+
 /// Where a part of an import starts in the request's lists (0-based; D-gc-2 splits a large
 /// import into parts), so that an error names the row by its position in the request.
 #[derive(Debug, Clone, Copy, Default)]
@@ -103,12 +108,17 @@ pub(crate) async fn import(
                 .at_row(&shop_row(*i, s)));
         }
     }
+    // Shops of this request stored so far (inserted, or skipped as stored already).
+    let mut placed: HashSet<&str> = HashSet::new();
     while !left.is_empty() {
         let mut next = Vec::new();
         let before = left.len();
         for (i, s) in left {
-            let parent_ok = match &s.parent_id {
+            let parent_ok = match s.parent_id.as_deref() {
                 None => true,
+                // A parent in this request is known without a query: a chain listed child
+                // first costs a pass per level, not a query per shop and pass.
+                Some(p) if seen.contains(p) => placed.contains(p),
                 Some(p) => shop_exists(tx, p).await?,
             };
             if !parent_ok {
@@ -139,9 +149,10 @@ pub(crate) async fn import(
                 )
                 .map_err(|e| e.at_row(&shop_row(i, s)))?;
                 counts.skipped.shops += 1;
+                placed.insert(s.id.as_str());
                 continue;
             }
-            sqlx::query(
+            let closure = sqlx::query(
                 "INSERT INTO shop_closure (ancestor_id, descendant_id, depth) \
                  SELECT ancestor_id, $1, depth + 1 FROM shop_closure WHERE descendant_id = $2 \
                  UNION ALL SELECT $1, $1, 0",
@@ -150,6 +161,17 @@ pub(crate) async fn import(
             .bind(&s.parent_id)
             .execute(&mut *tx)
             .await?;
+            // One closure row per ancestor and one for itself: bounded, or a deep chain would
+            // write depth²/2 rows (a new user's finding: 3,000 levels, 4.5 million rows).
+            let depth = closure.rows_affected().saturating_sub(1);
+            if depth > MAX_SHOP_DEPTH {
+                return Err(StoreError::Invalid(format!(
+                    "shop {} would be {depth} levels below its top shop (at most {MAX_SHOP_DEPTH})",
+                    s.id
+                ))
+                .at_row(&shop_row(i, s)));
+            }
+            placed.insert(s.id.as_str());
             counts.shops += 1;
         }
         if next.len() == before {
@@ -166,7 +188,13 @@ pub(crate) async fn import(
                 }
                 match s.parent_id.as_deref().and_then(|p| left_by_id.get(p)) {
                     Some(&(pi, ps)) => (i, s) = (pi, ps),
-                    None => break format!("shop {} has an unknown parent", s.id),
+                    None => {
+                        break format!(
+                            "shop {} has an unknown parent {}",
+                            s.id,
+                            s.parent_id.as_deref().unwrap_or_default()
+                        );
+                    }
                 }
             };
             return Err(StoreError::Invalid(why).at_row(&shop_row(i, s)));
@@ -202,7 +230,7 @@ pub(crate) async fn import(
         .bind(a.perm_card_data)
         .execute(&mut *tx)
         .await
-        .map_err(|e| map_constraint(e, "account (id or token)").at_row(&row()))?;
+        .map_err(|e| map_constraint(e, "account").at_row(&row()))?;
         if inserted.rows_affected() == 0 {
             // Found by id; none means the token is another account's.
             let stored: Option<StoredAccount> = sqlx::query_as(
