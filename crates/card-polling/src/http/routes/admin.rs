@@ -25,27 +25,34 @@ fn at_row(mut e: ApiError, list: &str, i: usize, key: (&str, &str)) -> ApiError 
     e
 }
 
-/// 422 at the second row of a list that repeats a key, before anything is written: a key listed
-/// twice is a mistake in the file, and past 10,000 rows the parts before it would already be
-/// committed when the database met it (a new user's finding, D-newuser16-2).
+/// The first repeated key of a list: `(row of its first use, row of the repeat)`, 0-based. Checked
+/// before anything is written, so that a key listed twice is the file's 422, never the database's
+/// 409 after earlier parts committed (a new user's finding, D-newuser16-2).
+fn first_repeat<K: std::hash::Hash + Eq>(keys: impl Iterator<Item = K>) -> Option<(usize, usize)> {
+    let mut first = std::collections::HashMap::new();
+    keys.enumerate()
+        .find_map(|(i, k)| first.insert(k, i).map(|at| (at, i)))
+}
+
+/// 422 at the second row of `list` that repeats a key, naming both rows.
 fn listed_once<'a>(
     list: &str,
     what: &str,
     key_name: &str,
-    keys: impl Iterator<Item = &'a str>,
+    keys: impl Iterator<Item = &'a str> + Clone,
 ) -> Result<(), ApiError> {
-    let mut first = std::collections::HashMap::new();
-    for (i, k) in keys.enumerate() {
-        if let Some(at) = first.insert(k, i) {
-            return Err(at_row(
+    match first_repeat(keys.clone()) {
+        None => Ok(()),
+        Some((at, i)) => {
+            let k = keys.clone().nth(i).unwrap_or_default();
+            Err(at_row(
                 ApiError::invalid(format!("{what} {k} listed twice (first at row {})", at + 1)),
                 list,
                 i,
                 (key_name, k),
-            ));
+            ))
         }
     }
-    Ok(())
 }
 
 fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
@@ -134,20 +141,17 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         "id",
         batch.accounts.iter().map(|a| a.id.as_str()),
     )?;
-    let mut tokens = std::collections::HashMap::new();
-    for (i, a) in batch.accounts.iter().enumerate() {
-        // Never the token itself in the message.
-        if let Some(at) = tokens.insert(TokenHash::of(&a.token).0, i) {
-            return Err(at_row(
-                ApiError::invalid(format!(
-                    "token listed twice (also the token of accounts row {})",
-                    at + 1
-                )),
-                "accounts",
-                i,
-                ("id", &a.id),
-            ));
-        }
+    // Never the token itself in the message.
+    if let Some((at, i)) = first_repeat(batch.accounts.iter().map(|a| TokenHash::of(&a.token).0)) {
+        return Err(at_row(
+            ApiError::invalid(format!(
+                "token listed twice (also the token of accounts row {})",
+                at + 1
+            )),
+            "accounts",
+            i,
+            ("id", &batch.accounts[i].id),
+        ));
     }
     listed_once(
         "cards",
@@ -161,22 +165,21 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         "device_no",
         batch.devices.iter().map(|d| d.device_no.as_str()),
     )?;
-    let mut pairs = std::collections::HashMap::new();
-    for (i, b) in batch.bindings.iter().enumerate() {
-        // An upsert each: a repeat was counted twice and the last one silently won.
-        if let Some(at) = pairs.insert((b.device_no.as_str(), b.iccid.as_str()), i) {
-            return Err(at_row(
-                ApiError::invalid(format!(
-                    "binding of device {} and card {} listed twice (first at row {})",
-                    b.device_no,
-                    b.iccid,
-                    at + 1
-                )),
-                "bindings",
-                i,
-                ("iccid", &b.iccid),
-            ));
-        }
+    // An upsert each: a repeat was counted twice and the last one silently won.
+    let pairs = batch.bindings.iter().map(|b| (&b.device_no, &b.iccid));
+    if let Some((at, i)) = first_repeat(pairs) {
+        let b = &batch.bindings[i];
+        return Err(at_row(
+            ApiError::invalid(format!(
+                "binding of device {} and card {} listed twice (first at row {})",
+                b.device_no,
+                b.iccid,
+                at + 1
+            )),
+            "bindings",
+            i,
+            ("iccid", &b.iccid),
+        ));
     }
     Ok(())
 }
