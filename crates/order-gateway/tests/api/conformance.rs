@@ -355,12 +355,26 @@ async fn a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_i
     assert!(refused.is_err(), "a set-aside task is needs_human only");
 }
 
-/// Another session holding the database locked, as long as it is kept (never read: it is held
-/// for its lock).
-#[allow(dead_code)]
+/// Another session holding the database locked until [`LockHolder::release`].
 enum LockHolder {
     Sqlite(sqlx::SqliteConnection),
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl LockHolder {
+    /// Ends the other session's transaction and waits until it has. Dropping a sqlx connection
+    /// only asks its worker thread to close it, whenever that thread runs: a local run of
+    /// 2026-12-03 got `database is locked` from the lease right after the drop, on a loaded
+    /// machine. A test must not depend on that timing.
+    async fn release(self) {
+        match self {
+            LockHolder::Sqlite(mut c) => {
+                sqlx::query("ROLLBACK").execute(&mut c).await.unwrap();
+                c.close().await.unwrap();
+            }
+            LockHolder::Postgres(tx) => tx.rollback().await.unwrap(),
+        }
+    }
 }
 
 impl Harness {
@@ -429,7 +443,7 @@ async fn a_locked_database_answers_busy_within_the_bound_instead_of_hanging(h: &
         assert!(matches!(listed, Err(StoreError::Busy(_))), "{listed:?}");
     }
     eprintln!("busy answered after {:?}", started.elapsed());
-    drop(holder);
+    holder.release().await;
     // Once the lock is gone the queue works again.
     h.granted("w1").await;
 }
