@@ -158,6 +158,10 @@ pub fn rejection_message(body_text: &str) -> String {
         Some((p, r)) if !p.is_empty() && p != "." && !p.contains(' ') => (Some(p), r),
         _ => (None, detail),
     };
+    // serde names a repeated parameter only in its reason ("duplicate field `limit`").
+    if let Some(field) = reason.strip_prefix("duplicate field ") {
+        return format!("query parameter {field} is given twice: give it once");
+    }
     let expected = expectation(reason);
     let msg = match param {
         Some(p) => format!("query parameter `{p}` {expected}"),
@@ -207,9 +211,6 @@ fn expectation(reason: &str) -> String {
             Some((value, allowed)) => format!("cannot be {value}: use {allowed}"),
             None => format!("cannot be {rest}"),
         };
-    }
-    if let Some(field) = reason.strip_prefix("duplicate field ") {
-        return format!("is given more than once ({field})");
     }
     if let Some(field) = reason.strip_prefix("missing field ") {
         return format!("is missing: {field} is required");
@@ -289,6 +290,11 @@ mod tests {
                 "query parameter `wait` must be a number written in digits (e.g. 1.5)",
             ),
             ("full=yes", "query parameter `full` must be true or false"),
+            // A helper's finding (stop 30): "query string: is given more than once (`limit`)".
+            (
+                "limit=1&limit=2",
+                "query parameter `limit` is given twice: give it once",
+            ),
             (
                 "kind=extra",
                 "query parameter `kind` cannot be `extra`: use `main` or `add_on`",

@@ -221,7 +221,7 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
         (cards(json!({"iccid": "89810000000000000003", "shop_id": "B"})), 422, "cards row 17 (iccid 89810000000000000003): card 89810000000000000003 listed twice (first at row 4)"),
         // The database: an existing card, an unknown shop.
         (cards(json!({"iccid": "CA1", "shop_id": "B"})), 409, "cards row 17 (iccid CA1): card already exists"),
-        (cards(json!({"iccid": "8981NOSHOP", "shop_id": "NOSHOP"})), 422, "cards row 17 (iccid 8981NOSHOP): card refers to an unknown row"),
+        (cards(json!({"iccid": "8981NOSHOP", "shop_id": "NOSHOP"})), 422, "cards row 17 (iccid 8981NOSHOP): card's shop NOSHOP is unknown"),
         // Row by row with other lists: a device and a binding.
         (json!({"devices": [{"device_no": "DEV9", "shop_id": "B"}, {"device_no": "DEV1", "shop_id": "B"}]}), 409, "devices row 2 (device_no DEV1): device already exists"),
         (json!({"bindings": [{"device_no": "DEV1", "iccid": "NOCARD"}]}), 422, "bindings row 1 (iccid NOCARD): "),
@@ -237,6 +237,54 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
         .post("/api/admin/import", ADMIN, cards(json!({"iccid": "8981OK", "shop_id": "B"})))
         .await;
     assert_eq!((s, &v["data"]["cards"]), (200, &json!(20)), "{v}");
+}
+
+/// Helper-47's finding (stop 30): a row whose shop, device or card did not exist was refused as
+/// "refers to an unknown row", and a binding did not say whether its device or its card was
+/// missing; a platform account was stored with a shop_id it never reads. Each refusal now names
+/// the missing key; nothing of the import is stored.
+#[tokio::test]
+async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
+    let app = spawn_seeded().await;
+    let account = |role: &str, shop: &str| {
+        json!({"accounts": [{"id": "new-acct", "role": role, "shop_id": shop, "token": "new-acct-token-0123456789"}]})
+    };
+    let cases = [
+        (json!({"cards": [{"iccid": "CNEW1", "shop_id": "B"}, {"iccid": "CNEW2", "shop_id": "NOSHOP"}]}),
+         "cards row 2 (iccid CNEW2): card's shop NOSHOP is unknown"),
+        (json!({"devices": [{"device_no": "DNEW1", "shop_id": "NOSHOP"}]}),
+         "devices row 1 (device_no DNEW1): device's shop NOSHOP is unknown"),
+        (account("agent", "NOSHOP"), "accounts row 1 (id new-acct): account's shop NOSHOP is unknown"),
+        (account("enterprise", "NOSHOP"), "accounts row 1 (id new-acct): account's shop NOSHOP is unknown"),
+        (json!({"bindings": [{"device_no": "DEV1", "iccid": "NOCARD"}]}),
+         "bindings row 1 (iccid NOCARD): card NOCARD is unknown"),
+        (json!({"bindings": [{"device_no": "NODEV", "iccid": "CA1"}]}),
+         "bindings row 1 (iccid CA1): device NODEV is unknown"),
+        // Both missing: the device is named (PostgreSQL checks the first foreign key first).
+        (json!({"bindings": [{"device_no": "NODEV", "iccid": "NOCARD"}]}),
+         "bindings row 1 (iccid NOCARD): device NODEV is unknown"),
+        // Checked at the edge, before the database.
+        (account("platform", "B"), "accounts row 1 (id new-acct): a platform account sees every shop: leave its shop_id out"),
+        (account("super_admin", "B"), "accounts row 1 (id new-acct): a super_admin account sees every shop: leave its shop_id out"),
+    ];
+    for (body, msg) in cases {
+        let (s, v) = app.post("/api/admin/import", ADMIN, body).await;
+        assert_eq!(s, 422, "{msg}: {v}");
+        assert_envelope(&v, 1003);
+        assert_eq!(v["msg"], json!(msg), "{v}");
+    }
+    // Nothing of them was stored; a platform account without a shop and an enterprise account
+    // with a known one still go in.
+    let (s, v) = app
+        .post("/api/admin/import", ADMIN, json!({
+            "cards": [{"iccid": "CNEW1", "shop_id": "B"}],
+            "accounts": [
+                {"id": "new-plat", "role": "platform", "token": "new-plat-token-0123456789"},
+                {"id": "new-ent", "role": "enterprise", "shop_id": "B", "token": "new-ent-token-0123456789"}]
+        }))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!((&v["data"]["cards"], &v["data"]["accounts"]), (&json!(1), &json!(2)), "{v}");
 }
 
 /// A client that lost the answer to an import (a crash, a timeout) could not send it again: every

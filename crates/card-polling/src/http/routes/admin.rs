@@ -108,6 +108,14 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         if a.role == Role::Agent && a.shop_id.is_none() {
             return Err(at(ApiError::invalid("an agent account needs a shop_id")));
         }
+        // Its scope is every shop, so a shop_id would be stored and never read (a helper's
+        // finding, stop 30).
+        if matches!(a.role, Role::Platform | Role::SuperAdmin) && a.shop_id.is_some() {
+            return Err(at(ApiError::invalid(format!(
+                "a {} account sees every shop: leave its shop_id out",
+                a.role.as_str()
+            ))));
+        }
     }
     for (i, c) in batch.cards.iter().enumerate() {
         let at = |e: ApiError| at_row(e, "cards", i, ("iccid", &c.iccid));

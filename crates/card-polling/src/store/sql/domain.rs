@@ -8,7 +8,7 @@ use sqlx::Row;
 use rakuten_types::Timestamp;
 
 use super::enqueue::{self, snapshot_asset};
-use super::{Conn, DbRow, Pool, QueryResult, dialect, map_constraint, t};
+use super::{Conn, DbRow, Pool, QueryResult, dialect, map_constraint, map_insert_with_shop, t};
 use crate::domain::TokenHash;
 use crate::domain::account::Account;
 use crate::domain::asset::{AssetRef, AssetType, BindingRow};
@@ -230,7 +230,7 @@ pub(crate) async fn import(
         .bind(a.perm_card_data)
         .execute(&mut *tx)
         .await
-        .map_err(|e| map_constraint(e, "account").at_row(&row()))?;
+        .map_err(|e| map_insert_with_shop(e, "account", a.shop_id.as_deref().unwrap_or_default()).at_row(&row()))?;
         if inserted.rows_affected() == 0 {
             // Found by id; none means the token is another account's.
             let stored: Option<StoredAccount> = sqlx::query_as(
@@ -286,7 +286,7 @@ pub(crate) async fn import(
         .bind(c.stop_locked)
         .execute(&mut *tx)
         .await
-        .map_err(|e| map_constraint(e, "card").at_row(&row()))?;
+        .map_err(|e| map_insert_with_shop(e, "card", &c.shop_id).at_row(&row()))?;
         if inserted.rows_affected() == 0 {
             let stored: Option<(String, bool, bool)> = sqlx::query_as(
                 "SELECT shop_id, polling_enabled, stop_locked FROM cards WHERE iccid = $1",
@@ -326,7 +326,7 @@ pub(crate) async fn import(
         .bind(&d.reported_slot_iccid)
         .execute(&mut *tx)
         .await
-        .map_err(|e| map_constraint(e, "device").at_row(&row()))?;
+        .map_err(|e| map_insert_with_shop(e, "device", &d.shop_id).at_row(&row()))?;
         if inserted.rows_affected() == 0 {
             let stored: Option<(String, bool, Option<String>)> = sqlx::query_as(
                 "SELECT shop_id, polling_enabled, reported_slot_iccid FROM devices WHERE device_no = $1",
@@ -386,8 +386,13 @@ fn same_as_stored(what: &str, fields: Option<Vec<(&str, bool)>>) -> StoreResult<
     }
 }
 
+/// Binds card `b.iccid` to device `b.device_no` (or updates whether the binding is active).
+///
+/// # Errors
+/// `Invalid` naming the device or the card when it does not exist; `Conflict` when the card has
+/// another active binding.
 pub(crate) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult<()> {
-    sqlx::query(
+    let done = sqlx::query(
         "INSERT INTO bindings (device_no, iccid, active) VALUES ($1, $2, $3) \
          ON CONFLICT (device_no, iccid) DO UPDATE SET active = excluded.active",
     )
@@ -395,9 +400,41 @@ pub(crate) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult
     .bind(&b.iccid)
     .bind(b.active)
     .execute(&mut *tx)
-    .await
-    .map_err(|e| map_constraint(e, "active binding of this card"))?;
-    Ok(())
+    .await;
+    match done {
+        Ok(_) => Ok(()),
+        Err(e) if e.as_database_error().is_some_and(|db| db.is_foreign_key_violation()) => {
+            let device_unknown = binding_device_unknown(tx, b, &e).await?;
+            Err(StoreError::Invalid(if device_unknown {
+                format!("device {} is unknown", b.device_no)
+            } else {
+                format!("card {} is unknown", b.iccid)
+            }))
+        }
+        Err(e) => Err(map_constraint(e, "active binding of this card")),
+    }
+}
+
+/// Which end of binding `b` its foreign-key violation `e` is about: the device (`true`) or the
+/// card. PostgreSQL names the constraint (`bindings_device_no_fkey`, `bindings_iccid_fkey`) and has
+/// ended the transaction; SQLite names none, and its transaction goes on after a failed
+/// statement, so the device is looked up.
+async fn binding_device_unknown(
+    tx: &mut Conn,
+    b: &BindingRow,
+    e: &sqlx::Error,
+) -> StoreResult<bool> {
+    match e.as_database_error().and_then(|db| db.constraint()) {
+        Some(name) => Ok(name.contains("device_no")),
+        None => {
+            let stored: Option<i64> =
+                sqlx::query_scalar("SELECT CAST(1 AS BIGINT) FROM devices WHERE device_no = $1")
+                    .bind(&b.device_no)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            Ok(stored.is_none())
+        }
+    }
 }
 
 /// The shop of an asset, `None` when the asset does not exist.
