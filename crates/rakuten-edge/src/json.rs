@@ -28,8 +28,19 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Er
 /// # Errors
 /// The message, starting `invalid JSON body: ` or saying the body must be an object.
 pub fn body_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err("the request body must be a JSON object ({...})".into());
+    // A file saved by an editor that marks UTF-8 (helper-48's import), and an empty body, are told
+    // apart from a body that is not an object.
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        return Err(
+            "the request body starts with a UTF-8 byte order mark (EF BB BF): send the JSON \
+             object without it"
+                .into(),
+        );
+    }
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        None => return Err("the request body is empty: send a JSON object ({...})".into()),
+        Some(_) => return Err("the request body must be a JSON object ({...})".into()),
     }
     check_no_duplicate_keys(bytes)
         .map_err(|e| format!("invalid JSON body: {}", plain(&e.to_string())))?;
@@ -179,6 +190,16 @@ mod body_tests {
             ("null", "the request body must be a JSON object ({...})"),
             ("[]", "the request body must be a JSON object ({...})"),
             ("not json", "the request body must be a JSON object ({...})"),
+            // Helper-48 (stop 31): both were "must be a JSON object".
+            ("", "the request body is empty: send a JSON object ({...})"),
+            (
+                " \n",
+                "the request body is empty: send a JSON object ({...})",
+            ),
+            (
+                "\u{feff}{\"asset_id\": \"a\", \"rows\": []}",
+                "the request body starts with a UTF-8 byte order mark (EF BB BF): send the JSON object without it",
+            ),
             (
                 r#"{"asset_id": 1, "rows": []}"#,
                 "invalid JSON body: asset_id: invalid type: integer `1`, expected a string",

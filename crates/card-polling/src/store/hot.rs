@@ -420,7 +420,21 @@ pub(crate) async fn manual<S: EnqueueStatements>(
             if !shop_in_scope(s, scope, &shop).await? {
                 return Err(StoreError::NotFound);
             }
-            s.snapshot(asset).await?
+            // A device may hold a card of a shop outside the caller's tree (a binding joins any
+            // card and device): that card is not the caller's to poll (helper-48's finding).
+            let bound = s.snapshot(asset).await?;
+            let mut targets = Vec::with_capacity(bound.len());
+            for card in bound.iter() {
+                if shop_in_scope(s, scope, &card.shop_id).await? {
+                    targets.push(card.clone());
+                }
+            }
+            if targets.is_empty() && !bound.is_empty() {
+                return Err(StoreError::Conflict(
+                    "none of the device's actively bound cards is in the caller's shops".into(),
+                ));
+            }
+            targets
         }
     };
     if targets.is_empty() {

@@ -241,8 +241,10 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
 
 /// Helper-47's finding (stop 30): a row whose shop, device or card did not exist was refused as
 /// "refers to an unknown row", and a binding did not say whether its device or its card was
-/// missing; a platform account was stored with a shop_id it never reads. Each refusal now names
-/// the missing key; nothing of the import is stored.
+/// missing; a platform account was stored with a shop_id it never reads. Helper-48 then found an
+/// unknown device reported as the card's binding conflict, and two active bindings of one card in
+/// one file reported as a conflict with stored data. Each refusal now names the missing key or
+/// both rows; nothing of the import is stored.
 #[tokio::test]
 async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
     let app = spawn_seeded().await;
@@ -260,9 +262,15 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
          "bindings row 1 (iccid NOCARD): card NOCARD is unknown"),
         (json!({"bindings": [{"device_no": "NODEV", "iccid": "CA1"}]}),
          "bindings row 1 (iccid CA1): device NODEV is unknown"),
-        // Both missing: the device is named (PostgreSQL checks the first foreign key first).
         (json!({"bindings": [{"device_no": "NODEV", "iccid": "NOCARD"}]}),
-         "bindings row 1 (iccid NOCARD): device NODEV is unknown"),
+         "bindings row 1 (iccid NOCARD): device NODEV and card NOCARD are unknown"),
+        // Helper-48: an unknown device for a card with an active binding was that binding's 409.
+        (json!({"bindings": [{"device_no": "NODEV", "iccid": "D1C1"}]}),
+         "bindings row 1 (iccid D1C1): device NODEV is unknown"),
+        // Two active bindings of one card in the file: the file's mistake, both rows named.
+        (json!({"devices": [{"device_no": "DNEW2", "shop_id": "A1"}, {"device_no": "DNEW3", "shop_id": "A1"}],
+                "bindings": [{"device_no": "DEV1", "iccid": "CA1", "active": false}, {"device_no": "DNEW2", "iccid": "CA1"}, {"device_no": "DNEW3", "iccid": "CA1"}]}),
+         "bindings row 3 (iccid CA1): card CA1 has two active bindings (first at row 2, device DNEW2)"),
         // Checked at the edge, before the database.
         (account("platform", "B"), "accounts row 1 (id new-acct): a platform account sees every shop: leave its shop_id out"),
         (account("super_admin", "B"), "accounts row 1 (id new-acct): a super_admin account sees every shop: leave its shop_id out"),
@@ -273,6 +281,15 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
         assert_envelope(&v, 1003);
         assert_eq!(v["msg"], json!(msg), "{v}");
     }
+    // A card actively bound to a stored device: the 409 names that device.
+    let (s, v) = app
+        .post("/api/admin/import", ADMIN, json!({
+            "devices": [{"device_no": "DNEW4", "shop_id": "A1"}],
+            "bindings": [{"device_no": "DNEW4", "iccid": "D1C1"}]
+        }))
+        .await;
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(v["msg"], "bindings row 1 (iccid D1C1): card D1C1 is already actively bound to device DEV1", "{v}");
     // Nothing of them was stored; a platform account without a shop and an enterprise account
     // with a known one still go in.
     let (s, v) = app

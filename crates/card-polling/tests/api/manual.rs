@@ -1,6 +1,6 @@
 //! Requirement "人工优先入队不受人工触发防滥用配额约束" and manual enqueue permissions.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::helpers::*;
 
@@ -190,4 +190,52 @@ async fn manual_enqueue_of_an_unknown_asset_answers_code_7006() {
         assert_eq!(v["success"], json!(false), "{v}");
         assert_eq!(v["msg"], json!("asset not found"), "{v}");
     }
+}
+
+/// Helper-48's finding (stop 31): a binding may join a card and a device of different shops, and
+/// an agent enqueuing such a device created an item for the other shop's card, which it could then
+/// neither enqueue directly nor read. A device's enqueue now reaches only the cards in the
+/// caller's shops; a device whose bound cards are all outside them is a 409.
+#[tokio::test]
+async fn an_agent_enqueuing_a_device_reaches_only_the_cards_of_its_shops() {
+    let app = spawn_seeded().await;
+    app.post_ok(
+        "/api/admin/import",
+        ADMIN,
+        json!({
+            "cards": [{"iccid": "CB2", "shop_id": "B"}],
+            "devices": [{"device_no": "DEV2", "shop_id": "A1"}],
+            "bindings": [{"device_no": "DEV1", "iccid": "CB1"}, {"device_no": "DEV2", "iccid": "CB2"}]
+        }),
+    )
+    .await;
+    let body = |device: &str| json!({"asset_type": "device", "asset_id": device, "task_types": ["card_status"], "reason": "r"});
+    let cards = |v: &Value| -> Vec<String> {
+        let mut c: Vec<String> = v["data"]["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| i["iccid"].as_str().expect("iccid").to_owned())
+            .collect();
+        c.sort();
+        c
+    };
+    let (s, v) = app.enqueue(AGENT_A1, body("DEV1")).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(cards(&v), ["D1C1", "D1C2", "D1C3"], "{v}");
+    let (s, v) = app.enqueue(AGENT_A1, body("DEV2")).await;
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(
+        v["msg"],
+        "none of the device's actively bound cards is in the caller's shops",
+        "{v}"
+    );
+    // Nothing of shop B was enqueued by the agent of A1.
+    assert_eq!(app.active_count().await, 3);
+    // Whoever sees every shop reaches every bound card.
+    let (s, v) = app.enqueue(PLATFORM, body("DEV1")).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(cards(&v), ["CB1", "D1C1", "D1C2", "D1C3"], "{v}");
+    // The agent of B cannot reach shop A1's device at all.
+    assert_eq!(app.enqueue(AGENT_B, body("DEV1")).await.0, 404);
 }

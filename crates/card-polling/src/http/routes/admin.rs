@@ -189,6 +189,30 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
             ("iccid", &b.iccid),
         ));
     }
+    // A card is actively bound to one device at most: two active bindings of one card are the
+    // file's mistake, not a conflict with what is stored (helper-48's finding).
+    let active: Vec<(usize, &str)> = batch
+        .bindings
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.active)
+        .map(|(i, b)| (i, b.iccid.as_str()))
+        .collect();
+    if let Some((at, i)) = first_repeat(active.iter().map(|(_, iccid)| *iccid)) {
+        let (first, row) = (active[at].0, active[i].0);
+        let b = &batch.bindings[row];
+        return Err(at_row(
+            ApiError::invalid(format!(
+                "card {} has two active bindings (first at row {}, device {})",
+                b.iccid,
+                first + 1,
+                batch.bindings[first].device_no
+            )),
+            "bindings",
+            row,
+            ("iccid", &b.iccid),
+        ));
+    }
     Ok(())
 }
 

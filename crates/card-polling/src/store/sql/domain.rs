@@ -389,10 +389,39 @@ fn same_as_stored(what: &str, fields: Option<Vec<(&str, bool)>>) -> StoreResult<
 /// Binds card `b.iccid` to device `b.device_no` (or updates whether the binding is active).
 ///
 /// # Errors
-/// `Invalid` naming the device or the card when it does not exist; `Conflict` when the card has
-/// another active binding.
+/// `Invalid` naming the device, the card or both when they do not exist; `Conflict` naming the
+/// device the card is actively bound to when this binding would be a second active one.
 pub(crate) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult<()> {
-    let done = sqlx::query(
+    // Read first: the insert's refusal names no key (SQLite) or ends the transaction
+    // (PostgreSQL), and a unique violation would hide a missing device (helper-48's finding).
+    let (device, card, bound_to): (Option<i64>, Option<i64>, Option<String>) = sqlx::query_as(
+        "SELECT (SELECT CAST(1 AS BIGINT) FROM devices WHERE device_no = $1), \
+                (SELECT CAST(1 AS BIGINT) FROM cards WHERE iccid = $2), \
+                (SELECT device_no FROM bindings WHERE iccid = $2 AND active AND device_no <> $1)",
+    )
+    .bind(&b.device_no)
+    .bind(&b.iccid)
+    .fetch_one(&mut *tx)
+    .await?;
+    let unknown = match (device, card) {
+        (None, None) => Some(format!(
+            "device {} and card {} are unknown",
+            b.device_no, b.iccid
+        )),
+        (None, Some(_)) => Some(format!("device {} is unknown", b.device_no)),
+        (Some(_), None) => Some(format!("card {} is unknown", b.iccid)),
+        (Some(_), Some(_)) => None,
+    };
+    if let Some(why) = unknown {
+        return Err(StoreError::Invalid(why));
+    }
+    if let Some(other) = bound_to.filter(|_| b.active) {
+        return Err(StoreError::Conflict(format!(
+            "card {} is already actively bound to device {other}",
+            b.iccid
+        )));
+    }
+    sqlx::query(
         "INSERT INTO bindings (device_no, iccid, active) VALUES ($1, $2, $3) \
          ON CONFLICT (device_no, iccid) DO UPDATE SET active = excluded.active",
     )
@@ -400,41 +429,9 @@ pub(crate) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult
     .bind(&b.iccid)
     .bind(b.active)
     .execute(&mut *tx)
-    .await;
-    match done {
-        Ok(_) => Ok(()),
-        Err(e) if e.as_database_error().is_some_and(|db| db.is_foreign_key_violation()) => {
-            let device_unknown = binding_device_unknown(tx, b, &e).await?;
-            Err(StoreError::Invalid(if device_unknown {
-                format!("device {} is unknown", b.device_no)
-            } else {
-                format!("card {} is unknown", b.iccid)
-            }))
-        }
-        Err(e) => Err(map_constraint(e, "active binding of this card")),
-    }
-}
-
-/// Which end of binding `b` its foreign-key violation `e` is about: the device (`true`) or the
-/// card. PostgreSQL names the constraint (`bindings_device_no_fkey`, `bindings_iccid_fkey`) and has
-/// ended the transaction; SQLite names none, and its transaction goes on after a failed
-/// statement, so the device is looked up.
-async fn binding_device_unknown(
-    tx: &mut Conn,
-    b: &BindingRow,
-    e: &sqlx::Error,
-) -> StoreResult<bool> {
-    match e.as_database_error().and_then(|db| db.constraint()) {
-        Some(name) => Ok(name.contains("device_no")),
-        None => {
-            let stored: Option<i64> =
-                sqlx::query_scalar("SELECT CAST(1 AS BIGINT) FROM devices WHERE device_no = $1")
-                    .bind(&b.device_no)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            Ok(stored.is_none())
-        }
-    }
+    .await
+    .map_err(|e| map_constraint(e, "active binding of this card"))?;
+    Ok(())
 }
 
 /// The shop of an asset, `None` when the asset does not exist.
