@@ -164,9 +164,10 @@ impl Application {
                 anyhow::Error::new(e).context(message)
             } else if let Some(held) = sqlite_writer::FileLock::held_elsewhere(&e) {
                 // Another card-polling process writes this file (D-newuser13-2).
+                // `held` already says all the lock's error would (helper-48 saw it twice): the
+                // setup error alone.
                 let message = format!("opening the SQLite database {database}: {held}");
-                anyhow::Error::new(e)
-                    .context(rakuten_cli::SetupError::unavailable(database_var, message))
+                anyhow::Error::new(rakuten_cli::SetupError::unavailable(database_var, message))
             } else if crate::store::is_read_only(&e) {
                 anyhow::Error::new(e).context(rakuten_cli::SetupError::new(
                     database_var,

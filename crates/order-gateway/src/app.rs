@@ -102,12 +102,12 @@ impl Backend {
                         let message = format!(
                             "opening the SQLite database {path} (RAKUTEN_GATEWAY_DB_PATH): {held}"
                         );
-                        return anyhow::Error::new(e).context(
-                            rakuten_cli::SetupError::unavailable(
-                                "RAKUTEN_GATEWAY_DB_PATH",
-                                message,
-                            ),
-                        );
+                        // `held` already says all the lock's error would (helper-48 saw it
+                        // twice): the setup error alone.
+                        return anyhow::Error::new(rakuten_cli::SetupError::unavailable(
+                            "RAKUTEN_GATEWAY_DB_PATH",
+                            message,
+                        ));
                     }
                     if matches!(&e, StoreError::Database(d) if crate::store::is_read_only(d)) {
                         let ro = format!(

@@ -153,7 +153,7 @@ fn ops() -> Vec<Op> {
     ]);
     let rows = |required: &[&str], props: Value| json!({"type": "array", "items": object(required, props)});
     let import = json!({"type": "object", "additionalProperties": false, "properties": {
-        "shops": rows(&["id", "name"], json!({"id": string(), "parent_id": string(), "name": {"type": "string"}})),
+        "shops": rows(&["id", "name"], json!({"id": string(), "parent_id": string(), "name": {"type": "string", "minLength": 1, "maxLength": 200}})),
         "accounts": rows(&["id", "role", "token"], json!({"id": string(), "role": {"type": "string", "enum": ["super_admin", "platform", "agent", "enterprise"]}, "shop_id": string(), "token": {"type": "string", "minLength": 16, "maxLength": 256}, "perm_card_data": {"type": "boolean"}, "perm_manual_trigger": {"type": "boolean"}})),
         "cards": rows(&["iccid", "shop_id"], json!({"iccid": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "stop_locked": {"type": "boolean"}})),
         "devices": rows(&["device_no", "shop_id"], json!({"device_no": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "reported_slot_iccid": string()})),

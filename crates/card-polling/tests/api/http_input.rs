@@ -272,6 +272,8 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
                 "bindings": [{"device_no": "DEV1", "iccid": "CA1", "active": false}, {"device_no": "DNEW2", "iccid": "CA1"}, {"device_no": "DNEW3", "iccid": "CA1"}]}),
          "bindings row 3 (iccid CA1): card CA1 has two active bindings (first at row 2, device DNEW2)"),
         // Checked at the edge, before the database.
+        (json!({"shops": [{"id": "S1", "name": " "}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
+        (json!({"shops": [{"id": "S1"}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
         (account("platform", "B"), "accounts row 1 (id new-acct): a platform account sees every shop: leave its shop_id out"),
         (account("super_admin", "B"), "accounts row 1 (id new-acct): a super_admin account sees every shop: leave its shop_id out"),
     ];
@@ -302,6 +304,31 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
         .await;
     assert_eq!(s, 200, "{v}");
     assert_eq!((&v["data"]["cards"], &v["data"]["accounts"]), (&json!(1), &json!(2)), "{v}");
+}
+
+/// Helper-48's finding (stop 31): in an import written in parts (over 10,000 rows), a card whose
+/// shop is unknown at row 11,500 was found only in the second part, after the first 10,000 cards
+/// had committed. The shops are now checked before the first part: nothing is stored.
+#[tokio::test]
+async fn a_large_import_naming_an_unknown_shop_is_refused_before_its_first_part() {
+    let app = spawn_seeded().await;
+    let file = |bad: Option<usize>| {
+        let cards: Vec<Value> = (0..12_000)
+            .map(|i| {
+                let shop = if Some(i) == bad { "NOSHOP" } else { "B" };
+                json!({"iccid": format!("LU{i:06}"), "shop_id": shop})
+            })
+            .collect();
+        json!({"shops": [{"id": "NEW1", "name": "new"}], "accounts": [{"id": "ag-new1", "role": "agent", "shop_id": "NEW1", "token": "ag-new1-token-0123456789"}], "cards": cards})
+    };
+    let (s, v) = app.post("/api/admin/import", ADMIN, file(Some(11_499))).await;
+    assert_eq!(s, 422, "{v}");
+    assert_envelope(&v, 1003);
+    assert_eq!(v["msg"], "cards row 11500 (iccid LU011499): card's shop NOSHOP is unknown", "{v}");
+    // Nothing was stored: the fixed file goes in whole, every row new.
+    let (s, v) = app.post("/api/admin/import", ADMIN, file(None)).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!((&v["data"]["cards"], &v["data"]["shops"], &v["data"]["accounts"]), (&json!(12_000), &json!(1), &json!(1)), "{v}");
 }
 
 /// A client that lost the answer to an import (a crash, a timeout) could not send it again: every

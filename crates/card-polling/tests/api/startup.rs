@@ -205,7 +205,7 @@ fn a_second_process_on_the_same_sqlite_file_exits_3_naming_the_file() {
     // What a running card-polling holds: an exclusive `flock` on `<db>.lock`.
     let held = std::fs::File::create(dir.path().join("polls.db.lock")).unwrap();
     held.try_lock().unwrap();
-    assert_setup_unavailable(
+    let line = assert_setup_unavailable(
         BIN,
         &[
             TOKEN,
@@ -213,6 +213,12 @@ fn a_second_process_on_the_same_sqlite_file_exits_3_naming_the_file() {
             ("RAKUTEN_POLL_DB_PATH", db.to_str().unwrap()),
         ],
         &["another process already writes", "polls.db.lock"],
+    );
+    // Said once (helper-48 saw the lock's message twice, the second time as the cause).
+    assert_eq!(
+        line.matches("another process already writes").count(),
+        1,
+        "{line}"
     );
     assert!(!db.exists(), "the second process created the database");
 }

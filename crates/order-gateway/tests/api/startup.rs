@@ -122,7 +122,7 @@ fn a_second_gateway_on_the_same_sqlite_file_exits_3_naming_the_file() {
     // What a running gateway holds: an exclusive `flock` on `<db>.lock`.
     let held = std::fs::File::create(dir.path().join("gw.db.lock")).unwrap();
     held.try_lock().unwrap();
-    assert_setup_unavailable(
+    let line = assert_setup_unavailable(
         BIN,
         &[
             TOKEN,
@@ -130,6 +130,12 @@ fn a_second_gateway_on_the_same_sqlite_file_exits_3_naming_the_file() {
             ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap()),
         ],
         &["another process already writes", "gw.db.lock"],
+    );
+    // Said once (helper-48 saw the lock's message twice, the second time as the cause).
+    assert_eq!(
+        line.matches("another process already writes").count(),
+        1,
+        "{line}"
     );
     assert!(!db.exists(), "the second gateway created the database");
 }

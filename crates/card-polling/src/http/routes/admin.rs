@@ -76,6 +76,12 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         if let Some(p) = &s.parent_id {
             key("parent shop id", p).map_err(at)?;
         }
+        // Shown wherever the shop is (helper-48's finding: "" was stored).
+        if s.name.trim().is_empty() {
+            return Err(at(ApiError::invalid(
+                "shop name is empty: give the shop a name",
+            )));
+        }
         if s.name.chars().count() > 200 {
             return Err(at(ApiError::invalid(
                 "shop name longer than 200 characters",

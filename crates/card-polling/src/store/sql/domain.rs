@@ -363,6 +363,66 @@ pub(crate) async fn import(
     Ok(counts)
 }
 
+/// Shops per `IN (…)` list of [`shops_known`].
+const SHOPS_PER_LOOKUP: usize = 500;
+
+/// Checks that every shop the accounts, cards and devices of `batch` name is stored or listed
+/// in `batch.shops`, reading what is stored through `pool`: an import written in parts checks
+/// this before its first part commits.
+///
+/// # Errors
+/// `Invalid` at the first row (in list order: accounts, cards, devices) whose shop is unknown,
+/// worded as the insert's refusal would be ("card's shop S is unknown").
+pub(crate) async fn shops_known(pool: &Pool, batch: &ImportBatch) -> StoreResult<()> {
+    let listed: HashSet<&str> = batch.shops.iter().map(|s| s.id.as_str()).collect();
+    let named = batch
+        .accounts
+        .iter()
+        .filter_map(|a| a.shop_id.as_deref())
+        .chain(batch.cards.iter().map(|c| c.shop_id.as_str()))
+        .chain(batch.devices.iter().map(|d| d.shop_id.as_str()));
+    let mut wanted: Vec<&str> = named
+        .filter(|s| !listed.contains(s))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    wanted.sort_unstable();
+    let mut stored: HashSet<String> = HashSet::with_capacity(wanted.len());
+    for chunk in wanted.chunks(SHOPS_PER_LOOKUP) {
+        let list = (1..=chunk.len())
+            .map(|n| format!("${n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let q = format!("SELECT id FROM shops WHERE id IN ({list})");
+        let found: Vec<String> = chunk
+            .iter()
+            .fold(sqlx::query_scalar(sqlx::AssertSqlSafe(q)), |q, id| q.bind(*id))
+            .fetch_all(pool)
+            .await?;
+        stored.extend(found);
+    }
+    let known = |shop: &str| listed.contains(shop) || stored.contains(shop);
+    let unknown = |what: &str, shop: &str, row: String| {
+        StoreError::Invalid(format!("{what}'s shop {shop} is unknown")).at_row(&row)
+    };
+    for (i, a) in batch.accounts.iter().enumerate() {
+        if let Some(shop) = a.shop_id.as_deref().filter(|s| !known(s)) {
+            return Err(unknown("account", shop, import_row("accounts", i + 1, Some(("id", &a.id)))));
+        }
+    }
+    for (i, c) in batch.cards.iter().enumerate() {
+        if !known(&c.shop_id) {
+            return Err(unknown("card", &c.shop_id, import_row("cards", i + 1, Some(("iccid", &c.iccid)))));
+        }
+    }
+    for (i, d) in batch.devices.iter().enumerate() {
+        if !known(&d.shop_id) {
+            return Err(unknown("device", &d.shop_id, import_row("devices", i + 1, Some(("device_no", &d.device_no)))));
+        }
+    }
+    Ok(())
+}
+
 /// Whether an imported row that changed nothing ([`ImportExisting::Skip`]) may be skipped:
 /// `fields` pairs each compared field with whether the stored value equals the sent one, `None`
 /// when no row has the key (another unique key was taken: an account's token). Refused as a

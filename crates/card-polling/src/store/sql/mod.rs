@@ -290,8 +290,14 @@ impl Store for SqlStore {
         existing: ImportExisting,
         now: Timestamp,
     ) -> StoreResult<ImportCounts> {
+        let parts = import_parts(batch);
+        if parts.len() > 1 {
+            // Before the first part commits: a row whose shop is unknown would otherwise be
+            // found only in its own part, after 10,000 rows are stored (helper-48's finding).
+            domain::shops_known(&self.pool, batch).await?;
+        }
         let mut total = ImportCounts::default();
-        for (part, base) in import_parts(batch) {
+        for (part, base) in parts {
             let cards_only = part.shops.is_empty()
                 && part.accounts.is_empty()
                 && part.devices.is_empty()
