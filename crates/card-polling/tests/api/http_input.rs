@@ -274,6 +274,11 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
         // Checked at the edge, before the database.
         (json!({"shops": [{"id": "S1", "name": " "}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
         (json!({"shops": [{"id": "S1"}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
+        // Helper-49: zero-width characters, a NUL (stored by SQLite, refused by PostgreSQL), an
+        // ANSI escape.
+        (json!({"shops": [{"id": "S1", "name": "\u{200b}\u{200d}\u{feff}"}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
+        (json!({"shops": [{"id": "S1", "name": "a\u{0}b"}]}), "shops row 1 (id S1): shop name holds a control character (U+0000)"),
+        (json!({"shops": [{"id": "S1", "name": "\u{1b}[31mred"}]}), "shops row 1 (id S1): shop name holds a control character (U+001B)"),
         (account("platform", "B"), "accounts row 1 (id new-acct): a platform account sees every shop: leave its shop_id out"),
         (account("super_admin", "B"), "accounts row 1 (id new-acct): a super_admin account sees every shop: leave its shop_id out"),
     ];
@@ -282,6 +287,19 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
         assert_eq!(s, 422, "{msg}: {v}");
         assert_envelope(&v, 1003);
         assert_eq!(v["msg"], json!(msg), "{v}");
+    }
+    // Helper-49: a file moving a card from one device to another is judged by its end state,
+    // whichever row comes first.
+    let (s, v) = app
+        .post("/api/admin/import", ADMIN, json!({"devices": [{"device_no": "DMOVE1", "shop_id": "A1"}]}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    for rows in [
+        json!([{"device_no": "DMOVE1", "iccid": "D1C2"}, {"device_no": "DEV1", "iccid": "D1C2", "active": false}]),
+        json!([{"device_no": "DEV1", "iccid": "D1C2"}, {"device_no": "DMOVE1", "iccid": "D1C2", "active": false}]),
+    ] {
+        let (s, v) = app.post("/api/admin/import", ADMIN, json!({"bindings": rows})).await;
+        assert_eq!(s, 200, "{rows}: {v}");
     }
     // A card actively bound to a stored device: the 409 names that device.
     let (s, v) = app
@@ -325,6 +343,12 @@ async fn a_large_import_naming_an_unknown_shop_is_refused_before_its_first_part(
     assert_eq!(s, 422, "{v}");
     assert_envelope(&v, 1003);
     assert_eq!(v["msg"], "cards row 11500 (iccid LU011499): card's shop NOSHOP is unknown", "{v}");
+    // Helper-49: a binding's unknown card is found before the first part too.
+    let mut with_binding = file(None);
+    with_binding["bindings"] = json!([{"device_no": "DEV1", "iccid": "LU000001", "active": false}, {"device_no": "DEV1", "iccid": "NOCARD"}]);
+    let (s, v) = app.post("/api/admin/import", ADMIN, with_binding).await;
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(v["msg"], "bindings row 2 (iccid NOCARD): card NOCARD is unknown", "{v}");
     // Nothing was stored: the fixed file goes in whole, every row new.
     let (s, v) = app.post("/api/admin/import", ADMIN, file(None)).await;
     assert_eq!(s, 200, "{v}");
@@ -847,8 +871,10 @@ async fn a_compressed_request_body_is_a_415_envelope_with_code_7007() {
 
 /// A new user's finding: on PostgreSQL a NUL byte in an imported shop name was a 503 "the
 /// database is busy; retry shortly" (PostgreSQL refuses NUL in `TEXT`), so a client would retry
-/// forever. It is the request's input: a 422 (1003) naming the cause; SQLite stores it
-/// (D-newuser9-1).
+/// forever. It is the request's input: a 422 (1003) naming the cause (D-newuser9-1). Since
+/// helper-49's finding (D-newuser17-7) a shop name's control characters are refused at the edge on
+/// both engines, so a file that loads on one loads on the other; the database's own refusal stays
+/// mapped to a 422 for any text that reaches it.
 #[tokio::test]
 async fn a_nul_byte_the_database_cannot_store_is_a_422_never_a_busy_503() {
     let app = spawn_seeded().await;
@@ -859,13 +885,13 @@ async fn a_nul_byte_the_database_cannot_store_is_a_422_never_a_busy_503() {
             json!({"shops": [{"id": "Z", "name": "a\u{0}b"}]}),
         )
         .await;
-    if super::MIGRATIONS_DIR == "postgres" {
-        assert_eq!(s, 422, "{v}");
-        assert_envelope(&v, 1003);
-        assert!(v["msg"].as_str().unwrap().contains("NUL"), "{v}");
-    } else {
-        assert_eq!(s, 200, "SQLite stores it: {v}");
-    }
+    assert_eq!(s, 422, "{v}");
+    assert_envelope(&v, 1003);
+    assert_eq!(
+        v["msg"],
+        "shops row 1 (id Z): shop name holds a control character (U+0000)",
+        "{v}"
+    );
 }
 
 /// A new user's finding: an imported id with a zero-width space or a right-to-left override was

@@ -76,11 +76,26 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         if let Some(p) = &s.parent_id {
             key("parent shop id", p).map_err(at)?;
         }
-        // Shown wherever the shop is (helper-48's finding: "" was stored).
-        if s.name.trim().is_empty() {
+        // Shown wherever the shop is (helper-48's finding: "" was stored; helper-49's: a name of
+        // zero-width characters, a NUL, which PostgreSQL refuses and SQLite stored, and an ANSI
+        // escape).
+        let invisible = |c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    '\u{00AD}' | '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}'
+                )
+        };
+        if s.name.chars().all(invisible) {
             return Err(at(ApiError::invalid(
                 "shop name is empty: give the shop a name",
             )));
+        }
+        if let Some(c) = s.name.chars().find(|c| c.is_control()) {
+            return Err(at(ApiError::invalid(format!(
+                "shop name holds a control character (U+{:04X})",
+                u32::from(c)
+            ))));
         }
         if s.name.chars().count() > 200 {
             return Err(at(ApiError::invalid(

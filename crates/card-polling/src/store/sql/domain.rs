@@ -350,7 +350,12 @@ pub(crate) async fn import(
         }
         counts.devices += 1;
     }
-    for (i, b) in batch.bindings.iter().enumerate() {
+    // Deactivations first: a file that moves a card from one device to another holds both
+    // rows, and its end state (one active binding) must not depend on their order (helper-49's
+    // finding). Rows keep their numbers.
+    let mut bindings: Vec<(usize, &BindingRow)> = batch.bindings.iter().enumerate().collect();
+    bindings.sort_by_key(|(_, b)| b.active);
+    for (i, b) in bindings {
         binding_upsert(tx, b).await.map_err(|e| {
             e.at_row(&import_row(
                 "bindings",
@@ -363,64 +368,124 @@ pub(crate) async fn import(
     Ok(counts)
 }
 
-/// Shops per `IN (…)` list of [`shops_known`].
-const SHOPS_PER_LOOKUP: usize = 500;
+/// Keys per `IN (…)` list of [`references_known`].
+const KEYS_PER_LOOKUP: usize = 500;
 
-/// Checks that every shop the accounts, cards and devices of `batch` name is stored or listed
-/// in `batch.shops`, reading what is stored through `pool`: an import written in parts checks
-/// this before its first part commits.
+/// Which of `wanted` are stored: `sql` is `SELECT key FROM table WHERE key IN ` and gets the list.
+async fn stored_keys(
+    pool: &Pool,
+    sql: &'static str,
+    wanted: HashSet<&str>,
+) -> StoreResult<HashSet<String>> {
+    let mut wanted: Vec<&str> = wanted.into_iter().collect();
+    wanted.sort_unstable();
+    let mut stored = HashSet::with_capacity(wanted.len());
+    for chunk in wanted.chunks(KEYS_PER_LOOKUP) {
+        let list = (1..=chunk.len())
+            .map(|n| format!("${n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let q = sqlx::AssertSqlSafe(format!("{sql}({list})"));
+        let found: Vec<String> = chunk
+            .iter()
+            .fold(sqlx::query_scalar(q), |q, key| q.bind(*key))
+            .fetch_all(pool)
+            .await?;
+        stored.extend(found);
+    }
+    Ok(stored)
+}
+
+/// Checks that every shop the accounts, cards and devices of `batch` name, and every device and
+/// card its bindings name, is stored or listed in `batch`, reading what is stored through
+/// `pool`: an import written in parts checks this before its first part commits.
 ///
 /// # Errors
-/// `Invalid` at the first row (in list order: accounts, cards, devices) whose shop is unknown,
-/// worded as the insert's refusal would be ("card's shop S is unknown").
-pub(crate) async fn shops_known(pool: &Pool, batch: &ImportBatch) -> StoreResult<()> {
-    let listed: HashSet<&str> = batch.shops.iter().map(|s| s.id.as_str()).collect();
-    let named = batch
+/// `Invalid` at the first row (in list order: accounts, cards, devices, bindings) naming an
+/// unknown key, worded as the insert's refusal would be ("card's shop S is unknown", "device D
+/// is unknown").
+pub(crate) async fn references_known(pool: &Pool, batch: &ImportBatch) -> StoreResult<()> {
+    let shops: HashSet<&str> = batch.shops.iter().map(|s| s.id.as_str()).collect();
+    let devices: HashSet<&str> = batch.devices.iter().map(|d| d.device_no.as_str()).collect();
+    let cards: HashSet<&str> = batch.cards.iter().map(|c| c.iccid.as_str()).collect();
+    let named_shops = batch
         .accounts
         .iter()
         .filter_map(|a| a.shop_id.as_deref())
         .chain(batch.cards.iter().map(|c| c.shop_id.as_str()))
         .chain(batch.devices.iter().map(|d| d.shop_id.as_str()));
-    let mut wanted: Vec<&str> = named
-        .filter(|s| !listed.contains(s))
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
-    wanted.sort_unstable();
-    let mut stored: HashSet<String> = HashSet::with_capacity(wanted.len());
-    for chunk in wanted.chunks(SHOPS_PER_LOOKUP) {
-        let list = (1..=chunk.len())
-            .map(|n| format!("${n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let q = format!("SELECT id FROM shops WHERE id IN ({list})");
-        let found: Vec<String> = chunk
+    let stored_shops = stored_keys(
+        pool,
+        "SELECT id FROM shops WHERE id IN ",
+        named_shops.filter(|s| !shops.contains(s)).collect(),
+    )
+    .await?;
+    let stored_devices = stored_keys(
+        pool,
+        "SELECT device_no FROM devices WHERE device_no IN ",
+        batch
+            .bindings
             .iter()
-            .fold(sqlx::query_scalar(sqlx::AssertSqlSafe(q)), |q, id| q.bind(*id))
-            .fetch_all(pool)
-            .await?;
-        stored.extend(found);
-    }
-    let known = |shop: &str| listed.contains(shop) || stored.contains(shop);
-    let unknown = |what: &str, shop: &str, row: String| {
+            .map(|b| b.device_no.as_str())
+            .filter(|d| !devices.contains(d))
+            .collect(),
+    )
+    .await?;
+    let stored_cards = stored_keys(
+        pool,
+        "SELECT iccid FROM cards WHERE iccid IN ",
+        batch
+            .bindings
+            .iter()
+            .map(|b| b.iccid.as_str())
+            .filter(|c| !cards.contains(c))
+            .collect(),
+    )
+    .await?;
+    let shop_known = |shop: &str| shops.contains(shop) || stored_shops.contains(shop);
+    let unknown_shop = |what: &str, shop: &str, row: String| {
         StoreError::Invalid(format!("{what}'s shop {shop} is unknown")).at_row(&row)
     };
     for (i, a) in batch.accounts.iter().enumerate() {
-        if let Some(shop) = a.shop_id.as_deref().filter(|s| !known(s)) {
-            return Err(unknown("account", shop, import_row("accounts", i + 1, Some(("id", &a.id)))));
+        if let Some(shop) = a.shop_id.as_deref().filter(|s| !shop_known(s)) {
+            let row = import_row("accounts", i + 1, Some(("id", &a.id)));
+            return Err(unknown_shop("account", shop, row));
         }
     }
     for (i, c) in batch.cards.iter().enumerate() {
-        if !known(&c.shop_id) {
-            return Err(unknown("card", &c.shop_id, import_row("cards", i + 1, Some(("iccid", &c.iccid)))));
+        if !shop_known(&c.shop_id) {
+            let row = import_row("cards", i + 1, Some(("iccid", &c.iccid)));
+            return Err(unknown_shop("card", &c.shop_id, row));
         }
     }
     for (i, d) in batch.devices.iter().enumerate() {
-        if !known(&d.shop_id) {
-            return Err(unknown("device", &d.shop_id, import_row("devices", i + 1, Some(("device_no", &d.device_no)))));
+        if !shop_known(&d.shop_id) {
+            let row = import_row("devices", i + 1, Some(("device_no", &d.device_no)));
+            return Err(unknown_shop("device", &d.shop_id, row));
+        }
+    }
+    for (i, b) in batch.bindings.iter().enumerate() {
+        let device = devices.contains(b.device_no.as_str()) || stored_devices.contains(&b.device_no);
+        let card = cards.contains(b.iccid.as_str()) || stored_cards.contains(&b.iccid);
+        if let Some(why) = unknown_binding_ends(b, device, card) {
+            let row = import_row("bindings", i + 1, Some(("iccid", &b.iccid)));
+            return Err(StoreError::Invalid(why).at_row(&row));
         }
     }
     Ok(())
+}
+
+/// What a binding whose device or card (`false`: unknown) is missing is refused with.
+fn unknown_binding_ends(b: &BindingRow, device: bool, card: bool) -> Option<String> {
+    match (device, card) {
+        (false, false) => Some(format!(
+            "device {} and card {} are unknown",
+            b.device_no, b.iccid
+        )),
+        (false, true) => Some(format!("device {} is unknown", b.device_no)),
+        (true, false) => Some(format!("card {} is unknown", b.iccid)),
+        (true, true) => None,
+    }
 }
 
 /// Whether an imported row that changed nothing ([`ImportExisting::Skip`]) may be skipped:
@@ -463,16 +528,7 @@ pub(crate) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult
     .bind(&b.iccid)
     .fetch_one(&mut *tx)
     .await?;
-    let unknown = match (device, card) {
-        (None, None) => Some(format!(
-            "device {} and card {} are unknown",
-            b.device_no, b.iccid
-        )),
-        (None, Some(_)) => Some(format!("device {} is unknown", b.device_no)),
-        (Some(_), None) => Some(format!("card {} is unknown", b.iccid)),
-        (Some(_), Some(_)) => None,
-    };
-    if let Some(why) = unknown {
+    if let Some(why) = unknown_binding_ends(b, device.is_some(), card.is_some()) {
         return Err(StoreError::Invalid(why));
     }
     if let Some(other) = bound_to.filter(|_| b.active) {

@@ -292,9 +292,10 @@ impl Store for SqlStore {
     ) -> StoreResult<ImportCounts> {
         let parts = import_parts(batch);
         if parts.len() > 1 {
-            // Before the first part commits: a row whose shop is unknown would otherwise be
-            // found only in its own part, after 10,000 rows are stored (helper-48's finding).
-            domain::shops_known(&self.pool, batch).await?;
+            // Before the first part commits: a row whose shop, device or card is unknown would
+            // otherwise be found only in its own part, after 10,000 rows are stored (helpers 48
+            // and 49).
+            domain::references_known(&self.pool, batch).await?;
         }
         let mut total = ImportCounts::default();
         for (part, base) in parts {
