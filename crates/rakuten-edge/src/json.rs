@@ -37,6 +37,10 @@ pub fn body_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
                 .into(),
         );
     }
+    if std::str::from_utf8(bytes).is_err() {
+        // A UTF-16 file, or Latin-1 text (helper-49 was told "must be a JSON object").
+        return Err("the request body is not UTF-8: send the JSON object encoded as UTF-8".into());
+    }
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
         None => return Err("the request body is empty: send a JSON object ({...})".into()),
@@ -223,6 +227,18 @@ mod body_tests {
             for rust in ["struct", "EnqueueBody", "i64", "Role"] {
                 assert!(!got.contains(rust), "{body}: {got}");
             }
+        }
+        // Helper-49 (stop 31): a UTF-16 file and bytes that are not UTF-8 were "must be a JSON
+        // object".
+        for body in [
+            &b"\xff\xfe{\x00}\x00"[..],
+            b"\xc3\x28",
+            b"{\"asset_id\": \"\xe9\"}",
+        ] {
+            assert_eq!(
+                body_from_slice::<EnqueueBody>(body).unwrap_err(),
+                "the request body is not UTF-8: send the JSON object encoded as UTF-8"
+            );
         }
         assert!(body_from_slice::<EnqueueBody>(br#"{"asset_id": "a", "rows": []}"#).is_ok());
     }

@@ -423,13 +423,14 @@ pub(crate) async fn manual<S: EnqueueStatements>(
             // A device may hold a card of a shop outside the caller's tree (a binding joins any
             // card and device): that card is not the caller's to poll (helper-48's finding).
             let bound = s.snapshot(asset).await?;
+            let any_bound = !bound.is_empty();
             let mut targets = Vec::with_capacity(bound.len());
-            for card in bound.iter() {
+            for card in bound {
                 if shop_in_scope(s, scope, &card.shop_id).await? {
-                    targets.push(card.clone());
+                    targets.push(card);
                 }
             }
-            if targets.is_empty() && !bound.is_empty() {
+            if targets.is_empty() && any_bound {
                 return Err(StoreError::Conflict(
                     "none of the device's actively bound cards is in the caller's shops".into(),
                 ));
