@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::State;
 
 use rakuten_types::Envelope;
+use rakuten_types::ids::is_invisible;
 
 use super::key;
 use crate::domain::{Role, TokenHash};
@@ -79,14 +80,7 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         // Shown wherever the shop is (helper-48's finding: "" was stored; helper-49's: a name of
         // zero-width characters, a NUL, which PostgreSQL refuses and SQLite stored, and an ANSI
         // escape).
-        let invisible = |c: char| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    '\u{00AD}' | '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}'
-                )
-        };
-        if s.name.chars().all(invisible) {
+        if s.name.chars().all(|c| c.is_whitespace() || is_invisible(c)) {
             return Err(at(ApiError::invalid(
                 "shop name is empty: give the shop a name",
             )));

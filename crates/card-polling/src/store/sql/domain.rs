@@ -8,7 +8,9 @@ use sqlx::Row;
 use rakuten_types::Timestamp;
 
 use super::enqueue::{self, snapshot_asset};
-use super::{Conn, DbRow, Pool, QueryResult, dialect, map_constraint, map_insert_with_shop, t};
+use super::{
+    Conn, DbRow, Pool, QueryResult, dialect, map_constraint, map_insert_with_shop, placeholders, t,
+};
 use crate::domain::TokenHash;
 use crate::domain::account::Account;
 use crate::domain::asset::{AssetRef, AssetType, BindingRow};
@@ -381,10 +383,7 @@ async fn stored_keys(
     wanted.sort_unstable();
     let mut stored = HashSet::with_capacity(wanted.len());
     for chunk in wanted.chunks(KEYS_PER_LOOKUP) {
-        let list = (1..=chunk.len())
-            .map(|n| format!("${n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = placeholders(chunk.len());
         let q = sqlx::AssertSqlSafe(format!("{sql}({list})"));
         let found: Vec<String> = chunk
             .iter()

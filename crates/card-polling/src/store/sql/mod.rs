@@ -215,6 +215,14 @@ pub(crate) fn map_insert_with_shop(e: sqlx::Error, what: &str, shop_id: &str) ->
     map_constraint(e, what)
 }
 
+/// The parameter list `$1, $2, …, $n` of an `IN (…)` over `n` bound values.
+pub(crate) fn placeholders(n: usize) -> String {
+    (1..=n)
+        .map(|k| format!("${k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub(crate) use crate::store::common::t;
 
 #[async_trait]

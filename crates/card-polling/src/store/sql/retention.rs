@@ -7,7 +7,7 @@
 //! they delete disjoint batches (D-pg-9). A row is prunable for good once it is (items only move
 //! from active to ended), so a read that is a moment old never deletes a row it should keep.
 
-use super::{Conn, dialect, t};
+use super::{Conn, dialect, placeholders, t};
 use crate::store::{PruneTable, StoreResult};
 
 /// Interaction logs older than `$1`, unless their item is still active (ordinary polls have none).
@@ -99,10 +99,7 @@ async fn prune_items(
         .await?;
     let mut items = 0;
     for chunk in ids.chunks(IDS_PER_STATEMENT) {
-        let list = (1..=chunk.len())
-            .map(|n| format!("${n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = placeholders(chunk.len());
         let of_chunk = |head: &str| {
             chunk.iter().fold(
                 sqlx::query(sqlx::AssertSqlSafe(format!("{head} IN ({list})"))),
