@@ -355,6 +355,41 @@ async fn a_large_import_naming_an_unknown_shop_is_refused_before_its_first_part(
     assert_eq!((&v["data"]["cards"], &v["data"]["shops"], &v["data"]["accounts"]), (&json!(12_000), &json!(1), &json!(1)), "{v}");
 }
 
+/// An import written in parts that moves a card between devices: its activation on the new
+/// device is row 1 (the first part of bindings) and its deactivation on the old one row 10,002
+/// (the second). The first part used to be refused with a 409, the card still being bound to the
+/// old device, after the cards had committed; the deactivations now come first across all parts,
+/// and rows keep their numbers in messages (D-newuser18-1).
+#[tokio::test]
+async fn a_large_import_moving_a_card_between_devices_deactivates_before_it_activates() {
+    let app = spawn_seeded().await;
+    let cards: Vec<Value> = (0..10_000)
+        .map(|i| json!({"iccid": format!("LM{i:05}"), "shop_id": "A1"}))
+        .collect();
+    let mut bindings = vec![json!({"device_no": "DMOVE2", "iccid": "D1C2"})];
+    bindings.extend((0..10_000).map(|i| json!({"device_no": "DMOVE2", "iccid": format!("LM{i:05}")})));
+    bindings.push(json!({"device_no": "DEV1", "iccid": "D1C2", "active": false}));
+    let file = json!({"devices": [{"device_no": "DMOVE2", "shop_id": "A1"}], "cards": cards, "bindings": bindings});
+    // A refused row is still named by its place in the request, not in its part.
+    let mut refused = file.clone();
+    refused["bindings"][10_001] = json!({"device_no": "NODEV", "iccid": "D1C2", "active": false});
+    let (s, v) = app.post("/api/admin/import", ADMIN, refused).await;
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(v["msg"], "bindings row 10002 (iccid D1C2): device NODEV is unknown", "{v}");
+    let (s, v) = app.post("/api/admin/import", ADMIN, file).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!((&v["data"]["cards"], &v["data"]["bindings"]), (&json!(10_000), &json!(10_002)), "{v}");
+    // The card's one active binding is the new device's: its item names DMOVE2.
+    let (s, v) = app
+        .enqueue(PLATFORM, json!({"asset_type": "card", "asset_id": "D1C2", "task_types": ["card_status"], "reason": "moved"}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let id = v["data"]["items"][0]["item_id"].as_i64().expect("an item id");
+    let (s, v) = app.get(&format!("/api/priority-items/{id}"), PLATFORM).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["item"]["device_no"], "DMOVE2", "{v}");
+}
+
 /// A client that lost the answer to an import (a crash, a timeout) could not send it again: every
 /// row already stored was a 409, and it had no way to learn which were. With `?existing=skip` a
 /// row stored exactly as sent is skipped and counted, a row stored with other values is still

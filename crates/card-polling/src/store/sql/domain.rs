@@ -63,13 +63,25 @@ async fn shop_exists(conn: &mut Conn, id: &str) -> StoreResult<bool> {
 /// agents, sub-agents, enterprises) are a few levels deep (D-newuser16-2).
 pub const MAX_SHOP_DEPTH: u64 = 32;
 
-/// Where a part of an import starts in the request's lists (0-based; D-gc-2 splits a large
+/// Where a part of an import's rows stand in the request's lists (0-based; D-gc-2 splits a large
 /// import into parts), so that an error names the row by its position in the request.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct RowBase {
+    /// The position of the part's first card.
     pub(crate) cards: usize,
+    /// The position of the part's first device.
     pub(crate) devices: usize,
-    pub(crate) bindings: usize,
+    /// The position of each of the part's bindings, in the part's order; empty: the part's
+    /// bindings are the request's, in its order. A large import reorders them (deactivations
+    /// first, D-newuser18-1), so they are not one run.
+    pub(crate) bindings: Vec<usize>,
+}
+
+impl RowBase {
+    /// The 1-based row number, in the request, of the part's `i`-th binding.
+    fn binding_row(&self, i: usize) -> usize {
+        self.bindings.get(i).copied().unwrap_or(i) + 1
+    }
 }
 
 /// An account's row as an import with [`ImportExisting::Skip`] compares it: role, shop, token
@@ -95,7 +107,7 @@ macro_rules! insert_sql {
 pub(crate) async fn import(
     tx: &mut Conn,
     batch: &ImportBatch,
-    base: RowBase,
+    base: &RowBase,
     existing: ImportExisting,
     now: Timestamp,
 ) -> StoreResult<ImportCounts> {
@@ -354,14 +366,14 @@ pub(crate) async fn import(
     }
     // Deactivations first: a file that moves a card from one device to another holds both
     // rows, and its end state (one active binding) must not depend on their order (helper-49's
-    // finding). Rows keep their numbers.
+    // finding). Rows keep their numbers. (A large import has ordered its parts so already.)
     let mut bindings: Vec<(usize, &BindingRow)> = batch.bindings.iter().enumerate().collect();
     bindings.sort_by_key(|(_, b)| b.active);
     for (i, b) in bindings {
         binding_upsert(tx, b).await.map_err(|e| {
             e.at_row(&import_row(
                 "bindings",
-                base.bindings + i + 1,
+                base.binding_row(i),
                 Some(("iccid", &b.iccid)),
             ))
         })?;

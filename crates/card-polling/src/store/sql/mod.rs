@@ -340,7 +340,7 @@ impl Store for SqlStore {
                 // (D-newuser16-1). Only a refused or resent import pays for this.
                 Ok(None) | Err(StoreError::Conflict(_) | StoreError::Invalid(_)) => self
                     .write((part, base, existing, now), |c, (part, base, existing, now)| {
-                        domain::import(c, part, *base, *existing, *now).boxed()
+                        domain::import(c, part, base, *existing, *now).boxed()
                     })
                     .await
                     .map_err(|e| e.after_committed(&total))?,
@@ -738,7 +738,9 @@ impl Store for SqlStore {
 /// An import as writer operations (D-gc-2): one, all-or-nothing, when it holds at most
 /// [`IMPORT_PART`] rows; else shops and accounts first (shops may refer to each other), then the
 /// cards, devices and bindings in parts of [`IMPORT_PART`], in that order (a binding refers to
-/// its card and device).
+/// its card and device). The bindings' deactivations come before all their activations, whatever
+/// part they fall in: a file that moves a card holds both rows, perhaps 10,000 rows apart, and
+/// the activation would be refused while the card is still bound elsewhere (D-newuser18-1).
 fn import_parts(batch: &ImportBatch) -> Vec<(ImportBatch, domain::RowBase)> {
     let rows = batch.shops.len()
         + batch.accounts.len()
@@ -756,14 +758,13 @@ fn import_parts(batch: &ImportBatch) -> Vec<(ImportBatch, domain::RowBase)> {
         },
         domain::RowBase::default(),
     )];
-    let base = domain::RowBase::default();
     parts.extend(batch.cards.chunks(IMPORT_PART).enumerate().map(|(i, c)| {
         let part = ImportBatch {
             cards: c.to_vec(),
             ..ImportBatch::default()
         };
         let cards = i * IMPORT_PART;
-        (part, domain::RowBase { cards, ..base })
+        (part, domain::RowBase { cards, ..Default::default() })
     }));
     parts.extend(batch.devices.chunks(IMPORT_PART).enumerate().map(|(i, d)| {
         let part = ImportBatch {
@@ -771,15 +772,16 @@ fn import_parts(batch: &ImportBatch) -> Vec<(ImportBatch, domain::RowBase)> {
             ..ImportBatch::default()
         };
         let devices = i * IMPORT_PART;
-        (part, domain::RowBase { devices, ..base })
+        (part, domain::RowBase { devices, ..Default::default() })
     }));
-    parts.extend(batch.bindings.chunks(IMPORT_PART).enumerate().map(|(i, b)| {
+    let mut bindings: Vec<usize> = (0..batch.bindings.len()).collect();
+    bindings.sort_by_key(|&i| batch.bindings[i].active);
+    parts.extend(bindings.chunks(IMPORT_PART).map(|rows| {
         let part = ImportBatch {
-            bindings: b.to_vec(),
+            bindings: rows.iter().map(|&i| batch.bindings[i].clone()).collect(),
             ..ImportBatch::default()
         };
-        let bindings = i * IMPORT_PART;
-        (part, domain::RowBase { bindings, ..base })
+        (part, domain::RowBase { bindings: rows.to_vec(), ..Default::default() })
     }));
     parts
 }
