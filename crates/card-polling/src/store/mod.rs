@@ -158,10 +158,18 @@ impl StoreError {
         } else {
             String::new()
         };
+        // Bindings go in deactivations first (D-newuser18-1): the committed ones are not the
+        // file's first rows, and need not be: an upsert sent again changes nothing.
+        let bindings = if c.bindings > 0 {
+            "; bindings went in deactivations first, not in the file's order: resend all of them \
+             (they are upserts)"
+        } else {
+            ""
+        };
         let landed = format!(
             "earlier parts of this import are committed and stay: {} shops, {} accounts, {} cards, \
              {} devices, {} bindings{skipped}; resend only the rows after them, or all of them with \
-             ?existing=skip",
+             ?existing=skip{bindings}",
             c.shops, c.accounts, c.cards, c.devices, c.bindings
         );
         match self {

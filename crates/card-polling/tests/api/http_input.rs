@@ -388,6 +388,23 @@ async fn a_large_import_moving_a_card_between_devices_deactivates_before_it_acti
     let (s, v) = app.get(&format!("/api/priority-items/{id}"), PLATFORM).await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["data"]["item"]["device_no"], "DMOVE2", "{v}");
+    // A second part of bindings refused after the first committed: the answer says the
+    // committed bindings are not the file's first rows, and that all of them may be resent.
+    let mut bindings: Vec<Value> = (0..10_000)
+        .map(|i| json!({"device_no": "DEV1", "iccid": format!("LM{i:05}"), "active": false}))
+        .collect();
+    bindings.push(json!({"device_no": "DMOVE2", "iccid": "D1C1"}));
+    let (s, v) = app.post("/api/admin/import", ADMIN, json!({"bindings": bindings})).await;
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(
+        v["msg"],
+        "bindings row 10001 (iccid D1C1): card D1C1 is already actively bound to device DEV1 \
+         (earlier parts of this import are committed and stay: 0 shops, 0 accounts, 0 cards, \
+         0 devices, 10000 bindings; resend only the rows after them, or all of them with \
+         ?existing=skip; bindings went in deactivations first, not in the file's order: resend \
+         all of them (they are upserts))",
+        "{v}"
+    );
 }
 
 /// A client that lost the answer to an import (a crash, a timeout) could not send it again: every
