@@ -395,9 +395,10 @@ pub const MAX_REASON_CHARS: usize = 1000;
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResolveTask {
-    /// `succeeded` or `failed` (what the person found on the site).
+    /// `succeeded` or `failed` (what the person found on the site); must not contradict
+    /// `state` (`Outcome::check_resolve`).
     pub outcome: Outcome,
-    /// Why (required, 1–1000 characters).
+    /// Why (required, 1–1000 characters of readable text: `crate::text::reason`).
     pub reason: String,
     /// The site's order number the person saw, if any.
     #[serde(default)]
@@ -411,7 +412,7 @@ pub struct ResolveTask {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelTask {
-    /// Why (required, 1–1000 characters).
+    /// Why (required, 1–1000 characters of readable text: `crate::text::reason`).
     pub reason: String,
 }
 

@@ -12,6 +12,7 @@
 //! - [`order`]: request and response bodies of the order task endpoints (§4.2–§4.6, §5).
 //! - [`query`]: the account read-only query channel: status machine and bodies (§11).
 //! - [`alert`]: alert records, webhook notices and audited operator actions (issue #10).
+//! - [`text`]: free text a person types for another to read (an operator's reason).
 
 pub mod alert;
 pub mod clock;
@@ -23,6 +24,7 @@ pub mod order;
 pub mod order_state;
 pub mod query;
 pub mod task_status;
+pub mod text;
 pub mod timestamp;
 
 pub use clock::{Clock, ManualClock, SystemClock};

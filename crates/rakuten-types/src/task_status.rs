@@ -120,6 +120,25 @@ impl Outcome {
             _ => None,
         }
     }
+
+    /// Checks an operator's resolve: the outcome must not contradict the order state the person
+    /// says they saw, where that state implies one ([`Outcome::implied_by`]): a `paid` order is
+    /// not a `failed` task, a `cancelled` one not a `succeeded` task (helper-50's finding; the
+    /// state joins the mirror the upstream reads beside the outcome).
+    ///
+    /// # Errors
+    /// The message for the caller's 422.
+    pub fn check_resolve(self, state: Option<OrderState>) -> Result<(), String> {
+        match state.and_then(Outcome::implied_by) {
+            Some(implied) if implied != self => Err(format!(
+                "outcome {} contradicts state {}: an order in that state makes the task {}",
+                self.as_str(),
+                state.map_or("", OrderState::as_str),
+                implied.as_str()
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl FromStr for Outcome {
@@ -313,5 +332,32 @@ mod tests {
             Some(Outcome::Failed)
         );
         assert_eq!(Outcome::implied_by(OrderState::AwaitingPayment), None);
+        assert_eq!(
+            Outcome::Failed
+                .check_resolve(Some(OrderState::Paid))
+                .unwrap_err(),
+            "outcome failed contradicts state paid: an order in that state makes the task succeeded"
+        );
+        assert!(
+            Outcome::Succeeded
+                .check_resolve(Some(OrderState::Cancelled))
+                .is_err()
+        );
+        assert!(
+            Outcome::Failed
+                .check_resolve(Some(OrderState::Cancelled))
+                .is_ok()
+        );
+        assert!(
+            Outcome::Failed
+                .check_resolve(Some(OrderState::InCart))
+                .is_ok()
+        );
+        assert!(
+            Outcome::Succeeded
+                .check_resolve(Some(OrderState::Ordered))
+                .is_ok()
+        );
+        assert!(Outcome::Succeeded.check_resolve(None).is_ok());
     }
 }

@@ -22,26 +22,21 @@ pub enum ManualError {
     Store(#[from] StoreError),
 }
 
-/// Checks a required reason: 1–500 characters after trimming, no control characters.
+/// Checks a required reason: 1–500 characters after trimming, not blank or invisible only, no
+/// control characters (line breaks included) and no bidirectional controls: the gateway's rule
+/// ([`rakuten_types::text::reason`]) on one line.
 ///
 /// # Errors
 /// [`ManualError::Invalid`].
 pub fn parse_reason(reason: Option<&str>) -> Result<String, ManualError> {
-    let r = reason.map(str::trim).unwrap_or("");
-    if r.is_empty() {
-        return Err(ManualError::Invalid("reason is required".into()));
-    }
-    if r.chars().count() > MAX_REASON_CHARS {
-        return Err(ManualError::Invalid(
-            "reason is longer than 500 characters".into(),
-        ));
-    }
-    if r.chars().any(char::is_control) {
+    let r = rakuten_types::text::reason(reason.unwrap_or(""), MAX_REASON_CHARS)
+        .map_err(ManualError::Invalid)?;
+    if r.contains(['\n', '\r', '\t']) {
         return Err(ManualError::Invalid(
             "reason contains control characters".into(),
         ));
     }
-    Ok(r.to_owned())
+    Ok(r)
 }
 
 /// A manual enqueue request.

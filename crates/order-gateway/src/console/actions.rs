@@ -31,16 +31,18 @@ pub struct ReclaimForm {
     reason: String,
 }
 
-/// A required reason: trimmed, 1..=1000 characters.
+/// A required reason, by the API's rule ([`rakuten_types::text::reason`]): a form used to take
+/// control characters the API refuses (helper-50's finding).
 fn reason(signed: &Signed, r: &str) -> Result<String, Response> {
-    let r = r.trim();
-    if r.is_empty() || r.chars().count() > MAX_REASON_CHARS {
-        return Err(signed.error(
+    rakuten_types::text::reason(r, MAX_REASON_CHARS).map_err(|msg| {
+        signed.error(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "A reason (1 to 1000 characters) is required; it is recorded with your name.",
-        ));
-    }
-    Ok(r.to_owned())
+            &format!(
+                "Not taken: {msg}. A reason (1 to {MAX_REASON_CHARS} characters of readable text) \
+                 is required; it is recorded with your name."
+            ),
+        )
+    })
 }
 
 fn refused(signed: &Signed, e: StoreError) -> Response {
@@ -132,6 +134,12 @@ pub async fn resolve(
             }
         },
     };
+    if let Err(msg) = outcome.check_resolve(state) {
+        return signed.error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("Not taken: {msg}."),
+        );
+    }
     let req = ResolveRequest {
         task_id: task_id.clone(),
         outcome,

@@ -17,9 +17,13 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
+/// A free-text cell: control characters written out ([`rakuten_types::text::printable`]: text
+/// stored before the reason check refused them must not act on the operator's terminal), then cut
+/// to [`MAX_CELL_CHARS`].
 fn cut(s: &str) -> String {
+    let s = rakuten_types::text::printable(s);
     if s.chars().count() <= MAX_CELL_CHARS {
-        s.to_owned()
+        s
     } else {
         let mut c: String = s.chars().take(MAX_CELL_CHARS - 1).collect();
         c.push('…');
@@ -208,4 +212,18 @@ pub fn action_ack(ack: &OperatorActionAck) -> String {
         ack.status,
         action(&ack.action)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Helper-50: a reason stored with an escape sequence (the console took it before the reason
+    /// check was shared) cleared the terminal of the operator who ran `ops show`.
+    #[test]
+    fn a_stored_escape_sequence_is_shown_not_run() {
+        let cell = cut("x\u{7}\u{1b}[2J ok \u{202e}y");
+        assert_eq!(cell, "x\\u{7}\\u{1b}[2J ok \\u{202e}y");
+        assert!(!cell.chars().any(char::is_control));
+    }
 }

@@ -82,6 +82,46 @@ async fn console_form_without_its_csrf_token_is_refused() {
     b.close().await;
 }
 
+/// Helper-50's finding: a console form took a reason with an escape sequence that the API
+/// refuses, and `order-gateway ops show` then printed it raw to the next operator's terminal; and
+/// a resolve could say `failed` of an order the person saw `paid`. Both forms now answer with the
+/// API's rule, and nothing happens to the task.
+#[tokio::test]
+async fn console_refuses_a_reason_or_verdict_the_api_refuses() {
+    let app = spawn_app().await;
+    stale_task(&app, "esc-1", "w1").await;
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/tasks/esc-1")).await;
+    b.eval("document.querySelector('#form-reclaim textarea[name=reason]').value = 'x\\u001b[2J'; return 1;")
+        .await;
+    b.click("#form-reclaim button").await;
+    b.confirm().await;
+    b.find(".notice.err").await;
+    let text = b.text().await;
+    assert!(
+        text.contains("reason contains control characters"),
+        "{text}"
+    );
+    b.screenshot("gateway-reason-refused").await;
+    b.goto(&app.url("/console/tasks/esc-1")).await;
+    b.eval("document.querySelector('#form-resolve select[name=outcome]').value = 'failed'; document.querySelector('#form-resolve select[name=state]').value = 'paid'; return 1;")
+        .await;
+    b.fill("#form-resolve textarea[name=reason]", "saw it paid")
+        .await;
+    b.click("#form-resolve button").await;
+    b.confirm().await;
+    b.find(".notice.err").await;
+    let text = b.text().await;
+    assert!(
+        text.contains("outcome failed contradicts state paid"),
+        "{text}"
+    );
+    b.screenshot("gateway-verdict-refused").await;
+    assert_eq!(app.status_of("esc-1").await, "stale", "nothing happened");
+    b.close().await;
+}
+
 #[tokio::test]
 async fn console_reclaims_a_stale_task_with_a_reason() {
     let app = spawn_app().await;

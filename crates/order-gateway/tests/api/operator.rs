@@ -311,6 +311,38 @@ async fn resolve_and_cancel_from_every_wrong_status_are_6003(e: Engine) {
         .await
         .assert_err(422, 1003);
     app.cancel("t-queued2", "").await.assert_err(422, 1003);
+    // Helper-50: a verdict contradicting the state the person says they saw, and a reason that
+    // would act on the screen of the next operator who reads it, are 422s as well.
+    for (body, msg) in [
+        (
+            json!({"outcome": "failed", "state": "paid", "reason": "x"}),
+            "outcome failed contradicts state paid: an order in that state makes the task succeeded",
+        ),
+        (
+            json!({"outcome": "succeeded", "state": "cancelled", "reason": "x"}),
+            "outcome succeeded contradicts state cancelled: an order in that state makes the task failed",
+        ),
+        (
+            json!({"outcome": "failed", "reason": "x\u{7}\u{1b}[2J"}),
+            "reason contains control characters",
+        ),
+        (
+            json!({"outcome": "failed", "reason": "\u{200b}\u{200b}"}),
+            "reason is required",
+        ),
+        (
+            json!({"outcome": "succeeded", "reason": "ok \u{202e} gnp.exe"}),
+            "reason contains the bidirectional control U+202E, which reorders how it reads",
+        ),
+    ] {
+        let a = app.resolve("t-stale", body.clone()).await;
+        a.assert_err(422, 1003);
+        assert_eq!(a.body["msg"], msg, "{body}");
+    }
+    app.cancel("t-queued2", "\u{200b}")
+        .await
+        .assert_err(422, 1003);
+    // A state that implies no outcome, or the one it implies, goes with either verdict.
     app.resolve("nope", resolve("failed"))
         .await
         .assert_err(404, 6001);

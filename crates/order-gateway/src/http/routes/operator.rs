@@ -38,26 +38,11 @@ pub fn router() -> Router<AppState> {
     ])
 }
 
-/// A required operator `reason`: 1–1000 characters, not blank, no control characters except
-/// line breaks and tabs.
+/// A required operator `reason`: 1–1000 characters, not blank or invisible only, no control
+/// characters except line breaks and tabs, no bidirectional controls ([`rakuten_types::text::reason`],
+/// the console's rule too).
 pub(crate) fn check_reason(reason: &str) -> Result<String, ApiError> {
-    let r = reason.trim();
-    if r.is_empty() {
-        return Err(ApiError::Validation("reason is required".into()));
-    }
-    if r.chars().count() > MAX_REASON_CHARS {
-        return Err(ApiError::Validation(format!(
-            "reason is longer than {MAX_REASON_CHARS} characters"
-        )));
-    }
-    if r.chars()
-        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-    {
-        return Err(ApiError::Validation(
-            "reason contains control characters".into(),
-        ));
-    }
-    Ok(r.to_owned())
+    rakuten_types::text::reason(reason, MAX_REASON_CHARS).map_err(ApiError::Validation)
 }
 
 /// Query of `GET /api/alerts`.
@@ -132,7 +117,7 @@ pub async fn list_alerts(
         (status = 200, body = Envelope<OperatorActionAck>),
         (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
         (status = 409, description = "not stale or needs_human (6003)", body = ErrorEnvelope),
-        (status = 422, description = "missing reason, outcome not succeeded/failed (1003)", body = ErrorEnvelope),
+        (status = 422, description = "missing reason, outcome not succeeded/failed or contradicting the state (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -148,6 +133,9 @@ pub async fn resolve(
             "outcome must be succeeded or failed: a resolve is a person's verdict".into(),
         ));
     }
+    body.outcome
+        .check_resolve(body.state)
+        .map_err(ApiError::Validation)?;
     if let Some(s) = &body.site_order_id
         && (s.is_empty() || s.chars().count() > 128 || s.chars().any(char::is_control))
     {
