@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{Markup, html};
-use rakuten_types::alert::{AlertView, OperatorActionView};
+use rakuten_types::alert::{AlertView, OperatorActionKind, OperatorActionView};
 use rakuten_types::order::{ReportView, TaskSummary};
 use rakuten_types::query::{OrderListResult, QueryKind, QueryStatus, QueryView};
 use rakuten_types::{QueryId, TaskId, TaskStatus, Timestamp};
@@ -187,7 +187,10 @@ pub fn reason(t: &AttentionTask) -> String {
             s.lease_count
         ),
         TaskStatus::NeedsHuman => format!("The worker stopped for a person: {said}."),
-        _ => format!("Failed: {said}."),
+        _ => match &t.ended_by {
+            Some(by) => format!("Failed: {by}."),
+            None => format!("Failed: {said}."),
+        },
     }
 }
 
@@ -431,7 +434,7 @@ pub async fn task(
     let csrf = signed.0.csrf.clone();
     let body = html! {
         h1 { "Task " span.mono { (task_id.as_str()) } " " (badge(t.status.as_str())) }
-        @if let Some(r) = attention_reason(t, &detail.history) {
+        @if let Some(r) = attention_reason(t, &detail.history, &audit) {
             div.notice.err #why { (r) }
         }
         div.grid {
@@ -507,16 +510,37 @@ pub async fn task(
     )
 }
 
-fn attention_reason(t: &TaskSummary, history: &[ReportView]) -> Option<String> {
+fn attention_reason(
+    t: &TaskSummary,
+    history: &[ReportView],
+    audit: &[OperatorActionView],
+) -> Option<String> {
     matches!(
         t.status,
         TaskStatus::Stale | TaskStatus::NeedsHuman | TaskStatus::Failed
     )
     .then(|| {
         let last = history.last();
+        let ended_by = audit
+            .iter()
+            .rev()
+            .find(|a| {
+                matches!(
+                    a.action,
+                    OperatorActionKind::Resolve | OperatorActionKind::Cancel
+                )
+            })
+            .map(|a| {
+                let done = match a.action {
+                    OperatorActionKind::Cancel => "cancelled",
+                    _ => "resolved",
+                };
+                format!("{done} by operator {}: {}", a.actor, a.reason)
+            });
         reason(&AttentionTask {
             task: t.clone(),
             last_detail: last.and_then(|r| r.detail.clone()),
+            ended_by,
             last_error_code: last.and_then(|r| r.error_code),
         })
     })

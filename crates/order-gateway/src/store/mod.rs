@@ -340,6 +340,10 @@ pub struct AttentionTask {
     pub task: TaskSummary,
     /// The latest report's free text.
     pub last_detail: Option<String>,
+    /// The operator who ended it, for a task ended by a resolve or a cancel: "resolved by
+    /// operator NAME: REASON" (the latest such action). A worker's last words no longer say why
+    /// such a task failed (helper-50's finding).
+    pub ended_by: Option<String>,
     /// The latest report's error code.
     pub last_error_code: Option<i32>,
 }

@@ -695,6 +695,18 @@ async fn resolving_a_task_ends_its_open_grant(h: &Harness) {
         (rows[0].ended_at, rows[0].ended_how),
         (Some(resolved_at), Some(GrantEnd::Resolved))
     );
+    // Helper-50: the console's "needs attention" says who ended a failed task and why, not the
+    // worker's last words (here none; the resolve gave no state, so it added no report).
+    let attention = h
+        .store
+        .task_attention(resolved_at.minus(Duration::from_secs(3600)), 10)
+        .await
+        .unwrap();
+    assert_eq!(attention.len(), 1);
+    assert_eq!(
+        attention[0].ended_by.as_deref(),
+        Some("resolved by operator test: no order on the site")
+    );
 }
 
 async fn insert_is_idempotent_on_task_id(h: &Harness) {

@@ -119,6 +119,31 @@ async fn console_refuses_a_reason_or_verdict_the_api_refuses() {
     );
     b.screenshot("gateway-verdict-refused").await;
     assert_eq!(app.status_of("esc-1").await, "stale", "nothing happened");
+    // Resolved failed as it should be, without a state: Needs attention names the operator and
+    // the reason, not the worker's last report ("item in cart").
+    b.goto(&app.url("/console/tasks/esc-1")).await;
+    b.eval(
+        "document.querySelector('#form-resolve select[name=outcome]').value = 'failed'; return 1;",
+    )
+    .await;
+    b.fill(
+        "#form-resolve textarea[name=reason]",
+        "no order on the site; not wanted any more",
+    )
+    .await;
+    b.click("#form-resolve button").await;
+    b.confirm().await;
+    b.find(".notice.ok").await;
+    b.goto(&app.url("/console/attention")).await;
+    let text = b.find("#attention").await.text().await.unwrap();
+    assert!(
+        text.contains(
+            "Failed: resolved by operator api: no order on the site; not wanted any more."
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("item in cart"), "{text}");
+    b.screenshot("gateway-attention-resolved-failed").await;
     b.close().await;
 }
 

@@ -409,7 +409,12 @@ pub(crate) async fn task_attention(
            (SELECT r.detail FROM task_reports r WHERE r.task_id = t.task_id \
              ORDER BY r.seq DESC LIMIT 1) AS last_detail, \
            (SELECT r.error_code FROM task_reports r WHERE r.task_id = t.task_id \
-             ORDER BY r.seq DESC LIMIT 1) AS last_error_code \
+             ORDER BY r.seq DESC LIMIT 1) AS last_error_code, \
+           (SELECT CASE a.action WHEN 'cancel' THEN 'cancelled' ELSE 'resolved' END \
+                   || ' by operator ' || a.actor || ': ' || a.reason \
+             FROM operator_actions a WHERE a.task_id = t.task_id \
+               AND a.action IN ('resolve', 'cancel') \
+             ORDER BY a.created_at DESC, a.action_id DESC LIMIT 1) AS ended_by \
          FROM ({} UNION ALL {} UNION ALL {}) AS pick JOIN tasks t ON t.task_id = pick.id \
          ORDER BY pick.c, pick.o LIMIT $2",
         branch("t.status = 'stale'"),
@@ -426,6 +431,7 @@ pub(crate) async fn task_attention(
             Ok(AttentionTask {
                 task: TaskRow::decode(r)?.into_summary()?,
                 last_detail: r.try_get("last_detail")?,
+                ended_by: r.try_get("ended_by")?,
                 last_error_code: r.try_get("last_error_code")?,
             })
         })
