@@ -66,6 +66,19 @@ fn parse_secret(s: &str) -> Result<Secret, String> {
     Ok(Secret(s.to_owned()))
 }
 
+/// Fewest characters of `RAKUTEN_POLL_CONSOLE_KEY`: one session cookie lets a key be guessed
+/// offline, and a guessed key signs any account's session (the gateway's rule, helper-50).
+pub const MIN_CONSOLE_KEY_CHARS: usize = 32;
+
+fn parse_console_key(s: &str) -> Result<String, String> {
+    if s.chars().count() < MIN_CONSOLE_KEY_CHARS {
+        return Err(format!(
+            "the console key must be at least {MIN_CONSOLE_KEY_CHARS} characters (e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
 fn parse_pg_url(s: &str) -> Result<Secret, String> {
     if !(s.starts_with("postgres://") || s.starts_with("postgresql://")) {
         return Err("the database URL must start with postgres:// or postgresql://".into());
@@ -297,7 +310,7 @@ pub struct Settings {
     pub instance_id: Option<String>,
     /// Signing key of the operator console's session cookies (issue #11); every instance must
     /// share it. Unset: a random key per process (sessions end at restart).
-    #[arg(long, env = "RAKUTEN_POLL_CONSOLE_KEY", hide_env_values = true)]
+    #[arg(long, env = "RAKUTEN_POLL_CONSOLE_KEY", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_console_key))]
     pub console_key: Option<String>,
     /// TLS, connection bounds and shutdown deadline of the HTTP edge (issue #12).
     #[command(flatten)]

@@ -15,7 +15,7 @@ use tokio::process::{Child, Command};
 use crate::settings::SiteChoice;
 
 /// The bearer token the harness gives every gateway and worker.
-pub const API_TOKEN: &str = "chaos-token";
+pub const API_TOKEN: &str = "chaos-token-0123456789";
 
 /// The worker id (the same across restarts).
 pub const WORKER_ID: &str = "chaos-w1";

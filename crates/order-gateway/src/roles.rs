@@ -125,10 +125,13 @@ impl FromStr for NamedTokens {
                     i + 1
                 ));
             }
-            if token.is_empty() || token.chars().any(char::is_whitespace) {
+            if token.chars().count() < crate::settings::MIN_TOKEN_CHARS
+                || token.chars().any(char::is_whitespace)
+            {
                 return Err(format!(
-                    "entry {}: the token must be non-empty, without spaces",
-                    i + 1
+                    "entry {}: the token must be at least {} characters, without spaces",
+                    i + 1,
+                    crate::settings::MIN_TOKEN_CHARS
                 ));
             }
             out.push(NamedToken {
@@ -267,28 +270,34 @@ mod tests {
 
     #[test]
     fn a_list_parses_names_and_tokens_and_never_prints_a_token() {
-        let l = list(" shop:tok-1 , ,shop:tok-2,ops.a-1:x");
+        let l = list(" shop:tok-1-0123456789 , ,shop:tok-2-0123456789,ops.a-1:x-0123456789abcdef");
         assert_eq!(l.0.len(), 3);
         assert_eq!(l.0[1].name, "shop");
-        assert_eq!(l.0[1].token.expose(), "tok-2");
+        assert_eq!(l.0[1].token.expose(), "tok-2-0123456789");
         let dbg = format!("{l:?}");
         assert!(!dbg.contains("tok-1") && dbg.contains("shop:***"), "{dbg}");
         for bad in ["noseparator", ":tok", "na me:tok", "n:", "n:has space"] {
             let e = bad.parse::<NamedTokens>().unwrap_err();
             assert!(!e.contains("tok") || !bad.contains("tok"), "{e}");
         }
+        // Fewer than 16 characters (D-newuser18-5), named without the value.
+        let e = "n:Sh0rtS3cr3t".parse::<NamedTokens>().unwrap_err();
+        assert_eq!(
+            e,
+            "entry 1: the token must be at least 16 characters, without spaces"
+        );
     }
 
     #[test]
     fn rotation_gives_two_tokens_one_actor_and_api_is_an_operator() {
-        let up = list("shop:old,shop:new");
+        let up = list("shop:old-0123456789ab,shop:new-0123456789ab");
         let c = Credentials::build(Some(&Secret::new("root")), &[(Role::Upstream, &up)]).unwrap();
         let shop = Actor {
             name: "shop".into(),
             role: Role::Upstream,
         };
-        assert_eq!(c.identify("old"), Some(shop.clone()));
-        assert_eq!(c.identify("new"), Some(shop));
+        assert_eq!(c.identify("old-0123456789ab"), Some(shop.clone()));
+        assert_eq!(c.identify("new-0123456789ab"), Some(shop));
         assert_eq!(c.identify("root").unwrap().role, Role::Operator);
         assert_eq!(c.identify("root").unwrap().name, "api");
         assert_eq!(c.identify("nope"), None);
@@ -301,13 +310,13 @@ mod tests {
             Credentials::build(Some(&Secret::new("  ")), &[]).unwrap_err(),
             CredentialsError::Empty
         );
-        let a = list("x:t1");
-        let b = list("x:t2");
+        let a = list("x:t1-0123456789abcdef");
+        let b = list("x:t2-0123456789abcdef");
         assert!(matches!(
             Credentials::build(None, &[(Role::Upstream, &a), (Role::Worker, &b)]).unwrap_err(),
             CredentialsError::NameInTwoRoles(..)
         ));
-        let c = list("y:t1");
+        let c = list("y:t1-0123456789abcdef");
         assert!(matches!(
             Credentials::build(None, &[(Role::Upstream, &a), (Role::Worker, &c)]).unwrap_err(),
             CredentialsError::DuplicateToken(..)

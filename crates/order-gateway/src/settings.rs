@@ -45,6 +45,34 @@ impl FromStr for Secret {
     }
 }
 
+/// Fewest characters of a Bearer token (`RAKUTEN_API_TOKEN`, each of the role lists): card-polling's
+/// floor for its admin token too. A short token is guessed online; the gateway faces the internet.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// Fewest characters of `RAKUTEN_CONSOLE_KEY`: one session cookie lets a key be guessed offline,
+/// and a guessed key signs an operator's session (helper-50's finding: `abc` was taken).
+pub const MIN_CONSOLE_KEY_CHARS: usize = 32;
+
+/// `RAKUTEN_API_TOKEN`: at least [`MIN_TOKEN_CHARS`], no whitespace. The message never quotes it.
+fn parse_token(s: &str) -> Result<Secret, String> {
+    if s.chars().count() < MIN_TOKEN_CHARS || s.chars().any(char::is_whitespace) {
+        return Err(format!(
+            "the token must be at least {MIN_TOKEN_CHARS} characters, without spaces"
+        ));
+    }
+    Ok(Secret(s.to_owned()))
+}
+
+/// `RAKUTEN_CONSOLE_KEY`: at least [`MIN_CONSOLE_KEY_CHARS`]. The message never quotes it.
+fn parse_console_key(s: &str) -> Result<Secret, String> {
+    if s.chars().count() < MIN_CONSOLE_KEY_CHARS {
+        return Err(format!(
+            "the console key must be at least {MIN_CONSOLE_KEY_CHARS} characters (e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    Ok(Secret(s.to_owned()))
+}
+
 /// Scope of the one-active-task gate (§4.3): one task at a time overall, or one per site.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LeaseScope {
@@ -71,7 +99,7 @@ impl LeaseScope {
 pub struct Settings {
     /// Full-access (operator) token, actor name `api`. Optional when the role lists below name
     /// at least one token.
-    #[arg(long, env = "RAKUTEN_API_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "RAKUTEN_API_TOKEN", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_token))]
     pub api_token: Option<Secret>,
 
     /// Address to listen on.
@@ -177,7 +205,7 @@ pub struct Settings {
 
     /// Signing key of the operator console's session cookies (issue #11); every instance on one
     /// database must share it. Unset: a random key per process (sessions end at restart).
-    #[arg(long, env = "RAKUTEN_CONSOLE_KEY", hide_env_values = true)]
+    #[arg(long, env = "RAKUTEN_CONSOLE_KEY", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_console_key))]
     pub console_key: Option<Secret>,
     /// Alert delivery and stale-task evidence (issue #10).
     #[command(flatten)]

@@ -26,6 +26,14 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "S3CRET",
         "error: invalid setting --admin-token / RAKUTEN_POLL_ADMIN_TOKEN: the admin token must be 16-256 characters without spaces",
     ),
+    // Helper-50 (on the gateway): a short console key signs sessions an attacker can forge
+    // after guessing it offline from one cookie.
+    (
+        "RAKUTEN_POLL_CONSOLE_KEY",
+        "Sh0rtC0nsoleKey-0123456789",
+        "Sh0rtC0nsoleKey",
+        "error: invalid setting --console-key / RAKUTEN_POLL_CONSOLE_KEY: the console key must be at least 32 characters (e.g. `openssl rand -hex 32`)",
+    ),
     (
         "RAKUTEN_POLL_DB_URL",
         "mysql://user:DbPa55word@db.example/polls",

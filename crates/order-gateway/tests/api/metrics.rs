@@ -14,7 +14,7 @@ use crate::helpers::{Engine, TestApp, answer, spawn_app_with, spawn_pg_app};
 use crate::receiver::Receiver;
 use test_util::PgSchema;
 
-const METRICS_TOKEN: &str = "metrics-token-1";
+const METRICS_TOKEN: &str = "metrics-token-0123456789";
 
 async fn scrape(app: &TestApp) -> Scrape {
     let resp = app
@@ -49,7 +49,7 @@ fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
 
 fn with_metrics_token(s: &mut order_gateway::Settings) {
     s.metrics_tokens = Some(format!("prometheus:{METRICS_TOKEN}").parse().unwrap());
-    s.upstream_tokens = Some("shop:up-token-1".parse().unwrap());
+    s.upstream_tokens = Some("shop:up-token-0123456789".parse().unwrap());
 }
 
 async fn metrics_move_when_tasks_move(app: &TestApp) {
@@ -198,7 +198,7 @@ async fn metrics_need_an_operator_or_metrics_token() {
         rb.send()
     };
     answer(get(None).await.unwrap()).await.assert_err(401, 1001);
-    answer(get(Some("up-token-1")).await.unwrap())
+    answer(get(Some("up-token-0123456789")).await.unwrap())
         .await
         .assert_err(403, 1002);
     assert_eq!(get(Some(&app.token)).await.unwrap().status(), 200);

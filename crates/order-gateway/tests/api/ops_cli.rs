@@ -140,7 +140,7 @@ async fn ops_reclaim_hands_a_stale_task_to_the_named_worker_and_refuses_a_second
 #[tokio::test]
 async fn ops_exit_codes_say_what_went_wrong() {
     let app = spawn_app_with(|s| {
-        s.worker_tokens = Some("pc-1:worker-token-1".parse().unwrap());
+        s.worker_tokens = Some("pc-1:worker-token-0123456789".parse().unwrap());
     })
     .await;
     let dir = app._tempdir.path();
@@ -148,7 +148,7 @@ async fn ops_exit_codes_say_what_went_wrong() {
     // 3: no such task.
     assert_eq!(ops(&app, &["show", "nope"]).await.code, 3);
     // 4: unknown token, and a token whose role may not list tasks.
-    for token in ["wrong-token", "worker-token-1"] {
+    for token in ["wrong-token", "worker-token-0123456789"] {
         let r = ops_in(
             dir,
             &[("RAKUTEN_GATEWAY_URL", url), ("RAKUTEN_OPS_TOKEN", token)],

@@ -56,14 +56,14 @@ async fn an_anonymous_health_call_sees_only_the_overall_status() {
 #[tokio::test]
 async fn any_role_sees_the_whole_health_and_a_wrong_token_is_401() {
     let app = spawn_app_with(|s| {
-        s.worker_tokens = Some("pc-1:worker-token-1".parse().unwrap());
+        s.worker_tokens = Some("pc-1:worker-token-0123456789".parse().unwrap());
     })
     .await;
     app.submit("po-1").await.assert_ok();
     let worker = answer(
         app.client
             .get(app.url("/health"))
-            .bearer_auth("worker-token-1")
+            .bearer_auth("worker-token-0123456789")
             .send()
             .await
             .unwrap(),

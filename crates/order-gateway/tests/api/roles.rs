@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 
 use crate::helpers::{Answer, TestApp, answer, spawn_app_with};
 
-const UPSTREAM: &str = "up-token-1";
-const UPSTREAM_ROTATED: &str = "up-token-2";
-const WORKER: &str = "wk-token-1";
-const OPERATOR: &str = "op-token-1";
-const METRICS: &str = "metrics-token-1";
+const UPSTREAM: &str = "up-token-0123456789";
+const UPSTREAM_ROTATED: &str = "up-token-0123456780";
+const WORKER: &str = "wk-token-0123456789";
+const OPERATOR: &str = "op-token-0123456789";
+const METRICS: &str = "metrics-token-0123456789";
 
 fn tokens(s: &str) -> Option<NamedTokens> {
     Some(s.parse().unwrap())

@@ -37,7 +37,7 @@ async fn the_readme_runbook_walks_a_stale_task_from_alert_to_resolution_twice() 
     let server = Binary::start(
         dir.path(),
         &[
-            ("RAKUTEN_API_TOKEN", "drill"),
+            ("RAKUTEN_API_TOKEN", "drill-token-0123456789"),
             ("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap()),
             ("RAKUTEN_LEASE_TTL_SECONDS", "2"),
             ("RAKUTEN_ALERT_WEBHOOK_URLS", &rx.url),
@@ -67,7 +67,7 @@ async fn the_readme_runbook_walks_a_stale_task_from_alert_to_resolution_twice() 
                     .arg(&script)
                     .current_dir(cwd)
                     .env("PATH", path)
-                    .env("RAKUTEN_API_TOKEN", "drill")
+                    .env("RAKUTEN_API_TOKEN", "drill-token-0123456789")
                     .env("GW", &gw)
                     .env("RAKUTEN_GATEWAY_URL", &gw)
                     .env_remove("RAKUTEN_OPS_TOKEN")

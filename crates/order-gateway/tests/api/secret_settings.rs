@@ -17,7 +17,7 @@ fn run(env: &[(&str, &str)], args: &[&str]) -> Output {
 const CASES: &[(&str, &str, &str, &str)] = &[
     (
         "RAKUTEN_UPSTREAM_TOKENS",
-        "up:tok1,S3CRET-TOKEN-VALUE",
+        "up:tok1-0123456789abcdef,S3CRET-TOKEN-VALUE",
         "S3CRET",
         "error: invalid setting --upstream-tokens / RAKUTEN_UPSTREAM_TOKENS: entry 2 is not name:token",
     ),
@@ -25,11 +25,31 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "RAKUTEN_WORKER_TOKENS",
         "w1:W0rkerS3cret INNER",
         "W0rkerS3cret",
-        "error: invalid setting --worker-tokens / RAKUTEN_WORKER_TOKENS: entry 1: the token must be non-empty, without spaces",
+        "error: invalid setting --worker-tokens / RAKUTEN_WORKER_TOKENS: entry 1: the token must be at least 16 characters, without spaces",
+    ),
+    // Helper-50: short secrets started without a word; a token is guessed online, a console key
+    // offline from one cookie.
+    (
+        "RAKUTEN_OPERATOR_TOKENS",
+        "alice:Sh0rtS3c",
+        "Sh0rtS3c",
+        "error: invalid setting --operator-tokens / RAKUTEN_OPERATOR_TOKENS: entry 1: the token must be at least 16 characters, without spaces",
+    ),
+    (
+        "RAKUTEN_API_TOKEN",
+        "Sh0rtApiS3c",
+        "Sh0rtApiS3c",
+        "error: invalid setting --api-token / RAKUTEN_API_TOKEN: the token must be at least 16 characters, without spaces",
+    ),
+    (
+        "RAKUTEN_CONSOLE_KEY",
+        "Sh0rtC0nsoleKey-0123456789",
+        "Sh0rtC0nsoleKey",
+        "error: invalid setting --console-key / RAKUTEN_CONSOLE_KEY: the console key must be at least 32 characters (e.g. `openssl rand -hex 32`)",
     ),
     (
         "RAKUTEN_OPERATOR_TOKENS",
-        "ops:fine-token,bad name!:Op3ratorS3cret",
+        "ops:fine-token-0123456789,bad name!:Op3ratorS3cret",
         "Op3ratorS3cret",
         "error: invalid setting --operator-tokens / RAKUTEN_OPERATOR_TOKENS: entry 2: the name must be 1..=",
     ),
@@ -72,16 +92,19 @@ fn refused_database_url_is_not_printed() {
 #[test]
 fn help_never_shows_secret_env_values() {
     let env = [
-        ("RAKUTEN_API_TOKEN", "HelpApiS3cret"),
+        ("RAKUTEN_API_TOKEN", "HelpApiS3cret-0123456789"),
         (
             "RAKUTEN_GATEWAY_DB_URL",
             "postgres://u:HelpDbPa55@127.0.0.1/db",
         ),
-        ("RAKUTEN_UPSTREAM_TOKENS", "up:HelpUpS3cret"),
+        ("RAKUTEN_UPSTREAM_TOKENS", "up:HelpUpS3cret-0123456789"),
         ("RAKUTEN_WORKER_TOKENS", "w:HelpWorkerS3cret"),
-        ("RAKUTEN_OPERATOR_TOKENS", "o:HelpOpS3cret"),
+        ("RAKUTEN_OPERATOR_TOKENS", "o:HelpOpS3cret-0123456789"),
         ("RAKUTEN_METRICS_TOKENS", "m:HelpMetricsS3cret"),
-        ("RAKUTEN_CONSOLE_KEY", "HelpConsoleKey"),
+        (
+            "RAKUTEN_CONSOLE_KEY",
+            "HelpConsoleKey-0123456789-0123456789",
+        ),
         (
             "RAKUTEN_ALERT_WEBHOOK_URLS",
             "https://u:HelpHookPa55@hook.example/",
