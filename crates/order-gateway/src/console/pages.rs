@@ -530,13 +530,7 @@ fn attention_reason(
                     OperatorActionKind::Resolve | OperatorActionKind::Cancel
                 )
             })
-            .map(|a| {
-                let done = match a.action {
-                    OperatorActionKind::Cancel => "cancelled",
-                    _ => "resolved",
-                };
-                format!("{done} by operator {}: {}", a.actor, a.reason)
-            });
+            .map(|a| crate::store::ended_by(a.action, &a.actor, &a.reason));
         reason(&AttentionTask {
             task: t.clone(),
             last_detail: last.and_then(|r| r.detail.clone()),

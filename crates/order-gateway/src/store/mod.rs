@@ -333,6 +333,20 @@ pub struct StatusCounts {
     pub oldest_queued: Option<Timestamp>,
 }
 
+/// "resolved by operator NAME: REASON" ("cancelled by …" for a cancel): who ended a task and
+/// why, as the console says it. `task_attention`'s query builds the same words in SQL.
+pub fn ended_by(
+    action: rakuten_types::alert::OperatorActionKind,
+    actor: &str,
+    reason: &str,
+) -> String {
+    let done = match action {
+        rakuten_types::alert::OperatorActionKind::Cancel => "cancelled",
+        _ => "resolved",
+    };
+    format!("{done} by operator {actor}: {reason}")
+}
+
 /// A task that needs a person (the console's "needs attention"), with its latest report's words.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttentionTask {
@@ -340,9 +354,9 @@ pub struct AttentionTask {
     pub task: TaskSummary,
     /// The latest report's free text.
     pub last_detail: Option<String>,
-    /// The operator who ended it, for a task ended by a resolve or a cancel: "resolved by
-    /// operator NAME: REASON" (the latest such action). A worker's last words no longer say why
-    /// such a task failed (helper-50's finding).
+    /// The operator who ended it, for a task ended by a resolve or a cancel: [`ended_by`]'s
+    /// words (the latest such action). A worker's last words no longer say why such a task
+    /// failed (helper-50's finding).
     pub ended_by: Option<String>,
     /// The latest report's error code.
     pub last_error_code: Option<i32>,

@@ -410,7 +410,7 @@ pub(crate) async fn task_attention(
              ORDER BY r.seq DESC LIMIT 1) AS last_detail, \
            (SELECT r.error_code FROM task_reports r WHERE r.task_id = t.task_id \
              ORDER BY r.seq DESC LIMIT 1) AS last_error_code, \
-           (SELECT CASE a.action WHEN 'cancel' THEN 'cancelled' ELSE 'resolved' END \
+           (SELECT CASE a.action WHEN 'cancel' THEN 'cancelled' ELSE 'resolved' END /* store::ended_by */ \
                    || ' by operator ' || a.actor || ': ' || a.reason \
              FROM operator_actions a WHERE a.task_id = t.task_id \
                AND a.action IN ('resolve', 'cancel') \
