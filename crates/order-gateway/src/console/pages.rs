@@ -757,7 +757,14 @@ pub async fn alerts(
     signed: Signed,
     Query(q): Query<AlertListQuery>,
 ) -> Response {
-    let all = q.state.as_deref() == Some("all");
+    // An unknown state was read as `open` (helper-50): the page then looked filtered by it.
+    let all = match q.state.as_deref().filter(|s| !s.is_empty()) {
+        None | Some("open") => false,
+        Some("all") => true,
+        Some(_) => {
+            return signed.error(StatusCode::BAD_REQUEST, "Unknown state: open or all.");
+        }
+    };
     let after = q.after.as_deref().filter(|s| !s.is_empty());
     let before = q.before.as_deref().filter(|s| !s.is_empty());
     let seek = match (after, before) {

@@ -540,5 +540,8 @@ async fn console_alerts_page_pages_older_and_newer_by_keyset() {
     b.goto(&app.url("/console/alerts?before=not-a-cursor"))
         .await;
     assert!(b.text().await.contains("Malformed page position."));
+    // Helper-50: an unknown state was read as `open`, so the page looked filtered by it.
+    b.goto(&app.url("/console/alerts?state=weird")).await;
+    assert!(b.text().await.contains("Unknown state: open or all."));
     b.close().await;
 }
