@@ -65,9 +65,29 @@ fn parse_token(s: &str) -> Result<Secret, String> {
 
 /// `RAKUTEN_CONSOLE_KEY`: at least [`MIN_CONSOLE_KEY_CHARS`]. The message never quotes it.
 fn parse_console_key(s: &str) -> Result<Secret, String> {
+    // Set but empty is refused rather than read as unset: instances on one database need the same
+    // key, and a line left empty in `.env` is more likely a forgotten value than a wish for a
+    // random one (helper-51 asked).
+    if s.trim().is_empty() {
+        return Err(format!(
+            "the console key is empty: give it at least {MIN_CONSOLE_KEY_CHARS} characters \
+             (e.g. `openssl rand -hex 32`), or remove the line for a random key per process"
+        ));
+    }
     if s.chars().count() < MIN_CONSOLE_KEY_CHARS {
         return Err(format!(
             "the console key must be at least {MIN_CONSOLE_KEY_CHARS} characters (e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    Ok(Secret(s.to_owned()))
+}
+
+/// `RAKUTEN_ALERT_WEBHOOK_SECRET`: at least [`MIN_TOKEN_CHARS`]. One signed request seen in a
+/// receiver's log is enough to guess a short key offline (helper-51: a 4-character one was taken).
+fn parse_webhook_secret(s: &str) -> Result<Secret, String> {
+    if s.chars().count() < MIN_TOKEN_CHARS {
+        return Err(format!(
+            "the secret must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
         ));
     }
     Ok(Secret(s.to_owned()))
@@ -234,7 +254,7 @@ pub struct AlertSettings {
     #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_URLS", hide_env_values = true)]
     pub webhook_urls: Option<Secret>,
     /// HMAC-SHA256 key: each request carries `X-Rakuten-Signature: t=<unix>,v1=<hex>`.
-    #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_SECRET", hide_env_values = true)]
+    #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_SECRET", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_webhook_secret))]
     pub webhook_secret: Option<Secret>,
     /// `json` (the notice) or `slack` (`{"text": …}`).
     #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_FORMAT", value_enum, default_value_t = WebhookFormat::Json)]
@@ -368,16 +388,6 @@ impl AlertSettings {
                     reason: "every entry must be an http(s) URL with a host".into(),
                 });
             }
-        }
-        if self
-            .webhook_secret
-            .as_ref()
-            .is_some_and(|s| s.expose().is_empty())
-        {
-            return Err(SettingsError {
-                name: "RAKUTEN_ALERT_WEBHOOK_SECRET",
-                reason: "must not be empty when set".into(),
-            });
         }
         for (name, v) in [
             (
@@ -705,6 +715,15 @@ mod tests {
         s.db_url = Some(Secret::new("postgres://u:pw@127.0.0.1/db"));
         assert!(s.validate().is_ok());
         assert!(!format!("{s:?}").contains("pw@"));
+    }
+
+    #[test]
+    fn an_empty_console_key_says_how_to_get_a_random_one() {
+        for empty in ["", "  "] {
+            let e = parse_console_key(empty).unwrap_err();
+            assert!(e.contains("remove the line for a random key"), "{e}");
+        }
+        assert!(parse_console_key(&"k".repeat(32)).is_ok());
     }
 
     #[test]

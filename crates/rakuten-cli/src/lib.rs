@@ -294,18 +294,24 @@ fn init_logs(default_log: &str, output: LogOutput) {
         LogOutput::Stdout => std::io::stdout().is_terminal(),
         LogOutput::Stderr => std::io::stderr().is_terminal(),
     };
+    // A log line that cannot be written is dropped. By default the subscriber reports the failed
+    // write with `eprint!`, which panics when standard error is a closed pipe (`serve 2>&1 |
+    // head -1`): the gateway exited 101 and the worker's signal task died, so it ignored SIGTERM
+    // (helper-51). The service must outlive its log reader.
     match format {
         LogFormat::Json => tracing_subscriber::fmt()
             .json()
             .with_env_filter(filter)
             .with_current_span(false)
             .with_writer(writer)
+            .log_internal_errors(false)
             .init(),
         LogFormat::Text => tracing_subscriber::fmt()
             .with_env_filter(filter)
             // Colour codes only when a terminal reads them, not in log files.
             .with_ansi(terminal)
             .with_writer(writer)
+            .log_internal_errors(false)
             .init(),
     }
 }

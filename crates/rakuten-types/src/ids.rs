@@ -74,8 +74,11 @@ pub fn parse_id(what: &'static str, s: &str) -> Result<String, IdError> {
 
 /// Characters that change how text around them is shown without being seen themselves: Unicode
 /// format characters (`Cf`: zero-width space and joiners, bidirectional overrides and isolates, the
-/// byte order mark, soft hyphen, tag characters) and the line and paragraph separators (`Zl`,
-/// `Zp`).
+/// byte order mark, soft hyphen, tag characters), the line and paragraph separators (`Zl`, `Zp`),
+/// the rest of Unicode's default-ignorable code points (the Hangul fillers U+115F, U+1160, U+3164,
+/// U+FFA0, the combining grapheme joiner U+034F, U+17B4–U+17B5, the variation selectors and the
+/// Mongolian free variation selectors) and the braille blank U+2800, which draws as a space but is
+/// not whitespace (helper-51: each of these alone passed as a reason or an id).
 pub fn is_invisible(c: char) -> bool {
     use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
     matches!(
@@ -83,6 +86,18 @@ pub fn is_invisible(c: char) -> bool {
         GeneralCategory::Format
             | GeneralCategory::LineSeparator
             | GeneralCategory::ParagraphSeparator
+    ) || matches!(
+        c,
+        '\u{034f}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{2800}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fff8}'
+            | '\u{e0000}'..='\u{e0fff}'
     )
 }
 

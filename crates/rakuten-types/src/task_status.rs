@@ -124,11 +124,21 @@ impl Outcome {
     /// Checks an operator's resolve: the outcome must not contradict the order state the person
     /// says they saw, where that state implies one ([`Outcome::implied_by`]): a `paid` order is
     /// not a `failed` task, a `cancelled` one not a `succeeded` task (helper-50's finding; the
-    /// state joins the mirror the upstream reads beside the outcome).
+    /// state joins the mirror the upstream reads beside the outcome); nor is a `created` or
+    /// `in_cart` one, where nothing was ordered yet, a `succeeded` task.
     ///
     /// # Errors
     /// The message for the caller's 422.
     pub fn check_resolve(self, state: Option<OrderState>) -> Result<(), String> {
+        // Helper-51: nothing was ordered yet in these, so the purchase cannot have succeeded.
+        if let (Outcome::Succeeded, Some(s @ (OrderState::Created | OrderState::InCart))) =
+            (self, state)
+        {
+            return Err(format!(
+                "outcome succeeded contradicts state {}: no order was placed in that state",
+                s.as_str()
+            ));
+        }
         match state.and_then(Outcome::implied_by) {
             Some(implied) if implied != self => Err(format!(
                 "outcome {} contradicts state {}: an order in that state makes the task {}",
@@ -346,6 +356,16 @@ mod tests {
         assert!(
             Outcome::Failed
                 .check_resolve(Some(OrderState::Cancelled))
+                .is_ok()
+        );
+        assert!(
+            Outcome::Succeeded
+                .check_resolve(Some(OrderState::InCart))
+                .is_err()
+        );
+        assert!(
+            Outcome::Succeeded
+                .check_resolve(Some(OrderState::AwaitingPayment))
                 .is_ok()
         );
         assert!(

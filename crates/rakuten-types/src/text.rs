@@ -16,13 +16,16 @@ pub fn is_bidi_control(c: char) -> bool {
 /// Refused, with the message given: nothing but whitespace or invisible characters ("reason is
 /// required"); more than `max_chars` characters; a control character other than a line break or a
 /// tab; a bidirectional control ([`is_bidi_control`]). Any other Unicode text (Japanese, emoji)
-/// is taken as it is.
+/// is taken as it is, with its line breaks (CR LF, CR) made LF.
 ///
 /// # Errors
 /// The message for the caller's 422.
 pub fn reason(text: &str, max_chars: usize) -> Result<String, String> {
     let r = text.trim();
-    if r.chars().all(|c| c.is_whitespace() || is_invisible(c)) {
+    // A combining mark alone has nothing to sit on: "\u{301}" is an accent over nothing.
+    if r.chars()
+        .all(|c| c.is_whitespace() || is_invisible(c) || is_nonspacing_mark(c))
+    {
         return Err("reason is required".into());
     }
     if r.chars().count() > max_chars {
@@ -39,7 +42,40 @@ pub fn reason(text: &str, max_chars: usize) -> Result<String, String> {
             u32::from(c)
         ));
     }
-    Ok(r.to_owned())
+    // A browser's form sends line breaks as CR LF; stored and shown as one kind (helper-51).
+    Ok(r.replace("\r\n", "\n").replace('\r', "\n"))
+}
+
+fn is_nonspacing_mark(c: char) -> bool {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    matches!(
+        c.general_category(),
+        GeneralCategory::NonspacingMark | GeneralCategory::EnclosingMark
+    )
+}
+
+/// Pretty JSON text (as `serde_json` writes it) with every raw control character but the
+/// structural line break, every bidirectional control and the line and paragraph separators
+/// written as `\uXXXX` escapes. `serde_json` escapes only U+0000–U+001F inside strings, so a
+/// stored U+009B (a terminal's one-byte CSI) or U+202E reached the terminal raw through
+/// `ops … --json` (helper-51). Outside strings JSON text is ASCII, so every character replaced
+/// here sits inside a string and the result is the same JSON value.
+pub fn json_printable(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if (c.is_control() && c != '\n')
+            || is_bidi_control(c)
+            || matches!(c, '\u{2028}' | '\u{2029}')
+        {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `s` with every control character but the line break, and every bidirectional control, written
@@ -66,6 +102,7 @@ mod tests {
             reason("  在庫切れを確認 👨‍👩‍👧\n2行目\t", 1000).unwrap(),
             "在庫切れを確認 👨‍👩‍👧\n2行目"
         );
+        assert_eq!(reason("a\r\nb\rc", 1000).unwrap(), "a\nb\nc");
     }
 
     #[test]
@@ -88,6 +125,44 @@ mod tests {
             "reason contains the bidirectional control U+202E, which reorders how it reads"
         );
         assert!(reason("a\u{2066}b", 1000).is_err());
+    }
+
+    #[test]
+    fn a_reason_of_characters_that_draw_nothing_is_blank() {
+        // helper-51's list: each alone was taken as a reason.
+        for blank in [
+            "\u{3164}",
+            "\u{115f}",
+            "\u{1160}",
+            "\u{ffa0}",
+            "\u{2800}",
+            "\u{fe0f}",
+            "\u{301}",
+            "\u{34f}",
+            "\u{17b4}",
+            " \u{3164}\u{2800} ",
+        ] {
+            assert_eq!(
+                reason(blank, 1000).unwrap_err(),
+                "reason is required",
+                "{blank:?}"
+            );
+        }
+        // ... while the same characters inside readable text are kept.
+        assert_eq!(reason("e\u{301} ok", 1000).unwrap(), "e\u{301} ok");
+        assert_eq!(reason("☺\u{fe0f}", 1000).unwrap(), "☺\u{fe0f}");
+    }
+
+    #[test]
+    fn json_printable_escapes_what_serde_json_leaves_raw_and_stays_the_same_json() {
+        let v = serde_json::json!({"reason": "a\u{9b}2J b\u{202e}c\u{85}d\u{2028}e\u{7f}\nf 日本"});
+        let text = json_printable(&serde_json::to_string_pretty(&v).unwrap());
+        assert!(
+            text.contains(r"a\u009b2J b\u202ec\u0085d\u2028e\u007f\nf 日本"),
+            "{text}"
+        );
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'));
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), v);
     }
 
     #[test]

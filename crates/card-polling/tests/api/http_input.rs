@@ -279,6 +279,9 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
         (json!({"shops": [{"id": "S1", "name": "\u{200b}\u{200d}\u{feff}"}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
         (json!({"shops": [{"id": "S1", "name": "a\u{0}b"}]}), "shops row 1 (id S1): shop name holds a control character (U+0000)"),
         (json!({"shops": [{"id": "S1", "name": "\u{1b}[31mred"}]}), "shops row 1 (id S1): shop name holds a control character (U+001B)"),
+        // Helper-51: a Hangul filler draws nothing; U+202E reverses what follows it.
+        (json!({"shops": [{"id": "S1", "name": "\u{3164}\u{2800}"}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
+        (json!({"shops": [{"id": "S1", "name": "ok \u{202e}gnp.exe"}]}), "shops row 1 (id S1): shop name holds the bidirectional control U+202E, which reorders how it reads"),
         (account("platform", "B"), "accounts row 1 (id new-acct): a platform account sees every shop: leave its shop_id out"),
         (account("super_admin", "B"), "accounts row 1 (id new-acct): a super_admin account sees every shop: leave its shop_id out"),
     ];

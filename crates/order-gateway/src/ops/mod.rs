@@ -366,9 +366,10 @@ pub async fn run(args: &OpsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ex
     match args.command.run(&client).await {
         Ok(o) => {
             let written = if args.json {
-                serde_json::to_writer_pretty(&mut *out, &o.json)
+                // Stored text written before the reason checks could hold what a terminal obeys.
+                serde_json::to_string_pretty(&o.json)
                     .map_err(std::io::Error::other)
-                    .and_then(|()| writeln!(out))
+                    .and_then(|j| writeln!(out, "{}", rakuten_types::text::json_printable(&j)))
             } else {
                 write!(out, "{}", o.text)
             };

@@ -29,17 +29,28 @@ impl Binary {
     /// Starts `order-gateway serve` with the test token, a 3 s lease, a 0.2 s sweep, and `env`
     /// on top; waits until it has written its address.
     pub async fn start(dir: &Path, env: &[(&str, &str)]) -> Binary {
-        Self::start_with_clock(dir, env, None).await
+        Self::start_with_clock(dir, env, None, false).await
+    }
+
+    /// [`Self::start`] logging at INFO into pipes whose reading ends are closed at once, as under
+    /// `order-gateway serve 2>&1 | head -1` after `head` has exited: every log write fails.
+    pub async fn start_with_logs_closed(dir: &Path, env: &[(&str, &str)]) -> Binary {
+        Self::start_with_clock(dir, env, None, true).await
     }
 
     /// [`Self::start`] under libfaketime with the wall clock moved by `offset` (`"+120s"`): the
     /// process's `SystemTime` is off, its monotonic clock is not (`FAKETIME_DONT_FAKE_MONOTONIC`,
     /// so tokio's timers run normally). Fails loudly when `faketime` is not installed.
     pub async fn start_faked(dir: &Path, env: &[(&str, &str)], offset: &str) -> Binary {
-        Self::start_with_clock(dir, env, Some(offset)).await
+        Self::start_with_clock(dir, env, Some(offset), false).await
     }
 
-    async fn start_with_clock(dir: &Path, env: &[(&str, &str)], fake: Option<&str>) -> Binary {
+    async fn start_with_clock(
+        dir: &Path,
+        env: &[(&str, &str)],
+        fake: Option<&str>,
+        logs_closed: bool,
+    ) -> Binary {
         static N: AtomicU32 = AtomicU32::new(0);
         let addr_file = dir.join(format!("addr-{}", N.fetch_add(1, Ordering::Relaxed)));
         let _ = std::fs::remove_file(&addr_file);
@@ -61,10 +72,17 @@ impl Binary {
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if logs_closed {
+            cmd.env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("start order-gateway");
+        drop(child.stdout.take());
+        drop(child.stderr.take());
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(addr) = std::fs::read_to_string(&addr_file) {

@@ -109,3 +109,31 @@ async fn sigterm_stops_the_gateway_promptly_even_with_a_long_poll_open() {
     assert!(status.success(), "exit status {status:?}");
     assert!(stopped_at.elapsed() < Duration::from_secs(10));
 }
+
+/// Helper-51: with its log pipe closed (`serve 2>&1 | head -1`), the first log line the gateway
+/// could not write made it panic and exit 101. It now serves on, and stops cleanly on SIGTERM.
+#[tokio::test]
+async fn the_gateway_serves_on_and_stops_cleanly_when_its_log_pipe_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("gw.db");
+    let client = reqwest::Client::new();
+    let mut gw = Binary::start_with_logs_closed(
+        dir.path(),
+        &[("RAKUTEN_GATEWAY_DB_PATH", db.to_str().unwrap())],
+    )
+    .await;
+    let base = gw.base.clone();
+    // Each request writes an access log line at INFO into the closed pipe.
+    for _ in 0..3 {
+        let answer = get(
+            &client,
+            format!("{base}/api/orders/lease?worker_id=w1&wait=0"),
+        )
+        .await;
+        assert_eq!(answer["success"], true, "{answer}");
+    }
+    assert!(gw.child.try_wait().unwrap().is_none(), "the gateway exited");
+    gw.terminate();
+    let status = gw.exited_within(Duration::from_secs(10)).await;
+    assert!(status.success(), "exit status {status:?}");
+}

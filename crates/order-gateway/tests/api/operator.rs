@@ -113,7 +113,7 @@ async fn a_receiver_that_fails_three_times_then_succeeds_gets_the_event(e: Engin
     let app = e
         .spawn(|s| {
             with_receiver(rx.url.clone())(s);
-            s.alerts.webhook_secret = Some(Secret::new("whsec-test"));
+            s.alerts.webhook_secret = Some(Secret::new("whsec-test-0123456789"));
         })
         .await;
     app.stale("po-f3", "w1").await;
@@ -178,7 +178,7 @@ async fn the_signature_of_a_delivery_verifies_with_the_shared_secret() {
     let app = Engine::Sqlite
         .spawn(|s| {
             with_receiver(rx.url.clone())(s);
-            s.alerts.webhook_secret = Some(Secret::new("whsec-0123"));
+            s.alerts.webhook_secret = Some(Secret::new("whsec-0123456789abcdef"));
         })
         .await;
     app.stale("po-sig", "w1").await;
@@ -190,7 +190,7 @@ async fn the_signature_of_a_delivery_verifies_with_the_shared_secret() {
     let now = app.clock.now().as_millis() / 1000;
     assert!(header.starts_with(&format!("t={now},v1=")), "{header}");
     assert!(verify(
-        b"whsec-0123",
+        b"whsec-0123456789abcdef",
         header,
         got[0].body.as_bytes(),
         now,
@@ -199,7 +199,7 @@ async fn the_signature_of_a_delivery_verifies_with_the_shared_secret() {
     assert!(!verify(b"wrong", header, got[0].body.as_bytes(), now, 300));
     let tampered = got[0].body.replace("po-sig", "po-xxx");
     assert!(!verify(
-        b"whsec-0123",
+        b"whsec-0123456789abcdef",
         header,
         tampered.as_bytes(),
         now,
@@ -323,8 +323,16 @@ async fn resolve_and_cancel_from_every_wrong_status_are_6003(e: Engine) {
             "outcome succeeded contradicts state cancelled: an order in that state makes the task failed",
         ),
         (
+            json!({"outcome": "succeeded", "state": "in_cart", "reason": "x"}),
+            "outcome succeeded contradicts state in_cart: no order was placed in that state",
+        ),
+        (
             json!({"outcome": "failed", "reason": "x\u{7}\u{1b}[2J"}),
             "reason contains control characters",
+        ),
+        (
+            json!({"outcome": "failed", "reason": "\u{3164}\u{2800}"}),
+            "reason is required",
         ),
         (
             json!({"outcome": "failed", "reason": "\u{200b}\u{200b}"}),

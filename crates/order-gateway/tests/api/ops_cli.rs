@@ -107,6 +107,40 @@ async fn ops_show_prints_the_history_with_evidence_and_the_known_state() {
     assert_eq!(d["history"][0]["evidence_ref"], "po-1/03-submit");
 }
 
+/// Helper-51: the table view escaped a stored U+009B (a terminal's one-byte CSI) and U+202E, but
+/// `--json` printed them raw, because JSON escapes only U+0000–U+001F.
+#[tokio::test]
+async fn ops_show_json_escapes_stored_text_a_terminal_would_obey() {
+    let app = spawn_app().await;
+    app.leased("po-1", "w1").await;
+    app.report(
+        "po-1",
+        json!({"worker_id": "w1", "state": "in_cart", "detail": "site said"}),
+    )
+    .await
+    .assert_ok();
+    // The API refuses such text now; a row written before the checks, or by hand, still has it.
+    let detail = "site said \u{9b}2J \u{202e}gnp.exe\u{85}end";
+    app.raw_sql(
+        "UPDATE task_reports SET detail = 'site said ' || char(155) || '2J ' || char(8238) \
+         || 'gnp.exe' || char(133) || 'end'",
+    )
+    .await;
+
+    let r = ops(&app, &["show", "po-1", "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stdout
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "{:?}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(r"\u009b2J \u202egnp"), "{}", r.stdout);
+    // The same value still reaches a script.
+    assert_eq!(r.json()["history"][0]["detail"], detail);
+}
+
 #[tokio::test]
 async fn ops_reclaim_hands_a_stale_task_to_the_named_worker_and_refuses_a_second_time() {
     let app = spawn_app().await;

@@ -47,6 +47,13 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "Sh0rtC0nsoleKey",
         "error: invalid setting --console-key / RAKUTEN_CONSOLE_KEY: the console key must be at least 32 characters (e.g. `openssl rand -hex 32`)",
     ),
+    // Helper-51: an HMAC key a receiver's log gives away with one signed request.
+    (
+        "RAKUTEN_ALERT_WEBHOOK_SECRET",
+        "Sh0rtH00kKey",
+        "Sh0rtH00kKey",
+        "error: invalid setting --webhook-secret / RAKUTEN_ALERT_WEBHOOK_SECRET: the secret must be at least 16 characters (e.g. `openssl rand -hex 32`)",
+    ),
     (
         "RAKUTEN_OPERATOR_TOKENS",
         "ops:fine-token-0123456789,bad name!:Op3ratorS3cret",

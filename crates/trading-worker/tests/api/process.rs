@@ -52,12 +52,18 @@ async fn a_bad_setting_prints_the_flag_and_the_variable_and_exits_2_without_a_ba
 async fn a_clean_stop_leaves_the_whole_journal_in_the_database_file() {
     let h = Harness::new().await;
     h.submit_tea("t-backup").await;
+    // Its logs go into pipes nobody reads any more (`trading-worker 2>&1 | head -1` after `head`
+    // has exited). Helper-51: the first failed log write panicked the signal task, and the worker
+    // then ignored SIGTERM; it must work on and stop cleanly all the same.
     let mut child = h
         .worker_command("process-worker")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn trading-worker");
+    drop(child.stdout.take());
+    drop(child.stderr.take());
     let deadline = Instant::now() + Duration::from_secs(30);
     while h.task("t-backup").await["status"] != "succeeded" {
         assert!(Instant::now() < deadline, "the task did not finish");
@@ -88,7 +94,17 @@ async fn a_clean_stop_leaves_the_whole_journal_in_the_database_file() {
         .status()
         .expect("kill -TERM");
     assert!(stopped.success());
-    let status = child.wait().expect("wait");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "trading-worker still running 15 s after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert!(status.success(), "{status}");
     let wal = h.db_path.with_file_name(format!(
         "{}-wal",

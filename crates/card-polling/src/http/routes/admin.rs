@@ -8,6 +8,7 @@ use axum::extract::State;
 
 use rakuten_types::Envelope;
 use rakuten_types::ids::is_invisible;
+use rakuten_types::text::is_bidi_control;
 
 use super::key;
 use crate::domain::{Role, TokenHash};
@@ -88,6 +89,13 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         if let Some(c) = s.name.chars().find(|c| c.is_control()) {
             return Err(at(ApiError::invalid(format!(
                 "shop name holds a control character (U+{:04X})",
+                u32::from(c)
+            ))));
+        }
+        // Helper-51: U+202E in a name reversed how the rows after it read on the console.
+        if let Some(c) = s.name.chars().find(|&c| is_bidi_control(c)) {
+            return Err(at(ApiError::invalid(format!(
+                "shop name holds the bidirectional control U+{:04X}, which reorders how it reads",
                 u32::from(c)
             ))));
         }
