@@ -154,6 +154,37 @@ pub fn error_page(
     )
 }
 
+/// A refused action form: the message, a link back to the page the form was on, and what the
+/// person typed as their reason in a read-only box, so a long reason refused for one character is
+/// copied back instead of typed again (helper-51: the page kept nothing and linked only to the
+/// overview). `typed` is shown only when it holds more than whitespace.
+pub fn refused_form_page(
+    chrome: &Chrome<'_>,
+    status: StatusCode,
+    message: &str,
+    back: (&str, &str),
+    typed: &str,
+) -> Response {
+    let notice = Notice::Err(message.to_owned());
+    page_with_status(
+        status,
+        chrome,
+        "",
+        "Refused",
+        Some(&notice),
+        html! {
+            p { a href=(back.0) { (back.1) } }
+            @if !typed.trim().is_empty() {
+                section {
+                    h2 { "Your reason, not recorded" }
+                    p.muted { "Copy it, go back, and send it again once the form is right." }
+                    textarea readonly rows="4" aria-label="Your reason, not recorded" { (typed) }
+                }
+            }
+        },
+    )
+}
+
 /// The security headers of every console response.
 pub fn secure_headers() -> [(header::HeaderName, HeaderValue); 5] {
     [

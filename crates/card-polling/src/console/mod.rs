@@ -87,7 +87,8 @@ pub struct Signed {
 }
 
 impl Signed {
-    fn chrome(&self) -> Chrome<'_> {
+    /// The frame of every page: the service, the account and its role.
+    pub fn chrome(&self) -> Chrome<'_> {
         Chrome {
             service: SERVICE,
             nav: NAV,

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
-use web_console::layout::{Notice, action_form, badge, capped_count, enc, opt, ts, ts_opt};
+use web_console::layout::{self, Notice, action_form, badge, capped_count, enc, opt, ts, ts_opt};
 
 use super::{Signed, csrf_refused};
 use crate::http::AppState;
@@ -526,16 +526,30 @@ pub struct ReasonForm {
     reason: Option<String>,
 }
 
-fn manual_refused(signed: &Signed, e: ManualError) -> Response {
+/// A refused close or retrigger of item `id`: a bad reason or a status that does not allow it is
+/// shown with a link back to the item and the reason as typed, to copy (helper-51).
+fn manual_refused(signed: &Signed, id: i64, typed: Option<&str>, e: ManualError) -> Response {
+    let refused = |status: StatusCode, message: &str| {
+        layout::refused_form_page(
+            &signed.chrome(),
+            status,
+            message,
+            (
+                &format!("/console/items/{id}"),
+                &format!("Back to item {id}"),
+            ),
+            typed.unwrap_or(""),
+        )
+    };
     match e {
         ManualError::Store(StoreError::NotFound) => no_such_item(signed),
         ManualError::Forbidden => signed.error(
             StatusCode::FORBIDDEN,
             "Your account may not do this (role or permission).",
         ),
-        ManualError::Invalid(m) => signed.error(StatusCode::UNPROCESSABLE_ENTITY, &m),
+        ManualError::Invalid(m) => refused(StatusCode::UNPROCESSABLE_ENTITY, &m),
         ManualError::Store(StoreError::Conflict(m)) => {
-            signed.error(StatusCode::CONFLICT, &format!("Refused: {m}."))
+            refused(StatusCode::CONFLICT, &format!("Refused: {m}."))
         }
         ManualError::Store(e) => store_error(signed, e),
     }
@@ -564,7 +578,7 @@ pub async fn close(
     .await
     {
         Ok(()) => Redirect::to(&format!("/console/items/{id}?done=closed")).into_response(),
-        Err(e) => manual_refused(&signed, e),
+        Err(e) => manual_refused(&signed, id, f.reason.as_deref(), e),
     }
 }
 
@@ -596,6 +610,6 @@ pub async fn retrigger(
             Redirect::to(&format!("/console/items/{}?done=retriggered", item.item_id))
                 .into_response()
         }
-        Err(e) => manual_refused(&signed, e),
+        Err(e) => manual_refused(&signed, id, f.reason.as_deref(), e),
     }
 }

@@ -136,6 +136,26 @@ async fn card_polling_console_closes_an_item_with_a_reason_and_stays_local() {
         }
     }
     b.screenshot("card-polling-item").await;
+    // Helper-51: a refused reason (card-polling's is one line) is shown as typed, to copy, with
+    // the way back to the item.
+    b.fill(
+        "#form-close textarea[name=reason]",
+        "customer asked\u{202e} to stop",
+    )
+    .await;
+    b.click("#form-close button").await;
+    b.confirm().await;
+    b.find(".notice.err").await;
+    assert_eq!(
+        b.eval("return document.querySelector('textarea[readonly]').value;")
+            .await,
+        "customer asked\u{202e} to stop"
+    );
+    b.screenshot("card-polling-reason-refused").await;
+    b.click(&format!("main a[href='/console/items/{id}']"))
+        .await;
+    b.find("#form-close").await;
+    assert_eq!(app.detail(id).await["item"]["status"], "pending");
     b.fill(
         "#form-close textarea[name=reason]",
         "customer asked to stop",

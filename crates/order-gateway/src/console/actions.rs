@@ -1,7 +1,8 @@
 //! The console's action forms (POST). Each checks the session's CSRF token first, then requires a
 //! reason, then calls the same store transition as the API, with the signed-in actor's name, and
-//! redirects to the task page with a notice; the store writes the `operator_actions` row. A refusal (wrong status, unknown worker) is shown on
-//! an error page with the store's words.
+//! redirects to the task page with a notice; the store writes the `operator_actions` row. A
+//! refusal (a bad reason, a wrong status, an unknown worker) is a page with the store's words, a
+//! link back to the task and the reason as typed, to copy.
 
 // The `Err` of the form checks is the refusal page the handler returns as it is; boxing it would
 // only add an allocation on the refusal path.
@@ -13,7 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use rakuten_types::{OrderState, Outcome, TaskId, WorkerId};
 use serde::Deserialize;
-use web_console::layout::enc;
+use web_console::layout::{self, enc};
 
 use super::{Signed, csrf_refused};
 use crate::http::AppState;
@@ -31,33 +32,72 @@ pub struct ReclaimForm {
     reason: String,
 }
 
-/// A required reason, by the API's rule ([`rakuten_types::text::reason`]): a form used to take
-/// control characters the API refuses (helper-50's finding).
-fn reason(signed: &Signed, r: &str) -> Result<String, Response> {
-    rakuten_types::text::reason(r, MAX_REASON_CHARS).map_err(|msg| {
-        signed.error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            &format!(
-                "Not taken: {msg}. A reason (1 to {MAX_REASON_CHARS} characters of readable text) \
-                 is required; it is recorded with your name."
-            ),
-        )
-    })
+/// Where a refused form sends the person back (the task's page, or the overview), with the reason
+/// they typed shown again to copy ([`layout::refused_form_page`]).
+struct Refusal<'a> {
+    signed: &'a Signed,
+    back: (String, String),
+    typed: &'a str,
 }
 
-fn refused(signed: &Signed, e: StoreError) -> Response {
-    let status = match e {
-        StoreError::TaskNotFound(_) => StatusCode::NOT_FOUND,
-        StoreError::Database(_) | StoreError::Closed | StoreError::Corrupt(_) => {
-            tracing::error!(error = %e, "console action failed");
-            return signed.error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The database did not take the action; try again.",
-            );
+impl<'a> Refusal<'a> {
+    fn for_task(signed: &'a Signed, task_id: &str, typed: &'a str) -> Self {
+        Refusal {
+            signed,
+            back: (
+                format!("/console/tasks/{}", enc(task_id)),
+                format!("Back to task {task_id}"),
+            ),
+            typed,
         }
-        _ => StatusCode::CONFLICT,
-    };
-    signed.error(status, &format!("Refused: {e}."))
+    }
+
+    fn to_overview(signed: &'a Signed, typed: &'a str) -> Self {
+        Refusal {
+            signed,
+            back: ("/console".into(), "Back to the overview".into()),
+            typed,
+        }
+    }
+
+    fn page(&self, status: StatusCode, message: &str) -> Response {
+        layout::refused_form_page(
+            &self.signed.chrome(),
+            status,
+            message,
+            (&self.back.0, &self.back.1),
+            self.typed,
+        )
+    }
+
+    /// A required reason, by the API's rule ([`rakuten_types::text::reason`]): a form used to
+    /// take control characters the API refuses (helper-50's finding).
+    fn reason(&self) -> Result<String, Response> {
+        rakuten_types::text::reason(self.typed, MAX_REASON_CHARS).map_err(|msg| {
+            self.page(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &format!(
+                    "Not taken: {msg}. A reason (1 to {MAX_REASON_CHARS} characters of readable \
+                     text) is required; it is recorded with your name."
+                ),
+            )
+        })
+    }
+
+    fn store(&self, e: StoreError) -> Response {
+        let status = match e {
+            StoreError::TaskNotFound(_) => StatusCode::NOT_FOUND,
+            StoreError::Database(_) | StoreError::Closed | StoreError::Corrupt(_) => {
+                tracing::error!(error = %e, "console action failed");
+                return self.page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The database did not take the action; try again.",
+                );
+            }
+            _ => StatusCode::CONFLICT,
+        };
+        self.page(status, &format!("Refused: {e}."))
+    }
 }
 
 fn back_to(task_id: &TaskId, done: &str) -> Response {
@@ -69,18 +109,23 @@ fn back_to(task_id: &TaskId, done: &str) -> Response {
 }
 
 /// Checks the CSRF token, the task id and the reason of a task action.
-fn task_form(
-    signed: &Signed,
+fn task_form<'a>(
+    signed: &'a Signed,
     csrf: Option<&str>,
     task_id: &str,
-    r: &str,
-) -> Result<(TaskId, String), Response> {
+    typed: &'a str,
+) -> Result<(TaskId, String, Refusal<'a>), Response> {
     if !signed.0.csrf_ok(csrf) {
         return Err(csrf_refused(signed));
     }
-    let task_id =
-        TaskId::parse(task_id).map_err(|_| signed.error(StatusCode::NOT_FOUND, "No such task."))?;
-    Ok((task_id, reason(signed, r)?))
+    let Ok(task_id) = TaskId::parse(task_id) else {
+        return Err(
+            Refusal::to_overview(signed, typed).page(StatusCode::NOT_FOUND, "No such task.")
+        );
+    };
+    let refusal = Refusal::for_task(signed, task_id.as_str(), typed);
+    let reason = refusal.reason()?;
+    Ok((task_id, reason, refusal))
 }
 
 /// The resolve form.
@@ -100,15 +145,16 @@ pub async fn resolve(
     Path(task_id): Path<String>,
     Form(form): Form<ResolveForm>,
 ) -> Response {
-    let (task_id, reason) = match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
-        Ok(v) => v,
-        Err(resp) => return resp,
-    };
+    let (task_id, reason, refusal) =
+        match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
+            Ok(v) => v,
+            Err(resp) => return resp,
+        };
     let outcome = match form.outcome.as_str() {
         "succeeded" => Outcome::Succeeded,
         "failed" => Outcome::Failed,
         _ => {
-            return signed.error(
+            return refusal.page(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "The outcome must be succeeded or failed.",
             );
@@ -120,7 +166,7 @@ pub async fn resolve(
         .map(str::trim)
         .filter(|s| !s.is_empty());
     if site_order_id.is_some_and(|s| s.chars().count() > 128 || s.chars().any(char::is_control)) {
-        return signed.error(
+        return refusal.page(
             StatusCode::UNPROCESSABLE_ENTITY,
             "The site order number must be 1 to 128 characters.",
         );
@@ -130,12 +176,12 @@ pub async fn resolve(
         Some(s) => match s.parse::<OrderState>() {
             Ok(s) => Some(s),
             Err(_) => {
-                return signed.error(StatusCode::UNPROCESSABLE_ENTITY, "Unknown order state.");
+                return refusal.page(StatusCode::UNPROCESSABLE_ENTITY, "Unknown order state.");
             }
         },
     };
     if let Err(msg) = outcome.check_resolve(state) {
-        return signed.error(
+        return refusal.page(
             StatusCode::UNPROCESSABLE_ENTITY,
             &format!("Not taken: {msg}."),
         );
@@ -150,7 +196,7 @@ pub async fn resolve(
     };
     match st.ops.task_resolve(req, st.clock.now()).await {
         Ok(_) => back_to(&task_id, "resolved"),
-        Err(e) => refused(&signed, e),
+        Err(e) => refusal.store(e),
     }
 }
 
@@ -168,10 +214,11 @@ pub async fn cancel(
     Path(task_id): Path<String>,
     Form(form): Form<ReasonForm>,
 ) -> Response {
-    let (task_id, reason) = match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
-        Ok(v) => v,
-        Err(resp) => return resp,
-    };
+    let (task_id, reason, refusal) =
+        match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
+            Ok(v) => v,
+            Err(resp) => return resp,
+        };
     let req = CancelRequest {
         task_id: task_id.clone(),
         reason,
@@ -179,7 +226,7 @@ pub async fn cancel(
     };
     match st.ops.task_cancel(req, st.clock.now()).await {
         Ok(_) => back_to(&task_id, "cancelled"),
-        Err(e) => refused(&signed, e),
+        Err(e) => refusal.store(e),
     }
 }
 
@@ -193,12 +240,13 @@ pub async fn retire(
     if !signed.0.csrf_ok(form.csrf.as_deref()) {
         return csrf_refused(&signed);
     }
-    let reason = match reason(&signed, &form.reason) {
+    let refusal = Refusal::to_overview(&signed, &form.reason);
+    let reason = match refusal.reason() {
         Ok(r) => r,
         Err(resp) => return resp,
     };
     let Ok(worker_id) = WorkerId::parse(&worker_id) else {
-        return signed.error(StatusCode::NOT_FOUND, "No such worker.");
+        return refusal.page(StatusCode::NOT_FOUND, "No such worker.");
     };
     let req = RetireRequest {
         worker_id,
@@ -207,7 +255,7 @@ pub async fn retire(
     };
     match st.ops.worker_retire(req, st.clock.now()).await {
         Ok(_) => Redirect::to("/console?done=retired").into_response(),
-        Err(e) => refused(&signed, e),
+        Err(e) => refusal.store(e),
     }
 }
 
@@ -218,12 +266,13 @@ pub async fn reclaim(
     Path(task_id): Path<String>,
     Form(form): Form<ReclaimForm>,
 ) -> Response {
-    let (task_id, reason) = match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
-        Ok(v) => v,
-        Err(resp) => return resp,
-    };
+    let (task_id, reason, refusal) =
+        match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
+            Ok(v) => v,
+            Err(resp) => return resp,
+        };
     let Ok(worker_id) = WorkerId::parse(form.worker_id.trim()) else {
-        return signed.error(StatusCode::UNPROCESSABLE_ENTITY, "Not a valid worker id.");
+        return refusal.page(StatusCode::UNPROCESSABLE_ENTITY, "Not a valid worker id.");
     };
     let req = ReclaimRequest {
         task_id: task_id.clone(),
@@ -239,6 +288,6 @@ pub async fn reclaim(
             st.lease_notifier.notify_everyone();
             back_to(&task_id, "reclaimed")
         }
-        Err(e) => refused(&signed, e),
+        Err(e) => refusal.store(e),
     }
 }

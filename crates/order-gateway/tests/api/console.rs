@@ -104,6 +104,12 @@ async fn console_refuses_a_reason_or_verdict_the_api_refuses() {
         "{text}"
     );
     b.screenshot("gateway-reason-refused").await;
+    assert_eq!(
+        b.eval("return document.querySelector('textarea[readonly]').value;")
+            .await,
+        "x\u{1b}[2J",
+        "the refused reason is shown as typed (escaped by the page, not run)"
+    );
     b.goto(&app.url("/console/tasks/esc-1")).await;
     b.eval("document.querySelector('#form-resolve select[name=outcome]').value = 'failed'; document.querySelector('#form-resolve select[name=state]').value = 'paid'; return 1;")
         .await;
@@ -117,7 +123,15 @@ async fn console_refuses_a_reason_or_verdict_the_api_refuses() {
         text.contains("outcome failed contradicts state paid"),
         "{text}"
     );
+    // Helper-51: the reason as typed, to copy, and the way back to the task, not only the
+    // overview.
+    let typed = b
+        .eval("return document.querySelector('textarea[readonly]').value;")
+        .await;
+    assert_eq!(typed, "saw it paid");
     b.screenshot("gateway-verdict-refused").await;
+    b.click("main a[href='/console/tasks/esc-1']").await;
+    b.find("#form-resolve").await;
     assert_eq!(app.status_of("esc-1").await, "stale", "nothing happened");
     // Resolved failed as it should be, without a state: Needs attention names the operator and
     // the reason, not the worker's last report ("item in cart").
