@@ -80,7 +80,9 @@ impl ApiError {
                 StoreError::StateConflict { .. } | StoreError::Transition(_) => {
                     ErrorCode::TaskStateConflict
                 }
-                StoreError::GateBusy(_) | StoreError::IdempotencyMismatch(_) => ErrorCode::Conflict,
+                StoreError::GateBusy(_)
+                | StoreError::IdempotencyMismatch(_)
+                | StoreError::WorkerRetired { .. } => ErrorCode::Conflict,
                 StoreError::Closed | StoreError::Busy(_) | StoreError::Unavailable(_) => {
                     ErrorCode::Unavailable
                 }

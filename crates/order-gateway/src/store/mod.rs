@@ -402,6 +402,17 @@ pub enum StoreError {
     /// No such worker (404, 1005).
     #[error("worker {0} not found")]
     WorkerNotFound(String),
+    /// The worker is retired already (409, 1006): a second retire would move its date and add an
+    /// audit row for nothing.
+    #[error(
+        "worker {worker_id} is already retired (since {since}); it returns when it polls again"
+    )]
+    WorkerRetired {
+        /// The worker.
+        worker_id: String,
+        /// When it was retired (RFC 3339).
+        since: String,
+    },
     /// The store is shutting down (503).
     #[error("store is closed")]
     Closed,

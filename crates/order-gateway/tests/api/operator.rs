@@ -461,6 +461,17 @@ async fn a_retired_worker_leaves_health_and_worker_offline_until_it_polls_again(
     )
     .await;
     missing.assert_err(404, 1005);
+    // Helper-50: a second retire moved the date and added an audit row; it is a 409 now, naming
+    // when the worker was retired, and nothing is written.
+    app.clock.advance(Duration::from_secs(60));
+    let again = answer(del("?reason=again").await.unwrap()).await;
+    again.assert_err(409, 1006);
+    let msg = again.body["msg"].as_str().unwrap();
+    assert!(
+        msg.starts_with("worker w-old is already retired (since ")
+            && msg.ends_with("it returns when it polls again"),
+        "{msg}"
+    );
 
     let h = app.health().await;
     assert!(

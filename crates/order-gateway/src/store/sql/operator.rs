@@ -867,14 +867,27 @@ pub(crate) async fn worker_retire(
     req: RetireRequest,
     now: Timestamp,
 ) -> Result<OperatorActionView, StoreError> {
-    let done = sqlx::query("UPDATE workers SET retired_at = $1 WHERE worker_id = $2")
-        .bind(now.to_rfc3339())
-        .bind(req.worker_id.as_str())
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
+    let done = sqlx::query(
+        "UPDATE workers SET retired_at = $1 WHERE worker_id = $2 AND retired_at IS NULL",
+    )
+    .bind(now.to_rfc3339())
+    .bind(req.worker_id.as_str())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
     if done != 1 {
-        return Err(StoreError::WorkerNotFound(req.worker_id.to_string()));
+        let since: Option<Option<String>> =
+            sqlx::query_scalar("SELECT retired_at FROM workers WHERE worker_id = $1")
+                .bind(req.worker_id.as_str())
+                .fetch_optional(&mut *conn)
+                .await?;
+        return Err(match since {
+            Some(Some(since)) => StoreError::WorkerRetired {
+                worker_id: req.worker_id.to_string(),
+                since,
+            },
+            _ => StoreError::WorkerNotFound(req.worker_id.to_string()),
+        });
     }
     action_insert(
         conn,
