@@ -251,7 +251,7 @@ impl OpsCommand {
                     return Err(Failure::Usage("--reason must not be empty".into()));
                 }
                 let g = client.reclaim(&id, &worker, Some(reason)).await?;
-                Ok(Output::new(&g, render::grant(&g)))
+                Ok(Output::new(&g, render::grant(&g, &worker)))
             }
             OpsCommand::Resolve {
                 id,

@@ -3,6 +3,7 @@
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
+use rakuten_types::WorkerId;
 use rakuten_types::alert::{AlertView, OperatorActionAck, OperatorActionView, WorkerView};
 use rakuten_types::order::{LeaseGrant, Page, TaskDetail, TaskSummary};
 
@@ -54,9 +55,20 @@ pub fn tasks(page: &Page<TaskSummary>) -> String {
         ]);
     }
     let shown = page.items.len() as i64;
-    let first = if shown == 0 { 0 } else { page.offset + 1 };
+    if shown == 0 {
+        // Helper-50: an empty table and "0–0 of 0" read like a failure.
+        return if page.total == 0 {
+            "no task matches\n".to_owned()
+        } else {
+            format!(
+                "no task at offset {} ({} task(s) in all)\n",
+                page.offset, page.total
+            )
+        };
+    }
     format!(
-        "{t}\n{first}–{} of {} task(s)\n",
+        "{t}\n{}–{} of {} task(s)\n",
+        page.offset + 1,
         page.offset + shown,
         page.total
     )
@@ -128,8 +140,8 @@ pub fn task_detail(d: &TaskDetail) -> String {
     )
 }
 
-/// The grant a reclaim made.
-pub fn grant(g: &LeaseGrant) -> String {
+/// The grant a reclaim made for `worker`.
+pub fn grant(g: &LeaseGrant, worker: &WorkerId) -> String {
     let mut t = table(&["field", "value"]);
     for (k, v) in [
         ("task", g.task_id.to_string()),
@@ -139,7 +151,11 @@ pub fn grant(g: &LeaseGrant) -> String {
     ] {
         t.add_row(vec![k.to_owned(), v]);
     }
-    format!("reclaimed: the named worker receives the task on its next lease poll\n{t}\n")
+    format!(
+        "task {} reclaimed for worker {worker}: its next lease poll receives this grant, and it \
+         verifies on the site before acting\n{t}\n",
+        g.task_id
+    )
 }
 
 /// A page of alerts, newest first.
@@ -157,6 +173,9 @@ pub fn alerts(page: &Page<AlertView>) -> String {
             opt(a.cleared_at),
             cut(&a.summary),
         ]);
+    }
+    if page.items.is_empty() {
+        return format!("no alert matches ({} in all)\n", page.total);
     }
     format!("{t}\n{} of {} alert(s)\n", page.items.len(), page.total)
 }

@@ -72,6 +72,10 @@ async fn ops_tasks_lists_tasks_as_a_table_and_as_json_filtered_by_status() {
         r.stdout
     );
     assert!(r.stdout.contains("1–2 of 2 task(s)"), "{}", r.stdout);
+    // Helper-50: nothing to show says so, instead of an empty table and "0–0 of 0".
+    let r = ops(&app, &["tasks", "--status", "stale"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "no task matches\n");
 
     let r = ops(&app, &["tasks", "--status", "queued", "--json"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -159,7 +163,12 @@ async fn ops_reclaim_hands_a_stale_task_to_the_named_worker_and_refuses_a_second
     ];
     let r = ops(&app, &args).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("reclaimed"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("task po-1 reclaimed for worker w2: its next lease poll receives this grant"),
+        "{}",
+        r.stdout
+    );
     let t = app.task("po-1").await;
     assert_eq!(t.data()["status"], "leased");
     assert_eq!(t.data()["lease_owner"], "w2");
