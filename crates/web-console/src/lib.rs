@@ -7,16 +7,20 @@
 //! - [`layout`]: the page frame (header, navigation, who is signed in, sign-out), security headers
 //!   (a `'self'`-only Content-Security-Policy), the embedded stylesheet and script, and small
 //!   rendering helpers (timestamps, ages, status badges, pagers, reason forms).
+//! - [`form`]: the form extractor whose refusals (too large, not a form, a field missing) are
+//!   console pages.
 //! - `webdriver` (feature `webdriver`, tests only): chromedriver + headless Chromium for the browser
 //!   tests, with port bind-and-retry, bounded waits and screenshots.
 //!
 //! Everything is embedded in the binary: no CDN, no JavaScript build chain; the one script only
 //! asks for confirmation before an action.
 
+pub mod form;
 pub mod layout;
 pub mod session;
 #[cfg(feature = "webdriver")]
 pub mod webdriver;
 
+pub use form::ConsoleForm;
 pub use layout::{Chrome, Notice};
 pub use session::{ConsoleKey, Session};

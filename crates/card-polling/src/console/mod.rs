@@ -16,13 +16,14 @@
 
 pub mod pages;
 
+use axum::Router;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Form, Router};
 use serde::{Deserialize, Serialize};
+use web_console::ConsoleForm;
 use web_console::layout::{self, Chrome, Notice};
 use web_console::session::Session;
 
@@ -173,7 +174,7 @@ pub struct SignInForm {
 async fn sign_in(
     State(st): State<AppState>,
     headers: HeaderMap,
-    Form(form): Form<SignInForm>,
+    ConsoleForm(form): ConsoleForm<SignInForm>,
 ) -> Response {
     let token = form.token.trim();
     let account = if token.is_empty() || token.len() > 256 {
@@ -216,7 +217,7 @@ async fn sign_out(
     State(st): State<AppState>,
     signed: Signed,
     headers: HeaderMap,
-    Form(form): Form<CsrfForm>,
+    ConsoleForm(form): ConsoleForm<CsrfForm>,
 ) -> Response {
     if !signed.csrf_ok(form.csrf.as_deref()) {
         return csrf_refused(&signed);

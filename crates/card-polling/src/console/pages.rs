@@ -1,12 +1,12 @@
 //! The card-polling console's pages and forms. Every item read goes through the signed-in
 //! account's scope; a missing item and an out-of-scope item get the same page.
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
+use web_console::ConsoleForm;
 use web_console::layout::{self, Notice, action_form, badge, capped_count, enc, opt, ts, ts_opt};
 
 use super::{Signed, csrf_refused};
@@ -560,7 +560,7 @@ pub async fn close(
     State(st): State<AppState>,
     signed: Signed,
     Path(id): Path<String>,
-    Form(f): Form<ReasonForm>,
+    ConsoleForm(f): ConsoleForm<ReasonForm>,
 ) -> Response {
     if !signed.csrf_ok(f.csrf.as_deref()) {
         return csrf_refused(&signed);
@@ -587,7 +587,7 @@ pub async fn retrigger(
     State(st): State<AppState>,
     signed: Signed,
     Path(id): Path<String>,
-    Form(f): Form<ReasonForm>,
+    ConsoleForm(f): ConsoleForm<ReasonForm>,
 ) -> Response {
     if !signed.csrf_ok(f.csrf.as_deref()) {
         return csrf_refused(&signed);

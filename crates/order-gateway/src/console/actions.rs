@@ -8,12 +8,12 @@
 // only add an allocation on the refusal path.
 #![allow(clippy::result_large_err)]
 
-use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use rakuten_types::{OrderState, Outcome, TaskId, WorkerId};
 use serde::Deserialize;
+use web_console::ConsoleForm;
 use web_console::layout::{self, enc};
 
 use super::{Signed, csrf_refused};
@@ -143,7 +143,7 @@ pub async fn resolve(
     State(st): State<AppState>,
     signed: Signed,
     Path(task_id): Path<String>,
-    Form(form): Form<ResolveForm>,
+    ConsoleForm(form): ConsoleForm<ResolveForm>,
 ) -> Response {
     let (task_id, reason, refusal) =
         match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
@@ -212,7 +212,7 @@ pub async fn cancel(
     State(st): State<AppState>,
     signed: Signed,
     Path(task_id): Path<String>,
-    Form(form): Form<ReasonForm>,
+    ConsoleForm(form): ConsoleForm<ReasonForm>,
 ) -> Response {
     let (task_id, reason, refusal) =
         match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {
@@ -235,7 +235,7 @@ pub async fn retire(
     State(st): State<AppState>,
     signed: Signed,
     Path(worker_id): Path<String>,
-    Form(form): Form<ReasonForm>,
+    ConsoleForm(form): ConsoleForm<ReasonForm>,
 ) -> Response {
     if !signed.0.csrf_ok(form.csrf.as_deref()) {
         return csrf_refused(&signed);
@@ -264,7 +264,7 @@ pub async fn reclaim(
     State(st): State<AppState>,
     signed: Signed,
     Path(task_id): Path<String>,
-    Form(form): Form<ReclaimForm>,
+    ConsoleForm(form): ConsoleForm<ReclaimForm>,
 ) -> Response {
     let (task_id, reason, refusal) =
         match task_form(&signed, form.csrf.as_deref(), &task_id, &form.reason) {

@@ -24,13 +24,14 @@
 pub mod actions;
 pub mod pages;
 
+use axum::Router;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Form, Router};
 use serde::{Deserialize, Serialize};
+use web_console::ConsoleForm;
 use web_console::layout::{self, Chrome, Notice};
 use web_console::session::Session;
 
@@ -145,7 +146,7 @@ pub struct SignInForm {
 async fn sign_in(
     State(st): State<AppState>,
     headers: HeaderMap,
-    Form(form): Form<SignInForm>,
+    ConsoleForm(form): ConsoleForm<SignInForm>,
 ) -> Response {
     match st.credentials.identify(form.token.trim()) {
         Some(actor) if actor.role == Role::Operator => {
@@ -177,7 +178,7 @@ async fn sign_out(
     State(st): State<AppState>,
     signed: Signed,
     headers: HeaderMap,
-    Form(form): Form<CsrfForm>,
+    ConsoleForm(form): ConsoleForm<CsrfForm>,
 ) -> Response {
     if !signed.0.csrf_ok(form.csrf.as_deref()) {
         return csrf_refused(&signed);

@@ -559,3 +559,47 @@ async fn console_alerts_page_pages_older_and_newer_by_keyset() {
     assert!(b.text().await.contains("Unknown state: open or all."));
     b.close().await;
 }
+
+/// Helper-50's F10: a console form over the body limit, or not sent as a form, was answered with
+/// axum's plain-text rejection; it is a console page now that says nothing was done.
+#[tokio::test]
+async fn a_console_form_too_large_or_not_a_form_is_answered_with_a_console_page() {
+    let app = spawn_app().await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let signed_in = client
+        .post(app.url("/console/sign-in"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={}", app.token))
+        .send()
+        .await
+        .unwrap();
+    let cookie = signed_in.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let big = format!("reason={}", "x".repeat(200_000));
+    for (content_type, body, status) in [
+        ("application/x-www-form-urlencoded", big, 413),
+        ("text/plain", "reason=x".to_owned(), 415),
+    ] {
+        let r = client
+            .post(app.url("/console/tasks/t-1/cancel"))
+            .header("cookie", &cookie)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status);
+        let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
+        assert!(ct.starts_with("text/html"), "{ct}");
+        let page = r.text().await.unwrap();
+        assert!(page.contains("nothing was done"), "{page}");
+    }
+}
