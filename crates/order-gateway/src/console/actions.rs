@@ -87,6 +87,12 @@ impl<'a> Refusal<'a> {
     fn store(&self, e: StoreError) -> Response {
         let status = match e {
             StoreError::TaskNotFound(_) => StatusCode::NOT_FOUND,
+            StoreError::Contradicts(msg) => {
+                return self.page(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    &format!("Not taken: {msg}."),
+                );
+            }
             StoreError::Database(_) | StoreError::Closed | StoreError::Corrupt(_) => {
                 tracing::error!(error = %e, "console action failed");
                 return self.page(

@@ -87,6 +87,7 @@ impl ApiError {
                     ErrorCode::Unavailable
                 }
                 StoreError::WorkerNotFound(_) => ErrorCode::NotFound,
+                StoreError::Contradicts(_) => ErrorCode::Validation,
                 StoreError::QueryNotFound(_) => ErrorCode::QueryNotFound,
                 StoreError::QueryLeaseInvalid(_) => ErrorCode::QueryLeaseInvalid,
                 StoreError::QueryTransition(_) => ErrorCode::QueryLeaseInvalid,

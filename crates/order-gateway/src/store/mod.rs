@@ -399,6 +399,10 @@ pub enum StoreError {
     /// The query state machine refused a transition.
     #[error(transparent)]
     QueryTransition(#[from] rakuten_types::query::InvalidQueryTransition),
+    /// The request contradicts what the task's stored history says (422, 1003): an operator's
+    /// `failed` without a state while the latest report is `paid`. The message says what to send.
+    #[error("{0}")]
+    Contradicts(String),
     /// No such worker (404, 1005).
     #[error("worker {0} not found")]
     WorkerNotFound(String),

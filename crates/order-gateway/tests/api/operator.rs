@@ -23,7 +23,56 @@ crate::on_both_engines!(
     needs_human_and_logged_out_raise_their_alerts_and_clear_when_the_cause_is_gone,
     a_reclaim_records_its_reason_and_the_first_poll_receives_its_grant,
     a_poison_row_set_aside_raises_a_needs_human_alert_that_reaches_the_receiver,
+    resolving_against_the_latest_reported_state_needs_the_state_seen,
 );
+
+/// Helper-51: `failed` without a state while the worker's latest report is `paid` was taken, and
+/// the mirror then said both. It needs the state the operator saw; a latest `in_cart` (the usual
+/// stale task whose order went through unreported) still resolves `succeeded` without one.
+async fn resolving_against_the_latest_reported_state_needs_the_state_seen(e: Engine) {
+    let app = e.spawn(|_| {}).await;
+    app.leased("po-paid", "w1").await;
+    app.report("po-paid", json!({"worker_id": "w1", "state": "paid"}))
+        .await
+        .assert_ok();
+    app.expire_leases();
+    app.sweep().await;
+    assert_eq!(app.status_of("po-paid").await, "stale");
+    let r = app
+        .resolve(
+            "po-paid",
+            json!({"outcome": "failed", "reason": "not on the site"}),
+        )
+        .await;
+    r.assert_err(422, 1003);
+    assert_eq!(
+        r.body["msg"],
+        "outcome failed contradicts the latest reported state paid, which makes the task \
+         succeeded: send the state you saw on the site (state) with the outcome"
+    );
+    assert_eq!(app.status_of("po-paid").await, "stale", "nothing changed");
+    app.resolve(
+        "po-paid",
+        json!({"outcome": "failed", "state": "cancelled", "reason": "the shop cancelled it"}),
+    )
+    .await
+    .assert_ok();
+    assert_eq!(app.status_of("po-paid").await, "failed");
+
+    app.leased("po-cart", "w2").await;
+    app.report("po-cart", json!({"worker_id": "w2", "state": "in_cart"}))
+        .await
+        .assert_ok();
+    app.expire_leases();
+    app.sweep().await;
+    app.resolve(
+        "po-cart",
+        json!({"outcome": "succeeded", "reason": "order 306-9 in the site's list"}),
+    )
+    .await
+    .assert_ok();
+    assert_eq!(app.status_of("po-cart").await, "succeeded");
+}
 
 /// Settings for an app whose only alert is the one a test makes (no offline worker after the
 /// lease TTL), delivering to `url`.

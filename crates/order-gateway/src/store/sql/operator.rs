@@ -13,7 +13,7 @@ use rakuten_types::alert::{
     OperatorActionAck, OperatorActionKind, OperatorActionView,
 };
 use rakuten_types::order::Page;
-use rakuten_types::{QueryId, TaskEvent, TaskId, TaskStatus, Timestamp};
+use rakuten_types::{OrderState, Outcome, QueryId, TaskEvent, TaskId, TaskStatus, Timestamp};
 use sqlx::Row;
 
 use crate::store::operator::{
@@ -714,6 +714,31 @@ pub(crate) async fn task_resolve(
                      failed"
                 .into(),
         })?;
+    if req.state.is_none() {
+        // Without a state of their own, the person's verdict stands beside the worker's latest
+        // report in the mirror the upstream reads; `failed` beside `paid` would say both
+        // (helper-51). Only a state that implies the other verdict is refused: a latest
+        // `in_cart` is the usual stale task whose order went through unreported, and the
+        // operator who found it on the site resolves `succeeded`. With a state,
+        // `Outcome::check_resolve` has already judged the pair.
+        let latest: Option<String> = sqlx::query_scalar(
+            "SELECT state FROM task_reports WHERE task_id = $1 ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(req.task_id.as_str())
+        .fetch_optional(&mut *conn)
+        .await?;
+        if let Some(latest) = latest.and_then(|s| s.parse::<OrderState>().ok())
+            && let Some(implied) = Outcome::implied_by(latest)
+            && implied != req.outcome
+        {
+            return Err(StoreError::Contradicts(format!(
+                "outcome {} contradicts the latest reported state {latest}, which makes the task \
+                 {}: send the state you saw on the site (state) with the outcome",
+                req.outcome.as_str(),
+                implied.as_str()
+            )));
+        }
+    }
     guarded_finish(conn, &req.task_id, from, to, now).await?;
     grants::grant_ended(conn, &req.task_id, GrantEnd::Resolved, now).await?;
     if let Some(state) = req.state {
