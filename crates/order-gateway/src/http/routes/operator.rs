@@ -117,7 +117,7 @@ pub async fn list_alerts(
         (status = 200, body = Envelope<OperatorActionAck>),
         (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
         (status = 409, description = "not stale or needs_human (6003)", body = ErrorEnvelope),
-        (status = 422, description = "missing reason, outcome not succeeded/failed or contradicting the state (1003)", body = ErrorEnvelope),
+        (status = 422, description = "missing reason, outcome not succeeded/failed, or contradicting the state given or, without one, the latest reported state (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -242,6 +242,7 @@ pub struct RetireQuery {
     responses(
         (status = 200, body = Envelope<OperatorActionView>),
         (status = 404, description = "no such worker (1005)", body = ErrorEnvelope),
+        (status = 409, description = "already retired (1006); the message says since when", body = ErrorEnvelope),
         (status = 422, description = "missing reason (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
