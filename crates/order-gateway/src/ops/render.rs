@@ -175,7 +175,14 @@ pub fn alerts(page: &Page<AlertView>) -> String {
         ]);
     }
     if page.items.is_empty() {
-        return format!("no alert matches ({} in all)\n", page.total);
+        return if page.total == 0 {
+            "no alert matches\n".to_owned()
+        } else {
+            format!(
+                "no alert at offset {} ({} alert(s) in all)\n",
+                page.offset, page.total
+            )
+        };
     }
     format!("{t}\n{} of {} alert(s)\n", page.items.len(), page.total)
 }
