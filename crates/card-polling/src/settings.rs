@@ -66,26 +66,9 @@ fn parse_secret(s: &str) -> Result<Secret, String> {
     Ok(Secret(s.to_owned()))
 }
 
-/// Fewest characters of `RAKUTEN_POLL_CONSOLE_KEY`: one session cookie lets a key be guessed
-/// offline, and a guessed key signs any account's session (the gateway's rule, helper-50).
-pub const MIN_CONSOLE_KEY_CHARS: usize = 32;
-
+/// `RAKUTEN_POLL_CONSOLE_KEY`: the shared rule ([`web_console::session::check_key`]).
 fn parse_console_key(s: &str) -> Result<String, String> {
-    // Set but empty is refused rather than read as unset: instances on one database need the same
-    // key, and a line left empty in `.env` is more likely a forgotten value than a wish for a
-    // random one (helper-51 asked).
-    if s.trim().is_empty() {
-        return Err(format!(
-            "the console key is empty: give it at least {MIN_CONSOLE_KEY_CHARS} characters \
-             (e.g. `openssl rand -hex 32`), or remove the line for a random key per process"
-        ));
-    }
-    if s.chars().count() < MIN_CONSOLE_KEY_CHARS {
-        return Err(format!(
-            "the console key must be at least {MIN_CONSOLE_KEY_CHARS} characters (e.g. `openssl rand -hex 32`)"
-        ));
-    }
-    Ok(s.to_owned())
+    web_console::session::check_key(s).map(|()| s.to_owned())
 }
 
 fn parse_pg_url(s: &str) -> Result<Secret, String> {
@@ -558,19 +541,5 @@ impl Settings {
             timeout_rate: self.sim_timeout_rate,
             unknown_iccids: self.sim_unknown_iccids.iter().cloned().collect(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_empty_console_key_says_how_to_get_a_random_one() {
-        for empty in ["", "  "] {
-            let e = parse_console_key(empty).unwrap_err();
-            assert!(e.contains("remove the line for a random key"), "{e}");
-        }
-        assert!(parse_console_key(&"k".repeat(32)).is_ok());
     }
 }

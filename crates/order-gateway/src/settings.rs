@@ -49,10 +49,6 @@ impl FromStr for Secret {
 /// floor for its admin token too. A short token is guessed online; the gateway faces the internet.
 pub const MIN_TOKEN_CHARS: usize = 16;
 
-/// Fewest characters of `RAKUTEN_CONSOLE_KEY`: one session cookie lets a key be guessed offline,
-/// and a guessed key signs an operator's session (helper-50's finding: `abc` was taken).
-pub const MIN_CONSOLE_KEY_CHARS: usize = 32;
-
 /// `RAKUTEN_API_TOKEN`: at least [`MIN_TOKEN_CHARS`], no whitespace. The message never quotes it.
 fn parse_token(s: &str) -> Result<Secret, String> {
     if s.chars().count() < MIN_TOKEN_CHARS || s.chars().any(char::is_whitespace) {
@@ -63,23 +59,9 @@ fn parse_token(s: &str) -> Result<Secret, String> {
     Ok(Secret(s.to_owned()))
 }
 
-/// `RAKUTEN_CONSOLE_KEY`: at least [`MIN_CONSOLE_KEY_CHARS`]. The message never quotes it.
+/// `RAKUTEN_CONSOLE_KEY`: the shared rule ([`web_console::session::check_key`]).
 fn parse_console_key(s: &str) -> Result<Secret, String> {
-    // Set but empty is refused rather than read as unset: instances on one database need the same
-    // key, and a line left empty in `.env` is more likely a forgotten value than a wish for a
-    // random one (helper-51 asked).
-    if s.trim().is_empty() {
-        return Err(format!(
-            "the console key is empty: give it at least {MIN_CONSOLE_KEY_CHARS} characters \
-             (e.g. `openssl rand -hex 32`), or remove the line for a random key per process"
-        ));
-    }
-    if s.chars().count() < MIN_CONSOLE_KEY_CHARS {
-        return Err(format!(
-            "the console key must be at least {MIN_CONSOLE_KEY_CHARS} characters (e.g. `openssl rand -hex 32`)"
-        ));
-    }
-    Ok(Secret(s.to_owned()))
+    web_console::session::check_key(s).map(|()| Secret(s.to_owned()))
 }
 
 /// `RAKUTEN_ALERT_WEBHOOK_SECRET`: at least [`MIN_TOKEN_CHARS`]. One signed request seen in a
@@ -715,15 +697,6 @@ mod tests {
         s.db_url = Some(Secret::new("postgres://u:pw@127.0.0.1/db"));
         assert!(s.validate().is_ok());
         assert!(!format!("{s:?}").contains("pw@"));
-    }
-
-    #[test]
-    fn an_empty_console_key_says_how_to_get_a_random_one() {
-        for empty in ["", "  "] {
-            let e = parse_console_key(empty).unwrap_err();
-            assert!(e.contains("remove the line for a random key"), "{e}");
-        }
-        assert!(parse_console_key(&"k".repeat(32)).is_ok());
     }
 
     #[test]

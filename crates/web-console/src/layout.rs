@@ -143,15 +143,7 @@ pub fn error_page(
     message: &str,
     back: (&str, &str),
 ) -> Response {
-    let notice = Notice::Err(message.to_owned());
-    page_with_status(
-        status,
-        chrome,
-        "",
-        "Refused",
-        Some(&notice),
-        html! { p { a href=(back.0) { (back.1) } } },
-    )
+    refused_form_page(chrome, status, message, back, "")
 }
 
 /// A refused action form: the message, a link back to the page the form was on, and what the

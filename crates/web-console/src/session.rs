@@ -29,6 +29,34 @@ pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 /// The form field that carries the CSRF token.
 pub const CSRF_FIELD: &str = "csrf";
 
+/// Fewest characters of a configured console key (`RAKUTEN_CONSOLE_KEY`,
+/// `RAKUTEN_POLL_CONSOLE_KEY`): one session cookie lets a key be guessed offline, and a guessed
+/// key signs any session (helper-50's finding: `abc` was taken).
+pub const MIN_KEY_CHARS: usize = 32;
+
+/// Checks a configured console key, for both services' settings; the message never quotes it.
+///
+/// Set but empty is refused rather than read as unset: instances on one database need the same
+/// key, and a line left empty in `.env` is more likely a forgotten value than a wish for a random
+/// one, so the message says how to get the random one (helper-51).
+///
+/// # Errors
+/// The reason, for the setting's one-line refusal at start (exit 2).
+pub fn check_key(s: &str) -> Result<(), String> {
+    if s.trim().is_empty() {
+        return Err(format!(
+            "the console key is empty: give it at least {MIN_KEY_CHARS} characters \
+             (e.g. `openssl rand -hex 32`), or remove the line for a random key per process"
+        ));
+    }
+    if s.chars().count() < MIN_KEY_CHARS {
+        return Err(format!(
+            "the console key must be at least {MIN_KEY_CHARS} characters (e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    Ok(())
+}
+
 /// The signing key of the session cookies.
 #[derive(Clone)]
 pub struct ConsoleKey(Key);
@@ -187,5 +215,19 @@ mod tests {
         let tls = key.sign_in(&h, 1u8, now).into_response();
         let set = tls.headers().get(SET_COOKIE).unwrap().to_str().unwrap();
         assert!(set.contains("Secure"), "{set}");
+    }
+
+    #[test]
+    fn an_empty_key_says_how_to_get_a_random_one_and_a_short_one_is_refused() {
+        for empty in ["", "  "] {
+            let e = check_key(empty).unwrap_err();
+            assert!(e.contains("remove the line for a random key"), "{e}");
+        }
+        assert!(
+            check_key(&"k".repeat(31))
+                .unwrap_err()
+                .contains("at least 32")
+        );
+        assert!(check_key(&"k".repeat(32)).is_ok());
     }
 }
