@@ -251,7 +251,20 @@ impl OpsCommand {
                     return Err(Failure::Usage("--reason must not be empty".into()));
                 }
                 let g = client.reclaim(&id, &worker, Some(reason)).await?;
-                Ok(Output::new(&g, render::grant(&g, &worker)))
+                let mut text = render::grant(&g, &worker);
+                // Helper-50's F6: a typed worker id that no worker polls with takes the grant all
+                // the same (the API names only the worker), and the task goes stale again a TTL
+                // later. The CLI, where ids are typed, says so at once.
+                if let Ok(ws) = client.workers().await
+                    && !ws.iter().any(|w| w.worker_id == worker.as_str())
+                {
+                    text.push_str(&format!(
+                        "note: worker {worker} has never polled this gateway (`ops workers` lists \
+                         those that have): unless it polls before the lease expires, the task \
+                         goes stale again\n"
+                    ));
+                }
+                Ok(Output::new(&g, text))
             }
             OpsCommand::Resolve {
                 id,

@@ -169,6 +169,13 @@ async fn ops_reclaim_hands_a_stale_task_to_the_named_worker_and_refuses_a_second
         "{}",
         r.stdout
     );
+    // Helper-50's F6: w2 never polled this gateway (a typo would look the same), so it says so.
+    assert!(
+        r.stdout
+            .contains("note: worker w2 has never polled this gateway"),
+        "{}",
+        r.stdout
+    );
     let t = app.task("po-1").await;
     assert_eq!(t.data()["status"], "leased");
     assert_eq!(t.data()["lease_owner"], "w2");
@@ -178,6 +185,24 @@ async fn ops_reclaim_hands_a_stale_task_to_the_named_worker_and_refuses_a_second
     assert_eq!(r.code, 1, "{} {}", r.stdout, r.stderr);
     assert!(r.stderr.contains("6003"), "{}", r.stderr);
     assert!(r.stdout.is_empty());
+
+    // w2 never came; stale again, to w1, which has polled: no note.
+    app.expire_leases();
+    app.sweep().await;
+    let r = ops(
+        &app,
+        &[
+            "reclaim",
+            "po-1",
+            "--worker",
+            "w1",
+            "--reason",
+            "w2 is away",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stdout.contains("note:"), "{}", r.stdout);
 }
 
 #[tokio::test]
