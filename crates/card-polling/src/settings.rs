@@ -358,11 +358,15 @@ const TLS_VARS: (&str, &str) = ("RAKUTEN_POLL_TLS_CERT_PATH", "RAKUTEN_POLL_TLS_
 
 impl EdgeSettings {
     /// Loads the TLS files when set, as start-up will, so that a missing or unusable one is a
-    /// bad setting (exit 2) naming its variable, not a run-time error (D-newuser11-2).
+    /// bad setting (exit 2) naming its variable, not a run-time error (D-newuser11-2); checks
+    /// the address file's folder the same way.
     ///
     /// # Errors
     /// The variable to blame and why.
     pub fn check_tls(&self) -> Result<(), (&'static str, String)> {
+        if let Some(f) = &self.addr_file {
+            rakuten_edge::check_addr_file(f).map_err(|r| ("RAKUTEN_POLL_ADDR_FILE", r))?;
+        }
         match rakuten_edge::TlsFiles::from_pair(
             self.tls_cert_path.clone(),
             self.tls_key_path.clone(),

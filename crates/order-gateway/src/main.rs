@@ -67,7 +67,7 @@ fn ops_main(args: &OpsArgs) -> ExitCode {
             &mut std::io::stderr(),
         )),
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            rakuten_cli::stderr_line!("error: cannot start the runtime: {e}");
             ops::ExitStatus::Unavailable
         }
     };

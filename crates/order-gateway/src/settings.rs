@@ -574,6 +574,12 @@ impl Settings {
             tls.check(TLS_VARS)
                 .map_err(|(name, reason)| SettingsError { name, reason })?;
         }
+        if let Some(f) = &self.edge.addr_file {
+            rakuten_edge::check_addr_file(f).map_err(|reason| SettingsError {
+                name: "RAKUTEN_GATEWAY_ADDR_FILE",
+                reason,
+            })?;
+        }
         if self.db_path.as_os_str().is_empty() {
             return Err(SettingsError {
                 name: "RAKUTEN_GATEWAY_DB_PATH",

@@ -23,6 +23,17 @@
 pub mod number;
 pub mod secret_arg;
 
+/// `eprintln!` that drops the line when standard error cannot take it. `eprintln!` panics on a
+/// closed or full standard error (`… 2>&1 | head -1`, `2>/dev/full`), and a bad setting then
+/// exited 101 instead of its documented 2 (helper-52).
+#[macro_export]
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 use std::ffi::OsString;
 use std::fmt::Display;
 use std::io::IsTerminal;
@@ -77,7 +88,7 @@ fn refuse_malformed_dotenv() {
     };
     for line in lines {
         if let Err(e) = line {
-            eprintln!(
+            stderr_line!(
                 "error: invalid settings file .env: {}; every line must be NAME=value, a comment \
                  (#) or blank; nothing from the file was applied",
                 dotenv_error_place(&e)
@@ -232,7 +243,7 @@ pub fn invalid_setting_message(cmd: &Command, env: &str, reason: impl Display) -
 
 /// Prints `error: invalid setting --flag / VAR: reason` on stderr and exits 2 (no backtrace).
 pub fn exit_invalid<C: CommandFactory>(env: &str, reason: impl Display) -> ! {
-    eprintln!(
+    stderr_line!(
         "error: {}",
         invalid_setting_message(&C::command(), env, reason)
     );
@@ -250,12 +261,12 @@ fn exit_clap(cmd: &Command, e: clap::Error) -> ! {
     }
     if let Some(lines) = missing_settings(cmd, &e) {
         for l in lines {
-            eprintln!("error: {l}");
+            stderr_line!("error: {l}");
         }
         std::process::exit(2)
     }
     if let Some(line) = unparsable_number(cmd, &e) {
-        eprintln!("error: {line}");
+        stderr_line!("error: {line}");
         std::process::exit(2)
     }
     let _ = e.print();
@@ -266,7 +277,7 @@ fn exit_clap(cmd: &Command, e: clap::Error) -> ! {
             .and_then(|f| f.strip_prefix("--"))
         && let Some(env) = env_for_flag(cmd, long)
     {
-        eprintln!("note: --{long} is also set by the variable {env} (environment or .env)");
+        stderr_line!("note: --{long} is also set by the variable {env} (environment or .env)");
     }
     std::process::exit(2)
 }
@@ -280,7 +291,7 @@ fn init_logs(default_log: &str, output: LogOutput) {
     let format = match parse_log_format(&format) {
         Ok(f) => f,
         Err(reason) => {
-            eprintln!("error: invalid setting {LOG_FORMAT_VAR}: {reason}");
+            stderr_line!("error: invalid setting {LOG_FORMAT_VAR}: {reason}");
             std::process::exit(2)
         }
     };
@@ -539,7 +550,7 @@ pub fn exit_on_error(r: anyhow::Result<()>) -> ExitCode {
             if parse_log_format(&format) == Ok(LogFormat::Json) {
                 tracing::error!(error = %line, "stopped on an error");
             }
-            eprintln!("error: {line}");
+            stderr_line!("error: {line}");
             match e.downcast_ref::<SetupError>() {
                 Some(setup) => ExitCode::from(setup.exit_code()),
                 None => ExitCode::FAILURE,

@@ -26,5 +26,5 @@ pub mod serve;
 pub mod testing;
 pub mod tls;
 
-pub use serve::{EdgeConfig, bind, serve, warn_if_plain_public, write_addr_file};
+pub use serve::{EdgeConfig, bind, check_addr_file, serve, warn_if_plain_public, write_addr_file};
 pub use tls::{TlsFiles, TlsReloader};

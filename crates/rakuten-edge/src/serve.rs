@@ -333,6 +333,33 @@ async fn connection<IO, S>(
     let _ = conn.await;
 }
 
+/// Checks an address file setting at start: its folder must exist and the path must not be a
+/// folder. The file is written only once the socket is bound, so a bad path found then left the
+/// service listening with no file written, and a script waiting for it waited forever
+/// (helper-52).
+///
+/// # Errors
+/// Why, for the setting's one-line refusal (exit 2).
+pub fn check_addr_file(path: &Path) -> Result<(), String> {
+    if path.as_os_str().is_empty() {
+        return Err("must not be empty".into());
+    }
+    if path.is_dir() {
+        return Err(format!("{} is a folder, not a file", path.display()));
+    }
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return Err(format!(
+            "the folder {} does not exist (it is not created)",
+            folder.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Writes `addr` and a newline to `path` atomically (a temporary file renamed over it), so a
 /// reader polling for the file never sees it half written.
 ///

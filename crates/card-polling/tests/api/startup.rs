@@ -94,6 +94,18 @@ fn a_number_that_is_no_number_or_a_missing_setting_is_one_line_naming_the_variab
         "error: invalid setting --port / RAKUTEN_POLL_PORT: \"70000\" is out of range; it takes a \
          whole number from 0 to 65535"
     );
+    // Helper-52: an address file in a folder that does not exist left the service listening
+    // without ever writing it; a script waiting for the file waited forever.
+    let line = assert_setup_refused(
+        BIN,
+        &[TOKEN, ("RAKUTEN_POLL_ADDR_FILE", "/nonexistent-dir/addr")],
+        &[],
+    );
+    assert_eq!(
+        line,
+        "error: invalid setting --addr-file / RAKUTEN_POLL_ADDR_FILE: the folder /nonexistent-dir \
+         does not exist (it is not created)"
+    );
     let out = run_in_clean_env(BIN, &[("RAKUTEN_POLL_PORT", "0")], &["serve"]);
     let line = assert_output_refused(&out, &[]);
     assert_eq!(

@@ -137,3 +137,24 @@ async fn the_gateway_serves_on_and_stops_cleanly_when_its_log_pipe_is_closed() {
     let status = gw.exited_within(Duration::from_secs(10)).await;
     assert!(status.success(), "exit status {status:?}");
 }
+
+/// Helper-52: a bad setting with standard error full or closed (`2>/dev/full`, `2>&1 | head -1`)
+/// exited 101 (`eprintln!` panicked) instead of the documented 2, which a supervisor reads as
+/// "do not restart".
+#[test]
+fn a_bad_setting_exits_2_even_when_standard_error_cannot_be_written() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_order-gateway"))
+        .arg("serve")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(tempfile::tempdir().unwrap().path())
+        .stdout(std::process::Stdio::null())
+        .stderr(full)
+        .status()
+        .expect("run order-gateway");
+    assert_eq!(status.code(), Some(2), "{status:?}");
+}

@@ -65,6 +65,20 @@ fn a_number_that_is_no_number_names_the_variable_the_value_and_what_it_takes() {
         "error: invalid setting --query-max-attempts / RAKUTEN_QUERY_MAX_ATTEMPTS: \"lots\" is not \
          a whole number; it takes a whole number from 1 to 100"
     );
+    // Helper-52: the address file's folder is checked at start, not after the socket is bound.
+    let line = assert_setup_refused(
+        BIN,
+        &[
+            TOKEN,
+            ("RAKUTEN_GATEWAY_ADDR_FILE", "/nonexistent-dir/addr"),
+        ],
+        &[],
+    );
+    assert_eq!(
+        line,
+        "error: invalid setting --addr-file / RAKUTEN_GATEWAY_ADDR_FILE: the folder \
+         /nonexistent-dir does not exist (it is not created)"
+    );
     let line = assert_setup_refused(BIN, &[TOKEN, ("RAKUTEN_GATEWAY_PORT", "http")], &[]);
     assert!(
         line.contains(
