@@ -5,9 +5,11 @@
 //! Rules:
 //! - the intent is a JSON object;
 //! - `item_url`: required string, 1..=2048 characters, `https://` or `http://`, host
-//!   `rakuten.co.jp` or a subdomain of it, no user info, no whitespace or control characters;
+//!   `rakuten.co.jp` or a subdomain of it, no user info, no whitespace, control or invisible
+//!   characters;
 //! - `quantity`: optional JSON integer 1..=99 (default 1);
-//! - `variant_id`: optional string (or null), at most 256 characters;
+//! - `variant_id`: optional string (or null), at most 256 characters, no control characters or
+//!   bidirectional controls;
 //! - `max_total_yen`: optional JSON integer > 0 (or null), yen;
 //! - `options`: any JSON, passed to the site untouched.
 
@@ -52,9 +54,13 @@ fn check_item_url(url: &str) -> Result<(), IntentError> {
             "item_url must be 1..={MAX_ITEM_URL_CHARS} characters"
         )));
     }
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    // Invisible too (helper-52): a U+202E in the path made the console show another file name.
+    if url
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || crate::ids::is_invisible(c))
+    {
         return Err(err(
-            "item_url must not contain whitespace or control characters",
+            "item_url must not contain whitespace, control or invisible characters",
         ));
     }
     let lower = url.to_ascii_lowercase();
@@ -121,6 +127,15 @@ impl OrderIntent {
         };
         let variant_id = match obj.get("variant_id") {
             None | Some(Value::Null) => None,
+            Some(Value::String(s))
+                if s.chars()
+                    .any(|c| c.is_control() || crate::text::is_bidi_control(c)) =>
+            {
+                // Helper-52: "\u{7}\u{0}" was taken and reached the console's page raw.
+                return Err(err(
+                    "variant_id must not contain control characters or bidirectional controls",
+                ));
+            }
             Some(Value::String(s)) if s.chars().count() <= MAX_VARIANT_ID_CHARS => Some(s.clone()),
             Some(Value::String(_)) => {
                 return Err(err(format!(
@@ -194,6 +209,11 @@ mod tests {
             json!({"item_url": URL, "max_total_yen": 0}),
             json!({"item_url": URL, "max_total_yen": "5"}),
             json!({"item_url": URL, "variant_id": 3}),
+            // Helper-52: what reached the console's page raw.
+            json!({"item_url": "https://item.rakuten.co.jp/shop/\u{202e}gnp.exe/"}),
+            json!({"item_url": "https://item.rakuten.co.jp/shop/x\u{200b}/"}),
+            json!({"item_url": URL, "variant_id": "\u{7}\u{0}"}),
+            json!({"item_url": URL, "variant_id": "red \u{202e}x"}),
         ];
         for b in bad {
             assert!(OrderIntent::parse(&b).is_err(), "{b} was accepted");

@@ -303,7 +303,7 @@ pub fn badge(status: &str) -> Markup {
 /// `—` for a missing value.
 pub fn opt<T: std::fmt::Display>(v: Option<T>) -> Markup {
     match v {
-        Some(v) => html! { (v.to_string()) },
+        Some(v) => html! { (shown(&v.to_string())) },
         None => html! { span.muted { "—" } },
     }
 }
@@ -369,9 +369,21 @@ pub fn seek_pager(
     }
 }
 
-/// Pretty-printed JSON in a collapsed block.
+/// Stored text as a page shows it: control characters (a NUL, an escape) and bidirectional
+/// controls written out as `\u{…}` ([`rakuten_types::text::printable`]), so text stored before
+/// the input checks, or in fields passed through unchecked, reads as it is and cannot reorder
+/// the page around it (helper-52). HTML escaping is the template's.
+pub fn shown(s: &str) -> String {
+    rakuten_types::text::printable(s)
+}
+
+/// Pretty-printed JSON in a collapsed block, with what JSON leaves raw (C1 controls, bidi
+/// controls) written as `\uXXXX` ([`rakuten_types::text::json_printable`]): an intent's
+/// unchecked fields are stored as sent (helper-52: a U+202E reversed the line on the page).
 pub fn raw_json(summary: &str, value: &serde_json::Value) -> Markup {
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    let text = rakuten_types::text::json_printable(
+        &serde_json::to_string_pretty(value).unwrap_or_default(),
+    );
     html! { details { summary { (summary) } pre { (text) } } }
 }
 

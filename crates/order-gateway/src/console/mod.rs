@@ -160,7 +160,17 @@ async fn sign_in(
             SERVICE,
             "Operator token",
             Some(&format!(
-                "This is a {} token; the console needs an operator token.",
+                "This is {} {} token; the console needs an operator token.",
+                // "an upstream", "a worker" (helper-52).
+                if actor
+                    .role
+                    .to_string()
+                    .starts_with(['a', 'e', 'i', 'o', 'u'])
+                {
+                    "an"
+                } else {
+                    "a"
+                },
                 actor.role
             )),
         ),

@@ -13,8 +13,8 @@ use rakuten_types::query::{OrderListResult, QueryKind, QueryStatus, QueryView};
 use rakuten_types::{QueryId, TaskId, TaskStatus, Timestamp};
 use serde::Deserialize;
 use web_console::layout::{
-    Notice, action_form, age, badge, capped_count, csrf_input, enc, opt, raw_json, seek_pager, ts,
-    ts_opt,
+    Notice, action_form, age, badge, capped_count, csrf_input, enc, opt, raw_json, seek_pager,
+    shown, ts, ts_opt,
 };
 
 use super::Signed;
@@ -236,10 +236,10 @@ pub async fn attention(State(st): State<AppState>, signed: Signed) -> Response {
 
 /// `item × quantity (≤ limit)` from an intent.
 fn intent_line(intent: &serde_json::Value) -> Markup {
-    let url = intent["item_url"].as_str().unwrap_or("?");
+    let url = shown(intent["item_url"].as_str().unwrap_or("?"));
     let qty = intent["quantity"].as_i64().unwrap_or(1);
     html! {
-        span.mono { (short_url(url)) } " × " (qty)
+        span.mono { (short_url(&url)) } " × " (qty)
         @if let Some(max) = intent["max_total_yen"].as_i64() { " (≤ ¥" (max) ")" }
     }
 }
@@ -441,7 +441,7 @@ pub async fn task(
             section.card #intent {
                 h2 { "What it wanted" }
                 dl.kv {
-                    dt { "item" } dd.mono { (t.intent["item_url"].as_str().unwrap_or("?")) }
+                    dt { "item" } dd.mono { (shown(t.intent["item_url"].as_str().unwrap_or("?"))) }
                     dt { "quantity" } dd { (t.intent["quantity"].as_i64().unwrap_or(1)) }
                     dt { "variant" } dd { (opt(t.intent["variant_id"].as_str())) }
                     dt { "amount limit" } dd { @match t.intent["max_total_yen"].as_i64() {

@@ -220,12 +220,15 @@ pub fn action(a: &OperatorActionView) -> String {
         ("reason", cut(&a.reason)),
         ("task", opt(a.task_id.as_ref())),
         ("worker", opt(a.worker_id.as_deref())),
-        (
-            "status",
-            format!("{} → {}", opt(a.from_status), opt(a.to_status)),
-        ),
     ] {
         t.add_row(vec![k.to_owned(), v]);
+    }
+    // A worker's retirement moves no task: "- → -" meant nothing (helper-52).
+    if a.from_status.is_some() || a.to_status.is_some() {
+        t.add_row(vec![
+            "status".to_owned(),
+            format!("{} → {}", opt(a.from_status), opt(a.to_status)),
+        ]);
     }
     format!("{t}\n")
 }

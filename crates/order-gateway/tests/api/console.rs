@@ -90,9 +90,26 @@ async fn console_form_without_its_csrf_token_is_refused() {
 async fn console_refuses_a_reason_or_verdict_the_api_refuses() {
     let app = spawn_app().await;
     stale_task(&app, "esc-1", "w1").await;
+    // Helper-52: an intent stored before the submit checks (or its unchecked `options`) with a
+    // U+202E and a BEL is shown written out, not obeyed.
+    app.raw_sql(
+        "UPDATE tasks SET intent_json = '{\"item_url\":\"https://item.rakuten.co.jp/shop/' || \
+         char(8238) || 'gnp.exe/\",\"quantity\":1,\"variant_id\":\"v\\u0007\",\"options\":{\"note\":\"a' || char(8238) || 'b\"}}' WHERE task_id = 'esc-1'",
+    )
+    .await;
     let b = Browser::start().await;
     sign_in(&b, &app).await;
     b.goto(&app.url("/console/tasks/esc-1")).await;
+    let intent = b.find("#intent").await.text().await.unwrap();
+    assert!(
+        intent.contains(r"shop/\u{202e}gnp.exe/") && intent.contains(r"v\u{7}"),
+        "{intent}"
+    );
+    let html = b.eval("return document.documentElement.outerHTML;").await;
+    let html = html.as_str().unwrap();
+    assert!(!html.contains('\u{202e}'), "a raw U+202E on the page");
+    assert!(html.contains(r"a\u202eb"), "options written out");
+    b.screenshot("gateway-task-intent-escaped").await;
     b.eval("document.querySelector('#form-reclaim textarea[name=reason]').value = 'x\\u001b[2J'; return 1;")
         .await;
     b.click("#form-reclaim button").await;
@@ -601,5 +618,32 @@ async fn a_console_form_too_large_or_not_a_form_is_answered_with_a_console_page(
         assert!(ct.starts_with("text/html"), "{ct}");
         let page = r.text().await.unwrap();
         assert!(page.contains("nothing was done"), "{page}");
+    }
+}
+
+/// Helper-52: signing in with another role's token said "This is a upstream token".
+#[tokio::test]
+async fn signing_in_with_another_roles_token_names_the_role_in_plain_words() {
+    let app = spawn_app_with(|s| {
+        s.upstream_tokens = Some("shop-a:upstream-token-0123456789".parse().unwrap());
+        s.worker_tokens = Some("pc-1:worker-token-0123456789".parse().unwrap());
+    })
+    .await;
+    let client = reqwest::Client::new();
+    for (token, words) in [
+        ("upstream-token-0123456789", "This is an upstream token"),
+        ("worker-token-0123456789", "This is a worker token"),
+    ] {
+        let page = client
+            .post(app.url("/console/sign-in"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={token}"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(page.contains(words), "{page}");
     }
 }

@@ -389,8 +389,9 @@ async fn causes(
         out.push(Cause {
             kind: AlertKind::WebhookFailing,
             summary: format!(
-                "alert deliveries to {host} are failing: {events} events undelivered \
-                 after up to {attempts} attempts"
+                "alert deliveries to {host} are failing: {events} {} undelivered \
+                 after up to {attempts} attempts",
+                if events == 1 { "event" } else { "events" }
             ),
             subject: host,
             task_id: None,
