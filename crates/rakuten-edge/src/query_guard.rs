@@ -215,6 +215,19 @@ fn expectation(reason: &str) -> String {
     if let Some(field) = reason.strip_prefix("missing field ") {
         return format!("is missing: {field} is required");
     }
+    // The id rules' own words (`rakuten_types::ids::IdError`, "worker_id is longer than 128
+    // characters"): the rule without the repeated name, and nothing of the value (helper-52: a
+    // 3,000-character or U+202E `worker_id` got only "a value this route does not accept").
+    for rule in [
+        " must not be empty",
+        " is longer than ",
+        " contains a forbidden character",
+        " must not be a route word",
+    ] {
+        if let Some(i) = reason.find(rule) {
+            return reason[i + 1..].to_owned();
+        }
+    }
     // "invalid type: string \"x\", expected i64" and the like: name only what is expected.
     if let Some((_, wanted)) = reason.rsplit_once("expected ") {
         let wanted = wanted.trim();
@@ -307,6 +320,30 @@ mod tests {
                 assert!(!got.contains(rust), "{query}: {got}");
             }
         }
+    }
+
+    /// Helper-52: an id parameter that breaks an id rule says which rule.
+    #[test]
+    fn an_id_parameter_names_the_rule_it_breaks() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Lease {
+            worker_id: rakuten_types::WorkerId,
+        }
+        let refused = |query: &str| {
+            let uri: axum::http::Uri = format!("/x?{query}").parse().unwrap();
+            let r = axum::extract::Query::<Lease>::try_from_uri(&uri).unwrap_err();
+            rejection_message(&r.body_text())
+        };
+        assert_eq!(
+            refused(&format!("worker_id={}", "w".repeat(3000))),
+            "query parameter `worker_id` is longer than 128 characters"
+        );
+        assert_eq!(
+            refused("worker_id=w%E2%80%AEB"),
+            "query parameter `worker_id` contains a forbidden character (control, invisible, \
+             path separator, '..', edge whitespace)"
+        );
     }
 
     fn doc() -> Value {
