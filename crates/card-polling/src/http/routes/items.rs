@@ -200,7 +200,7 @@ pub async fn list(
 fn item_id(s: &str) -> Result<i64, ApiError> {
     canonical_id(s).ok_or_else(|| {
         ApiError::invalid(
-            "an item id is a positive integer in decimal, without sign or leading zeros",
+            "an item id is a positive integer in decimal (at most 9223372036854775807), without sign or leading zeros",
         )
     })
 }
