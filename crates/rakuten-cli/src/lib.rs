@@ -112,6 +112,10 @@ fn dotenv_error_place(e: &dotenvy::Error) -> String {
         .then(|| text.lines().enumerate().find(|(_, l)| l.contains(bad)))
         .flatten();
     match found {
+        // Helper-52: the mark is invisible in "line 1 does not parse (\u{feff}RAKUTEN_…)".
+        Some((0, line)) if line.starts_with('\u{feff}') => "line 1 starts with a byte order mark \
+             (U+FEFF): save the file as UTF-8 without one"
+            .to_owned(),
         Some((n, line)) => {
             let name = line
                 .split_once('=')

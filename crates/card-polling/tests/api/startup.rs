@@ -157,6 +157,26 @@ fn a_malformed_env_file_stops_start_up_naming_the_line_and_applies_nothing() {
     );
     assert!(!line.contains("9876"), "the value is never printed: {line}");
     assert!(!dir.path().join("data").exists() && !dir.path().join("intended.db").exists());
+
+    // Helper-52: a file saved with a byte order mark; the mark is named, not shown invisibly.
+    std::fs::write(
+        dir.path().join(".env"),
+        "\u{feff}RAKUTEN_POLL_ADMIN_TOKEN=dotenv-admin-token-0123456789\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .current_dir(dir.path())
+        .env_clear()
+        .args(["serve", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_output_refused(
+        &out,
+        &[
+            "invalid settings file .env: line 1 starts with a byte order mark (U+FEFF): save the \
+           file as UTF-8 without one",
+        ],
+    );
 }
 
 /// A new user's finding (D-newuser12-11): a URL that does not parse, a role PostgreSQL does not
