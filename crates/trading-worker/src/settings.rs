@@ -418,6 +418,14 @@ impl Settings {
                 "required when RAKUTEN_ORDER_GATEWAY_URL is set",
             ));
         }
+        // The gateway refuses tokens under 16 characters at its own start (D-newuser18-5), so a
+        // shorter one here can only ever be answered 401 (helper-52).
+        if gateway_url.is_some() && self.api_token.expose().chars().count() < 16 {
+            return Err(bad(
+                "RAKUTEN_API_TOKEN",
+                "must be at least 16 characters, as the gateway requires of its tokens",
+            ));
+        }
         if self.site != SiteKind::Sim && scraper_base_url.is_none() && gateway_url.is_some() {
             // Without it every task would fail at its first step (item detail): refuse to start.
             return Err(bad(
@@ -523,6 +531,14 @@ mod tests {
             gateway_url: "http://127.0.0.1:31109".into(),
             api_token: Secret::new("t"),
             ..Settings::default()
+        };
+        // Helper-52: a token the gateway could never hold is refused at start.
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.name, "RAKUTEN_API_TOKEN");
+        assert!(e.reason.contains("at least 16 characters"), "{e}");
+        let s = Settings {
+            api_token: Secret::new("worker-token-0123456789"),
+            ..s
         };
         let e = s.validate().unwrap_err();
         assert_eq!(e.name, "RAKUTEN_SCRAPER_BASE_URL");
