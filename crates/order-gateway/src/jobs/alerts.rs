@@ -350,6 +350,13 @@ impl AlertJob {
         }
         let mut evidence = Vec::new();
         for s in self.ops.alert_stale_without_evidence().await? {
+            if let Some(pending) = &s.pending_query {
+                // The same window is already waiting for a worker: one site read serves both.
+                self.ops.alert_set_evidence(&s.alert_id, pending).await?;
+                tracing::info!(task_id = %s.task_id, query_id = %pending, "stale task again: the order list already requested is still waiting and serves this alert too");
+                evidence.push(pending.clone());
+                continue;
+            }
             let query_id = evidence_query_id(&s.alert_id);
             let since = s.created_at.minus(self.settings.evidence_margin);
             let params = serde_json::json!({ "since": since, "max_pages": EVIDENCE_MAX_PAGES });

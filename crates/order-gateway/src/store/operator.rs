@@ -253,6 +253,10 @@ pub struct StaleEvidence {
     pub site: String,
     /// When it was created (the evidence window starts a margin before).
     pub created_at: Timestamp,
+    /// The order-list query an earlier stale alert of the same task asked for, still queued or
+    /// leased: its window is this one (it starts at the task's creation), so the new alert links
+    /// it instead of asking the site again (helper-52: one query per lapse piled up).
+    pub pending_query: Option<QueryId>,
 }
 
 /// The operator's-loop store.

@@ -474,6 +474,29 @@ async fn a_stale_task_gets_an_order_list_of_its_window_linked_from_its_detail(e:
     assert_eq!(q["params"]["since"], since.to_rfc3339());
     let open = app.alerts("?kind=task_stale").await;
     assert_eq!(open.assert_ok()["items"][0]["query_id"], qid.as_str());
+
+    // Helper-52: reclaimed, lapsed again, a new stale alert: the same window's query is still
+    // queued, so the new alert links it instead of asking the site a second time.
+    app.reclaim("po-ev", "w2").await.assert_ok();
+    app.run_alerts().await; // the first alert clears: the task is leased
+    app.expire_leases();
+    app.sweep().await;
+    assert_eq!(app.status_of("po-ev").await, "stale");
+    app.run_alerts().await;
+    app.run_alerts().await;
+    let all = app.alerts("?kind=task_stale&state=all").await;
+    let items = all.assert_ok()["items"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 2, "a second stale alert: {items:?}");
+    assert!(
+        items.iter().all(|a| a["query_id"] == qid.as_str()),
+        "every stale alert of the task links the one query: {items:?}"
+    );
+    let d = app.task("po-ev").await;
+    assert_eq!(
+        d.assert_ok()["evidence_queries"],
+        serde_json::json!([qid.as_str()])
+    );
+
     // A worker can take it like any other account query.
     let g = app.lease_query("w1", 0.0).await;
     assert_eq!(g.assert_ok()["query_id"], qid.as_str());

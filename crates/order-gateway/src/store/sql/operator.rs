@@ -264,9 +264,10 @@ async fn causes(
         out.push(Cause {
             kind: AlertKind::TaskStale,
             summary: format!(
-                "task {t} lease expired (owner {}, {count} grants): the order may or may \
+                "task {t} lease expired (owner {}, {count} {}): the order may or may \
                  not be placed; check the site, then resolve or reclaim",
-                owner.as_deref().unwrap_or("-")
+                owner.as_deref().unwrap_or("-"),
+                if count == 1 { "grant" } else { "grants" }
             ),
             subject: t.clone(),
             task_id: Some(t),
@@ -551,7 +552,11 @@ pub(crate) async fn alert_stale_without_evidence(
     conn: &mut Conn,
 ) -> Result<Vec<StaleEvidence>, StoreError> {
     sqlx::query(
-        "SELECT a.alert_id, a.task_id, t.site, t.created_at FROM alerts a \
+        "SELECT a.alert_id, a.task_id, t.site, t.created_at, \
+         (SELECT p.query_id FROM alerts p JOIN account_queries q ON q.query_id = p.query_id \
+          WHERE p.task_id = a.task_id AND p.alert_id <> a.alert_id \
+          AND q.status IN ('queued', 'leased') ORDER BY p.raised_at DESC LIMIT 1) AS pending_query \
+         FROM alerts a \
          JOIN tasks t ON t.task_id = a.task_id WHERE a.kind = 'task_stale' \
          AND a.state = 'open' AND a.query_id IS NULL ORDER BY a.raised_at LIMIT 100",
     )
@@ -564,6 +569,12 @@ pub(crate) async fn alert_stale_without_evidence(
             task_id: task_id(&r.try_get::<String, _>("task_id")?)?,
             site: r.try_get("site")?,
             created_at: ts(&r.try_get::<String, _>("created_at")?)?,
+            pending_query: r
+                .try_get::<Option<String>, _>("pending_query")?
+                .map(|q| {
+                    QueryId::parse(&q).map_err(|e| StoreError::Corrupt(format!("query_id: {e}")))
+                })
+                .transpose()?,
         })
     })
     .collect()
@@ -848,7 +859,11 @@ pub(crate) async fn task_evidence_queries(
     .bind(task.as_str())
     .fetch_all(&mut *conn)
     .await?;
+    // A later alert of the task may link the query an earlier one asked for (still waiting):
+    // each query once, in the order first asked.
+    let mut seen = std::collections::HashSet::new();
     ids.iter()
+        .filter(|q| seen.insert(q.as_str()))
         .map(|q| QueryId::parse(q).map_err(|e| corrupt("query_id", e)))
         .collect()
 }
