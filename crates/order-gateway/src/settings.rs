@@ -45,9 +45,7 @@ impl FromStr for Secret {
     }
 }
 
-/// Fewest characters of a Bearer token (`RAKUTEN_API_TOKEN`, each of the role lists): card-polling's
-/// floor for its admin token too. A short token is guessed online; the gateway faces the internet.
-pub const MIN_TOKEN_CHARS: usize = 16;
+pub use rakuten_types::MIN_TOKEN_CHARS;
 
 /// `RAKUTEN_API_TOKEN`: at least [`MIN_TOKEN_CHARS`], no whitespace. The message never quotes it.
 fn parse_token(s: &str) -> Result<Secret, String> {

@@ -420,10 +420,15 @@ impl Settings {
         }
         // The gateway refuses tokens under 16 characters at its own start (D-newuser18-5), so a
         // shorter one here can only ever be answered 401 (helper-52).
-        if gateway_url.is_some() && self.api_token.expose().chars().count() < 16 {
+        if gateway_url.is_some()
+            && self.api_token.expose().chars().count() < rakuten_types::MIN_TOKEN_CHARS
+        {
             return Err(bad(
                 "RAKUTEN_API_TOKEN",
-                "must be at least 16 characters, as the gateway requires of its tokens",
+                format!(
+                    "must be at least {} characters, as the gateway requires of its tokens",
+                    rakuten_types::MIN_TOKEN_CHARS
+                ),
             ));
         }
         if self.site != SiteKind::Sim && scraper_base_url.is_none() && gateway_url.is_some() {

@@ -135,19 +135,21 @@ async fn a_read_only_database_file_is_reported_read_only_not_busy() {
 #[test]
 fn a_malformed_env_file_stops_start_up_naming_the_line_and_applies_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join(".env"),
+    // `serve` in `dir` with only `env_file` as its `.env`.
+    let serve_with = |env_file: &str| {
+        std::fs::write(dir.path().join(".env"), env_file).unwrap();
+        std::process::Command::new(BIN)
+            .current_dir(dir.path())
+            .env_clear()
+            .args(["serve", "--port", "0"])
+            .output()
+            .unwrap()
+    };
+    let out = serve_with(
         "RAKUTEN_POLL_ADMIN_TOKEN=dotenv-admin-token-0123456789\n\
          RAKUTEN_POLL_CARRIER_TOKEN = secret value with spaces-9876\n\
          RAKUTEN_POLL_DB_PATH=intended.db\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(BIN)
-        .current_dir(dir.path())
-        .env_clear()
-        .args(["serve", "--port", "0"])
-        .output()
-        .unwrap();
+    );
     let line = assert_output_refused(
         &out,
         &[
@@ -159,17 +161,7 @@ fn a_malformed_env_file_stops_start_up_naming_the_line_and_applies_nothing() {
     assert!(!dir.path().join("data").exists() && !dir.path().join("intended.db").exists());
 
     // Helper-52: a file saved with a byte order mark; the mark is named, not shown invisibly.
-    std::fs::write(
-        dir.path().join(".env"),
-        "\u{feff}RAKUTEN_POLL_ADMIN_TOKEN=dotenv-admin-token-0123456789\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(BIN)
-        .current_dir(dir.path())
-        .env_clear()
-        .args(["serve", "--port", "0"])
-        .output()
-        .unwrap();
+    let out = serve_with("\u{feff}RAKUTEN_POLL_ADMIN_TOKEN=dotenv-admin-token-0123456789\n");
     assert_output_refused(
         &out,
         &[

@@ -577,6 +577,17 @@ async fn console_alerts_page_pages_older_and_newer_by_keyset() {
     b.close().await;
 }
 
+/// The sign-in form posted without a browser (the token is URL-safe in these tests).
+async fn post_sign_in(client: &reqwest::Client, app: &TestApp, token: &str) -> reqwest::Response {
+    client
+        .post(app.url("/console/sign-in"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap()
+}
+
 /// Helper-50's F10: a console form over the body limit, or not sent as a form, was answered with
 /// axum's plain-text rejection; it is a console page now that says nothing was done.
 #[tokio::test]
@@ -586,13 +597,7 @@ async fn a_console_form_too_large_or_not_a_form_is_answered_with_a_console_page(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let signed_in = client
-        .post(app.url("/console/sign-in"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={}", app.token))
-        .send()
-        .await
-        .unwrap();
+    let signed_in = post_sign_in(&client, &app, &app.token).await;
     let cookie = signed_in.headers()["set-cookie"]
         .to_str()
         .unwrap()
@@ -634,13 +639,8 @@ async fn signing_in_with_another_roles_token_names_the_role_in_plain_words() {
         ("upstream-token-0123456789", "This is an upstream token"),
         ("worker-token-0123456789", "This is a worker token"),
     ] {
-        let page = client
-            .post(app.url("/console/sign-in"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("token={token}"))
-            .send()
+        let page = post_sign_in(&client, &app, token)
             .await
-            .unwrap()
             .text()
             .await
             .unwrap();
