@@ -19,7 +19,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 
 /// A new user's finding: every run left `data/demo-…/trading.db.lock` behind, the trading
 /// worker's instance lock, which the demo's own run directory does not need once the worker has
-/// stopped (D-newuser11-6).
+/// stopped (D-demo-removes-lock-files).
 #[test]
 fn a_demo_run_succeeds_and_leaves_no_lock_file_behind() {
     let dir = tempfile::tempdir().expect("tempdir");

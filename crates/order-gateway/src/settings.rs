@@ -606,7 +606,7 @@ impl Settings {
         Credentials::build(self.api_token.as_ref(), &lists).map_err(|e| SettingsError {
             name: match e {
                 CredentialsError::Empty => "RAKUTEN_API_TOKEN",
-                // The reason names the other variable (D-newuser12-10).
+                // The reason names the other variable (D-admin-token-is-nobody-elses).
                 CredentialsError::DuplicateToken(_, _, _, second) => second,
                 CredentialsError::NameInTwoRoles(..) => "RAKUTEN_*_TOKENS",
             },

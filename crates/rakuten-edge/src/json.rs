@@ -23,7 +23,7 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Er
 /// [`from_slice`] for a request body, with a message for a person: the body must be a JSON
 /// object (serde would otherwise read `[]` as a struct written as a sequence); a mismatch with `T`
 /// names where it is (`accounts[1].role: …`) and says what is expected in JSON's words, never a
-/// Rust type (`expected struct EnqueueBody`, `expected i64`; D-newuser11-8).
+/// Rust type (`expected struct EnqueueBody`, `expected i64`; D-json-body-rules).
 ///
 /// # Errors
 /// The message, starting `invalid JSON body: ` or saying the body must be an object.
@@ -185,7 +185,7 @@ mod body_tests {
         Platform,
     }
 
-    /// A new user's finding (D-newuser11-8): card-polling answered `null` with "invalid type:
+    /// A new user's finding (D-json-body-rules): card-polling answered `null` with "invalid type:
     /// null, expected struct EnqueueBody", took `[...]` as a positional body, and a bad field
     /// deep in an import said only "at line 1 column 211".
     #[test]

@@ -58,7 +58,7 @@ impl QueryAllowlist {
     }
 
     /// Adds routes the document does not describe (probes, Prometheus text) as taking no query
-    /// parameters, so a query sent to them is refused like any unknown one (D-newuser10-4).
+    /// parameters, so a query sent to them is refused like any unknown one (D-unknown-query-parameters).
     #[must_use]
     pub fn with_undocumented(mut self, ops: &[(&str, &str)]) -> Self {
         let map = Arc::make_mut(&mut self.ops);
@@ -147,7 +147,7 @@ pub fn not_utf8(query: &str) -> Option<String> {
 /// The message of a query string axum's `Query` could not read, from its rejection's
 /// `body_text()` (`Failed to deserialize query string: limit: invalid digit found in string`):
 /// which parameter is wrong and what it takes, without serde's or Rust's wording (`i64`,
-/// `u32`, "deserialize"; D-newuser11-4). Bounded: nothing of the value is echoed but an enum's
+/// `u32`, "deserialize"; D-query-refusal-wording). Bounded: nothing of the value is echoed but an enum's
 /// unknown variant, as serde quotes it.
 pub fn rejection_message(body_text: &str) -> String {
     let detail = body_text
@@ -172,7 +172,7 @@ pub fn rejection_message(body_text: &str) -> String {
 
 /// The 422 message for a query parameter whose value is outside its vocabulary: the parameter,
 /// the value (at most 64 characters) and every allowed value, so the caller can correct it
-/// without reading the document (D-newuser12-9):
+/// without reading the document (D-query-refusal-wording):
 /// ``query parameter `status` cannot be `bogus`: use one of `pending`, `running` ``.
 pub fn unknown_value(param: &str, got: &str, allowed: &[&str]) -> String {
     let got: String = got.chars().take(64).collect();
@@ -272,7 +272,7 @@ mod tests {
         rejection_message(&r.body_text())
     }
 
-    /// D-newuser12-9: `?status=bogus` said only "unknown status"; the answer lists the values.
+    /// D-query-refusal-wording: `?status=bogus` said only "unknown status"; the answer lists the values.
     #[test]
     fn an_unknown_value_is_named_with_every_allowed_one() {
         assert_eq!(

@@ -125,7 +125,7 @@ pub async fn read_until_closed(
 /// The checks on the answer to [`head_with_partial_body`]: `status` `"408"` (a declared length
 /// within the limit whose body never came: the envelope's code 1003) or `"413"` (a declared
 /// length over the limit, refused before the body: the message states the limit,
-/// D-newuser14-7).
+/// D-body-coding-type-and-size).
 ///
 /// # Panics
 /// When `answer` is not that.

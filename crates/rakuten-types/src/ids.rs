@@ -3,7 +3,7 @@
 //! used in file paths by the worker (evidence), so `/`, `\` and `..` are refused as well. Ids are
 //! also shown to the operator, so invisible characters are refused too ([`is_invisible`]): an id
 //! with a zero-width space or a right-to-left override would look like another one on the
-//! console (D-newuser14-1).
+//! console (D-id-rules).
 
 use std::fmt;
 

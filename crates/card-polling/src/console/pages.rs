@@ -183,7 +183,7 @@ async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> R
         .as_deref()
         .is_some_and(|t| st.task_types.get(t).is_none())
     {
-        // As the API's list (D-newuser8-1): never an empty page for a typo.
+        // As the API's list (D-item-ids-and-list-filters): never an empty page for a typo.
         return signed.error(StatusCode::BAD_REQUEST, "Unknown task type.");
     }
     let iccid = nonempty(&q.iccid);

@@ -41,7 +41,7 @@ async fn a_body_that_does_not_arrive_in_time_is_a_408_and_frees_the_connection()
     })
     .await;
     // A declared length over the route's limit is a 413 at once, with no wait for the body
-    // (D-newuser14-7); one within it that does not arrive is the 408.
+    // (D-body-coding-type-and-size); one within it that does not arrive is the 408.
     for (declared, sent, status) in [
         (200, &br#"{"iccid":"#[..], "408"),
         (99_999_999_999, &b""[..], "413"),

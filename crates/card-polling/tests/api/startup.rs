@@ -1,9 +1,9 @@
-//! A new user's start-up findings (D-newuser12-1 … -5): what the operator fixes in the
+//! A new user's start-up findings (D-exit-2-or-3 … -5): what the operator fixes in the
 //! configuration or the environment — a database or Redis that does not answer, a Redis CA file
 //! that is missing, the listening port in use, a read-only database file, a number that is no
 //! number, a required setting left out — stops start-up with one line on stderr that names the
 //! variable, printed once: exit code 3 for what a restart may fix (a server that does not answer,
-//! a port in use; D-newuser12-11), 2 otherwise.
+//! a port in use; D-exit-2-or-3), 2 otherwise.
 
 use test_util::{
     assert_output_refused, assert_setup_refused, assert_setup_unavailable, run_in_clean_env,
@@ -128,7 +128,7 @@ async fn a_read_only_database_file_is_reported_read_only_not_busy() {
     .await;
 }
 
-/// A new user's finding (D-newuser12-12): a `.env` with a bad line was half applied — the lines
+/// A new user's finding (D-env-file-all-or-nothing): a `.env` with a bad line was half applied — the lines
 /// above it set, the ones below (here the database path) silently dropped — and the service
 /// started on its default database. Now nothing from the file applies and start-up stops with
 /// one line giving the line's number and name, never its value.
@@ -171,7 +171,7 @@ fn a_malformed_env_file_stops_start_up_naming_the_line_and_applies_nothing() {
     );
 }
 
-/// A new user's finding (D-newuser12-11): a URL that does not parse, a role PostgreSQL does not
+/// A new user's finding (D-exit-2-or-3): a URL that does not parse, a role PostgreSQL does not
 /// know and a Redis that answers with an error exited 3 — a supervisor would restart a typo for
 /// ever — and Redis's own refusal read "no answer to PING". They are the operator's to fix:
 /// exit 2, Redis's answer quoted.
@@ -219,7 +219,7 @@ fn a_database_or_redis_that_answers_with_a_refusal_exits_2_with_its_answer() {
     );
 }
 
-/// D-newuser13-2: a second card-polling process on the same SQLite file stops before touching it,
+/// D-one-process-per-sqlite-file: a second card-polling process on the same SQLite file stops before touching it,
 /// exits 3 (a rolling restart's new process retries until the old one has exited) and names the
 /// file and its lock.
 #[test]
@@ -247,7 +247,7 @@ fn a_second_process_on_the_same_sqlite_file_exits_3_naming_the_file() {
     assert!(!db.exists(), "the second process created the database");
 }
 
-/// A new user's finding (D-newuser14-3): a database already migrated by another application
+/// A new user's finding (D-exit-2-or-3): a database already migrated by another application
 /// stopped the service with exit 1 and sqlx's "previously applied but is missing". It is the
 /// operator's to fix: exit 2, naming the variable and the way out.
 #[tokio::test]
@@ -263,7 +263,7 @@ async fn a_database_holding_another_applications_migration_exits_2_with_the_way_
     .await;
 }
 
-/// A new user's finding (D-newuser14-11): a URL whose `search_path` names a schema that does not
+/// A new user's finding (D-exit-2-or-3): a URL whose `search_path` names a schema that does not
 /// exist stopped the service with exit 1 and "no schema has been selected to create in", after a
 /// hint to check that the server runs. It is the operator's to fix: exit 2, saying so.
 #[test]

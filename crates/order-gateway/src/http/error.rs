@@ -24,8 +24,8 @@ pub enum ApiError {
     /// A body or field over its size bound (413, 1004); the message states the bound in bytes.
     #[error("{0}")]
     PayloadTooLarge(String),
-    /// A body in a content coding, or not sent as `application/json` (415, 1007; D-newuser12-6,
-    /// D-newuser12-7). The answer carries `Accept-Encoding: identity`.
+    /// A body in a content coding, or not sent as `application/json` (415, 1007; D-body-coding-type-and-size,
+    /// D-body-coding-type-and-size). The answer carries `Accept-Encoding: identity`.
     #[error("{0}")]
     UnsupportedMediaType(String),
     /// No such route (404, 1005).

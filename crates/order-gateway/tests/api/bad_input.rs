@@ -115,7 +115,7 @@ async fn bad_input_gets_a_4xx_envelope_with_a_code_and_changes_nothing() {
             1003,
         ),
         case(
-            "right-to-left override in id (D-newuser14-1)",
+            "right-to-left override in id (D-id-rules)",
             "POST",
             "/api/orders",
             js(json!({"task_id": "po-\u{202E}0001", "site": "rakuten", "intent": {}})),
@@ -727,7 +727,7 @@ async fn a_query_that_is_not_utf8_is_a_422_and_takes_no_lease() {
     assert_eq!(read.body["data"]["lease_owner"], "ワ", "{:?}", read.body);
 }
 
-/// A new user's findings (D-newuser12-6, D-newuser12-7): a body sent with
+/// A new user's findings (D-body-coding-type-and-size): a body sent with
 /// `Content-Encoding: gzip`, as `text/plain` or with no `Content-Type` was read as JSON (and a
 /// task was queued), where card-polling answered 415. The gateway now runs the same shared check
 /// (`rakuten_edge::body`): 415 in the envelope with its own code 1007, naming
@@ -798,7 +798,7 @@ async fn a_compressed_or_non_json_body_is_a_415_with_code_1007_and_nothing_is_qu
     assert!(doc["paths"]["/api/orders"]["get"]["responses"]["415"].is_null());
 }
 
-/// A new user's finding (D-newuser12-7): a 413 named a formula ("RAKUTEN_QUERY_RESULT_MAX_BYTES
+/// A new user's finding (D-body-coding-type-and-size): a 413 named a formula ("RAKUTEN_QUERY_RESULT_MAX_BYTES
 /// * 2 + 64 KiB") instead of the limit. Each route's 413 states its own limit in bytes.
 #[tokio::test]
 async fn a_body_over_its_limit_is_a_413_stating_the_limit_in_bytes() {
@@ -835,7 +835,7 @@ async fn a_body_over_its_limit_is_a_413_stating_the_limit_in_bytes() {
     );
 }
 
-/// A new user's finding (D-newuser12-9), as in card-polling: `?status=bogus` said "unknown status
+/// A new user's finding (D-query-refusal-wording), as in card-polling: `?status=bogus` said "unknown status
 /// \"bogus\"" without the values it takes. Every list's vocabularies list their values, and
 /// `limit` is said in words.
 #[tokio::test]

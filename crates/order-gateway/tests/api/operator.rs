@@ -600,7 +600,7 @@ async fn needs_human_and_logged_out_raise_their_alerts_and_clear_when_the_cause_
     assert_eq!(r.sync.raised.len(), 1, "{r:?}");
     assert_eq!(r.sync.raised[0].kind.as_str(), "account_logged_out");
     assert_eq!(r.sync.raised[0].subject, "rakuten");
-    // /health shows these recorded alerts too, and says degraded (D-newuser12-13).
+    // /health shows these recorded alerts too, and says degraded (D-gateway-health-content).
     let h = app.health().await;
     let h = h.assert_ok();
     assert_eq!(h["status"], "degraded", "{h}");

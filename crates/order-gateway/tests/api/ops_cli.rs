@@ -238,7 +238,7 @@ async fn ops_exit_codes_say_what_went_wrong() {
         2
     );
     // 2, not 5 (a new user's finding): a gateway URL that is no URL is a usage error naming
-    // its setting (D-newuser11-2).
+    // its setting (D-exit-2-or-3).
     for bad in ["notaurl", "ftp://127.0.0.1/"] {
         let r = ops_in(
             dir,

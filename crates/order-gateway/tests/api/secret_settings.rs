@@ -143,7 +143,7 @@ fn help_never_shows_secret_env_values() {
 
 /// A new user's finding: a TLS certificate or key file that is missing or unusable stopped
 /// start-up with exit code 1, like a run-time failure. It is a bad setting: exit code 2, one line
-/// naming the variable of the file to fix (D-newuser11-2).
+/// naming the variable of the file to fix (D-exit-2-or-3).
 #[test]
 fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
     let dir = tempfile::tempdir().unwrap();
@@ -162,7 +162,7 @@ fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
     );
 }
 
-/// A new user's finding (D-newuser12-10): one token in two roles made the roles collapse, and
+/// A new user's finding (D-admin-token-is-nobody-elses): one token in two roles made the roles collapse, and
 /// the refusal named only `RAKUTEN_*_TOKENS`. Exit 2, one line naming both variables and both
 /// names, never the token.
 #[test]

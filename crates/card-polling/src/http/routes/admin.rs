@@ -1,7 +1,7 @@
 //! `POST /api/admin/import`: bulk import of shops, accounts, cards, devices and bindings
 //! (super_admin only). Bounded: 32 MiB body, 200,000 rows per kind. `?existing=skip` skips rows
 //! already stored as sent, so that a lost answer is recovered by sending the same rows again
-//! (D-newuser16-1).
+//! (D-import-existing-skip).
 
 use axum::Json;
 use axum::extract::State;
@@ -21,7 +21,7 @@ use crate::store::{ImportBatch, ImportCounts, ImportExisting, import_row};
 /// Most rows of one kind per import.
 pub const MAX_IMPORT_ROWS: usize = 200_000;
 
-/// `e` about the `i`-th (0-based) row of `list`, named as the store names it (D-newuser11-1).
+/// `e` about the `i`-th (0-based) row of `list`, named as the store names it (D-import-refusals-name-the-row).
 fn at_row(mut e: ApiError, list: &str, i: usize, key: (&str, &str)) -> ApiError {
     e.msg = format!("{}: {}", import_row(list, i + 1, Some(key)), e.msg);
     e
@@ -29,7 +29,7 @@ fn at_row(mut e: ApiError, list: &str, i: usize, key: (&str, &str)) -> ApiError 
 
 /// The first repeated key of a list: `(row of its first use, row of the repeat)`, 0-based. Checked
 /// before anything is written, so that a key listed twice is the file's 422, never the database's
-/// 409 after earlier parts committed (a new user's finding, D-newuser16-2).
+/// 409 after earlier parts committed (a new user's finding, D-import-checks-before-writing).
 fn first_repeat<K: std::hash::Hash + Eq>(keys: impl Iterator<Item = K>) -> Option<(usize, usize)> {
     let mut first = std::collections::HashMap::new();
     keys.enumerate()
@@ -118,7 +118,7 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
             )));
         }
         // The admin token is checked first at sign-in, so an account holding it could never
-        // act as itself: the two roles would collapse into super_admin (D-newuser12-10).
+        // act as itself: the two roles would collapse into super_admin (D-admin-token-is-nobody-elses).
         if admin.ct_eq(&TokenHash::of(&a.token).0) {
             return Err(at(ApiError::invalid(
                 "token is the admin token (RAKUTEN_POLL_ADMIN_TOKEN): every account needs a \

@@ -60,10 +60,10 @@ async fn shop_exists(conn: &mut Conn, id: &str) -> StoreResult<bool> {
 
 /// Most levels below its top shop a shop may lie (a top shop is level 0). A shop stores a
 /// closure row per ancestor, so this bounds what one imported shop writes; real trees (platform,
-/// agents, sub-agents, enterprises) are a few levels deep (D-newuser16-2).
+/// agents, sub-agents, enterprises) are a few levels deep (D-import-checks-before-writing).
 pub const MAX_SHOP_DEPTH: u64 = 32;
 
-/// Where a part of an import's rows stand in the request's lists (0-based; D-gc-2 splits a large
+/// Where a part of an import's rows stand in the request's lists (0-based; D-import-in-parts splits a large
 /// import into parts), so that an error names the row by its position in the request.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RowBase {
@@ -73,7 +73,7 @@ pub(crate) struct RowBase {
     pub(crate) devices: usize,
     /// The position of each of the part's bindings, in the part's order; empty: the part's
     /// bindings are the request's, in its order. A large import reorders them (deactivations
-    /// first, D-newuser18-1), so they are not one run.
+    /// first, D-import-bindings-end-state), so they are not one run.
     pub(crate) bindings: Vec<usize>,
 }
 
@@ -103,7 +103,7 @@ macro_rules! insert_sql {
 
 /// Inserts the batch one row at a time; an error about a row names it ([`import_row`]). With
 /// [`ImportExisting::Skip`] a row whose key is stored is compared with the stored one: skipped
-/// when equal, refused naming the fields that differ otherwise (D-newuser16-1).
+/// when equal, refused naming the fields that differ otherwise (D-import-existing-skip).
 pub(crate) async fn import(
     tx: &mut Conn,
     batch: &ImportBatch,
@@ -282,7 +282,7 @@ pub(crate) async fn import(
         None
     } else {
         // Held until commit: the sync cannot change the configuration between this read and the
-        // schedule rows written from it (D-pg-9; no-op on SQLite).
+        // schedule rows written from it (D-poll-postgres-concurrent-writes; no-op on SQLite).
         if let Some(lock) = dialect::SCHEDULE_CONFIG_READ_LOCK {
             sqlx::query(lock).execute(&mut *tx).await?;
         }
@@ -577,7 +577,7 @@ pub(crate) async fn asset_shop(conn: &mut Conn, asset: &AssetRef) -> StoreResult
 /// `None` when the asset does not exist. Every transition that reads and then changes an asset's
 /// packages (payment, queued activation, package poll) takes this lock first, so their reads
 /// ("is a main package active?", "is one pending?") stay true until they commit: two payments for
-/// one asset never both activate a main package (D-pg-9). Lock order: order row, asset row,
+/// one asset never both activate a main package (D-poll-postgres-concurrent-writes). Lock order: order row, asset row,
 /// usage rows, items.
 pub(crate) async fn asset_lock(conn: &mut Conn, asset: &AssetRef) -> StoreResult<Option<String>> {
     let sql = match asset.asset_type {
@@ -652,7 +652,7 @@ pub(crate) async fn payment_apply(
     task_types: &[String],
     now: Timestamp,
 ) -> StoreResult<PaymentOutcome> {
-    // The order's row first (PostgreSQL, D-pg-9): a second callback for this order waits here
+    // The order's row first (PostgreSQL, D-poll-postgres-concurrent-writes): a second callback for this order waits here
     // until the first commits, then sees it below as a replay or a settled order.
     let locked = sqlx::query(concat!(
         "SELECT * FROM package_orders WHERE id = $1",
@@ -802,7 +802,7 @@ pub(crate) async fn usage_activate_queued(
     task_types: &[String],
     now: Timestamp,
 ) -> StoreResult<Vec<EnqueuedItem>> {
-    // The asset's row first, as every package transition does (D-pg-9 lock order).
+    // The asset's row first, as every package transition does (D-poll-postgres-concurrent-writes lock order).
     let owner: Option<(String, String)> =
         sqlx::query_as("SELECT asset_type, asset_id FROM package_usages WHERE id = $1")
             .bind(usage_id)

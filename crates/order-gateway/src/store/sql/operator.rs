@@ -810,7 +810,7 @@ pub(crate) async fn task_cancel(
             reason: "only a queued task can be cancelled".into(),
         })?;
     // Only `queued` cancels (the transition above), and a queued task has never been granted:
-    // there is no open lease grant to end (D-console3-1).
+    // there is no open lease grant to end (D-lease-grant-history).
     guarded_finish(conn, &req.task_id, from, to, now).await?;
     let action = action_insert(
         conn,
