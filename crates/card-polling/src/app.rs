@@ -164,7 +164,7 @@ impl Application {
                 anyhow::Error::new(e).context(message)
             } else if let Some(held) = sqlite_writer::FileLock::held_elsewhere(&e) {
                 // Another card-polling process writes this file (D-one-process-per-sqlite-file).
-                // `held` already says all the lock's error would (helper-48 saw it twice): the
+                // `held` already says all the lock's error would (said twice otherwise): the
                 // setup error alone.
                 let message = format!("opening the SQLite database {database}: {held}");
                 anyhow::Error::new(rakuten_cli::SetupError::unavailable(database_var, message))

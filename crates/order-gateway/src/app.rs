@@ -102,8 +102,8 @@ impl Backend {
                         let message = format!(
                             "opening the SQLite database {path} (RAKUTEN_GATEWAY_DB_PATH): {held}"
                         );
-                        // `held` already says all the lock's error would (helper-48 saw it
-                        // twice): the setup error alone.
+                        // `held` already says all the lock's error would (said twice
+                        // otherwise): the setup error alone.
                         return anyhow::Error::new(rakuten_cli::SetupError::unavailable(
                             "RAKUTEN_GATEWAY_DB_PATH",
                             message,
@@ -423,7 +423,7 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://db/gateway"), "postgres://db/gateway");
         assert_eq!(redact_url("nonsense"), "***");
-        // A new user's finding (D-database-url-printing): a password in the query was printed.
+        // D-database-url-printing: a password in the query was printed.
         for url in [
             "postgres://postgres@127.0.0.1/gw?password=SeCrEt77",
             "postgresql:///gw?host=/run/postgresql&user=gw&password=SeCrEt77",

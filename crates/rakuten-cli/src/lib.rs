@@ -25,7 +25,7 @@ pub mod secret_arg;
 
 /// `eprintln!` that drops the line when standard error cannot take it. `eprintln!` panics on a
 /// closed or full standard error (`… 2>&1 | head -1`, `2>/dev/full`), and a bad setting then
-/// exited 101 instead of its documented 2 (helper-52).
+/// exited 101 instead of its documented 2.
 #[macro_export]
 macro_rules! stderr_line {
     ($($arg:tt)*) => {{
@@ -112,7 +112,7 @@ fn dotenv_error_place(e: &dotenvy::Error) -> String {
         .then(|| text.lines().enumerate().find(|(_, l)| l.contains(bad)))
         .flatten();
     match found {
-        // Helper-52: the mark is invisible in "line 1 does not parse (\u{feff}RAKUTEN_…)".
+        // The mark is invisible in "line 1 does not parse (\u{feff}RAKUTEN_…)".
         Some((0, line)) if line.starts_with('\u{feff}') => "line 1 starts with a byte order mark \
              (U+FEFF): save the file as UTF-8 without one"
             .to_owned(),
@@ -311,8 +311,8 @@ fn init_logs(default_log: &str, output: LogOutput) {
     };
     // A log line that cannot be written is dropped. By default the subscriber reports the failed
     // write with `eprint!`, which panics when standard error is a closed pipe (`serve 2>&1 |
-    // head -1`): the gateway exited 101 and the worker's signal task died, so it ignored SIGTERM
-    // (helper-51). The service must outlive its log reader.
+    // head -1`): the gateway exited 101 and the worker's signal task died, so it ignored SIGTERM.
+    // The service must outlive its log reader.
     match format {
         LogFormat::Json => tracing_subscriber::fmt()
             .json()

@@ -202,7 +202,7 @@ mod tests {
         (status, String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// A new user's findings (D-body-coding-type-and-size): the gateway read a gzip body as
+    /// D-body-coding-type-and-size: the gateway read a gzip body as
     /// JSON, `text/plain` was a 422 "invalid JSON" (card-polling) or read as JSON (gateway), and
     /// a 413 did not say the limit.
     #[tokio::test]
@@ -253,7 +253,7 @@ mod tests {
         assert!(m.contains("limit of 100 bytes"), "{m}");
     }
 
-    /// A new user's finding (D-body-coding-type-and-size): a request declaring a body of a terabyte waited the
+    /// D-body-coding-type-and-size: a request declaring a body of a terabyte waited the
     /// whole body timeout (30 s) for a 408. The declared length alone is refused, at once.
     #[tokio::test]
     async fn a_declared_length_over_the_limit_is_refused_before_the_body_arrives() {

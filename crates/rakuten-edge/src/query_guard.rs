@@ -120,7 +120,7 @@ impl QueryAllowlist {
 /// the pair's position (1-based); `None` when every pair decodes.
 ///
 /// axum's `Query` (serde_urlencoded, form_urlencoded) decodes bad bytes lossily into U+FFFD, so
-/// `?worker_id=%ff` was leased a real order under the name "\u{FFFD}" (a new user's finding):
+/// `?worker_id=%ff` was leased a real order under the name "\u{FFFD}":
 /// ids must arrive as the bytes that were sent, or not at all. The bytes are not echoed.
 pub fn not_utf8(query: &str) -> Option<String> {
     let decodes = |part: &str| {
@@ -216,8 +216,9 @@ fn expectation(reason: &str) -> String {
         return format!("is missing: {field} is required");
     }
     // The id rules' own words (`rakuten_types::ids::IdError`, "worker_id is longer than 128
-    // characters"): the rule without the repeated name, and nothing of the value (helper-52: a
-    // 3,000-character or U+202E `worker_id` got only "a value this route does not accept").
+    // characters"): the rule without the repeated name, and nothing of the value (a
+    // 3,000-character or U+202E `worker_id` is told which rule, not "a value this route does not
+    // accept").
     for rule in [
         " must not be empty",
         " is longer than ",
@@ -303,7 +304,7 @@ mod tests {
                 "query parameter `wait` must be a number written in digits (e.g. 1.5)",
             ),
             ("full=yes", "query parameter `full` must be true or false"),
-            // A helper's finding (stop 30): "query string: is given more than once (`limit`)".
+            // Not serde's "query string: is given more than once (`limit`)".
             (
                 "limit=1&limit=2",
                 "query parameter `limit` is given twice: give it once",
@@ -322,7 +323,7 @@ mod tests {
         }
     }
 
-    /// Helper-52: an id parameter that breaks an id rule says which rule.
+    /// An id parameter that breaks an id rule says which rule.
     #[test]
     fn an_id_parameter_names_the_rule_it_breaks() {
         #[derive(Debug, serde::Deserialize)]
@@ -410,7 +411,7 @@ mod tests {
 
     #[test]
     fn percent_encoded_bytes_that_are_not_utf8_are_refused_without_echoing_them() {
-        // The new user's input: `GET /api/orders/lease?worker_id=%ff&wait=0`.
+        // The input that leased an order to "\u{FFFD}": `GET /api/orders/lease?worker_id=%ff&wait=0`.
         let msg = not_utf8("worker_id=%ff&wait=0").unwrap();
         assert_eq!(
             msg,
@@ -438,7 +439,7 @@ mod tests {
         assert!(a.unknown(&Method::GET, "/api/orders/lease", None).is_none());
     }
 
-    /// A new user's finding: `/metrics?x=1` answered 200 on card-polling, whose OpenAPI document
+    /// `/metrics?x=1` answered 200 on card-polling, whose OpenAPI document
     /// leaves out the probes and `/metrics`. Added as undocumented, they take no parameters.
     #[test]
     fn an_undocumented_route_added_without_parameters_refuses_any() {

@@ -335,8 +335,7 @@ async fn connection<IO, S>(
 
 /// Checks an address file setting at start: its folder must exist and the path must not be a
 /// folder. The file is written only once the socket is bound, so a bad path found then left the
-/// service listening with no file written, and a script waiting for it waited forever
-/// (helper-52).
+/// service listening with no file written, and a script waiting for it waited forever.
 ///
 /// # Errors
 /// Why, for the setting's one-line refusal (exit 2).

@@ -95,8 +95,8 @@ pub async fn closed_within(
 }
 
 /// A complete `POST path` head declaring a body of `declared` bytes, followed by `sent` of them:
-/// what a client that trickles (or never sends) its body writes (new-user trial: such
-/// connections stayed open for 15 minutes and more).
+/// what a client that trickles (or never sends) its body writes (without a body deadline
+/// such connections stay open for 15 minutes and more).
 pub fn head_with_partial_body(path: &str, token: &str, declared: u64, sent: &[u8]) -> Vec<u8> {
     let mut request = format!(
         "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\

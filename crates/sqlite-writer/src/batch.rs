@@ -175,8 +175,8 @@ pub(crate) async fn run<E: WriterError>(
         if let Some(e) = begin_failed {
             // What is queued behind would meet the same lock (or the same full disk): fail it
             // now, rather than each batch waiting out the busy timeout in turn — behind the
-            // scheduler's writes a request waited twice its bound (a new user's finding,
-            // D-writer-failed-begin-fails-queue).
+            // scheduler's writes a request would wait twice its bound
+            // (D-writer-failed-begin-fails-queue).
             while let Ok(op) = rx.try_recv() {
                 op.fail(e.clone());
             }

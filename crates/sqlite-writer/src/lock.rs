@@ -39,7 +39,7 @@ impl FileLock {
     pub fn acquire(db_file: &std::path::Path) -> std::io::Result<Self> {
         // A file with several names (hard links) cannot be guarded by a lock beside one of
         // them, and SQLite keeps its WAL and shared memory per name: two processes on two names
-        // both write and corrupt the file (a new user's finding; SQLite's "How To Corrupt"
+        // both write and corrupt the file (SQLite's "How To Corrupt"
         // §2.5). Refused before anything opens it (D-one-process-per-sqlite-file).
         if let Ok(meta) = std::fs::metadata(db_file) {
             use std::os::unix::fs::MetadataExt;
@@ -57,7 +57,7 @@ impl FileLock {
             }
         }
         // The file itself, whatever path names it: a symlink or another spelling of the path
-        // must meet the same lock (a new user's second gateway came in through a symlink).
+        // must meet the same lock (a second gateway through a symlink would not).
         let mut name = real_path(db_file).into_os_string();
         name.push(".lock");
         let path = PathBuf::from(name);

@@ -166,7 +166,7 @@ async fn committed(path: &std::path::Path) -> Vec<i64> {
         .unwrap()
 }
 
-/// A new user's finding (D-writes-failing-is-503-and-unready): after one COMMIT failed on a full disk, SQLite had rolled
+/// D-writes-failing-is-503-and-unready: after one COMMIT failed on a full disk, SQLite had rolled
 /// the transaction back itself, sqlx's ROLLBACK then failed, its transaction count stayed at 1
 /// and every later batch was refused ("attempted to call begin_with at non-zero transaction
 /// depth") until a restart. The batch whose transaction SQLite ended fails as a whole, the
@@ -330,7 +330,7 @@ async fn opening_a_writer_on_an_unopenable_file_fails() {
     );
 }
 
-/// A new user's finding: on a nearly full disk the scheduler's small commits went through while
+/// On a nearly full disk the scheduler's small commits went through while
 /// every client write failed, so readiness flapped back to ready between them. A write that
 /// fails for storage reasons keeps the writer failing for `FAILING_WINDOW`, however many batches
 /// commit meanwhile; an operation's other errors never count.
@@ -680,7 +680,7 @@ async fn with_sync_after_commit_a_checkpoint_thread_copies_the_wal_into_the_data
     wait_for_thread("sqlite-checkpoi", false).await;
 }
 
-/// A new user's findings (D-one-process-per-sqlite-file): through a symlink to the database file a second
+/// D-one-process-per-sqlite-file: through a symlink to the database file a second
 /// process took a lock of its own (`link.db.lock`) and wrote beside the first; and with
 /// `sync_after_commit` the syncer fsynced `link.db-wal`, which does not exist (SQLite writes the WAL
 /// next to the real file), so every write failed. Both now resolve the path first.
@@ -789,7 +789,7 @@ async fn open_second(path: &std::path::Path) -> SqliteConnection {
         .unwrap()
 }
 
-/// A new user's finding (D-one-process-per-sqlite-file): a second gateway on a hard link of the first one's file
+/// D-one-process-per-sqlite-file: a second gateway on a hard link of the first one's file
 /// met no lock (the lock sits beside a name, and a hard link is another name of the same file),
 /// and both handed out the same task; two card-polling processes corrupted the file. A database
 /// file with more than one name is refused before anything opens it, by either name.

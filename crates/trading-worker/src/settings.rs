@@ -419,7 +419,7 @@ impl Settings {
             ));
         }
         // The gateway refuses tokens under 16 characters at its own start (D-secret-minimum-lengths), so a
-        // shorter one here can only ever be answered 401 (helper-52).
+        // shorter one here can only ever be answered 401.
         if gateway_url.is_some()
             && self.api_token.expose().chars().count() < rakuten_types::MIN_TOKEN_CHARS
         {
@@ -537,7 +537,7 @@ mod tests {
             api_token: Secret::new("t"),
             ..Settings::default()
         };
-        // Helper-52: a token the gateway could never hold is refused at start.
+        // A token the gateway could never hold is refused at start.
         let e = s.validate().unwrap_err();
         assert_eq!(e.name, "RAKUTEN_API_TOKEN");
         assert!(e.reason.contains("at least 16 characters"), "{e}");

@@ -527,7 +527,7 @@ pub struct ReasonForm {
 }
 
 /// A refused close or retrigger of item `id`: a bad reason or a status that does not allow it is
-/// shown with a link back to the item and the reason as typed, to copy (helper-51).
+/// shown with a link back to the item and the reason as typed, to copy.
 fn manual_refused(signed: &Signed, id: i64, typed: Option<&str>, e: ManualError) -> Response {
     let refused = |status: StatusCode, message: &str| {
         layout::refused_form_page(

@@ -515,7 +515,7 @@ mod tests {
         assert_eq!(required, ["asset_type", "asset_id", "kind"], "{body}");
     }
 
-    /// A new user's finding (D-poll-health-reads-items): the manual enqueue's schema left `reason` optional
+    /// The manual enqueue's schema left `reason` optional
     /// and capped `task_types` at 16, while the server requires a reason and takes 32.
     #[test]
     fn the_manual_enqueue_documents_its_required_reason_and_task_type_limit() {

@@ -421,7 +421,7 @@ pub(crate) async fn manual<S: EnqueueStatements>(
                 return Err(StoreError::NotFound);
             }
             // A device may hold a card of a shop outside the caller's tree (a binding joins any
-            // card and device): that card is not the caller's to poll (helper-48's finding).
+            // card and device): that card is not the caller's to poll.
             let bound = s.snapshot(asset).await?;
             let any_bound = !bound.is_empty();
             let mut targets = Vec::with_capacity(bound.len());
@@ -503,7 +503,7 @@ pub(crate) async fn enqueue<S: EnqueueStatements>(
         if let Some(first_item) = seen {
             let active = s.active(&target.iccid, task_type).await?;
             // A replay only of the item the event was applied to: another item active now is
-            // a later demand the event never reached (a new user's finding, D-manual-event-id-after-item-ended).
+            // a later demand the event never reached (D-manual-event-id-after-item-ended).
             if active != Some(first_item) && demand.trigger_type == TriggerType::ManualTrigger {
                 previous_item = Some(first_item);
                 expected_active = active;

@@ -32,7 +32,7 @@ async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header
     assert_eq!(status, 200);
 }
 
-/// New-user trial: a head plus part of its body held the connection for 15 minutes and more.
+/// A head plus part of its body held the connection for 15 minutes and more.
 #[tokio::test]
 async fn a_body_that_does_not_arrive_in_time_is_a_408_and_frees_the_connection() {
     let app = spawn_with(Backend::Memory, |s| {
@@ -138,7 +138,7 @@ async fn sigterm_with_an_incomplete_head_open_still_exits_within_the_deadline() 
     assert!(closed_within(&mut stuck, Duration::from_secs(1)).await);
 }
 
-/// A new user's finding: SIGTERM or SIGINT stopped the service without a word in its log, so a
+/// SIGTERM or SIGINT stopped the service without a word in its log, so a
 /// stop could not be told from a crash. It now logs at INFO `shutting down (signal SIGTERM)` (or
 /// `SIGINT`) when the shutdown starts and `card-polling stopped` when everything has ended.
 #[tokio::test]

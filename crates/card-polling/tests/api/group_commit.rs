@@ -472,7 +472,7 @@ fn acknowledged_claims_and_outcomes_survive_kill_9() {
     });
 }
 
-/// A new user's finding (D-writes-failing-is-503-and-unready): with the disk full, writes answered 500 "internal error"
+/// D-writes-failing-is-503-and-unready: with the disk full, writes answered 500 "internal error"
 /// while `/readyz`, `/health` and `/metrics` said all was well, and after one failed COMMIT the
 /// writer refused every later batch until a restart. Here the write lock held by another
 /// connection past the lock timeout makes the writer's batches fail as a whole: writes answer 503

@@ -192,7 +192,7 @@ async fn manual_enqueue_of_an_unknown_asset_answers_code_7006() {
     }
 }
 
-/// Helper-48's finding (stop 31): a binding may join a card and a device of different shops, and
+/// A binding may join a card and a device of different shops, and
 /// an agent enqueuing such a device created an item for the other shop's card, which it could then
 /// neither enqueue directly nor read. A device's enqueue now reaches only the cards in the
 /// caller's shops; a device whose bound cards are all outside them is a 409.

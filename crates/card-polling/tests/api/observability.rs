@@ -226,7 +226,7 @@ async fn health_is_503_with_its_state_when_the_items_table_is_gone() {
     assert!(v["data"]["queues"].is_array(), "{v}");
 }
 
-/// A new user's finding: during a database outage `/metrics` answered 503, so the dashboard lost
+/// During a database outage `/metrics` answered 503, so the dashboard lost
 /// every in-process series (carrier calls, cycles, lanes) exactly when it was needed. The scrape
 /// now answers 200 without the item counts and with `cardpoll_database_up 0` (D-metrics).
 #[tokio::test]
@@ -270,7 +270,7 @@ async fn health_is_503_when_the_database_is_closed() {
     assert_eq!(v["data"]["database"], "unreachable", "{v}");
 }
 
-/// A new user's finding: `/health`'s `clock` was `null` until this instance's first claim, the
+/// `/health`'s `clock` was `null` until this instance's first claim, the
 /// same `null` as "the check is off" or "SQLite has no other clock". It is now an object from the
 /// start: `status` (`off`, `no_shared_clock`, `not_yet_measured`, `ok`, `skewed`), this instance's
 /// own clock reading `now`, the tolerance, and the last measurement's fields (`null` until one
@@ -324,7 +324,7 @@ async fn health_says_what_the_clock_check_is_from_the_start() {
     }
 }
 
-/// A new user's finding: an instance started with other `RAKUTEN_POLL_TASK_TYPES` /
+/// An instance started with other `RAKUTEN_POLL_TASK_TYPES` /
 /// `RAKUTEN_POLL_SHARDS` rewrites the stored schedule configuration for every instance (a WARN
 /// in its own log, `ef5c945`), and the instances already running were never told. Each now reads
 /// the stored configuration every 30 s (the schedule configuration job, driven here on the manual
@@ -441,7 +441,7 @@ impl Relay {
     }
 }
 
-/// A new user's finding: a Redis outage was not flagged anywhere but in `null` lane depths. The
+/// A Redis outage was not flagged anywhere but in `null` lane depths. The
 /// full `/health` now says `hint_channel_reachable: false` (the status stays `ok`: hints are
 /// lossy and the recovery read covers them) and `/metrics` has `cardpoll_hint_channel_up 0`
 /// (D-metrics).
@@ -479,7 +479,7 @@ async fn a_redis_outage_is_flagged_in_health_and_metrics_without_failing_them() 
     );
 }
 
-/// A new user's finding: `/metrics?x=1` answered 200 while every documented route refuses a
+/// `/metrics?x=1` answered 200 while every documented route refuses a
 /// query parameter it does not take. The probes and `/metrics` are outside the OpenAPI document
 /// and now take no query parameters (D-unknown-query-parameters).
 #[tokio::test]

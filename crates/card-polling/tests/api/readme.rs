@@ -1,7 +1,7 @@
 //! The README states the limits the code enforces; a changed limit fails here until the README
 //! says so too.
 
-/// A new user's finding: the 200,000-row limit of one import request was written only in the
+/// The 200,000-row limit of one import request was written only in the
 /// route's source (D-import-in-parts).
 #[test]
 fn the_readme_states_the_import_row_limit() {

@@ -492,7 +492,7 @@ async fn a_card_stop_locked_while_its_ordinary_poll_waits_is_polled_but_never_re
     app.assert_invariants().await;
 }
 
-/// A new user's finding: an idle instance reported `ordinary_cut_at_budget: true` with nothing
+/// An idle instance reported `ordinary_cut_at_budget: true` with nothing
 /// taken, so it cycled every quarter tick. A cycle is cut at the budget only when a shard filled
 /// the share the budget left it (more may be due).
 #[tokio::test]

@@ -757,7 +757,7 @@ pub async fn alerts(
     signed: Signed,
     Query(q): Query<AlertListQuery>,
 ) -> Response {
-    // An unknown state was read as `open` (helper-50): the page then looked filtered by it.
+    // An unknown state was read as `open`: the page then looked filtered by it.
     let all = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None | Some("open") => false,
         Some("all") => true,

@@ -190,7 +190,7 @@ mod tests {
         );
     }
 
-    /// A new user's finding: on a full disk a submit was a 500 "internal error" without
+    /// On a full disk a submit was a 500 "internal error" without
     /// `Retry-After`; it is a 503 like any database that cannot take writes now.
     #[test]
     fn a_full_disk_or_read_only_database_is_a_503_with_retry_after() {

@@ -206,7 +206,7 @@ pub const MORE: &str = "more";
 /// debug level: the alert job's records (`alert raised` / `alert cleared` with an `alert_id`) are
 /// the warnings a log-based pager reads, exactly once per alert across restarts. This log starts
 /// empty in every process, so at warn level each start repeated every open alert as newly raised
-/// (helper-50's finding, D-alert-thresholds-and-logging).
+/// (D-alert-thresholds-and-logging).
 #[derive(Debug, Default)]
 pub struct AlertLog {
     raised: Mutex<HashSet<(String, String)>>,

@@ -252,7 +252,7 @@ impl OpsCommand {
                 }
                 let g = client.reclaim(&id, &worker, Some(reason)).await?;
                 let mut text = render::grant(&g, &worker);
-                // Helper-50's F6: a typed worker id that no worker polls with takes the grant all
+                // A typed worker id that no worker polls with takes the grant all
                 // the same (the API names only the worker), and the task goes stale again a TTL
                 // later. The CLI, where ids are typed, says so at once.
                 if let Ok(ws) = client.workers().await

@@ -356,7 +356,7 @@ pub struct AttentionTask {
     pub last_detail: Option<String>,
     /// The operator who ended it, for a task ended by a resolve or a cancel: [`ended_by`]'s
     /// words (the latest such action). A worker's last words no longer say why such a task
-    /// failed (helper-50's finding).
+    /// failed.
     pub ended_by: Option<String>,
     /// The latest report's error code.
     pub last_error_code: Option<i32>,

@@ -255,7 +255,7 @@ pub struct StaleEvidence {
     pub created_at: Timestamp,
     /// The order-list query an earlier stale alert of the same task asked for, still queued or
     /// leased: its window is this one (it starts at the task's creation), so the new alert links
-    /// it instead of asking the site again (helper-52: one query per lapse piled up).
+    /// it instead of asking the site again (one query per lapse would pile up).
     pub pending_query: Option<QueryId>,
 }
 

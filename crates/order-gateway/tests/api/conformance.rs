@@ -695,7 +695,7 @@ async fn resolving_a_task_ends_its_open_grant(h: &Harness) {
         (rows[0].ended_at, rows[0].ended_how),
         (Some(resolved_at), Some(GrantEnd::Resolved))
     );
-    // Helper-50: the console's "needs attention" says who ended a failed task and why, not the
+    // The console's "needs attention" says who ended a failed task and why, not the
     // worker's last words (here none; the resolve gave no state, so it added no report).
     let attention = h
         .store
@@ -887,7 +887,7 @@ async fn a_second_lease_by_the_holder_is_a_regrant_with_a_new_token(h: &Harness)
         .await;
     assert!(matches!(old, Err(StoreError::LeaseInvalid(_))), "{old:?}");
     // A token never issued is refused in the same words: the message does not claim to know
-    // it was an earlier grant's (a new user's finding, D-fencing-token).
+    // it was an earlier grant's (D-fencing-token).
     let never = h
         .report(
             "po-1",

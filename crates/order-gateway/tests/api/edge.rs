@@ -29,7 +29,7 @@ async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header
     app.health().await.assert_ok();
 }
 
-/// New-user trial: a submit whose body never completes (or declares 99,999,999,999 bytes) held
+/// A submit whose body never completes (or declares 99,999,999,999 bytes) held
 /// its connection for 15 minutes and more; four took a gateway with `MAX_CONNECTIONS=4`.
 #[tokio::test]
 async fn a_submit_whose_body_does_not_arrive_in_time_is_a_408_and_frees_the_connection() {

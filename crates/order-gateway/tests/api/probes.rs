@@ -82,7 +82,7 @@ async fn any_role_sees_the_whole_health_and_a_wrong_token_is_401() {
     .assert_err(401, 1001);
 }
 
-/// A new user's finding on the shared SQLite writer (D-writes-failing-is-503-and-unready): while its batches fail as a
+/// D-writes-failing-is-503-and-unready: while its batches fail as a
 /// whole (a full disk; here the write lock held by another connection past the busy timeout),
 /// `/readyz` is 503; the next batch that commits makes it ready again — the writer is not wedged.
 #[tokio::test]

@@ -53,8 +53,8 @@ async fn a_clean_stop_leaves_the_whole_journal_in_the_database_file() {
     let h = Harness::new().await;
     h.submit_tea("t-backup").await;
     // Its logs go into pipes nobody reads any more (`trading-worker 2>&1 | head -1` after `head`
-    // has exited). Helper-51: the first failed log write panicked the signal task, and the worker
-    // then ignored SIGTERM; it must work on and stop cleanly all the same.
+    // has exited). A failed log write must not panic the signal task (the worker would then
+    // ignore SIGTERM); it must work on and stop cleanly all the same.
     let mut child = h
         .worker_command("process-worker")
         .env("RUST_LOG", "info")

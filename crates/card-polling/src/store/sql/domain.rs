@@ -176,7 +176,7 @@ pub(crate) async fn import(
             .execute(&mut *tx)
             .await?;
             // One closure row per ancestor and one for itself: bounded, or a deep chain would
-            // write depth²/2 rows (a new user's finding: 3,000 levels, 4.5 million rows).
+            // write depth²/2 rows (3,000 levels: 4.5 million rows).
             let depth = closure.rows_affected().saturating_sub(1);
             if depth > MAX_SHOP_DEPTH {
                 return Err(StoreError::Invalid(format!(
@@ -190,8 +190,8 @@ pub(crate) async fn import(
         }
         if next.len() == before {
             // Follow the parents among the shops left: the chain ends at a shop whose parent is
-            // unknown, or it loops (a shop its own parent or ancestor: a new user's finding, the
-            // loop was reported as an unknown parent).
+            // unknown, or it loops (a shop its own parent or ancestor, named as a loop, not as an
+            // unknown parent).
             let left_by_id: std::collections::HashMap<&str, (usize, &crate::domain::Shop)> =
                 next.iter().map(|&(i, s)| (s.id.as_str(), (i, s))).collect();
             let (mut i, mut s) = next[0];
@@ -219,7 +219,7 @@ pub(crate) async fn import(
         let row = || import_row("accounts", i + 1, Some(("id", &a.id)));
         let token = TokenHash::of(&a.token);
         // Read first: a unique violation could not say which key it was, and on PostgreSQL the
-        // transaction is over once it happened (a new user's finding).
+        // transaction is over once it happened.
         let holder: Option<String> =
             sqlx::query_scalar("SELECT id FROM accounts WHERE token_sha256 = $1")
                 .bind(token.0.as_slice())
@@ -365,8 +365,8 @@ pub(crate) async fn import(
         counts.devices += 1;
     }
     // Deactivations first: a file that moves a card from one device to another holds both
-    // rows, and its end state (one active binding) must not depend on their order (helper-49's
-    // finding). Rows keep their numbers. (A large import has ordered its parts so already.)
+    // rows, and its end state (one active binding) must not depend on their order.
+    // Rows keep their numbers. (A large import has ordered its parts so already.)
     let mut bindings: Vec<(usize, &BindingRow)> = batch.bindings.iter().enumerate().collect();
     bindings.sort_by_key(|(_, b)| b.active);
     for (i, b) in bindings {
@@ -529,7 +529,7 @@ fn same_as_stored(what: &str, fields: Option<Vec<(&str, bool)>>) -> StoreResult<
 /// device the card is actively bound to when this binding would be a second active one.
 pub(crate) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult<()> {
     // Read first: the insert's refusal names no key (SQLite) or ends the transaction
-    // (PostgreSQL), and a unique violation would hide a missing device (helper-48's finding).
+    // (PostgreSQL), and a unique violation would hide a missing device.
     let (device, card, bound_to): (Option<i64>, Option<i64>, Option<String>) = sqlx::query_as(
         "SELECT (SELECT CAST(1 AS BIGINT) FROM devices WHERE device_no = $1), \
                 (SELECT CAST(1 AS BIGINT) FROM cards WHERE iccid = $2), \

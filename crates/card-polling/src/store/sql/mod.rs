@@ -204,8 +204,8 @@ pub(crate) fn map_constraint(e: sqlx::Error, what: &str) -> StoreError {
 }
 
 /// [`map_constraint`] for an insert whose one foreign key is its shop: a violation names the shop
-/// `shop_id`, which is neither stored nor earlier in the import (a helper's finding, stop 30:
-/// "card refers to an unknown row" left the caller to guess which).
+/// `shop_id`, which is neither stored nor earlier in the import ("card refers to an unknown
+/// row" would leave the caller to guess which).
 pub(crate) fn map_insert_with_shop(e: sqlx::Error, what: &str, shop_id: &str) -> StoreError {
     if e.as_database_error()
         .is_some_and(|db| db.is_foreign_key_violation())

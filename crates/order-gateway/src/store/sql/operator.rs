@@ -728,8 +728,8 @@ pub(crate) async fn task_resolve(
         })?;
     if req.state.is_none() {
         // Without a state of their own, the person's verdict stands beside the worker's latest
-        // report in the mirror the upstream reads; `failed` beside `paid` would say both
-        // (helper-51). Only a state that implies the other verdict is refused: a latest
+        // report in the mirror the upstream reads; `failed` beside `paid` would say both.
+        // Only a state that implies the other verdict is refused: a latest
         // `in_cart` is the usual stale task whose order went through unreported, and the
         // operator who found it on the site resolves `succeeded`. With a state,
         // `Outcome::check_resolve` has already judged the pair.
