@@ -712,7 +712,7 @@ pub(crate) async fn task_resolve(
 ) -> Result<OperatorActionAck, StoreError> {
     let (from, set_aside) = status_and_set_aside(conn, &req.task_id).await?;
     if set_aside {
-        // Its stored row cannot be decoded (D-store): it stays needs_human for the schema too.
+        // Its stored row cannot be decoded (D-poison-row-set-aside): it stays needs_human for the schema too.
         return Err(StoreError::StateConflict {
             status: from,
             reason: "the task was set aside as an undecodable row; it cannot be resolved here".into(),
