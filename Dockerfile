@@ -4,7 +4,7 @@
 #   docker run --rm rakuten order-gateway serve --help
 # The runtime image is distroless (glibc + CA certificates, no shell, no package manager) and runs
 # as the unprivileged user `nonroot` (uid 65532). Failpoints are not compiled in (release build
-# without the `failpoints` feature, D-polish-3).
+# without the `failpoints` feature, D-failpoints-feature-only).
 
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src

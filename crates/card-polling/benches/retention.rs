@@ -20,13 +20,13 @@
 //! with one log: audit facts, a trigger event, a log) and ordinary manual triggers
 //! (`manual_trigger_request` → `poll_record` serving it); 1 in R priority items fails and is
 //! retriggered (`item_retrigger`) in the next hour, so the retention rule that keeps a retrigger's
-//! predecessor while the retrigger exists (D-scale8-3) is part of the load. Ordinary polls are
+//! predecessor while the retrigger exists (D-retrigger-predecessor-kept) is part of the load. Ordinary polls are
 //! sampled: 1 in S is
 //! written, so the interaction-log counts are 1/S of full scale (printed). Then it sets the clock
 //! to the end of the hour and runs the retention job once, as production does every hour.
 //!
 //! Per simulated day it prints row counts per table (`priority_items` and `item_sources` level off
-//! once `--history-days` have passed, D-scale8-2), the database size (page_count × page_size,
+//! once `--history-days` have passed, D-retention-batches), the database size (page_count × page_size,
 //! free pages, the WAL file), rows pruned that day and the longest wall time one prune batch took
 //! (its whole write transaction, commit included: how long it held the writer). The last line is
 //! one JSON object with every day's figures.

@@ -256,7 +256,7 @@ async fn main() {
     }
     tx.commit().await.expect("commit");
     if o.grown_mib > 0 {
-        // SQLite below 1 GiB pays a whole-page-cache scan at many commits (D-scale11-1): a
+        // SQLite below 1 GiB pays a whole-page-cache scan at many commits (D-bench-grown-database): a
         // deployment's file passes 1 GiB within its first hour of logs, the fixtures' does not.
         let pool = sqlite.fixture_pool();
         sqlx::query("CREATE TABLE bench_growth (x BLOB)")

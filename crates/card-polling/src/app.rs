@@ -62,7 +62,7 @@ pub(crate) fn printable_url(url: &str) -> String {
 /// Whether PostgreSQL did not answer (no connection, none in time, still starting up, out of
 /// connections): what a restart may fix (exit 3). A URL that does not parse, a role or database
 /// that does not exist, a wrong password are answers, the operator's to fix (exit 2)
-/// (D-newuser12-11).
+/// (D-exit-2-or-3).
 fn not_answering(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => true,
@@ -71,7 +71,7 @@ fn not_answering(e: &sqlx::Error) -> bool {
     }
 }
 
-/// The message of an SQLite file (or its folder) that this user cannot write (D-newuser12-5).
+/// The message of an SQLite file (or its folder) that this user cannot write (D-exit-2-or-3).
 fn read_only_message(path: &std::path::Path) -> String {
     format!(
         "the SQLite database {} (RAKUTEN_POLL_DB_PATH) is read-only: this user cannot write the \
@@ -104,7 +104,7 @@ pub async fn connect_hints(settings: &Settings) -> anyhow::Result<Hints> {
                     printable_url(url.expose())
                 );
                 // Redis may still be starting: exit 3, a restart retries; a URL or a
-                // password Redis refuses exits 2 (D-newuser12-11).
+                // password Redis refuses exits 2 (D-exit-2-or-3).
                 let setup = match &e {
                     ConnectError::NotAnswering(_) => {
                         rakuten_cli::SetupError::unavailable("RAKUTEN_POLL_HINT_CHANNEL", message)
@@ -140,7 +140,7 @@ impl Application {
             .unwrap_or_else(crate::instance::default_instance_id);
         tracing::info!(%instance, "card-polling instance");
         // The hint channel first: a Redis that does not answer stops the start before any
-        // migration changed the database (D-newuser10-2).
+        // migration changed the database (D-startup-names-what-failed).
         let hints = connect_hints(&settings).await?;
         let (database, database_var) = match &settings.db_url {
             Some(url) => (
@@ -154,7 +154,7 @@ impl Application {
         };
         // A database that cannot be opened or written is the operator's to fix (exit 2); a
         // PostgreSQL that does not answer may be booting, a restart retries (exit 3); a migration
-        // that fails is neither (exit 1) (D-newuser12-1, D-newuser12-11).
+        // that fails is neither (exit 1) (D-exit-2-or-3).
         let opening = |e: sqlx::Error, message: String| -> anyhow::Error {
             if let Some(foreign) = rakuten_cli::SetupError::foreign_migration(&e, database_var)
                 .or_else(|| rakuten_cli::SetupError::missing_schema(&e, database_var))
@@ -163,8 +163,8 @@ impl Application {
             } else if matches!(e, sqlx::Error::Migrate(_)) {
                 anyhow::Error::new(e).context(message)
             } else if let Some(held) = sqlite_writer::FileLock::held_elsewhere(&e) {
-                // Another card-polling process writes this file (D-newuser13-2).
-                // `held` already says all the lock's error would (helper-48 saw it twice): the
+                // Another card-polling process writes this file (D-one-process-per-sqlite-file).
+                // `held` already says all the lock's error would (said twice otherwise): the
                 // setup error alone.
                 let message = format!("opening the SQLite database {database}: {held}");
                 anyhow::Error::new(rakuten_cli::SetupError::unavailable(database_var, message))
@@ -218,7 +218,7 @@ impl Application {
             }
         };
         // The first write: a database that opens but cannot be written (a read-only file) fails
-        // here, so it is named here too: read-only, not busy (D-newuser12-5).
+        // here, so it is named here too: read-only, not busy (D-exit-2-or-3).
         let enabled_at = store
             .meta_feature_enabled_at(clock.now())
             .await
@@ -236,7 +236,7 @@ impl Application {
             })?;
         tracing::info!(%enabled_at, "priority polling feature enabled since");
         // An imported account holding the admin token would sign in as the bootstrap admin
-        // (checked first), so its own role would never apply (D-newuser12-10): a bad setting,
+        // (checked first), so its own role would never apply (D-admin-token-is-nobody-elses): a bad setting,
         // refused before the service listens.
         let admin_hash = TokenHash::of(settings.admin_token.expose());
         if let Some(account) = store

@@ -71,7 +71,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let upstream = settings.upstream()?;
     let ip = settings.listen_addr().ip();
     let (storage, database) = match settings.db_url {
-        // Scheme, host, port and database, never the password (D-newuser14-6).
+        // Scheme, host, port and database, never the password (D-database-url-printing).
         Some(ref url) => ("postgres", app::printable_url(url.expose())),
         None => ("sqlite", settings.db_path.display().to_string()),
     };

@@ -25,7 +25,7 @@ fn main() -> ExitCode {
         .map_err(Into::into)
         .and_then(|rt| rt.block_on(card_polling::serve(settings)));
     // A setting only start-up could check (the admin token held by an account) is a bad setting
-    // like any other: exit 2, one line naming it (D-newuser12-10).
+    // like any other: exit 2, one line naming it (D-admin-token-is-nobody-elses).
     if let Err(e) = &served
         && let Some(bad) = e.downcast_ref::<InvalidSetting>()
     {

@@ -179,7 +179,7 @@ pub struct Settings {
     /// Port to listen on (0 picks a free port).
     #[arg(long, env = "RAKUTEN_POLL_PORT", default_value_t = 8090, value_parser = rakuten_cli::number::whole::<u16>(0..=65535))]
     pub port: u16,
-    /// DEPRECATED `host:port` (D-polish-5): when set it wins over host and port, with a warning
+    /// DEPRECATED `host:port` (D-settings-convention): when set it wins over host and port, with a warning
     /// at start. Not listed in `--help`.
     #[arg(long, env = "RAKUTEN_POLL_LISTEN", hide = true)]
     pub listen: Option<SocketAddr>,
@@ -213,7 +213,7 @@ pub struct Settings {
     /// Concurrent executions per task type (the executor pool's cap — at most this many carrier
     /// calls of a task type at once; all lanes share it). Size it by Little's law: at least the
     /// task type's due polls per second × the carrier's latency in seconds, with headroom
-    /// (1,000,000 cards at `card_status=300` and 20 ms: 3,333/s × 0.02 s ≈ 67; D-scale5-7).
+    /// (1,000,000 cards at `card_status=300` and 20 ms: 3,333/s × 0.02 s ≈ 67; D-scheduler-settings).
     #[arg(long, env = "RAKUTEN_POLL_EXECUTOR_CONCURRENCY", default_value_t = 128, value_parser = rakuten_cli::number::whole::<u64>(1..=1024))]
     pub executor_concurrency: u64,
     /// Hint channel: `memory` (in-process) or a Redis URL (`redis://127.0.0.1:6379/`).
@@ -358,7 +358,7 @@ const TLS_VARS: (&str, &str) = ("RAKUTEN_POLL_TLS_CERT_PATH", "RAKUTEN_POLL_TLS_
 
 impl EdgeSettings {
     /// Loads the TLS files when set, as start-up will, so that a missing or unusable one is a
-    /// bad setting (exit 2) naming its variable, not a run-time error (D-newuser11-2); checks
+    /// bad setting (exit 2) naming its variable, not a run-time error (D-exit-2-or-3); checks
     /// the address file's folder the same way.
     ///
     /// # Errors
@@ -403,7 +403,7 @@ impl EdgeSettings {
 
 /// A setting refused after the settings were read, when start-up could check it (a token the
 /// database also holds): `main` exits 2 with the one line every bad setting prints, naming
-/// `name`, like the refusals of clap (D-newuser12-10).
+/// `name`, like the refusals of clap (D-admin-token-is-nobody-elses).
 #[derive(Debug, thiserror::Error)]
 #[error("invalid setting {name}: {reason}")]
 pub struct InvalidSetting {
@@ -457,7 +457,7 @@ impl Settings {
         }
     }
 
-    /// Tokens that must differ (D-newuser12-10): the carrier token is sent to the carrier on
+    /// Tokens that must differ (D-admin-token-is-nobody-elses): the carrier token is sent to the carrier on
     /// every call, so one equal to the admin token would hand the carrier super_admin here.
     ///
     /// # Errors
@@ -479,7 +479,7 @@ impl Settings {
     }
 
     /// Reads the Redis CA file when set, as start-up will, so that a missing or unreadable one is
-    /// a bad setting (exit 2) naming its variable, like the TLS files (D-newuser12-1).
+    /// a bad setting (exit 2) naming its variable, like the TLS files (D-exit-2-or-3).
     ///
     /// # Errors
     /// The variable to blame and why.

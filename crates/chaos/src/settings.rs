@@ -255,7 +255,7 @@ impl Settings {
 }
 
 /// The variables' names before they followed the `RAKUTEN_*` convention; still read, with a
-/// warning, when the new name is not set (D-polish-5).
+/// warning, when the new name is not set (D-settings-convention).
 pub const DEPRECATED_ENV: [rakuten_cli::Alias; 15] = [
     rakuten_cli::Alias {
         deprecated: "CHAOS_ORDERS",

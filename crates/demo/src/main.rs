@@ -297,11 +297,11 @@ async fn run(browser: bool) -> anyhow::Result<bool> {
     }
     // The journal checkpointed into trading.db: a copy of the run directory is complete.
     worker.close().await;
-    // The worker's instance lock (`trading.db.lock`, D-worker-12) is released with the worker.
+    // The worker's instance lock (`trading.db.lock`, D-worker-journal-lock) is released with the worker.
     // A real worker leaves the file in place: deleting a lock file that another process may have
     // just opened would let two processes hold "the" lock. This run directory is the demo's
     // own, so nobody else can be waiting on it, and the file would only be litter
-    // (D-newuser11-6).
+    // (D-demo-removes-lock-files).
     let lock = trading_worker::instance_lock::lock_path(&dir.join("trading.db"));
     drop(worker);
     if let Err(e) = std::fs::remove_file(&lock) {
@@ -309,7 +309,7 @@ async fn run(browser: bool) -> anyhow::Result<bool> {
     }
     gw_stop.cancel();
     let _ = gw_task.await;
-    // Likewise the gateway's one-writer lock on its database file (D-newuser13-2).
+    // Likewise the gateway's one-writer lock on its database file (D-one-process-per-sqlite-file).
     let gw_lock = dir.join("gateway.db.lock");
     if let Err(e) = std::fs::remove_file(&gw_lock) {
         println!("(note: could not remove {}: {e})", gw_lock.display());

@@ -1,4 +1,4 @@
-//! The demo run as a new user runs it (`cargo run -p demo`), in an empty directory.
+//! The demo run as the README gives it (`cargo run -p demo`), in an empty directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,9 +17,9 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A new user's finding: every run left `data/demo-…/trading.db.lock` behind, the trading
+/// Every run left `data/demo-…/trading.db.lock` behind, the trading
 /// worker's instance lock, which the demo's own run directory does not need once the worker has
-/// stopped (D-newuser11-6).
+/// stopped (D-demo-removes-lock-files).
 #[test]
 fn a_demo_run_succeeds_and_leaves_no_lock_file_behind() {
     let dir = tempfile::tempdir().expect("tempdir");

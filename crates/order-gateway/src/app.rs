@@ -35,9 +35,9 @@ pub enum Backend {
 }
 
 /// `e`, a failure to open the database, with `message` as its context: a
-/// [`rakuten_cli::SetupError`] naming `var` unless a migration failed (D-newuser12-1), exit 3
+/// [`rakuten_cli::SetupError`] naming `var` unless a migration failed (D-exit-2-or-3), exit 3
 /// when `server` (PostgreSQL) did not answer — no connection, none in time, still starting, out
-/// of connections: a restart retries (D-newuser12-11) — else 2 (a URL that does not parse, a
+/// of connections: a restart retries (D-exit-2-or-3) — else 2 (a URL that does not parse, a
 /// role or database that does not exist, a wrong password, an SQLite file).
 fn opening(e: StoreError, var: &'static str, message: String, server: bool) -> anyhow::Error {
     if let StoreError::Database(d) = &e
@@ -73,7 +73,7 @@ impl Backend {
     /// The database cannot be opened or migrated.
     /// A database that cannot be reached, opened or written is a [`rakuten_cli::SetupError`]
     /// naming its variable (exit 3 for PostgreSQL not answering, 2 for an SQLite file); a failed
-    /// migration is not (exit 1) (D-newuser12-1, D-newuser12-11).
+    /// migration is not (exit 1) (D-exit-2-or-3).
     pub async fn open(settings: &Settings) -> anyhow::Result<Self> {
         let path = settings.db_path.display();
         Ok(match &settings.db_url {
@@ -98,12 +98,12 @@ impl Backend {
                         _ => None,
                     };
                     if let Some(held) = held {
-                        // Another gateway writes this file (D-newuser13-2).
+                        // Another gateway writes this file (D-one-process-per-sqlite-file).
                         let message = format!(
                             "opening the SQLite database {path} (RAKUTEN_GATEWAY_DB_PATH): {held}"
                         );
-                        // `held` already says all the lock's error would (helper-48 saw it
-                        // twice): the setup error alone.
+                        // `held` already says all the lock's error would (said twice
+                        // otherwise): the setup error alone.
                         return anyhow::Error::new(rakuten_cli::SetupError::unavailable(
                             "RAKUTEN_GATEWAY_DB_PATH",
                             message,
@@ -388,7 +388,7 @@ impl Application {
 /// query (which may hold one) not shown.
 fn redact_url(url: &str) -> String {
     // Parsed, not split by hand: a password may also sit in the query (`?password=…`), which
-    // is never shown (D-newuser14-9).
+    // is never shown (D-database-url-printing).
     let Ok(u) = reqwest::Url::parse(url) else {
         return "***".into();
     };
@@ -423,7 +423,7 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://db/gateway"), "postgres://db/gateway");
         assert_eq!(redact_url("nonsense"), "***");
-        // A new user's finding (D-newuser14-9): a password in the query was printed.
+        // D-database-url-printing: a password in the query was printed.
         for url in [
             "postgres://postgres@127.0.0.1/gw?password=SeCrEt77",
             "postgresql:///gw?host=/run/postgresql&user=gw&password=SeCrEt77",

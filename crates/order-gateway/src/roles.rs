@@ -2,7 +2,7 @@
 //!
 //! - [`Role`]: `upstream` (submit and read orders and account queries), `worker` (lease, renew,
 //!   report; query lease and result), `operator` (everything) and `metrics` (only `GET /metrics`,
-//!   for a scraper, D-ops-2).
+//!   for a scraper, D-ops-cli).
 //! - [`NamedTokens`]: the value of `RAKUTEN_UPSTREAM_TOKENS` / `…_WORKER_TOKENS` /
 //!   `…_OPERATOR_TOKENS` / `…_METRICS_TOKENS`: comma-separated `name:token` pairs. Two entries
 //!   with one name are a rotation (old and new token both work, one actor name).
@@ -153,7 +153,7 @@ pub enum CredentialsError {
     #[error("token name {0:?} is used by two roles ({1} and {2})")]
     NameInTwoRoles(String, Role, Role),
     /// One token configured twice: it could only ever be one of them, and across roles the
-    /// roles would collapse. Names and variables of both (D-newuser12-10), never the token.
+    /// roles would collapse. Names and variables of both (D-admin-token-is-nobody-elses), never the token.
     #[error(
         "the same token is configured twice, as {0:?} in {1} and as {2:?} in {3}: every role \
          and name needs a token of its own"
@@ -280,7 +280,7 @@ mod tests {
             let e = bad.parse::<NamedTokens>().unwrap_err();
             assert!(!e.contains("tok") || !bad.contains("tok"), "{e}");
         }
-        // Fewer than 16 characters (D-newuser18-5), named without the value.
+        // Fewer than 16 characters (D-secret-minimum-lengths), named without the value.
         let e = "n:Sh0rtS3cr3t".parse::<NamedTokens>().unwrap_err();
         assert_eq!(
             e,

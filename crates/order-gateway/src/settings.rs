@@ -63,7 +63,7 @@ fn parse_console_key(s: &str) -> Result<Secret, String> {
 }
 
 /// `RAKUTEN_ALERT_WEBHOOK_SECRET`: at least [`MIN_TOKEN_CHARS`]. One signed request seen in a
-/// receiver's log is enough to guess a short key offline (helper-51: a 4-character one was taken).
+/// receiver's log is enough to guess a short key offline (a 4-character one falls at once).
 fn parse_webhook_secret(s: &str) -> Result<Secret, String> {
     if s.chars().count() < MIN_TOKEN_CHARS {
         return Err(format!(
@@ -606,7 +606,7 @@ impl Settings {
         Credentials::build(self.api_token.as_ref(), &lists).map_err(|e| SettingsError {
             name: match e {
                 CredentialsError::Empty => "RAKUTEN_API_TOKEN",
-                // The reason names the other variable (D-newuser12-10).
+                // The reason names the other variable (D-admin-token-is-nobody-elses).
                 CredentialsError::DuplicateToken(_, _, _, second) => second,
                 CredentialsError::NameInTwoRoles(..) => "RAKUTEN_*_TOKENS",
             },

@@ -24,7 +24,7 @@
 //! | `gateway_open_long_polls` | gauge | `channel` |
 //! | `gateway_commit_batch_size` | histogram | (SQLite group commit: operations per commit) |
 //! | `gateway_commit_seconds` | histogram | (SQLite: `BEGIN` to end of `COMMIT`) |
-//! | `gateway_alerts_open` | gauge | `kind` (every kind; set by each alert job run, D-ops-6) |
+//! | `gateway_alerts_open` | gauge | `kind` (every kind; set by each alert job run, D-alert-metrics) |
 //! | `gateway_webhook_deliveries_total` | counter | `result` (`delivered`, `failed`: each attempt) |
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder, Unit};

@@ -10,14 +10,14 @@
 //!   backtrace whatever `RUST_BACKTRACE` says; clap's own errors (unparsable value, unknown
 //!   flag) also exit 2 and name the variable too;
 //! - [`secret_arg`]: the clap value parser for secret settings, whose refusal names the flag and
-//!   its variable in the same form but never quotes the value (D-fix6-1);
+//!   its variable in the same form but never quotes the value (D-secret-settings-never-echoed);
 //! - [`number`]: clap value parsers for whole numbers and seconds whose refusal names the flag,
-//!   the variable, the value and what the setting takes (D-newuser12-2);
-//! - a missing required setting is one line naming its flag and variable (D-newuser12-3);
+//!   the variable, the value and what the setting takes (D-setting-refusal-one-line);
+//! - a missing required setting is one line naming its flag and variable (D-setting-refusal-one-line);
 //! - [`exit_on_error`]: an error prints `error: …` with its cause chain once, on stderr, and
 //!   exits 1, or 2 when a [`SetupError`] in it says the operator must fix the configuration or
-//!   the environment (a read-only database, a missing file; D-newuser12-1), or 3 when what it
-//!   needs does not answer yet (database, Redis, the listening port; D-newuser12-11);
+//!   the environment (a read-only database, a missing file; D-exit-2-or-3), or 3 when what it
+//!   needs does not answer yet (database, Redis, the listening port; D-exit-2-or-3);
 //! - [`check_env_example`]: the test every binary runs on its `.env.example` against `--help`.
 
 pub mod number;
@@ -25,7 +25,7 @@ pub mod secret_arg;
 
 /// `eprintln!` that drops the line when standard error cannot take it. `eprintln!` panics on a
 /// closed or full standard error (`… 2>&1 | head -1`, `2>/dev/full`), and a bad setting then
-/// exited 101 instead of its documented 2 (helper-52).
+/// exited 101 instead of its documented 2.
 #[macro_export]
 macro_rules! stderr_line {
     ($($arg:tt)*) => {{
@@ -80,7 +80,7 @@ pub enum LogOutput {
 /// Stops the binary (exit 2, one line) when a `.env` file is found but a line of it does not
 /// parse. `dotenvy` loads a file line by line and stops at the first bad one, so the settings
 /// before it applied and those after it silently did not: a typo above `RAKUTEN_*_DB_URL` started
-/// a service on its default SQLite file instead (D-newuser12-12). The whole file is read once
+/// a service on its default SQLite file instead (D-env-file-all-or-nothing). The whole file is read once
 /// first, without setting anything; only a file that parses throughout is then loaded.
 fn refuse_malformed_dotenv() {
     let Ok(lines) = dotenvy::dotenv_iter() else {
@@ -112,7 +112,7 @@ fn dotenv_error_place(e: &dotenvy::Error) -> String {
         .then(|| text.lines().enumerate().find(|(_, l)| l.contains(bad)))
         .flatten();
     match found {
-        // Helper-52: the mark is invisible in "line 1 does not parse (\u{feff}RAKUTEN_…)".
+        // The mark is invisible in "line 1 does not parse (\u{feff}RAKUTEN_…)".
         Some((0, line)) if line.starts_with('\u{feff}') => "line 1 starts with a byte order mark \
              (U+FEFF): save the file as UTF-8 without one"
             .to_owned(),
@@ -311,8 +311,8 @@ fn init_logs(default_log: &str, output: LogOutput) {
     };
     // A log line that cannot be written is dropped. By default the subscriber reports the failed
     // write with `eprint!`, which panics when standard error is a closed pipe (`serve 2>&1 |
-    // head -1`): the gateway exited 101 and the worker's signal task died, so it ignored SIGTERM
-    // (helper-51). The service must outlive its log reader.
+    // head -1`): the gateway exited 101 and the worker's signal task died, so it ignored SIGTERM.
+    // The service must outlive its log reader.
     match format {
         LogFormat::Json => tracing_subscriber::fmt()
             .json()
@@ -406,10 +406,10 @@ fn unparsable_number(cmd: &Command, e: &clap::Error) -> Option<String> {
 /// its [`Self::exit_code`]:
 /// - 2 ([`Self::new`]): something only the operator can change — a read-only database file, a
 ///   missing file, a file that is no database. The code of a bad setting, which systemd's
-///   `RestartPreventExitStatus=2` does not restart (D-newuser12-1).
+///   `RestartPreventExitStatus=2` does not restart (D-exit-2-or-3).
 /// - 3 ([`Self::unavailable`]): something that may come by itself — a database or Redis that does
 ///   not answer yet, a port an old process still holds. A supervisor should restart the service
-///   (with back-off); a PostgreSQL that is still booting must not stop it for good (D-newuser12-11).
+///   (with back-off); a PostgreSQL that is still booting must not stop it for good (D-exit-2-or-3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetupError {
     var: &'static str,
@@ -441,7 +441,7 @@ impl SetupError {
     /// (sqlx's `VersionMissing`), or one of the same version with other contents
     /// (`VersionMismatch`): the schema belongs to another application sharing the database, to a
     /// newer release, or to a modified build. The operator gives the service its own database or
-    /// schema (exit 2, D-newuser14-3), where any other failed migration is a fault (exit 1).
+    /// schema (exit 2, D-exit-2-or-3), where any other failed migration is a fault (exit 1).
     pub fn foreign_migration(e: &sqlx::Error, var: &'static str) -> Option<Self> {
         use sqlx::migrate::MigrateError;
         let sqlx::Error::Migrate(m) = e else {
@@ -456,7 +456,7 @@ impl SetupError {
 
     /// When `e` is PostgreSQL saying the URL's `search_path` names no existing schema
     /// (`3F000`, "no schema has been selected to create in"), directly or inside a failed
-    /// migration: the operator creates the schema or fixes the URL (exit 2, D-newuser14-11).
+    /// migration: the operator creates the schema or fixes the URL (exit 2, D-exit-2-or-3).
     pub fn missing_schema(e: &sqlx::Error, var: &'static str) -> Option<Self> {
         let db = match e {
             sqlx::Error::Database(db) => db,
@@ -542,7 +542,7 @@ pub fn error_line(e: &anyhow::Error) -> String {
 }
 
 /// Ends `main`: `Ok` → success; `Err` → `error: …` with its causes on one line of stderr (no
-/// backtrace), printed once (D-newuser12-4): exit 2 when the chain holds a [`SetupError`], else
+/// backtrace), printed once (D-setting-refusal-one-line): exit 2 when the chain holds a [`SetupError`], else
 /// exit 1. With JSON logs the error is also a log record, for the log collector; text logs would
 /// only show the same line twice on a terminal.
 pub fn exit_on_error(r: anyhow::Result<()>) -> ExitCode {
@@ -660,7 +660,7 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    /// D-newuser14-3: another application's migration is the operator's to fix (exit 2), with
+    /// D-exit-2-or-3: another application's migration is the operator's to fix (exit 2), with
     /// the way out of its engine: a schema of its own on PostgreSQL, a file of its own on SQLite.
     #[test]
     fn a_foreign_migration_is_a_setting_error_with_its_engines_way_out() {
@@ -766,7 +766,7 @@ mod tests {
         );
     }
 
-    /// D-newuser12-1/-4: a set-up failure is told apart however deep its context sits, and
+    /// D-exit-2-or-3, D-setting-refusal-one-line: a set-up failure is told apart however deep its context sits, and
     /// a cause its parent already quotes is printed once.
     #[test]
     fn a_setup_error_is_found_in_the_chain_and_each_cause_printed_once() {
@@ -808,7 +808,7 @@ mod tests {
         count: u32,
     }
 
-    /// D-newuser12-2/-3: clap's several lines without the variable, and Rust's "invalid digit
+    /// D-setting-refusal-one-line: clap's several lines without the variable, and Rust's "invalid digit
     /// found in string", become one line naming the flag and the variable.
     #[test]
     fn a_missing_setting_or_an_unparsable_number_is_one_line_naming_the_variable() {

@@ -4,7 +4,7 @@
 //! `invalid digit found in string` (or `invalid float literal`), which names neither the variable
 //! nor what it takes. [`whole`] and [`seconds`] refuse in the form of every other bad setting:
 //! `error: invalid setting --shards / RAKUTEN_POLL_SHARDS: "lots" is not a whole number; it takes
-//! a whole number from 1 to 1024`, exit code 2 (D-newuser12-2).
+//! a whole number from 1 to 1024`, exit code 2 (D-setting-refusal-one-line).
 
 use std::ffi::OsStr;
 use std::fmt::Display;

@@ -1,4 +1,4 @@
-//! Reading a JSON request body, the same way in both services (D-newuser12-6, D-newuser12-7):
+//! Reading a JSON request body, the same way in both services (D-body-coding-type-and-size):
 //! the checks before the bytes are parsed, and the words of each refusal. Each service maps a
 //! [`BodyRefusal`] to its own error type and code scheme; what is refused, and why, is decided
 //! here once, so the two services cannot drift apart again (the gateway read a gzip body as JSON
@@ -13,7 +13,7 @@
 //! 3. an empty body is handed back as it is (the caller decides: a required body is a 422, an
 //!    optional one its default), whatever its `Content-Type`;
 //! 4. a body that is not declared JSON (`application/json`, `application/*+json`; a `charset`
-//!    parameter has no effect, D-newuser10-5) is refused: a body sent as `text/plain` or as a
+//!    parameter has no effect, D-body-coding-type-and-size) is refused: a body sent as `text/plain` or as a
 //!    form is the wrong media type, not bad JSON.
 
 use axum::body::Bytes;
@@ -91,7 +91,7 @@ impl BodyRefusal {
 }
 
 /// The first content coding of the body other than `identity`, over every `Content-Encoding`
-/// line and comma list (D-newuser8-4); a value that is not text counts as one.
+/// line and comma list (D-body-coding-type-and-size); a value that is not text counts as one.
 pub fn content_coding(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::CONTENT_ENCODING)
@@ -141,7 +141,7 @@ pub async fn json_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes
         .get::<BodyLimit>()
         .map_or(AXUM_DEFAULT_LIMIT, |l| l.0);
     // A declared length over the limit is refused before a byte is read: waiting for a body that
-    // will be refused anyway costs a connection for the body timeout (D-newuser14-7).
+    // will be refused anyway costs a connection for the body timeout (D-body-coding-type-and-size).
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -202,7 +202,7 @@ mod tests {
         (status, String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// A new user's findings (D-newuser12-6, D-newuser12-7): the gateway read a gzip body as
+    /// D-body-coding-type-and-size: the gateway read a gzip body as
     /// JSON, `text/plain` was a 422 "invalid JSON" (card-polling) or read as JSON (gateway), and
     /// a 413 did not say the limit.
     #[tokio::test]
@@ -253,7 +253,7 @@ mod tests {
         assert!(m.contains("limit of 100 bytes"), "{m}");
     }
 
-    /// A new user's finding (D-newuser14-7): a request declaring a body of a terabyte waited the
+    /// D-body-coding-type-and-size: a request declaring a body of a terabyte waited the
     /// whole body timeout (30 s) for a 408. The declared length alone is refused, at once.
     #[tokio::test]
     async fn a_declared_length_over_the_limit_is_refused_before_the_body_arrives() {

@@ -23,12 +23,12 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Er
 /// [`from_slice`] for a request body, with a message for a person: the body must be a JSON
 /// object (serde would otherwise read `[]` as a struct written as a sequence); a mismatch with `T`
 /// names where it is (`accounts[1].role: …`) and says what is expected in JSON's words, never a
-/// Rust type (`expected struct EnqueueBody`, `expected i64`; D-newuser11-8).
+/// Rust type (`expected struct EnqueueBody`, `expected i64`; D-json-body-rules).
 ///
 /// # Errors
 /// The message, starting `invalid JSON body: ` or saying the body must be an object.
 pub fn body_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    // A file saved by an editor that marks UTF-8 (helper-48's import), and an empty body, are told
+    // A file saved by an editor that marks UTF-8, and an empty body, are told
     // apart from a body that is not an object.
     if bytes.starts_with(b"\xEF\xBB\xBF") {
         return Err(
@@ -38,7 +38,7 @@ pub fn body_from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
         );
     }
     if std::str::from_utf8(bytes).is_err() {
-        // A UTF-16 file, or Latin-1 text (helper-49 was told "must be a JSON object").
+        // A UTF-16 file, or Latin-1 text: not "must be a JSON object", which it may well be.
         return Err("the request body is not UTF-8: send the JSON object encoded as UTF-8".into());
     }
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -185,7 +185,7 @@ mod body_tests {
         Platform,
     }
 
-    /// A new user's finding (D-newuser11-8): card-polling answered `null` with "invalid type:
+    /// D-json-body-rules: card-polling answered `null` with "invalid type:
     /// null, expected struct EnqueueBody", took `[...]` as a positional body, and a bad field
     /// deep in an import said only "at line 1 column 211".
     #[test]
@@ -194,7 +194,7 @@ mod body_tests {
             ("null", "the request body must be a JSON object ({...})"),
             ("[]", "the request body must be a JSON object ({...})"),
             ("not json", "the request body must be a JSON object ({...})"),
-            // Helper-48 (stop 31): both were "must be a JSON object".
+            // Each told apart from "must be a JSON object".
             ("", "the request body is empty: send a JSON object ({...})"),
             (
                 " \n",
@@ -228,7 +228,7 @@ mod body_tests {
                 assert!(!got.contains(rust), "{body}: {got}");
             }
         }
-        // Helper-49 (stop 31): a UTF-16 file and bytes that are not UTF-8 were "must be a JSON
+        // A UTF-16 file and bytes that are not UTF-8 were "must be a JSON
         // object".
         for body in [
             &b"\xff\xfe{\x00}\x00"[..],

@@ -58,7 +58,7 @@ impl QueryAllowlist {
     }
 
     /// Adds routes the document does not describe (probes, Prometheus text) as taking no query
-    /// parameters, so a query sent to them is refused like any unknown one (D-newuser10-4).
+    /// parameters, so a query sent to them is refused like any unknown one (D-unknown-query-parameters).
     #[must_use]
     pub fn with_undocumented(mut self, ops: &[(&str, &str)]) -> Self {
         let map = Arc::make_mut(&mut self.ops);
@@ -120,7 +120,7 @@ impl QueryAllowlist {
 /// the pair's position (1-based); `None` when every pair decodes.
 ///
 /// axum's `Query` (serde_urlencoded, form_urlencoded) decodes bad bytes lossily into U+FFFD, so
-/// `?worker_id=%ff` was leased a real order under the name "\u{FFFD}" (a new user's finding):
+/// `?worker_id=%ff` was leased a real order under the name "\u{FFFD}":
 /// ids must arrive as the bytes that were sent, or not at all. The bytes are not echoed.
 pub fn not_utf8(query: &str) -> Option<String> {
     let decodes = |part: &str| {
@@ -147,7 +147,7 @@ pub fn not_utf8(query: &str) -> Option<String> {
 /// The message of a query string axum's `Query` could not read, from its rejection's
 /// `body_text()` (`Failed to deserialize query string: limit: invalid digit found in string`):
 /// which parameter is wrong and what it takes, without serde's or Rust's wording (`i64`,
-/// `u32`, "deserialize"; D-newuser11-4). Bounded: nothing of the value is echoed but an enum's
+/// `u32`, "deserialize"; D-query-refusal-wording). Bounded: nothing of the value is echoed but an enum's
 /// unknown variant, as serde quotes it.
 pub fn rejection_message(body_text: &str) -> String {
     let detail = body_text
@@ -172,7 +172,7 @@ pub fn rejection_message(body_text: &str) -> String {
 
 /// The 422 message for a query parameter whose value is outside its vocabulary: the parameter,
 /// the value (at most 64 characters) and every allowed value, so the caller can correct it
-/// without reading the document (D-newuser12-9):
+/// without reading the document (D-query-refusal-wording):
 /// ``query parameter `status` cannot be `bogus`: use one of `pending`, `running` ``.
 pub fn unknown_value(param: &str, got: &str, allowed: &[&str]) -> String {
     let got: String = got.chars().take(64).collect();
@@ -216,8 +216,9 @@ fn expectation(reason: &str) -> String {
         return format!("is missing: {field} is required");
     }
     // The id rules' own words (`rakuten_types::ids::IdError`, "worker_id is longer than 128
-    // characters"): the rule without the repeated name, and nothing of the value (helper-52: a
-    // 3,000-character or U+202E `worker_id` got only "a value this route does not accept").
+    // characters"): the rule without the repeated name, and nothing of the value (a
+    // 3,000-character or U+202E `worker_id` is told which rule, not "a value this route does not
+    // accept").
     for rule in [
         " must not be empty",
         " is longer than ",
@@ -272,7 +273,7 @@ mod tests {
         rejection_message(&r.body_text())
     }
 
-    /// D-newuser12-9: `?status=bogus` said only "unknown status"; the answer lists the values.
+    /// D-query-refusal-wording: `?status=bogus` said only "unknown status"; the answer lists the values.
     #[test]
     fn an_unknown_value_is_named_with_every_allowed_one() {
         assert_eq!(
@@ -303,7 +304,7 @@ mod tests {
                 "query parameter `wait` must be a number written in digits (e.g. 1.5)",
             ),
             ("full=yes", "query parameter `full` must be true or false"),
-            // A helper's finding (stop 30): "query string: is given more than once (`limit`)".
+            // Not serde's "query string: is given more than once (`limit`)".
             (
                 "limit=1&limit=2",
                 "query parameter `limit` is given twice: give it once",
@@ -322,7 +323,7 @@ mod tests {
         }
     }
 
-    /// Helper-52: an id parameter that breaks an id rule says which rule.
+    /// An id parameter that breaks an id rule says which rule.
     #[test]
     fn an_id_parameter_names_the_rule_it_breaks() {
         #[derive(Debug, serde::Deserialize)]
@@ -410,7 +411,7 @@ mod tests {
 
     #[test]
     fn percent_encoded_bytes_that_are_not_utf8_are_refused_without_echoing_them() {
-        // The new user's input: `GET /api/orders/lease?worker_id=%ff&wait=0`.
+        // The input that leased an order to "\u{FFFD}": `GET /api/orders/lease?worker_id=%ff&wait=0`.
         let msg = not_utf8("worker_id=%ff&wait=0").unwrap();
         assert_eq!(
             msg,
@@ -438,7 +439,7 @@ mod tests {
         assert!(a.unknown(&Method::GET, "/api/orders/lease", None).is_none());
     }
 
-    /// A new user's finding: `/metrics?x=1` answered 200 on card-polling, whose OpenAPI document
+    /// `/metrics?x=1` answered 200 on card-polling, whose OpenAPI document
     /// leaves out the probes and `/metrics`. Added as undocumented, they take no parameters.
     #[test]
     fn an_undocumented_route_added_without_parameters_refuses_any() {

@@ -17,7 +17,7 @@
 //!   [`MAX_HEADER_BYTES`] or [`MAX_HEADER_COUNT`] lines `431`, both with the envelope (`code`
 //!   1004, `Connection: close`) before any route runs; only past hyper's own bounds (a target
 //!   over 65,534 bytes, a head over ~408 KiB or [`HYPER_MAX_HEADERS`] lines) does hyper answer
-//!   first, with a bare status and no body (D-edge5-3);
+//!   first, with a bare status and no body (D-unknown-query-parameters);
 //! - on shutdown the listener closes, every connection finishes its current response and closes,
 //!   and whatever is still open after `shutdown_deadline` is dropped.
 
@@ -124,8 +124,8 @@ impl EdgeConfig {
 
 /// Binds the service's listening socket at `addr`. What stops it is a
 /// [`rakuten_cli::SetupError`] naming the address and the variable to change (`vars` are the
-/// host's and the port's, D-newuser12-1): exit 3 for a port in use (an old process may still hold
-/// it; a restart retries, D-newuser12-11), exit 2 for an address that is not this machine's or a
+/// host's and the port's, D-exit-2-or-3): exit 3 for a port in use (an old process may still hold
+/// it; a restart retries, D-exit-2-or-3), exit 2 for an address that is not this machine's or a
 /// port below 1024 without the privilege.
 ///
 /// # Errors
@@ -335,8 +335,7 @@ async fn connection<IO, S>(
 
 /// Checks an address file setting at start: its folder must exist and the path must not be a
 /// folder. The file is written only once the socket is bound, so a bad path found then left the
-/// service listening with no file written, and a script waiting for it waited forever
-/// (helper-52).
+/// service listening with no file written, and a script waiting for it waited forever.
 ///
 /// # Errors
 /// Why, for the setting's one-line refusal (exit 2).

@@ -95,8 +95,8 @@ pub async fn closed_within(
 }
 
 /// A complete `POST path` head declaring a body of `declared` bytes, followed by `sent` of them:
-/// what a client that trickles (or never sends) its body writes (new-user trial: such
-/// connections stayed open for 15 minutes and more).
+/// what a client that trickles (or never sends) its body writes (without a body deadline
+/// such connections stay open for 15 minutes and more).
 pub fn head_with_partial_body(path: &str, token: &str, declared: u64, sent: &[u8]) -> Vec<u8> {
     let mut request = format!(
         "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
@@ -125,7 +125,7 @@ pub async fn read_until_closed(
 /// The checks on the answer to [`head_with_partial_body`]: `status` `"408"` (a declared length
 /// within the limit whose body never came: the envelope's code 1003) or `"413"` (a declared
 /// length over the limit, refused before the body: the message states the limit,
-/// D-newuser14-7).
+/// D-body-coding-type-and-size).
 ///
 /// # Panics
 /// When `answer` is not that.

@@ -69,7 +69,7 @@ async fn fifty_incomplete_heads_are_dropped_within_the_header_timeout() {
     }
 }
 
-/// New-user trial: a head plus part of its body (or a `Content-Length` of 99,999,999,999 and no
+/// A head plus part of its body (or a `Content-Length` of 99,999,999,999 and no
 /// body at all) held the connection for 15 minutes and more.
 #[tokio::test]
 async fn a_body_that_does_not_arrive_in_time_is_a_408_and_the_connection_closes() {

@@ -52,7 +52,7 @@ pub enum AlertKind {
     WebhookFailing,
     /// A gateway instance's clock stepped (a lease stamped while the clock ran ahead was clamped,
     /// or the wall clock moved differently from the monotonic one between two sweeps). An event,
-    /// not a state: cleared once no new jump was seen for `CLOCK_JUMP_QUIET` (10 min, D-edge5-1).
+    /// not a state: cleared once no new jump was seen for `CLOCK_JUMP_QUIET` (10 min, D-clock-alerts).
     /// Subject: the instance id.
     ClockJump,
     /// A gateway instance's clock is off from the shared database's by more than

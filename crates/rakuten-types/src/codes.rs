@@ -24,7 +24,7 @@ pub enum ErrorCode {
     Conflict,
     /// 1007: the request body is in a form the service does not read (HTTP 415): a
     /// `Content-Encoding` other than `identity`, or not sent as `application/json`
-    /// (D-newuser12-6). card-polling answers the same refusal with its own 7007.
+    /// (D-body-coding-type-and-size). card-polling answers the same refusal with its own 7007.
     UnsupportedMediaType,
     /// 1500: internal error; details only in the server log (HTTP 500).
     Internal,

@@ -3,7 +3,7 @@
 //! used in file paths by the worker (evidence), so `/`, `\` and `..` are refused as well. Ids are
 //! also shown to the operator, so invisible characters are refused too ([`is_invisible`]): an id
 //! with a zero-width space or a right-to-left override would look like another one on the
-//! console (D-newuser14-1).
+//! console (D-id-rules).
 
 use std::fmt;
 
@@ -78,7 +78,7 @@ pub fn parse_id(what: &'static str, s: &str) -> Result<String, IdError> {
 /// the rest of Unicode's default-ignorable code points (the Hangul fillers U+115F, U+1160, U+3164,
 /// U+FFA0, the combining grapheme joiner U+034F, U+17B4–U+17B5, the variation selectors and the
 /// Mongolian free variation selectors) and the braille blank U+2800, which draws as a space but is
-/// not whitespace (helper-51: each of these alone passed as a reason or an id).
+/// not whitespace (each of these alone would pass as a reason or an id).
 pub fn is_invisible(c: char) -> bool {
     use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
     matches!(

@@ -54,7 +54,7 @@ fn check_item_url(url: &str) -> Result<(), IntentError> {
             "item_url must be 1..={MAX_ITEM_URL_CHARS} characters"
         )));
     }
-    // Invisible too (helper-52): a U+202E in the path made the console show another file name.
+    // Invisible too: a U+202E in the path made the console show another file name.
     if url
         .chars()
         .any(|c| c.is_whitespace() || c.is_control() || crate::ids::is_invisible(c))
@@ -131,7 +131,7 @@ impl OrderIntent {
                 if s.chars()
                     .any(|c| c.is_control() || crate::text::is_bidi_control(c)) =>
             {
-                // Helper-52: "\u{7}\u{0}" was taken and reached the console's page raw.
+                // "\u{7}\u{0}" was taken and reached the console's page raw.
                 return Err(err(
                     "variant_id must not contain control characters or bidirectional controls",
                 ));
@@ -209,7 +209,7 @@ mod tests {
             json!({"item_url": URL, "max_total_yen": 0}),
             json!({"item_url": URL, "max_total_yen": "5"}),
             json!({"item_url": URL, "variant_id": 3}),
-            // Helper-52: what reached the console's page raw.
+            // What reached the console's page raw.
             json!({"item_url": "https://item.rakuten.co.jp/shop/\u{202e}gnp.exe/"}),
             json!({"item_url": "https://item.rakuten.co.jp/shop/x\u{200b}/"}),
             json!({"item_url": URL, "variant_id": "\u{7}\u{0}"}),

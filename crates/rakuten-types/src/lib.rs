@@ -41,5 +41,5 @@ pub const SITE_RAKUTEN: &str = "rakuten";
 /// Fewest characters of a gateway Bearer token (`RAKUTEN_API_TOKEN`, each of the gateway's role
 /// lists; card-polling's floor for its admin token too). A short token is guessed online and the
 /// gateway faces the internet, so the gateway refuses one at start; the worker refuses one as
-/// well, since the gateway could never hold it (D-newuser18-5, D-newuser18-22).
+/// well, since the gateway could never hold it (D-secret-minimum-lengths).
 pub const MIN_TOKEN_CHARS: usize = 16;

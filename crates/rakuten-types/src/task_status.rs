@@ -123,14 +123,14 @@ impl Outcome {
 
     /// Checks an operator's resolve: the outcome must not contradict the order state the person
     /// says they saw, where that state implies one ([`Outcome::implied_by`]): a `paid` order is
-    /// not a `failed` task, a `cancelled` one not a `succeeded` task (helper-50's finding; the
+    /// not a `failed` task, a `cancelled` one not a `succeeded` task (the
     /// state joins the mirror the upstream reads beside the outcome); nor is a `created` or
     /// `in_cart` one, where nothing was ordered yet, a `succeeded` task.
     ///
     /// # Errors
     /// The message for the caller's 422.
     pub fn check_resolve(self, state: Option<OrderState>) -> Result<(), String> {
-        // Helper-51: nothing was ordered yet in these, so the purchase cannot have succeeded.
+        // Nothing was ordered yet in these, so the purchase cannot have succeeded.
         if let (Outcome::Succeeded, Some(s @ (OrderState::Created | OrderState::InCart))) =
             (self, state)
         {

@@ -1,7 +1,7 @@
 //! Free text a person types and another person reads later: an operator's reason. It is stored in
 //! the audit and shown on the console and in `order-gateway ops` tables, so what would act on the
-//! reader's screen instead of being read is refused (helper-50's finding: an escape sequence in a
-//! console reason cleared the terminal of the next operator who ran `ops show`).
+//! reader's screen instead of being read is refused (an escape sequence in a
+//! console reason would clear the terminal of the next operator who runs `ops show`).
 
 use crate::ids::is_invisible;
 
@@ -42,7 +42,7 @@ pub fn reason(text: &str, max_chars: usize) -> Result<String, String> {
             u32::from(c)
         ));
     }
-    // A browser's form sends line breaks as CR LF; stored and shown as one kind (helper-51).
+    // A browser's form sends line breaks as CR LF; stored and shown as one kind.
     Ok(r.replace("\r\n", "\n").replace('\r', "\n"))
 }
 
@@ -58,7 +58,7 @@ fn is_nonspacing_mark(c: char) -> bool {
 /// structural line break, every bidirectional control and the line and paragraph separators
 /// written as `\uXXXX` escapes. `serde_json` escapes only U+0000–U+001F inside strings, so a
 /// stored U+009B (a terminal's one-byte CSI) or U+202E reached the terminal raw through
-/// `ops … --json` (helper-51). Outside strings JSON text is ASCII, so every character replaced
+/// `ops … --json`. Outside strings JSON text is ASCII, so every character replaced
 /// here sits inside a string and the result is the same JSON value.
 pub fn json_printable(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn a_reason_of_characters_that_draw_nothing_is_blank() {
-        // helper-51's list: each alone was taken as a reason.
+        // Each alone draws nothing, so none is a reason.
         for blank in [
             "\u{3164}",
             "\u{115f}",

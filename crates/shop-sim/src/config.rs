@@ -196,7 +196,7 @@ pub enum Command {
 }
 
 /// The shop-sim variables' names before they followed the `RAKUTEN_*` convention; still read,
-/// with a warning, when the new name is not set (D-polish-5).
+/// with a warning, when the new name is not set (D-settings-convention).
 pub const DEPRECATED_ENV: [rakuten_cli::Alias; 4] = [
     rakuten_cli::Alias {
         deprecated: "SHOP_SIM_HOST",

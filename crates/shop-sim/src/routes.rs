@@ -414,7 +414,7 @@ async fn order_list(
                 "stage_label": o.status.stage_label(),
                 "payable_yen": o.payable_yen,
                 // The buyer's remark (null when none): the worker's recovery check attributes an
-                // order to a task by it (D-worker-9).
+                // order to a task by it (D-recovery-verdicts).
                 "note": o.note,
             })
         })

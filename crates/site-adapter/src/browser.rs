@@ -219,7 +219,7 @@ impl Tab<'_> {
 /// After an irreversible button, anything but the confirmation page is "no answer" (5006):
 /// Chromium re-sends a POST whose connection closed without a response (the kit's
 /// dropped-answer check shows it: the re-sent submit meets an empty cart and the shop's error
-/// page), so an error page there does not prove that nothing happened (D-adapter-4).
+/// page), so an error page there does not prove that nothing happened (D-browser-adapter-needs-confirmation).
 fn lost(css: &str, mut e: SiteError) -> SiteError {
     if !e.kind.is_ambiguous() {
         e.message = format!(

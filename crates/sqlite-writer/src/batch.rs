@@ -1,7 +1,7 @@
 //! The writer loop (`run`) and one batch (`run_batch`): what is waiting, in one `BEGIN
 //! IMMEDIATE` transaction, split into segments of consecutive operations of one kind — through
 //! sqlx (`async_segment`, each operation in its own savepoint) or on the writer's thread through
-//! rusqlite (`sync_segment`, optimistically without one, D-scale12-1) — then `COMMIT`, and only
+//! rusqlite (`sync_segment`, optimistically without one, D-writer-savepoints) — then `COMMIT`, and only
 //! then the answers.
 
 use std::sync::Arc;
@@ -175,8 +175,8 @@ pub(crate) async fn run<E: WriterError>(
         if let Some(e) = begin_failed {
             // What is queued behind would meet the same lock (or the same full disk): fail it
             // now, rather than each batch waiting out the busy timeout in turn — behind the
-            // scheduler's writes a request waited twice its bound (a new user's finding,
-            // D-newuser13-3).
+            // scheduler's writes a request would wait twice its bound
+            // (D-writer-failed-begin-fails-queue).
             while let Ok(op) = rx.try_recv() {
                 op.fail(e.clone());
             }
@@ -255,7 +255,7 @@ impl<E: Clone> Segment<E> {
 
 /// Runs a batch in one transaction, each operation inside its own savepoint. Consecutive
 /// synchronous operations run on this thread directly on the connection's handle while sqlx's
-/// lock on it is held (one round trip to sqlx's thread for the whole segment, D-scale9-1), with
+/// lock on it is held (one round trip to sqlx's thread for the whole segment, D-writer-sync-transitions), with
 /// their savepoints and the transaction's `BEGIN`/`COMMIT` when they start or end the batch;
 /// asynchronous ones through sqlx, one round trip per statement.
 async fn run_batch<E: WriterError>(
@@ -275,7 +275,7 @@ async fn run_batch<E: WriterError>(
     // The transaction is driven with plain statements, not sqlx's `Transaction`: sqlx counts
     // its depth itself, and when SQLite has already rolled back on its own (an I/O error or a
     // full disk during COMMIT) sqlx's ROLLBACK fails, the count stays at 1 and every later
-    // `begin` is refused — one full disk wedged the writer until a restart (D-newuser10-6).
+    // `begin` is refused — one full disk wedged the writer until a restart (D-writes-failing-is-503-and-unready).
     let last = segments.len() - 1;
     let mut tx: Tx<E> = Tx::NotBegun;
     let mut committed: Option<Result<(), E>> = None;
@@ -396,7 +396,7 @@ fn savepoint_end(ran: Ran) -> &'static str {
 /// the transaction has not begun, `COMMIT` at the end if `commit`. Returns the transaction's
 /// state and, when it sent `COMMIT`, its result. An operation that did not run is failed here.
 ///
-/// Optimistic (D-scale12-1): the operations first run one after another with no savepoint of
+/// Optimistic (D-writer-savepoints): the operations first run one after another with no savepoint of
 /// their own — a savepoint costs two statements and a copy of every page the operation touches
 /// into SQLite's statement journal (spilled to a temporary file past 64 KiB), a fifth of the
 /// writer's time per merge. Only the segment is marked: by the transaction itself when the

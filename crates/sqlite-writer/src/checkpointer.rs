@@ -1,5 +1,5 @@
 //! The checkpoint thread of [`sync_after_commit`](crate::Settings::sync_after_commit)
-//! (D-scale9-2).
+//! (D-wal-checkpoint-thread).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,7 +19,7 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 /// checkpoint).
 pub const BACKSTOP_CHECKPOINT_PAGES: u32 = 10_000;
 
-/// The checkpoint thread of [`sync_after_commit`](crate::Settings::sync_after_commit) (D-scale9-2):
+/// The checkpoint thread of [`sync_after_commit`](crate::Settings::sync_after_commit) (D-wal-checkpoint-thread):
 /// a connection of its own runs `PRAGMA wal_checkpoint(PASSIVE)` every [`CHECKPOINT_EVERY`], so the
 /// writer no longer stops every 1,000 pages to copy the WAL into the database file and `fsync` both
 /// (SQLite's default autocheckpoint, on the committing connection). A passive checkpoint waits for

@@ -1,11 +1,11 @@
-//! Group commit on SQLite, shared by the order gateway (D-gw-3) and card-polling (D-gc-1).
+//! Group commit on SQLite, shared by the order gateway (D-sqlite-writer-group-commit) and card-polling (D-sqlite-writer-group-commit).
 //!
 //! ONE task owns the only write connection. Write operations arrive over a channel; the writer
 //! takes whatever is waiting (at most [`Settings::max_batch`]), runs it in ONE `BEGIN IMMEDIATE`
 //! transaction with each operation inside its own SAVEPOINT (so one operation's error rolls back
 //! only itself), commits, and only then answers every operation. Synchronous operations
 //! ([`Writer::write_sync`]) first run without savepoints, and only when one of them fails does
-//! their segment run again with one each (D-scale12-1).
+//! their segment run again with one each (D-writer-savepoints).
 //!
 //! Why: with `synchronous=FULL` every commit is an fsync, and these disks do a few hundred to a
 //! few thousand fsyncs per second. Batching makes durable throughput a multiple of the fsync rate,
@@ -18,15 +18,15 @@
 //! [`Writer::open`] runs the writer on its own thread, held to one CPU together with sqlx's
 //! thread for the connection: every statement is a hand-off between those two threads, and on a
 //! virtual machine a hand-off to another CPU that has gone idle costs tens of microseconds, a
-//! hand-off on the same CPU a few (D-scale7-1).
+//! hand-off on the same CPU a few (D-writer-thread-one-cpu).
 //!
 //! With [`Settings::sync_after_commit`] (card-polling) the `COMMIT` does not fsync: a syncer thread
 //! `fdatasync`s the WAL and answers the batch, while the writer already runs the next one
-//! (D-scale8-1). Every answer still follows the data onto the disk.
+//! (D-writer-syncer-thread). Every answer still follows the data onto the disk.
 //!
 //! An operation sent with [`Writer::write_sync`] ([`SyncTransition`]) runs synchronously on the
 //! writer's own thread, directly on the connection's handle through rusqlite while sqlx's lock on
-//! it is held: no hand-off per statement at all (D-scale9-1). Consecutive synchronous operations
+//! it is held: no hand-off per statement at all (D-writer-sync-transitions). Consecutive synchronous operations
 //! share one lock; a batch may mix both kinds.
 //!
 //! The writer knows nothing of what it runs: an operation is a boxed closure over the write
@@ -93,7 +93,7 @@ pub type Transition<T, E> =
 
 /// One synchronous write operation ([`Writer::write_sync`]): runs on the writer's thread on the
 /// write connection's handle. Returning `Err` rolls back only this operation. It may run twice
-/// in its batch (the first run's writes rolled back, D-scale12-1), so it must do nothing but
+/// in its batch (the first run's writes rolled back, D-writer-savepoints), so it must do nothing but
 /// statements on the connection it is given; only its last run's result is answered.
 pub type SyncTransition<T, E> = Box<dyn FnMut(&rusqlite::Connection) -> Result<T, E> + Send>;
 
@@ -125,13 +125,13 @@ pub struct Settings {
     /// [`Writer::open`]): the writer commits with `synchronous=NORMAL`, hands the batch to a
     /// syncer thread that `fdatasync`s the WAL file, and the batch is answered after that sync;
     /// meanwhile the writer runs the next batch, so one batch's fsync overlaps the next one's
-    /// statements (D-scale8-1). The price: a reader may see a commit before it is on disk (never
+    /// statements (D-writer-syncer-thread). The price: a reader may see a commit before it is on disk (never
     /// a caller: every answer still waits for the sync).
     pub sync_after_commit: bool,
 }
 
 impl Default for Settings {
-    /// 256 operations per batch, 8,192 queued: the gateway's sizes since D-gw-3.
+    /// 256 operations per batch, 8,192 queued: the gateway's sizes since D-sqlite-writer-group-commit.
     fn default() -> Self {
         Settings {
             max_batch: 256,
@@ -236,7 +236,7 @@ impl<E: WriterError> Writer<E> {
     /// Opens the write connection with `opts` and starts the writer on a thread of its own
     /// (named `sqlite-writer`, with a single-threaded tokio runtime), held to the CPU it starts
     /// on together with the connection's sqlx thread, which it creates and which inherits the
-    /// hold (D-scale7-1). Where the hold cannot be set (a restricted container) the writer runs
+    /// hold (D-writer-thread-one-cpu). Where the hold cannot be set (a restricted container) the writer runs
     /// unheld and says so in a WARN.
     ///
     /// With [`Settings::sync_after_commit`] the connection's `synchronous` becomes `NORMAL` and a
@@ -349,7 +349,7 @@ impl<E: WriterError> Writer<E> {
 
     /// Runs `op` synchronously on the writer's own thread, directly on the write connection's
     /// handle (rusqlite over sqlx's locked handle: no round trip to sqlx's thread per statement,
-    /// D-scale9-1), in the next batch, rolled back alone if it fails like [`Self::write`]; answers
+    /// D-writer-sync-transitions), in the next batch, rolled back alone if it fails like [`Self::write`]; answers
     /// once that batch is on disk. `op` must not block on anything but SQLite: the whole writer
     /// waits for it. Convert its rusqlite errors with [`sqlx_error`].
     ///

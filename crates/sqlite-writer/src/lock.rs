@@ -1,9 +1,9 @@
-//! One writer process per database file (D-newuser13-2): the `flock` on `<file>.lock`, and the
+//! One writer process per database file (D-one-process-per-sqlite-file): the `flock` on `<file>.lock`, and the
 //! file's real path (symlinks resolved), by which the lock and the WAL are found.
 
 use std::path::PathBuf;
 
-/// The one-writer-process guard of a database file (D-newuser13-2): an exclusive advisory lock
+/// The one-writer-process guard of a database file (D-one-process-per-sqlite-file): an exclusive advisory lock
 /// (`flock`) on `<file>.lock`, next to it, held for as long as this value lives. The group-commit
 /// writer assumes it is the only writer of its file; a second process on the same file would
 /// make every write of both wait on SQLite's lock and the long-polls of one never hear of the
@@ -39,8 +39,8 @@ impl FileLock {
     pub fn acquire(db_file: &std::path::Path) -> std::io::Result<Self> {
         // A file with several names (hard links) cannot be guarded by a lock beside one of
         // them, and SQLite keeps its WAL and shared memory per name: two processes on two names
-        // both write and corrupt the file (a new user's finding; SQLite's "How To Corrupt"
-        // §2.5). Refused before anything opens it (D-newuser14-8).
+        // both write and corrupt the file (SQLite's "How To Corrupt"
+        // §2.5). Refused before anything opens it (D-one-process-per-sqlite-file).
         if let Ok(meta) = std::fs::metadata(db_file) {
             use std::os::unix::fs::MetadataExt;
             if meta.is_file() && meta.nlink() > 1 {
@@ -57,7 +57,7 @@ impl FileLock {
             }
         }
         // The file itself, whatever path names it: a symlink or another spelling of the path
-        // must meet the same lock (a new user's second gateway came in through a symlink).
+        // must meet the same lock (a second gateway through a symlink would not).
         let mut name = real_path(db_file).into_os_string();
         name.push(".lock");
         let path = PathBuf::from(name);

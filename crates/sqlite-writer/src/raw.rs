@@ -1,5 +1,5 @@
 //! The write connection's handle through rusqlite, for the synchronous operations
-//! ([`SyncTransition`](crate::SyncTransition), D-scale9-1), and their errors as sqlx errors.
+//! ([`SyncTransition`](crate::SyncTransition), D-writer-sync-transitions), and their errors as sqlx errors.
 
 use sqlx::SqliteConnection;
 use sqlx::sqlite::LockedSqliteHandle;
@@ -90,7 +90,7 @@ impl Raw {
     /// The rusqlite connection over the locked handle.
     #[allow(
         unsafe_code,
-        reason = "the only way to run statements on sqlx's handle (D-scale9-1)"
+        reason = "the only way to run statements on sqlx's handle (D-writer-sync-transitions)"
     )]
     pub(crate) fn attach(&mut self, handle: &mut LockedSqliteHandle<'_>) -> &rusqlite::Connection {
         self.0.get_or_insert_with(|| {

@@ -1,5 +1,5 @@
 //! The syncer thread of [`sync_after_commit`](crate::Settings::sync_after_commit)
-//! (D-scale8-1): the WAL's `fdatasync` off the writer's path, the answers after it.
+//! (D-writer-syncer-thread): the WAL's `fdatasync` off the writer's path, the answers after it.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -166,7 +166,7 @@ async fn committed(path: &std::path::Path) -> Vec<i64> {
         .unwrap()
 }
 
-/// A new user's finding (D-newuser10-6): after one COMMIT failed on a full disk, SQLite had rolled
+/// D-writes-failing-is-503-and-unready: after one COMMIT failed on a full disk, SQLite had rolled
 /// the transaction back itself, sqlx's ROLLBACK then failed, its transaction count stayed at 1
 /// and every later batch was refused ("attempted to call begin_with at non-zero transaction
 /// depth") until a restart. The batch whose transaction SQLite ended fails as a whole, the
@@ -278,7 +278,7 @@ fn threads() -> Vec<(String, Vec<usize>)> {
     out
 }
 
-/// D-scale7-1: `Writer::open` runs the writer on a thread of its own, held to one CPU together
+/// D-writer-thread-one-cpu: `Writer::open` runs the writer on a thread of its own, held to one CPU together
 /// with the sqlx thread of its connection, and writes through it commit and survive shutdown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_opened_writer_runs_on_one_cpu_with_its_connections_thread_and_commits() {
@@ -330,7 +330,7 @@ async fn opening_a_writer_on_an_unopenable_file_fails() {
     );
 }
 
-/// A new user's finding: on a nearly full disk the scheduler's small commits went through while
+/// On a nearly full disk the scheduler's small commits went through while
 /// every client write failed, so readiness flapped back to ready between them. A write that
 /// fails for storage reasons keeps the writer failing for `FAILING_WINDOW`, however many batches
 /// commit meanwhile; an operation's other errors never count.
@@ -368,7 +368,7 @@ fn record(m: sqlite_writer::Mark) {
     MARKS.lock().unwrap().push(m);
 }
 
-/// D-scale8-1: with `sync_after_commit` the write connection commits with `synchronous=NORMAL`
+/// D-writer-syncer-thread: with `sync_after_commit` the write connection commits with `synchronous=NORMAL`
 /// and no answer goes out before an `fdatasync` of the WAL that began after the answer's own
 /// commit, whichever batch each of 64 concurrent writes fell into. When that sync fails (here:
 /// the WAL's name was unlinked, so it cannot be opened), the writes fail and the writer reports
@@ -466,7 +466,7 @@ fn counted_insert_sync(
     })
 }
 
-/// Synchronous operations run optimistically, without a savepoint each (D-scale12-1). A batch
+/// Synchronous operations run optimistically, without a savepoint each (D-writer-savepoints). A batch
 /// where none fails runs each once. When one fails after writing, the segment is rolled back —
 /// to the transaction's start when the segment began it, to the segment's savepoint after a sqlx
 /// operation — and run again with a savepoint each: the operations up to the failed one run
@@ -533,7 +533,7 @@ async fn synchronous_writes_run_once_unless_one_fails_and_then_their_segment_run
     assert_eq!(committed(&path).await, vec![1, 2, 3, 10, 12, 20, 21]);
 }
 
-/// One batch mixing synchronous and sqlx operations (D-scale9-1): sync, sync failing after its
+/// One batch mixing synchronous and sqlx operations (D-writer-sync-transitions): sync, sync failing after its
 /// insert, sqlx, sqlx duplicate, sync, sync duplicate. It commits once; each failed operation
 /// rolls back only itself, whichever kind it is and wherever the segments change; SQLite's
 /// constraint error keeps its extended code through `sqlx_error`; the connection stays usable by
@@ -624,7 +624,7 @@ async fn synchronous_writes_from_many_callers_all_commit_through_an_opened_write
     assert_eq!(rows.len(), 400);
 }
 
-/// D-scale9-2: with `sync_after_commit` a thread of its own, `sqlite-checkpointer`, copies the
+/// D-wal-checkpoint-thread: with `sync_after_commit` a thread of its own, `sqlite-checkpointer`, copies the
 /// WAL into the database file while the writer goes on (the writer's own autocheckpoint waits
 /// for 10,000 pages, far more than written here), and ends with the writer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -680,7 +680,7 @@ async fn with_sync_after_commit_a_checkpoint_thread_copies_the_wal_into_the_data
     wait_for_thread("sqlite-checkpoi", false).await;
 }
 
-/// A new user's findings (D-newuser13-2): through a symlink to the database file a second
+/// D-one-process-per-sqlite-file: through a symlink to the database file a second
 /// process took a lock of its own (`link.db.lock`) and wrote beside the first; and with
 /// `sync_after_commit` the syncer fsynced `link.db-wal`, which does not exist (SQLite writes the WAL
 /// next to the real file), so every write failed. Both now resolve the path first.
@@ -733,7 +733,7 @@ fn count_begins(m: sqlite_writer::Mark) {
     }
 }
 
-/// D-newuser13-3: while another connection holds the write lock, the first batch waits out the
+/// D-writer-failed-begin-fails-queue: while another connection holds the write lock, the first batch waits out the
 /// busy timeout and fails; the writes queued behind it fail with it instead of each batch
 /// waiting the timeout again (card-polling answered after twice its bound, behind its
 /// scheduler's writes). Three writes, one per batch: one `BEGIN`, three 503-class answers.
@@ -789,7 +789,7 @@ async fn open_second(path: &std::path::Path) -> SqliteConnection {
         .unwrap()
 }
 
-/// A new user's finding (D-newuser14-8): a second gateway on a hard link of the first one's file
+/// D-one-process-per-sqlite-file: a second gateway on a hard link of the first one's file
 /// met no lock (the lock sits beside a name, and a hard link is another name of the same file),
 /// and both handed out the same task; two card-polling processes corrupted the file. A database
 /// file with more than one name is refused before anything opens it, by either name.

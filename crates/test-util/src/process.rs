@@ -26,7 +26,7 @@ pub fn run_in_clean_env(program: &str, env: &[(&str, &str)], args: &[&str]) -> O
 
 /// Runs `program` with `args` and only `var=value` in its environment (`case` is
 /// `(var, value, part, message)`), and checks that the value is refused the way a secret must
-/// be (D-fix6-1): exit code 2, a first stderr line starting with `message`, and neither `value`
+/// be (D-secret-settings-never-echoed): exit code 2, a first stderr line starting with `message`, and neither `value`
 /// nor `part` (a distinctive piece of it) anywhere on stdout or stderr.
 ///
 /// # Panics
@@ -47,7 +47,7 @@ pub fn assert_secret_refused(program: &str, args: &[&str], case: (&str, &str, &s
 
 /// Runs `program serve` with `env` (the rest of a valid start-up) and each unusable TLS file in
 /// turn — a missing certificate, a certificate that is not PEM, a missing key, next to the usable
-/// pair `cert`/`key` — and checks each is refused as a bad setting (D-newuser11-2): exit code 2
+/// pair `cert`/`key` — and checks each is refused as a bad setting (D-exit-2-or-3): exit code 2
 /// and stderr starting `error: invalid setting --tls-cert-path / {prefix}_TLS_CERT_PATH: ` (or
 /// the key's). `dir` receives the unusable files.
 ///
@@ -88,7 +88,7 @@ pub fn assert_tls_files_refused(
 }
 
 /// Runs `program serve` with only `env` and checks that start-up is refused the way a problem
-/// of the operator's configuration or environment must be (D-newuser12-1, -4): exit code 2, and
+/// of the operator's configuration or environment must be (D-exit-2-or-3, D-setting-refusal-one-line): exit code 2, and
 /// stderr exactly one line, `error: …` holding each of `expected` (the variable, the address or
 /// file, what to do); the error is not repeated on stdout (the logs). Returns that line.
 ///
@@ -99,7 +99,7 @@ pub fn assert_setup_refused(program: &str, env: &[(&str, &str)], expected: &[&st
 }
 
 /// [`assert_setup_refused`] for what a restart may fix — a database or Redis that does not answer,
-/// a port in use: exit code 3, which supervisors restart (D-newuser12-11); the same one line.
+/// a port in use: exit code 3, which supervisors restart (D-exit-2-or-3); the same one line.
 ///
 /// # Panics
 /// As [`assert_setup_refused`].
@@ -206,7 +206,7 @@ pub fn libfaketime() -> String {
 /// with `env` and `db_var` set to `db` that stops at a port this function holds (`port_var`), its
 /// WAL folded in and removed, the file then made 0444 (its folder 0777, so `nobody` reaches it).
 /// Then starts `program serve` as `nobody` on port 0 and checks the refusal names the file as
-/// read-only, never "busy" (D-newuser12-5). Returns the error line.
+/// read-only, never "busy" (D-exit-2-or-3). Returns the error line.
 ///
 /// # Panics
 /// Any step fails, or the refusal is not one exit-2 line naming the file read-only.
@@ -257,7 +257,7 @@ pub async fn assert_read_only_database_refused(
 
 /// Starts `program` on an SQLite file `file` in `dir` whose `_sqlx_migrations` holds a version no
 /// release of ours has (another application's migration) and asserts exit 2 with one line naming
-/// `db_var`, the version and the way out (D-newuser14-3). Returns the line.
+/// `db_var`, the version and the way out (D-exit-2-or-3). Returns the line.
 ///
 /// # Panics
 /// When the file cannot be prepared or the start-up is not refused so.

@@ -43,7 +43,7 @@ pub struct WorkerCtx {
     pub failpoint: Failpoint,
     /// Cancelled on shutdown.
     pub shutdown: CancellationToken,
-    /// The journal's exclusive lock (D-worker-12), held while this context lives.
+    /// The journal's exclusive lock (D-worker-journal-lock), held while this context lives.
     pub instance_lock: InstanceLock,
 }
 

@@ -121,7 +121,7 @@ impl EvidenceStore {
     }
 
     /// The directory of a task. `TaskId` refuses `/`, `\`, `..` and control characters
-    /// (D-types-4), so the path stays under the root.
+    /// (D-id-rules), so the path stays under the root.
     pub fn task_dir(&self, task_id: &TaskId) -> PathBuf {
         self.root.join(task_id.as_str())
     }

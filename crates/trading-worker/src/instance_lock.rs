@@ -1,5 +1,5 @@
 //! One worker process per journal: an exclusive, non-blocking OS file lock on
-//! `{RAKUTEN_TRADING_DB_PATH}.lock`, held for the life of the [`crate::Worker`] (D-worker-12).
+//! `{RAKUTEN_TRADING_DB_PATH}.lock`, held for the life of the [`crate::Worker`] (D-worker-journal-lock).
 //!
 //! Why: the gateway re-grants a worker's own active task to that `worker_id` first (that is how
 //! reclaims and lost lease responses reach a worker behind NAT). Two processes with the same id

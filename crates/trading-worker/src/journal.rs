@@ -235,7 +235,7 @@ impl StepRecord {
 }
 
 /// The migrations of `migrations/sqlite`, embedded at compile time (built by hand: `sqlx::migrate!`
-/// needs sqlx's `macros` feature, see D-gw-2).
+/// needs sqlx's `macros` feature, see D-embedded-migrations).
 pub fn migrator() -> Migrator {
     Migrator::with_migrations(vec![Migration::new(
         1,
@@ -760,7 +760,7 @@ impl Journal {
 
     /// The tasks this journal attributes site order `site_order_id` to: the task whose row holds
     /// it, and any task whose submit or pay intent was resolved with it. Every order this worker
-    /// placed is recorded here in the same transaction as its submit step (D-worker-9).
+    /// placed is recorded here in the same transaction as its submit step (D-recovery-verdicts).
     ///
     /// # Errors
     /// Database errors, or a stored task id that does not parse.

@@ -10,7 +10,7 @@
 //!   [`site::sim`] (the simulated shop over HTTP).
 //! - [`scraper`]: the item's `purchase` block from the scraper's `POST /api/item_detail`.
 //! - [`intent`]: the order intent's shape.
-//! - [`instance_lock`]: one process per journal (`{db}.lock`, OS lock, D-worker-12).
+//! - [`instance_lock`]: one process per journal (`{db}.lock`, OS lock, D-worker-journal-lock).
 //! - [`journal`]: local SQLite: orders, state events, evidence index, write-ahead intents, outbox.
 //! - [`evidence`]: `{task_id}/NN-step.html|.meta.json`, fsynced (§6.1); `.png` only when the
 //!   site seam took a screenshot (neither seam does yet).

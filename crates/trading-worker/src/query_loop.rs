@@ -20,7 +20,7 @@
 //! `window_fully_covered` is true only when paging saw an order older than `since` or the last
 //! page. A site error on page 1 fails the query with the site's code; on a later page (login lost,
 //! page changed, site unavailable) the pages read so far are returned as a success with
-//! `window_fully_covered: false` and `stop_code`/`stop_reason` naming the error (D-query-3).
+//! `window_fully_covered: false` and `stop_code`/`stop_reason` naming the error (D-query-partial-success).
 
 use std::sync::Arc;
 

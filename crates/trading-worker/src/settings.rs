@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use rakuten_types::WorkerId;
 
 /// Default amount limit, yen, when neither the intent nor the environment gives one
-/// (`docs/DECISIONS.md` D-worker-3; the spec's sample intent uses 30,000).
+/// (`docs/DECISIONS.md` D-amount-limit-default; the spec's sample intent uses 30,000).
 pub const DEFAULT_MAX_TOTAL_YEN: i64 = 30_000;
 
 /// A secret string: Debug and Display print `***`.
@@ -418,8 +418,8 @@ impl Settings {
                 "required when RAKUTEN_ORDER_GATEWAY_URL is set",
             ));
         }
-        // The gateway refuses tokens under 16 characters at its own start (D-newuser18-5), so a
-        // shorter one here can only ever be answered 401 (helper-52).
+        // The gateway refuses tokens under 16 characters at its own start (D-secret-minimum-lengths), so a
+        // shorter one here can only ever be answered 401.
         if gateway_url.is_some()
             && self.api_token.expose().chars().count() < rakuten_types::MIN_TOKEN_CHARS
         {
@@ -537,7 +537,7 @@ mod tests {
             api_token: Secret::new("t"),
             ..Settings::default()
         };
-        // Helper-52: a token the gateway could never hold is refused at start.
+        // A token the gateway could never hold is refused at start.
         let e = s.validate().unwrap_err();
         assert_eq!(e.name, "RAKUTEN_API_TOKEN");
         assert!(e.reason.contains("at least 16 characters"), "{e}");

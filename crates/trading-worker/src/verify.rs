@@ -2,7 +2,7 @@
 //! worked on, look on the site. With a known site order id, its detail page decides. Otherwise the
 //! order list is read newest first, back to the time window's start; orders of the intent's item
 //! inside the window are candidates, and a candidate is this task's only on positive evidence
-//! (D-worker-9): the local journal attributes it to this task, or the site shows the buyer's
+//! (D-recovery-verdicts): the local journal attributes it to this task, or the site shows the buyer's
 //! remark carrying this task's id (the worker writes it at submit). A candidate the journal gives
 //! to another task, or whose remark names something else, is not ours; one with no remark (or on
 //! a site that does not show remarks) and not in the journal cannot be attributed.
@@ -221,7 +221,7 @@ async fn verify_inner(
         page_no += 1;
     }
 
-    // Attribution (D-worker-9): an order is this task's only on positive evidence.
+    // Attribution (D-recovery-verdicts): an order is this task's only on positive evidence.
     let mut ours: Vec<String> = Vec::new();
     let mut excluded: Vec<String> = Vec::new();
     let mut undetermined: Vec<String> = Vec::new();
@@ -303,7 +303,7 @@ enum Attribution {
     Undetermined(String),
 }
 
-/// The attribution rule of D-worker-9 for a candidate order (the intent's item, in the window):
+/// The attribution rule of D-recovery-verdicts for a candidate order (the intent's item, in the window):
 /// `owners` are the tasks the local journal attributes the order to, `remark` what the site
 /// shows in the order's remarks field (the worker writes the task id there at submit).
 fn attribute(task_id: &TaskId, owners: &[TaskId], remark: &Remark) -> Attribution {

@@ -9,8 +9,8 @@ use crate::layout::{Chrome, error_page};
 
 /// A URL-encoded form posted to a console page. A body that is too large (413), not a form (415)
 /// or missing a field (422) is answered with a console page in the usual frame that says nothing
-/// was done, instead of axum's plain-text rejection (helper-50's F10: an operator saw a bare
-/// "Failed to buffer the request body: length limit exceeded").
+/// was done, instead of axum's plain-text rejection (a bare "Failed to buffer the request
+/// body: length limit exceeded" gives the operator no way back).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ConsoleForm<T>(pub T);
 

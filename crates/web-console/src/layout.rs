@@ -148,8 +148,7 @@ pub fn error_page(
 
 /// A refused action form: the message, a link back to the page the form was on, and what the
 /// person typed as their reason in a read-only box, so a long reason refused for one character is
-/// copied back instead of typed again (helper-51: the page kept nothing and linked only to the
-/// overview). `typed` is shown only when it holds more than whitespace.
+/// copied back instead of typed again. `typed` is shown only when it holds more than whitespace.
 pub fn refused_form_page(
     chrome: &Chrome<'_>,
     status: StatusCode,
@@ -372,14 +371,14 @@ pub fn seek_pager(
 /// Stored text as a page shows it: control characters (a NUL, an escape) and bidirectional
 /// controls written out as `\u{…}` ([`rakuten_types::text::printable`]), so text stored before
 /// the input checks, or in fields passed through unchecked, reads as it is and cannot reorder
-/// the page around it (helper-52). HTML escaping is the template's.
+/// the page around it. HTML escaping is the template's.
 pub fn shown(s: &str) -> String {
     rakuten_types::text::printable(s)
 }
 
 /// Pretty-printed JSON in a collapsed block, with what JSON leaves raw (C1 controls, bidi
 /// controls) written as `\uXXXX` ([`rakuten_types::text::json_printable`]): an intent's
-/// unchecked fields are stored as sent (helper-52: a U+202E reversed the line on the page).
+/// unchecked fields are stored as sent (a U+202E would reverse the line on the page).
 pub fn raw_json(summary: &str, value: &serde_json::Value) -> Markup {
     let text = rakuten_types::text::json_printable(
         &serde_json::to_string_pretty(value).unwrap_or_default(),

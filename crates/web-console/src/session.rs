@@ -31,14 +31,14 @@ pub const CSRF_FIELD: &str = "csrf";
 
 /// Fewest characters of a configured console key (`RAKUTEN_CONSOLE_KEY`,
 /// `RAKUTEN_POLL_CONSOLE_KEY`): one session cookie lets a key be guessed offline, and a guessed
-/// key signs any session (helper-50's finding: `abc` was taken).
+/// key signs any session.
 pub const MIN_KEY_CHARS: usize = 32;
 
 /// Checks a configured console key, for both services' settings; the message never quotes it.
 ///
 /// Set but empty is refused rather than read as unset: instances on one database need the same
 /// key, and a line left empty in `.env` is more likely a forgotten value than a wish for a random
-/// one, so the message says how to get the random one (helper-51).
+/// one, so the message says how to get the random one.
 ///
 /// # Errors
 /// The reason, for the setting's one-line refusal at start (exit 2).

@@ -183,7 +183,7 @@ async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> R
         .as_deref()
         .is_some_and(|t| st.task_types.get(t).is_none())
     {
-        // As the API's list (D-newuser8-1): never an empty page for a typo.
+        // As the API's list (D-item-ids-and-list-filters): never an empty page for a typo.
         return signed.error(StatusCode::BAD_REQUEST, "Unknown task type.");
     }
     let iccid = nonempty(&q.iccid);
@@ -527,7 +527,7 @@ pub struct ReasonForm {
 }
 
 /// A refused close or retrigger of item `id`: a bad reason or a status that does not allow it is
-/// shown with a link back to the item and the reason as typed, to copy (helper-51).
+/// shown with a link back to the item and the reason as typed, to copy.
 fn manual_refused(signed: &Signed, id: i64, typed: Option<&str>, e: ManualError) -> Response {
     let refused = |status: StatusCode, message: &str| {
         layout::refused_form_page(

@@ -14,7 +14,7 @@
 //!
 //! The check costs one `SELECT` and is reused for [`RECHECK`]; an embedded SQLite database has no
 //! other clock to check against and is never skewed. [`ClockGuard::health`] says which of these
-//! holds from the start, with this instance's own clock reading (D-newuser8-5).
+//! holds from the start, with this instance's own clock reading (D-poll-clock-skew-no-claims).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -303,7 +303,7 @@ impl Executor {
                 return result;
             }
         };
-        // Most polls find nothing to change: answered from the read, no write (D-scale5-3).
+        // Most polls find nothing to change: answered from the read, no write (D-package-poll-verdict).
         if !state.needs_write() {
             return if state.valid_main {
                 result
@@ -338,7 +338,7 @@ impl Executor {
     /// scope check (no call for a card gone or out of polling scope), then the same content as a
     /// priority execution. Returns the record to write in the next batch.
     ///
-    /// `scope` is the card's scope as the scheduler's take read it (an ordinary poll, D-scale5-1);
+    /// `scope` is the card's scope as the scheduler's take read it (an ordinary poll, D-ordinary-scope-read-by-take);
     /// `None` (a manual trigger) reads it here.
     pub async fn execute_ordinary(
         &self,

@@ -48,7 +48,7 @@ pub enum Job {
         iccid: String,
         /// Shard it came from.
         shard: u32,
-        /// The card's polling scope, read when the batch was taken (D-scale5-1).
+        /// The card's polling scope, read when the batch was taken (D-ordinary-scope-read-by-take).
         scope: CardScope,
     },
 }
@@ -272,7 +272,7 @@ impl ExecutorPool {
 
     /// Closes a throughput window of a task type at `now_ms` (injected clock, milliseconds) and
     /// opens the next: a window whose start and end both found the queue non-empty measured how
-    /// fast busy workers finish ([`ExecMeter::observe_busy`], D-scale5-6). The scheduler calls it
+    /// fast busy workers finish ([`ExecMeter::observe_busy`], D-backpressure-seconds-of-work). The scheduler calls it
     /// once per cycle.
     pub fn sample_throughput(&self, task_type: &str, now_ms: i64) {
         let Some((q, _)) = self.queues.get(task_type) else {

@@ -79,7 +79,7 @@ fn no_answer() -> ChannelError {
 }
 
 /// Why [`RedisChannel::connect`] failed: start-up exits 2 for the first, 3 for the second
-/// (D-newuser12-11).
+/// (D-exit-2-or-3).
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The URL, the CA or the server refused: only the operator can fix it.

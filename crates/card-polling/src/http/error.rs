@@ -9,7 +9,7 @@ use rakuten_types::{Envelope, ErrorCode};
 use crate::priority::manual::ManualError;
 use crate::store::StoreError;
 
-/// Codes specific to card polling (D-poll-2); generic ones come from [`ErrorCode`].
+/// Codes specific to card polling (D-poll-error-codes); generic ones come from [`ErrorCode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PollCode {
     /// 7001: priority item not found — also the answer for an item outside the caller's scope.
@@ -24,11 +24,11 @@ pub enum PollCode {
     ManualDuplicate,
     /// 7006: the card or device a request names does not exist, or (manual enqueue, manual
     /// trigger) is outside the caller's scope (404) — distinct from 1005, which also answers
-    /// unknown routes (D-fix6-2, D-newuser10-3).
+    /// unknown routes (D-poll-error-codes).
     AssetNotFound,
     /// 7007: the request body is in a form the service does not read (415): a `Content-Encoding`
     /// other than `identity` (gzip, br, deflate…), or a body not sent as `application/json`
-    /// (D-newuser12-7); the answer carries `Accept-Encoding: identity`.
+    /// (D-body-coding-type-and-size); the answer carries `Accept-Encoding: identity`.
     UnsupportedMediaType,
 }
 
@@ -48,7 +48,7 @@ impl PollCode {
 }
 
 /// The `what` of [`ApiError::from_store`] that name a card or a device: their 404 is code 7006
-/// (D-newuser10-3). A binding is not one of them: it is the relation between a card and a device,
+/// (D-poll-error-codes). A binding is not one of them: it is the relation between a card and a device,
 /// and an unknown card or device in `PUT /api/bindings` is a foreign-key 422, never a 404.
 pub const ASSETS: [&str; 3] = ["card", "device", "asset"];
 
@@ -62,7 +62,7 @@ pub struct ApiError {
     /// Safe message.
     pub msg: String,
     /// Seconds for `Retry-After`, on an answer that is not a 503 (every 503 carries 1): the
-    /// quota 429 says when the quota resets (D-newuser12-8).
+    /// quota 429 says when the quota resets (D-ordinary-manual-trigger).
     pub retry_after: Option<u64>,
 }
 
@@ -119,7 +119,7 @@ impl ApiError {
     }
 
     /// A body refused by `rakuten_edge::body` (shared with the gateway): 415 with code 7007 for
-    /// a content coding (D-newuser8-4) or a body not sent as JSON (D-newuser12-7), 413 (1004)
+    /// a content coding (D-body-coding-type-and-size) or a body not sent as JSON (D-body-coding-type-and-size), 413 (1004)
     /// stating the route's limit in bytes, 422 for a body that could not be read.
     pub fn from_body(r: rakuten_edge::body::BodyRefusal) -> Self {
         let msg = r.message();
@@ -172,7 +172,7 @@ impl ApiError {
     }
 
     /// Maps a store error about a resource named `what` (`None`: a priority item). A missing
-    /// card, device or asset ([`ASSETS`]) is a 404 with code 7006 on every route (D-newuser10-3);
+    /// card, device or asset ([`ASSETS`]) is a 404 with code 7006 on every route (D-poll-error-codes);
     /// any other missing resource (order, usage record, row, binding…) keeps 1005.
     pub fn from_store(e: StoreError, what: Option<&str>) -> Self {
         match e {
@@ -248,7 +248,7 @@ impl IntoResponse for ApiError {
             );
         }
         if self.status == StatusCode::UNAUTHORIZED {
-            // RFC 9110 §11.6.1: a 401 names the scheme it wants (D-newuser10-7).
+            // RFC 9110 §11.6.1: a 401 names the scheme it wants (D-metrics).
             resp.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,
                 axum::http::HeaderValue::from_static("Bearer"),
@@ -284,7 +284,7 @@ pub async fn method_not_allowed() -> ApiError {
 mod tests {
     use super::*;
 
-    /// D-newuser10-3: a missing card, device or asset is 7006 whichever route asks; any other
+    /// D-poll-error-codes: a missing card, device or asset is 7006 whichever route asks; any other
     /// missing resource keeps 1005, and a missing priority item 7001.
     #[test]
     fn a_missing_card_device_or_asset_is_code_7006_and_other_resources_keep_1005() {

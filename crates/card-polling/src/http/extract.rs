@@ -11,7 +11,7 @@ use super::error::ApiError;
 /// JSON body (`Content-Type: application/json` or `application/*+json`), strict about
 /// duplicate keys, uncompressed: read by `rakuten_edge::body::json_bytes`, the order and words
 /// the gateway shares (a coding or another media type is a 415, code 7007; a body over the
-/// route's limit a 413 stating it in bytes; D-newuser12-6, D-newuser12-7).
+/// route's limit a 413 stating it in bytes; D-body-coding-type-and-size).
 #[derive(Debug)]
 pub struct Json<T>(pub T);
 
@@ -38,7 +38,7 @@ pub struct Query<T>(pub T);
 pub struct Path<T>(pub T);
 
 impl From<QueryRejection> for ApiError {
-    /// Names the parameter and what it takes, not serde's wording (D-newuser11-4).
+    /// Names the parameter and what it takes, not serde's wording (D-query-refusal-wording).
     fn from(r: QueryRejection) -> Self {
         ApiError::invalid(rakuten_edge::query_guard::rejection_message(&r.body_text()))
     }
@@ -51,7 +51,7 @@ impl From<PathRejection> for ApiError {
 }
 
 /// An id written canonically in a path: ASCII digits only, no sign, no leading zero, within
-/// 1..=`i64::MAX` (D-newuser8-3: `+1`, `01` and ` 1` are not `1`); `None` otherwise.
+/// 1..=`i64::MAX` (D-item-ids-and-list-filters: `+1`, `01` and ` 1` are not `1`); `None` otherwise.
 pub fn canonical_id(s: &str) -> Option<i64> {
     let digits = s.as_bytes();
     if digits.first().is_none_or(|d| *d == b'0') || !digits.iter().all(u8::is_ascii_digit) {

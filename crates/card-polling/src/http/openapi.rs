@@ -66,7 +66,7 @@ struct Op {
 }
 
 /// `/health`'s `data`: the status alone without a token, everything with one. Its `clock` and
-/// `schedule_config` are written out in full (D-newuser8-5, D-newuser8-8); the other parts are
+/// `schedule_config` are written out in full (D-poll-clock-skew-no-claims, D-schedule-config-check); the other parts are
 /// described by `routes::health`.
 fn health_data() -> Value {
     let clock = json!({
@@ -121,12 +121,12 @@ fn health_data() -> Value {
 const NOT_FOUND: (&str, &str) = ("404", "not found (1005, or 7001 for a priority item)");
 /// The 404 of a manual enqueue / manual trigger naming an unknown or out-of-scope card or device.
 const ASSET_NOT_FOUND: (&str, &str) = ("404", "unknown or out-of-scope card or device (7006)");
-/// The 404 of an admin route naming an unknown card or device (D-newuser10-3): the same code as
+/// The 404 of an admin route naming an unknown card or device (D-poll-error-codes): the same code as
 /// [`ASSET_NOT_FOUND`]; an admin has no scope to be outside of.
 const UNKNOWN_ASSET: (&str, &str) = ("404", "unknown card or device (7006)");
 const CONFLICT: (&str, &str) = ("409", "conflicting state (1006, 7002, 7003, 7005)");
-/// Every operation with a body: bodies are read uncompressed (D-newuser8-4) and must be sent as
-/// JSON (D-newuser12-7).
+/// Every operation with a body: bodies are read uncompressed (D-body-coding-type-and-size) and must be sent as
+/// JSON (D-body-coding-type-and-size).
 const UNSUPPORTED_ENCODING: (&str, &str) = (
     "415",
     "a Content-Encoding other than identity, or a body not sent as `Content-Type: \
@@ -381,7 +381,7 @@ fn path_params(path: &str) -> Vec<Value> {
         .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
         .map(|name| {
             let schema = if path.starts_with("/api/priority-items/") && name == "id" {
-                // Canonical decimal, 1..=i64::MAX (D-newuser8-3); anything else is a 422.
+                // Canonical decimal, 1..=i64::MAX (D-item-ids-and-list-filters); anything else is a 422.
                 json!({"type": "string", "pattern": "^[1-9][0-9]{0,18}$"})
             } else {
                 string()
@@ -409,7 +409,7 @@ pub fn document() -> Value {
         for (status, what) in errors {
             responses[status] = json!({"description": what, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}});
             if status == "429" {
-                // The quota's 429 says when to come back (D-newuser12-8).
+                // The quota's 429 says when to come back (D-ordinary-manual-trigger).
                 responses[status]["headers"] = json!({"Retry-After": {
                     "description": "seconds until the daily quota resets (00:00 UTC)",
                     "required": true,
@@ -505,7 +505,7 @@ mod tests {
     }
 
     /// `/health`'s `clock` is documented as an object whose `status` names every state (never
-    /// `null`, D-newuser8-5).
+    /// `null`, D-poll-clock-skew-no-claims).
     #[test]
     fn a_new_order_requires_its_kind_as_the_server_does() {
         let doc = super::openapi();
@@ -515,7 +515,7 @@ mod tests {
         assert_eq!(required, ["asset_type", "asset_id", "kind"], "{body}");
     }
 
-    /// A new user's finding (D-newuser13-4): the manual enqueue's schema left `reason` optional
+    /// The manual enqueue's schema left `reason` optional
     /// and capped `task_types` at 16, while the server requires a reason and takes 32.
     #[test]
     fn the_manual_enqueue_documents_its_required_reason_and_task_type_limit() {
@@ -548,7 +548,7 @@ mod tests {
     }
 
     /// Every operation naming a card or device — the manual enqueue, the manual trigger
-    /// (D-fix6-2), the admin switches and the package poll (D-newuser10-3) — documents its own
+    /// (D-poll-error-codes), the admin switches and the package poll (D-poll-error-codes) — documents its own
     /// 404 code (7006), not 1005.
     #[test]
     fn routes_naming_a_card_or_device_document_code_7006_for_an_unknown_one() {

@@ -1,7 +1,7 @@
 //! The retention job (issue #14 item 5): keeps the history tables bounded. Interaction logs older
 //! than [`Retention::logs`] go; audit facts and trigger events of items that ended longer than
 //! [`Retention::history`] ago go, then those items themselves with their source rows (unless a
-//! later retrigger still points at one, D-scale8-3), and ordinary manual triggers (done ones)
+//! later retrigger still points at one, D-retrigger-predecessor-kept), and ordinary manual triggers (done ones)
 //! requested before it. Rows of an active item are never deleted. Each batch is its own short
 //! write transaction of at most [`Retention::batch`] rows (items), with [`Retention::pause`]
 //! between batches, so enqueues, claims and outcomes wait for one batch at most.

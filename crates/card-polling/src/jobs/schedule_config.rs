@@ -1,4 +1,4 @@
-//! The schedule configuration check (D-newuser8-8): every instance on one database shares one
+//! The schedule configuration check (D-schedule-config-check): every instance on one database shares one
 //! ordinary polling schedule, synced to an instance's `RAKUTEN_POLL_TASK_TYPES` /
 //! `RAKUTEN_POLL_SHARDS` only when it starts. An instance started later with other values rewrites
 //! it for all (and says so, `ef5c945`); the instances already running keep scheduling with their

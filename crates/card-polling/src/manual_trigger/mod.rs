@@ -14,7 +14,7 @@ use crate::store::{ManualTriggerOutcome, ManualTriggerRequest, Store};
 
 /// Seconds from `now` until the daily quota resets (the next 00:00 UTC: the quota counts
 /// accepted triggers since the start of the UTC day), rounded up so that a client waiting this
-/// long is never early; at least 1. The `Retry-After` of the quota's 429 (D-newuser12-8).
+/// long is never early; at least 1. The `Retry-After` of the quota's 429 (D-ordinary-manual-trigger).
 pub fn seconds_until_quota_resets(now: Timestamp) -> u64 {
     const DAY_MS: i64 = 86_400_000;
     let left_ms = DAY_MS - now.as_millis().rem_euclid(DAY_MS);

@@ -24,7 +24,7 @@ pub const MAX_ATTEMPTS: i64 = 3;
 /// Claim lease: longer than the upstream call timeout, 90 s as the spec fixes.
 pub const CLAIM_LEASE: Duration = Duration::from_secs(90);
 
-/// Validity period of an item, counted from max(enqueue time, feature go-live). See D-poll-5.
+/// Validity period of an item, counted from max(enqueue time, feature go-live). See D-priority-validity-24h.
 pub const VALIDITY: Duration = Duration::from_secs(24 * 3600);
 
 /// Upper bound of one upstream call; must stay below [`CLAIM_LEASE`].

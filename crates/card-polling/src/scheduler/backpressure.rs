@@ -9,14 +9,14 @@
 //! - [`ExecMeter`] measures the execution time of each entry over the injected clock (an EWMA);
 //!   the task type's execution rate is its concurrency ÷ that time ([`ExecMeter::rate_per_s`]),
 //!   or, when lower, the rate its executions were measured to finish at while its queue stayed
-//!   non-empty ([`ExecMeter::observe_busy`], D-scale5-6): on a machine whose CPU the task types
+//!   non-empty ([`ExecMeter::observe_busy`], D-backpressure-seconds-of-work): on a machine whose CPU the task types
 //!   share, executions finish slower than concurrency ÷ time says, and a queue sized by that
 //!   estimate would hold more than `secs` of work.
 //! - [`ordinary_budget`]: a cycle may add ordinary entries up to `rate × secs` queued entries in
 //!   total (`RAKUTEN_POLL_BACKPRESSURE_SECS`, default [`DEFAULT_SECS`]); never below a floor of a
 //!   few entries per worker ([`floor_entries`]), so ordinary polling never stops however slow
 //!   the carrier. Before the first execution is measured a cycle may queue the floor or
-//!   [`UNMEASURED_ENTRIES`], whichever is more (D-scale5-10): the first executions measure the
+//!   [`UNMEASURED_ENTRIES`], whichever is more (D-backpressure-seconds-of-work): the first executions measure the
 //!   rate within milliseconds, and a hint enqueued at start-up does not wait behind every shard's
 //!   whole batch.
 //! - The scheduler refills the queue every cycle as it drains (a cycle cut at this budget starts
@@ -27,14 +27,14 @@
 
 /// Default seconds of queued work a task type's execution queue may hold before ordinary batches
 /// stop (`RAKUTEN_POLL_BACKPRESSURE_SECS`): a priority hint then waits ≈ this plus one cycle
-/// (0.35 s: D-scale5-8).
+/// (0.35 s: D-backpressure-seconds-of-work).
 pub const DEFAULT_SECS: f64 = 0.35;
 
 /// Weight of one new sample in the execution-time EWMA (≈ the last 32 executions).
 pub const EWMA_ALPHA: f64 = 1.0 / 32.0;
 
 /// Entries a task type's queue may hold before its first execution is measured, when the floor
-/// is lower (D-scale5-10).
+/// is lower (D-backpressure-seconds-of-work).
 pub const UNMEASURED_ENTRIES: usize = 256;
 
 /// Queued entries per worker always allowed (so ordinary polling never starves, and the rate
@@ -245,7 +245,7 @@ mod tests {
     #[test]
     fn ordinary_polling_never_starves_below_the_floor() {
         // Not measured yet: a bounded first helping, so work flows and a rate is measured
-        // without every shard's batch queued ahead of a start-up hint (D-scale5-10).
+        // without every shard's batch queued ahead of a start-up hint (D-backpressure-seconds-of-work).
         assert_eq!(ordinary_budget(0, None, 0.5, floor_entries(16)), 256);
         assert_eq!(ordinary_budget(200, None, 0.5, floor_entries(16)), 56);
         assert_eq!(ordinary_budget(5_000, None, 0.5, floor_entries(16)), 0);

@@ -114,7 +114,7 @@ impl Scheduler {
         let types = self.pool.executor().task_types().clone();
         // 1. priority hints. Within a phase the task types are independent (a queue each), so
         //    their reads go out together, one round trip's wait instead of one per task type
-        //    (D-scale6-4); the phases stay in order.
+        //    (D-cycle-steps-run-task-types-together); the phases stay in order.
         let taken = join_all(
             types
                 .all()
@@ -177,7 +177,7 @@ impl Scheduler {
         r.phases_us.recovery = lap();
         // 4. ordinary shard batches: every task type's share is decided first, then all the
         //    takes are sent at once, so they share one writer batch (one wait behind the poll
-        //    records queued before them, not one per task type; D-scale6-1).
+        //    records queued before them, not one per task type; D-cycle-steps-run-task-types-together).
         let mut takes = Vec::new();
         for tt in types.all() {
             let mut take = Vec::new();

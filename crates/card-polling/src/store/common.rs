@@ -21,7 +21,7 @@ pub(crate) fn t(ts: Timestamp) -> String {
 
 /// Whether `e` is PostgreSQL refusing a text value it cannot store: `22021`
 /// character_not_in_repertoire (a NUL byte in a `TEXT` value; SQLite stores it) or `22P05`
-/// untranslatable_character. It is the request's input, not an outage (D-newuser9-1).
+/// untranslatable_character. It is the request's input, not an outage (D-unstorable-text-is-422).
 pub(crate) fn is_unstorable_text(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05")))
 }
@@ -46,7 +46,7 @@ pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
 /// `None` for another engine's (PostgreSQL's SQLSTATEs can be all digits too: `21000`).
 fn sqlite_primary_code(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
     if let Some(raw) = db.try_downcast_ref::<sqlite_writer::RawSqliteError>() {
-        // Raised on the writer's thread through rusqlite (D-scale9-1).
+        // Raised on the writer's thread through rusqlite (D-writer-sync-transitions).
         return Some(raw.code & 0xff);
     }
     db.try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
@@ -64,7 +64,7 @@ pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
 /// 10, 13, 14); PostgreSQL classes `08` (connection exception) and `53` (insufficient resources:
 /// disk full, out of memory, too many connections) and `57P01`–`57P03` (the server shutting down
 /// or starting); a broken connection. Answered like busy: 503 with `Retry-After`, not a 500
-/// (D-newuser10-6).
+/// (D-writes-failing-is-503-and-unready).
 pub(crate) fn is_storage_unavailable(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) => true,

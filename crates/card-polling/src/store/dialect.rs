@@ -8,7 +8,7 @@
 /// is the column or parameter `$iccid` (`store::CardScope::from_code` decodes it): NULL = the card
 /// is gone, 1 = its polling switch is off, 2 = its actively bound device's switch is off,
 /// 3 = in scope, 4 = in scope with the stop lock held. One definition for the per-card read and
-/// the scheduler's take (which returns each taken card's scope, D-scale5-1); each engine's
+/// the scheduler's take (which returns each taken card's scope, D-ordinary-scope-read-by-take); each engine's
 /// `card_scope_code!` passes its own active-binding test.
 macro_rules! card_scope_code_with {
     ([$($active:tt)*], $iccid:literal) => {
@@ -38,10 +38,10 @@ pub(crate) mod sqlite {
     pub(crate) type WriteFn<A, T> =
         for<'c> fn(&'c mut SqliteConnection, &'c A) -> BoxFuture<'c, StoreResult<T>>;
 
-    /// The write path (D-gc-1): SQLite has one writer, so every write of the store goes through
+    /// The write path (D-sqlite-writer-group-commit): SQLite has one writer, so every write of the store goes through
     /// ONE group-commit writer (the `sqlite_writer` crate) that owns the only write connection
     /// and packs what is waiting into one `BEGIN IMMEDIATE` transaction, a SAVEPOINT per write;
-    /// each caller is answered after that commit is on disk (the WAL `fdatasync`ed, D-scale8-1).
+    /// each caller is answered after that commit is on disk (the WAL `fdatasync`ed, D-writer-syncer-thread).
     #[derive(Debug)]
     pub(crate) struct Writer(pub(crate) sqlite_writer::Writer<StoreError>);
 
@@ -60,7 +60,7 @@ pub(crate) mod sqlite {
         }
 
         /// One of the hot transitions (`store::hot`): runs `on_thread(db, &args)` synchronously
-        /// on the writer's own thread (D-scale9-1); `_through_sqlx` is PostgreSQL's way.
+        /// on the writer's own thread (D-writer-sync-transitions); `_through_sqlx` is PostgreSQL's way.
         pub(crate) async fn write_hot<A, T>(
             &self,
             args: A,
@@ -156,7 +156,7 @@ pub(crate) mod sqlite {
     /// only ever used by this process, whose clock is the one clock (issue #12 item 6).
     pub(crate) const SHARED_CLOCK_MILLIS: Option<&str> = None;
 
-    /// Row locks (PostgreSQL's `FOR NO KEY UPDATE`, with or without `SKIP LOCKED`, D-pg-9):
+    /// Row locks (PostgreSQL's `FOR NO KEY UPDATE`, with or without `SKIP LOCKED`, D-poll-postgres-concurrent-writes):
     /// nothing here, the one writer already holds the whole database.
     macro_rules! lock_row {
         () => {
@@ -177,7 +177,7 @@ pub(crate) mod sqlite {
     }
     pub(crate) use delete_skip_locked_of;
 
-    /// Named locks of PostgreSQL (schedule configuration, an operator's daily quota, D-pg-9): none
+    /// Named locks of PostgreSQL (schedule configuration, an operator's daily quota, D-poll-postgres-concurrent-writes): none
     /// needed under one writer.
     pub(crate) const SCHEDULE_CONFIG_READ_LOCK: Option<&str> = None;
     pub(crate) const SCHEDULE_CONFIG_WRITE_LOCK: Option<&str> = None;
@@ -213,7 +213,7 @@ pub(crate) mod postgres {
 
     impl Writer {
         /// One of the hot transitions (`store::hot`): through sqlx, as [`Self::write`];
-        /// `_on_thread` is SQLite's synchronous way (D-scale9-1).
+        /// `_on_thread` is SQLite's synchronous way (D-writer-sync-transitions).
         pub(crate) async fn write_hot<A, T>(
             &self,
             args: A,
@@ -229,7 +229,7 @@ pub(crate) mod postgres {
 
         /// Runs `op(conn, &args)` in one write transaction and commits it. A run that met a
         /// concurrent writer (deadlock, serialization failure, `StoreError::Raced`) is rolled back
-        /// and run again from its first read, a bounded number of times (D-pg-9, `store::retry`).
+        /// and run again from its first read, a bounded number of times (D-poll-postgres-concurrent-writes, `store::retry`).
         pub(crate) async fn write<A, T>(&self, args: A, op: WriteFn<A, T>) -> StoreResult<T>
         where
             A: Send + Sync + 'static,
@@ -270,7 +270,7 @@ pub(crate) mod postgres {
         pub(crate) fn on_commit(&self, _hook: sqlite_writer::CommitHook) {}
     }
 
-    /// A write transaction: READ COMMITTED, no global lock (D-pg-9 amends D-pg-7). Several
+    /// A write transaction: READ COMMITTED, no global lock (D-poll-postgres-concurrent-writes amends D-poll-postgres-concurrent-writes). Several
     /// instances write at once; each transition is safe on its own rows (conditional updates,
     /// `INSERT … ON CONFLICT` on the partial unique index, row locks in one order, `SKIP LOCKED`
     /// where rows are picked), and `store::retry` runs it again after a deadlock or a detected
@@ -340,7 +340,7 @@ pub(crate) mod postgres {
         Some("SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)");
 
     /// Locks the rows read for the rest of the transaction, waiting for a holder to commit, so
-    /// the transition decides on the row it then writes (D-pg-9). `NO KEY UPDATE`, not `UPDATE`:
+    /// the transition decides on the row it then writes (D-poll-postgres-concurrent-writes). `NO KEY UPDATE`, not `UPDATE`:
     /// rows inserted elsewhere that merely reference this one (audit facts, bindings, schedule
     /// rows take `KEY SHARE`) do not wait for it.
     macro_rules! lock_row {
@@ -372,7 +372,7 @@ pub(crate) mod postgres {
     /// Held by an import while it reads the schedule configuration and gives its cards their
     /// schedule rows (shared: imports do not wait for each other); the sync takes it exclusively
     /// to change the configuration, so a card is never imported under a configuration the sync's
-    /// later page scan already passed (D-pg-9). Keyed by schema, like every named lock here.
+    /// later page scan already passed (D-poll-postgres-concurrent-writes). Keyed by schema, like every named lock here.
     pub(crate) const SCHEDULE_CONFIG_READ_LOCK: Option<&str> = Some(
         "SELECT pg_advisory_xact_lock_shared(hashtext(current_schema() || '.card_polling_schedule_config'))",
     );
@@ -390,7 +390,7 @@ pub(crate) mod postgres {
     /// Ordinary polls' interaction logs in ONE statement of eight array parameters (`UNNEST`),
     /// however many rows: a `VALUES` list of 256 rows is 2,048 parameters for the server to parse
     /// and bind per statement, and the outcome batch (1,000 polls) waits for all of it while the
-    /// executions that filled it wait too (D-scale10-2). Always `true` (written).
+    /// executions that filled it wait too (D-ordinary-outcome-batches). Always `true` (written).
     pub(crate) async fn insert_logs_as_arrays(
         conn: &mut PgConnection,
         logs: &[(&crate::store::PollRecord, &crate::store::NewLog)],

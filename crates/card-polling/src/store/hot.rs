@@ -2,7 +2,7 @@
 //! they run ([`ClaimStatements`], [`EnqueueStatements`]). PostgreSQL runs those statements
 //! through sqlx (`store/sql/`), SQLite synchronously on its writer's own thread
 //! (`store/sqlite_sync.rs`), where a statement costs about a microsecond instead of a round trip
-//! to sqlx's connection thread (10–50 µs on these VMs, D-scale9-1). The decisions (which
+//! to sqlx's connection thread (10–50 µs on these VMs, D-writer-sync-transitions). The decisions (which
 //! statement next, what the audit fact says, when a concurrent writer raced) live only here.
 //!
 //! The statements' texts are here too ([`sql`]), as macros so that an engine can splice its own
@@ -225,7 +225,7 @@ pub(crate) async fn claim<S: ClaimStatements>(
     // The row is locked from this read on (PostgreSQL), so the status, the lapsed token and the
     // claim/takeover decision below are about the row the updates then change. A row another
     // transaction holds (another instance claiming it, a merge, a finish, a close) is skipped:
-    // not claimable now; the next due read finds it again if it still is (D-pg-9).
+    // not claimable now; the next due read finds it again if it still is (D-poll-postgres-concurrent-writes).
     let Some(before) = s.before_claim(id).await? else {
         return Ok((None, None));
     };
@@ -243,7 +243,7 @@ pub(crate) async fn claim<S: ClaimStatements>(
     let now_text = t(now);
     // Timestamps are stored as fixed-width RFC 3339 text, so this compares as the SQL does; an
     // item enqueued after the cutoff cannot be past its validity, and the common claim skips
-    // the expiring statement (one statement fewer, D-scale5-9).
+    // the expiring statement (one statement fewer, D-priority-validity-24h).
     if let Some(cutoff) = expired_before.map(t).filter(|c| before.enqueued_at <= *c)
         && s.expire_at_claim(id, &now_text, &cutoff).await?
     {
@@ -402,7 +402,7 @@ pub(crate) async fn manual<S: EnqueueStatements>(
     now: Timestamp,
 ) -> StoreResult<Vec<EnqueuedItem>> {
     // A card's snapshot is its own row, shop included: one statement fewer on the hot path of
-    // a manual poll (D-scale8-1); a device has a shop of its own, read first.
+    // a manual poll (D-writer-syncer-thread); a device has a shop of its own, read first.
     let targets = match asset.asset_type {
         AssetType::Card => {
             let targets = s.snapshot(asset).await?;
@@ -421,7 +421,7 @@ pub(crate) async fn manual<S: EnqueueStatements>(
                 return Err(StoreError::NotFound);
             }
             // A device may hold a card of a shop outside the caller's tree (a binding joins any
-            // card and device): that card is not the caller's to poll (helper-48's finding).
+            // card and device): that card is not the caller's to poll.
             let bound = s.snapshot(asset).await?;
             let any_bound = !bound.is_empty();
             let mut targets = Vec::with_capacity(bound.len());
@@ -453,12 +453,12 @@ pub(crate) async fn manual<S: EnqueueStatements>(
 ///   manual enqueue whose event id's item has since ended: that is a new request. With no active
 ///   item it creates one whose `enqueue` fact says `created_after_end,previous_item=N`; with
 ///   another item active (a later demand) it merges into that one, its `merge` fact saying
-///   `merged_after_end,previous_item=N` (issue #14 item 6, D-scale2-2, D-newuser15-1; every
+///   `merged_after_end,previous_item=N` (issue #14 item 6, D-manual-event-id-after-item-ended; every
 ///   manual enqueue is recorded, suppression is the active item's merge).
 /// - Otherwise `INSERT … ON CONFLICT` on the partial unique index: a new pending item, or a
 ///   merge (trigger count + 1, last trigger time and type, source added to the set).
 ///
-/// Several writers at once (PostgreSQL, D-pg-9): the partial unique index decides create or
+/// Several writers at once (PostgreSQL, D-poll-postgres-concurrent-writes): the partial unique index decides create or
 /// merge (a concurrent creator of the same card and task type waits on the index, then merges);
 /// the upsert locks the active item, so everything after it about this card and task type is
 /// serialized. Pairs are upserted in (ICCID, task type) order, whatever order the demand lists
@@ -503,7 +503,7 @@ pub(crate) async fn enqueue<S: EnqueueStatements>(
         if let Some(first_item) = seen {
             let active = s.active(&target.iccid, task_type).await?;
             // A replay only of the item the event was applied to: another item active now is
-            // a later demand the event never reached (a new user's finding, D-newuser15-1).
+            // a later demand the event never reached (D-manual-event-id-after-item-ended).
             if active != Some(first_item) && demand.trigger_type == TriggerType::ManualTrigger {
                 previous_item = Some(first_item);
                 expected_active = active;

@@ -1,5 +1,5 @@
 //! Storage behind a narrow trait with verb-noun methods ([`Store`], the contract; this file), one
-//! implementation written once for both engines (D-pstore-1, D-store-1):
+//! implementation written once for both engines (D-one-sql-store-per-engine):
 //! - `sql/`: the SQL, one file per concern (`mod.rs` the trait impl, `domain.rs` host domain,
 //!   `enqueue.rs` snapshot and enqueue-or-merge, `items.rs` claim/attempt/finish/close/expire,
 //!   `query.rs` scoped reads, `rows.rs`, `schedule.rs` ordinary polling and manual triggers),
@@ -13,12 +13,12 @@
 //! - `tests.rs`: the store checks, run unchanged on both engines.
 //!
 //! Every method that changes state is one transaction on PostgreSQL and one SAVEPOINT of the
-//! group-commit writer's `BEGIN IMMEDIATE` batch on SQLite (D-gc-1; a large import is several,
-//! D-gc-2), and every transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is
+//! group-commit writer's `BEGIN IMMEDIATE` batch on SQLite (D-sqlite-writer-group-commit; a large import is several,
+//! D-import-in-parts), and every transition is a guarded `UPDATE … WHERE status … RETURNING`: zero rows is
 //! a typed error, never a silent no-op. Enqueueing happens inside the transaction that commits the business fact.
 
 /// Compiles the one SQL implementation (`store/sql/`) in the engine module it is invoked in, for
-/// sqlx driver `$db` and the `dialect` module of the same name (D-pstore-1): it names `Db` and
+/// sqlx driver `$db` and the `dialect` module of the same name (D-one-sql-store-per-engine): it names `Db` and
 /// `dialect` there and loads `sql/mod.rs` as that module's `sql` (once per engine, hence the
 /// `duplicate_mod` allowance).
 macro_rules! one_implementation {
@@ -58,7 +58,7 @@ use crate::priority::TriggerType;
 use crate::priority::item_status::ItemStatus;
 
 /// Storage errors. `NotFound` covers "out of scope" too, so callers cannot tell them apart.
-/// Cloneable because one failed group commit answers every caller of its batch (D-gc-1).
+/// Cloneable because one failed group commit answers every caller of its batch (D-sqlite-writer-group-commit).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// No such row, or not in the caller's scope.
@@ -75,8 +75,8 @@ pub enum StoreError {
     Invalid(String),
     /// The database did not answer within its bound: a lock wait, busy or statement timeout, or
     /// no free connection (issue #12 item 8); or it cannot store anything now (a read-only file,
-    /// a full disk, an I/O error, a lost connection: D-newuser10-6), which its text says rather
-    /// than "busy" (D-newuser12-5). Retry later: HTTP 503 with `Retry-After`.
+    /// a full disk, an I/O error, a lost connection: D-writes-failing-is-503-and-unready), which its text says rather
+    /// than "busy" (D-exit-2-or-3). Retry later: HTTP 503 with `Retry-After`.
     #[error("{}", busy_text(.0))]
     Busy(#[source] std::sync::Arc<sqlx::Error>),
     /// The store is shutting down: its writer takes no more work, or its pool is closed (HTTP
@@ -87,7 +87,7 @@ pub enum StoreError {
     #[error("database error")]
     Db(#[source] std::sync::Arc<sqlx::Error>),
     /// A concurrent transaction changed what this transition read (PostgreSQL, several writers,
-    /// D-pg-9): the store retries the whole transition, so this surfaces only once the retries
+    /// D-poll-postgres-concurrent-writes): the store retries the whole transition, so this surfaces only once the retries
     /// ran out. Retry later: HTTP 503 with `Retry-After`, like [`StoreError::Busy`].
     #[error("a concurrent change: {0}")]
     Raced(&'static str),
@@ -120,7 +120,7 @@ fn busy_text(e: &sqlx::Error) -> &'static str {
 }
 
 /// Whether `e` is SQLite refusing to write a read-only file or folder: start-up names the file
-/// and its variable instead of failing as if the database were busy (D-newuser12-5).
+/// and its variable instead of failing as if the database were busy (D-exit-2-or-3).
 pub fn is_read_only(e: &sqlx::Error) -> bool {
     common::is_read_only(e)
 }
@@ -141,9 +141,9 @@ impl StoreError {
         }
     }
 
-    /// An import part's error once earlier parts of the same import are committed (D-gc-2): its
+    /// An import part's error once earlier parts of the same import are committed (D-import-in-parts): its
     /// message says what landed and stays, so that the caller resends only the rest instead of
-    /// learning it from a retry refused as conflicts (D-newuser14-2). Errors without a message of
+    /// learning it from a retry refused as conflicts (D-import-in-parts). Errors without a message of
     /// their own (busy, closed) are logged with the counts instead.
     #[must_use]
     pub fn after_committed(self, committed: &ImportCounts) -> Self {
@@ -158,7 +158,7 @@ impl StoreError {
         } else {
             String::new()
         };
-        // Bindings go in deactivations first (D-newuser18-1): the committed ones are not the
+        // Bindings go in deactivations first (D-import-bindings-end-state): the committed ones are not the
         // file's first rows, and need not be: an upsert sent again changes nothing.
         let bindings = if c.bindings > 0 {
             "; bindings went in deactivations first, not in the file's order: resend all of them \
@@ -185,7 +185,7 @@ impl StoreError {
 
 /// Names one row of an import in an error message: `cards row 17 (iccid 8981…)`, where `n` is
 /// the row's 1-based position in its list of the request and `key` the row's key name and value
-/// (D-newuser11-1). A key that is not a well-formed identifier is left out, never echoed.
+/// (D-import-refusals-name-the-row). A key that is not a well-formed identifier is left out, never echoed.
 pub fn import_row(list: &str, n: usize, key: Option<(&str, &str)>) -> String {
     match key.filter(|(_, v)| crate::domain::parse_key("key", v).is_ok()) {
         Some((name, v)) => format!("{list} row {n} ({name} {v})"),
@@ -315,7 +315,7 @@ pub struct SkippedCounts {
 }
 
 /// What an import does with a shop, account, card or device whose key is already stored
-/// (`POST /api/admin/import?existing=`, D-newuser16-1).
+/// (`POST /api/admin/import?existing=`, D-import-existing-skip).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ImportExisting {
@@ -434,7 +434,7 @@ pub struct PackagePollOutcome {
 }
 
 /// A card's package state as the ordinary package poll reads it before deciding to write
-/// (D-scale5-3).
+/// (D-package-poll-verdict).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackageState {
     /// The asset whose packages are judged: the actively bound device, else the card.
@@ -735,7 +735,7 @@ pub struct ShardBatch {
     /// Shard number (`0..shards`).
     pub shard: u32,
     /// Cards whose ordinary poll was due, with their polling scope read in the same statement
-    /// (D-scale5-1); their `next_poll_at` already moved one interval ahead.
+    /// (D-ordinary-scope-read-by-take); their `next_poll_at` already moved one interval ahead.
     pub cards: Vec<(String, CardScope)>,
 }
 
@@ -855,7 +855,7 @@ pub enum PruneTable {
     ManualTriggers,
     /// `priority_items` with their `priority_item_sources` rows: ended items whose end is before
     /// the history retention and whose audit facts and trigger events are gone, unless a later
-    /// retrigger points at them (D-scale8-2, D-scale8-3). Counted in items.
+    /// retrigger points at them (D-retention-batches, D-retrigger-predecessor-kept). Counted in items.
     Items,
 }
 
@@ -882,7 +882,7 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()>;
     /// Whether writes are failing as a whole: on SQLite the group-commit writer's last batch
     /// failed (full disk, I/O error, read-only file) and none has committed since
-    /// (D-newuser10-6); always `false` on PostgreSQL.
+    /// (D-writes-failing-is-503-and-unready); always `false` on PostgreSQL.
     fn writes_failing(&self) -> bool;
     /// The open items by status and the oldest pending item's enqueue instant (`/health`).
     async fn queue_health(&self) -> StoreResult<observe::QueueHealth>;
@@ -906,7 +906,7 @@ pub trait Store: Send + Sync + 'static {
     /// item 6, [`crate::executor::clock_guard`]).
     async fn clock_offset_ms(&self, now: Timestamp) -> StoreResult<Option<i64>>;
     /// Whether [`Store::clock_offset_ms`] measures anything: `true` on PostgreSQL, `false` on an
-    /// embedded database (`/health` says which without a measurement, D-newuser8-5).
+    /// embedded database (`/health` says which without a measurement, D-poll-clock-skew-no-claims).
     fn clock_shared(&self) -> bool;
 
     // ---- service facts
@@ -1069,7 +1069,7 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> StoreResult<u64>;
     /// The schedule configuration as stored by the last sync of any instance, read in one
-    /// statement; `None` before the first sync (D-newuser8-8).
+    /// statement; `None` before the first sync (D-schedule-config-check).
     async fn schedule_config_read(&self) -> StoreResult<Option<ScheduleConfig>>;
     /// Takes up to `per_shard` due cards from each listed shard of `task_type` and moves their
     /// `next_poll_at` to `now + interval` in the same transaction.
@@ -1117,7 +1117,7 @@ mod storage_failure_tests {
 
     use super::StoreError;
 
-    /// D-newuser11-7: a write SQLite refuses because it cannot store (here a read-only file;
+    /// D-writes-failing-is-503-and-unready: a write SQLite refuses because it cannot store (here a read-only file;
     /// a full disk and an I/O error are the same class) counts as the writer failing; a lock
     /// held elsewhere past the timeout does not.
     #[tokio::test]

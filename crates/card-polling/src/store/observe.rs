@@ -5,7 +5,7 @@
 pub const OPEN_ITEM_STATUSES: [&str; 2] = ["pending", "running"];
 
 /// What `/health` reads from the database (issue #14 item 8): the open items by status and the
-/// oldest pending item's enqueue instant. Finished items are not counted (D-ops-5, D-scale2-1).
+/// oldest pending item's enqueue instant. Finished items are not counted (D-metrics, D-poll-health-reads-items).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueHealth {
     /// Items `pending`.

@@ -2,13 +2,13 @@
 //! the default. Migrations in `migrations/postgres`, numbered as SQLite's. The store itself is the
 //! one implementation in `store/sql/`, compiled here for [`sqlx::Postgres`].
 //!
-//! Write transactions: READ COMMITTED, with no global lock (D-pg-9, which amends D-pg-7's
+//! Write transactions: READ COMMITTED, with no global lock (D-poll-postgres-concurrent-writes, which amends D-poll-postgres-concurrent-writes's
 //! writer lock): several instances write at once. Each transition is safe on its own rows —
 //! conditional `UPDATE … WHERE status = … RETURNING`, enqueue-or-merge by `INSERT … ON CONFLICT`
 //! on the partial unique index, row locks taken in one order, `SKIP LOCKED` where rows are picked
 //! (claims, schedule takes, expiry and retention batches) — and a transition that meets a
 //! deadlock or a concurrent change it detects is run again (`store::retry`). Reads take no lock.
-//! Every write, single statements included, goes through `dialect::postgres::Writer` (D-gc-1):
+//! Every write, single statements included, goes through `dialect::postgres::Writer` (D-sqlite-writer-group-commit):
 //! its own transaction, no group commit (PostgreSQL serves concurrent writers itself).
 
 use std::str::FromStr;
@@ -63,7 +63,7 @@ const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long start-up's first connection may take (each attempt and the retries of a refused
 /// one): a PostgreSQL that is down or does not answer fails start-up in seconds, not after sqlx's
-/// 30 s default (D-newuser11-3).
+/// 30 s default (D-startup-names-what-failed).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl PgStore {

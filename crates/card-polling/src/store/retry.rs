@@ -1,4 +1,4 @@
-//! The bounded retry of a whole write transition (D-pg-9). On PostgreSQL several instances write
+//! The bounded retry of a whole write transition (D-poll-postgres-concurrent-writes). On PostgreSQL several instances write
 //! at once under READ COMMITTED: a deadlock (`40P01`), a serialization failure (`40001`) or a
 //! concurrent change a transition detected itself ([`StoreError::Raced`]: e.g. another
 //! transaction inserted the trigger event this one found missing) rolls the transaction back, and

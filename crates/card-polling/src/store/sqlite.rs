@@ -1,7 +1,7 @@
 //! The SQLite engine (the default): a database file in WAL mode, foreign keys on; every write goes
-//! through ONE group-commit writer (the `sqlite_writer` crate, D-gc-1) that owns the only write
+//! through ONE group-commit writer (the `sqlite_writer` crate, D-sqlite-writer-group-commit) that owns the only write
 //! connection and answers each write after the WAL holding it was `fdatasync`ed (on a syncer
-//! thread, overlapping the next batch: D-scale8-1), reads through a pool of `query_only` connections;
+//! thread, overlapping the next batch: D-writer-syncer-thread), reads through a pool of `query_only` connections;
 //! migrations in `migrations/sqlite`. The store itself is the one implementation in `store/sql/`,
 //! compiled here for [`sqlx::Sqlite`].
 
@@ -23,7 +23,7 @@ const READ_CONNECTIONS: u32 = 8;
 /// Writes committed together at most: a batch of 512 small writes holds the writer for a few
 /// milliseconds, and one fsync serves all of them.
 const MAX_BATCH: usize = 512;
-/// The write connection's `cache_size` pragma: negative is KiB, so 16 MiB (D-scale6-2).
+/// The write connection's `cache_size` pragma: negative is KiB, so 16 MiB (D-writer-page-cache).
 const WRITER_CACHE_SIZE: &str = "-16384";
 /// Writes queued in front of the writer; callers wait (back-pressure) when it is full.
 const WRITE_QUEUE: usize = 8192;
@@ -81,7 +81,7 @@ impl SqliteStore {
             std::fs::create_dir_all(dir).map_err(sqlx::Error::Io)?;
         }
         // Before anything touches the file: one card-polling process per database file
-        // (D-newuser13-2).
+        // (D-one-process-per-sqlite-file).
         let lock = sqlite_writer::FileLock::acquire(path).map_err(sqlx::Error::Io)?;
         let opts = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
@@ -103,9 +103,9 @@ impl SqliteStore {
             .connect_with(opts.clone().pragma("query_only", "ON"))
             .await?;
         // The writer's page cache is 16 MiB (SQLite's default is 2 MiB): the scheduler's take
-        // reads schedule and card pages all over both tables (D-scale6-2).
-        // On its own thread, held to one CPU with its connection's thread (D-scale7-1); each
-        // batch's fsync runs on the syncer thread while the next batch runs (D-scale8-1).
+        // reads schedule and card pages all over both tables (D-writer-page-cache).
+        // On its own thread, held to one CPU with its connection's thread (D-writer-thread-one-cpu); each
+        // batch's fsync runs on the syncer thread while the next batch runs (D-writer-syncer-thread).
         let writer = sqlite_writer::Writer::open(
             opts.pragma("cache_size", WRITER_CACHE_SIZE),
             sqlite_writer::Settings {
@@ -116,7 +116,7 @@ impl SqliteStore {
             },
         )
         .await?;
-        // This process is the file's one writer until the store shuts down (D-newuser13-2).
+        // This process is the file's one writer until the store shuts down (D-one-process-per-sqlite-file).
         writer.hold_until_shutdown(lock);
         Ok(Self::from_parts(read, fixtures, dialect::Writer(writer)))
     }

@@ -1,6 +1,6 @@
 //! The hot transitions (`store::hot`: claim, manual enqueue-or-merge) on SQLite, run
 //! synchronously on the writer's own thread over sqlx's locked connection handle with rusqlite
-//! (`sqlite_writer::Writer::write_sync`, D-scale9-1): a statement costs about a microsecond here,
+//! (`sqlite_writer::Writer::write_sync`, D-writer-sync-transitions): a statement costs about a microsecond here,
 //! against a round trip to sqlx's connection thread (10–50 µs on these VMs) through sqlx. The
 //! statements are `store::hot::sql`'s, the decisions `store::hot`'s; this file only binds and
 //! reads.
@@ -77,7 +77,7 @@ fn db_error(e: rusqlite::Error) -> StoreError {
 }
 
 /// The names of the first parameters: no `format!` per bound value (a few per cent of the
-/// writer's time per merge, D-scale12-1).
+/// writer's time per merge, D-writer-savepoints).
 const PARAMETER_NAMES: [&str; 16] = [
     "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12", "$13", "$14", "$15",
     "$16",

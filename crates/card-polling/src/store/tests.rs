@@ -360,7 +360,7 @@ async fn the_schedule_hands_each_due_card_out_once_per_interval(h: &Harness) {
 
     let types = TaskTypes::parse("card_status=300").unwrap();
     h.store.schedule_sync(&types, 2, h.now()).await.unwrap();
-    // Every scope the take reports (D-scale5-1): 0 in scope, 1 polling off, 2 stop-locked,
+    // Every scope the take reports (D-ordinary-scope-read-by-take): 0 in scope, 1 polling off, 2 stop-locked,
     // 3 bound to a device whose polling is off.
     h.store
         .domain_import(
@@ -623,7 +623,7 @@ async fn start_up_waits_for_another_instances_migration_past_the_request_lock_ti
     assert!(store.is_ok(), "{:?}", store.err());
 }
 
-/// D-scale5-3: a package poll writes only when it has something to change.
+/// D-package-poll-verdict: a package poll writes only when it has something to change.
 #[test]
 fn a_package_poll_writes_only_for_a_lapsed_usage_or_a_waiting_one_without_a_valid_main() {
     use crate::store::PackageState;
@@ -646,7 +646,7 @@ fn a_package_poll_writes_only_for_a_lapsed_usage_or_a_waiting_one_without_a_vali
     }
 }
 
-/// The take is one statement for all the shards asked for (D-scale6-5): each shard gets at most
+/// The take is one statement for all the shards asked for (D-schedule-take-one-statement): each shard gets at most
 /// its share, every card comes back in its own shard's batch, the batches in the order asked, a
 /// shard not asked for is left alone; and two takes at once (two connections on PostgreSQL, where
 /// `SKIP LOCKED` decides) never hand out one card twice, and together hand out every due card.
@@ -786,7 +786,7 @@ async fn run_item(h: &Harness, id: i64, keep_running: bool) {
         .unwrap();
 }
 
-/// D-scale8-2 (amends D-scale2-3): an item that ended more than the history retention ago goes
+/// D-retention-batches (amends D-retention-batches): an item that ended more than the history retention ago goes
 /// with its source rows, audit facts and trigger events; one that ended a day inside it stays
 /// whole, and so do a pending and a running item enqueued before either (the age of an active
 /// item never counts). A second run finds nothing.
@@ -852,7 +852,7 @@ async fn retention_prunes_an_item_ended_91_days_ago_with_its_sources_and_facts_a
     assert_eq!(job.run_once(h.now()).await.unwrap().total(), 0);
 }
 
-/// D-scale8-3, PostgreSQL (SQLite's one writer orders the two): a retrigger of an item that a
+/// D-retrigger-predecessor-kept, PostgreSQL (SQLite's one writer orders the two): a retrigger of an item that a
 /// retention batch holds and deletes waits for the batch and then finds the item gone — a 404 —
 /// instead of reading it first and meeting the foreign key of `retriggered_from` at its insert.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

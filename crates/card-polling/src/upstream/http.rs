@@ -347,7 +347,7 @@ mod tests {
         let u =
             parse_carrier_url("https://user:pw@carrier.example:8443/api/v1?key=abcd#x").unwrap();
         assert_eq!(redact_url(&u), "https://carrier.example:8443/api/v1");
-        // A new user's finding: a PostgreSQL URL with its host in the query showed `?` as host.
+        // A PostgreSQL URL with its host in the query showed `?` as host.
         let u = Url::parse("postgresql:///polls?host=/run/postgresql&password=SeCrEt77").unwrap();
         assert_eq!(redact_url(&u), "postgresql:///run/postgresql/polls");
         let u = Url::parse("postgresql:///polls?user=u").unwrap();

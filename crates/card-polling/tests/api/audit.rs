@@ -1,6 +1,6 @@
 //! Issue #14 item 6: audit facts of system transitions name the acting instance and the claim
 //! token's fingerprint (never the token); a manual enqueue whose event id's item has ended is a new
-//! request, recorded, not a silent replay (D-scale2-2).
+//! request, recorded, not a silent replay (D-manual-event-id-after-item-ended).
 
 use serde_json::{Value, json};
 
@@ -148,7 +148,7 @@ async fn manual_enqueue_reusing_an_ended_items_event_id_creates_a_new_recorded_i
     app.assert_invariants().await;
 }
 
-/// A new user's finding (D-newuser15-1): an event id whose item ended, sent while a later item of
+/// D-manual-event-id-after-item-ended: an event id whose item ended, sent while a later item of
 /// the same card and task type is active, was answered `replayed` onto that later item — which
 /// the event never reached — and the operator's request vanished. It merges into the active item
 /// now, and the key then replays that item.

@@ -195,7 +195,7 @@ async fn takeover_after_a_crash_during_the_last_attempt_fails_without_a_fourth_c
 
 #[tokio::test]
 async fn a_priority_entry_whose_claim_is_refused_is_not_counted_as_executed() {
-    // A new user's finding: `executed_priority` in `/health` counted every priority queue entry
+    // `executed_priority` in `/health` counted every priority queue entry
     // run, including entries whose item another instance had claimed (61 against 28 claims).
     let app = spawn_seeded().await;
     let (s, v) = app

@@ -136,7 +136,7 @@ async fn card_polling_console_closes_an_item_with_a_reason_and_stays_local() {
         }
     }
     b.screenshot("card-polling-item").await;
-    // Helper-51: a refused reason (card-polling's is one line) is shown as typed, to copy, with
+    // A refused reason (card-polling's is one line) is shown as typed, to copy, with
     // the way back to the item.
     b.fill(
         "#form-close textarea[name=reason]",

@@ -32,7 +32,7 @@ async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header
     assert_eq!(status, 200);
 }
 
-/// New-user trial: a head plus part of its body held the connection for 15 minutes and more.
+/// A head plus part of its body held the connection for 15 minutes and more.
 #[tokio::test]
 async fn a_body_that_does_not_arrive_in_time_is_a_408_and_frees_the_connection() {
     let app = spawn_with(Backend::Memory, |s| {
@@ -41,7 +41,7 @@ async fn a_body_that_does_not_arrive_in_time_is_a_408_and_frees_the_connection()
     })
     .await;
     // A declared length over the route's limit is a 413 at once, with no wait for the body
-    // (D-newuser14-7); one within it that does not arrive is the 408.
+    // (D-body-coding-type-and-size); one within it that does not arrive is the 408.
     for (declared, sent, status) in [
         (200, &br#"{"iccid":"#[..], "408"),
         (99_999_999_999, &b""[..], "413"),
@@ -138,7 +138,7 @@ async fn sigterm_with_an_incomplete_head_open_still_exits_within_the_deadline() 
     assert!(closed_within(&mut stuck, Duration::from_secs(1)).await);
 }
 
-/// A new user's finding: SIGTERM or SIGINT stopped the service without a word in its log, so a
+/// SIGTERM or SIGINT stopped the service without a word in its log, so a
 /// stop could not be told from a crash. It now logs at INFO `shutting down (signal SIGTERM)` (or
 /// `SIGINT`) when the shutdown starts and `card-polling stopped` when everything has ended.
 #[tokio::test]

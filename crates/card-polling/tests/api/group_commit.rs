@@ -1,4 +1,4 @@
-//! The SQLite group-commit writer under card-polling's store (issue #14 item 1, D-gc-1): writes
+//! The SQLite group-commit writer under card-polling's store (issue #14 item 1, D-sqlite-writer-group-commit): writes
 //! waiting together share one commit, each is answered only once that commit is on disk, one
 //! failing write rolls back only itself, acknowledged claims and outcomes survive `kill -9`, and a
 //! stopped store answers every later call with `Closed` (503), never a hang.
@@ -159,7 +159,7 @@ async fn a_failing_write_rolls_back_only_itself_and_the_rest_of_its_batch_commit
     assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
     let (c1, _) = store.write_stats();
     // At most: one write caught waiting for the lock, the rest together, then the refused
-    // import part again row by row to name its row (D-newuser11-1).
+    // import part again row by row to name its row (D-import-refusals-name-the-row).
     assert!(c1 - c0 <= 3, "{} commits for one waiting batch", c1 - c0);
     for i in 0..8 {
         assert!(!committed_polling(&path, &card(i).iccid).await);
@@ -250,7 +250,7 @@ async fn an_import_larger_than_one_part_streams_in_parts_with_every_schedule_row
     };
     let err = store.domain_import(&again, now()).await;
     assert!(matches!(err, Err(StoreError::Conflict(_))), "{err:?}");
-    // The error says what landed, so the caller resends only the rest (D-newuser14-2).
+    // The error says what landed, so the caller resends only the rest (D-import-in-parts).
     let msg = err.unwrap_err().to_string();
     assert!(
         msg.contains("cards row 20002")
@@ -271,7 +271,7 @@ async fn an_import_larger_than_one_part_streams_in_parts_with_every_schedule_row
 /// An import of more than one part whose answer was lost (the service was killed after two of its
 /// three parts committed) is sent again whole with [`ImportExisting::Skip`]: the stored parts are
 /// skipped, the rest is stored, every card has its schedule rows once, and a resend without it
-/// is still refused (D-newuser16-1).
+/// is still refused (D-import-existing-skip).
 #[tokio::test]
 async fn a_large_import_resent_with_existing_skip_stores_only_what_its_lost_answer_left_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -472,7 +472,7 @@ fn acknowledged_claims_and_outcomes_survive_kill_9() {
     });
 }
 
-/// A new user's finding (D-newuser10-6): with the disk full, writes answered 500 "internal error"
+/// D-writes-failing-is-503-and-unready: with the disk full, writes answered 500 "internal error"
 /// while `/readyz`, `/health` and `/metrics` said all was well, and after one failed COMMIT the
 /// writer refused every later batch until a restart. Here the write lock held by another
 /// connection past the lock timeout makes the writer's batches fail as a whole: writes answer 503
@@ -500,7 +500,7 @@ async fn failing_write_batches_are_a_503_and_unready_and_the_writer_recovers() {
     assert_eq!(s, 503, "{v}");
     assert_eq!(v["data"]["database"]["reachable"], true, "{v}");
     assert_eq!(v["data"]["database"]["writes_failing"], true, "{v}");
-    // Without a token: the database answers, its writes fail (D-newuser13-4; it said
+    // Without a token: the database answers, its writes fail (D-poll-health-reads-items; it said
     // "unreachable" while the token's answer said reachable).
     let (s, v) = app.send(reqwest::Method::GET, "/health", None, None).await;
     assert_eq!(s, 503, "{v}");

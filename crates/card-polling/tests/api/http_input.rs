@@ -83,7 +83,7 @@ async fn missing_or_wrong_tokens_get_401_in_the_envelope() {
     let (s, v) = app.get("/health", "whatever").await;
     assert_eq!(s, 401);
     assert_envelope(&v, 1001);
-    // New-user trial: with two Authorization headers the first one won; neither counts now.
+    // With two Authorization headers the first one won; neither counts now.
     let r = app
         .client
         .get(format!("{}/api/priority-items", app.base))
@@ -161,7 +161,7 @@ async fn malformed_requests_get_422_413_or_404_envelopes() {
         .await;
     assert_eq!(s, 422);
     assert_envelope(&v, 1003);
-    // A malformed item id is a 422 envelope (D-scale2-4); a well-formed missing one the 404.
+    // A malformed item id is a 422 envelope (D-item-ids-and-list-filters); a well-formed missing one the 404.
     assert_item_ids_refused(&app, &["abc", "0", "-1", "1.5", "99999999999999999999"]).await;
     let (s, v) = app.get("/api/priority-items/424242", PLATFORM).await;
     assert_eq!(s, 404, "{v}");
@@ -200,10 +200,10 @@ async fn malformed_requests_get_422_413_or_404_envelopes() {
     assert_eq!(v["data"]["cards"], 1500);
 }
 
-/// New-user trial 11: a refused import said "card already exists" or "card refers to an unknown
+/// A refused import said "card already exists" or "card refers to an unknown
 /// row" without saying which of thousands of rows. Every refusal, checked at the edge or by the
 /// database, now names the row by its 1-based position in its list and its key; nothing is
-/// imported (D-newuser11-1).
+/// imported (D-import-refusals-name-the-row).
 #[tokio::test]
 async fn an_import_refusal_names_the_row_by_position_and_iccid() {
     let app = spawn_seeded().await;
@@ -217,7 +217,7 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
     let cases = [
         // Checked at the edge.
         (cards(json!({"iccid": "8981BAD", "shop_id": "a/b"})), 422, "cards row 17 (iccid 8981BAD): "),
-        // A card listed twice: refused before anything is written (D-newuser16-2).
+        // A card listed twice: refused before anything is written (D-import-checks-before-writing).
         (cards(json!({"iccid": "89810000000000000003", "shop_id": "B"})), 422, "cards row 17 (iccid 89810000000000000003): card 89810000000000000003 listed twice (first at row 4)"),
         // The database: an existing card, an unknown shop.
         (cards(json!({"iccid": "CA1", "shop_id": "B"})), 409, "cards row 17 (iccid CA1): card already exists"),
@@ -239,10 +239,10 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
     assert_eq!((s, &v["data"]["cards"]), (200, &json!(20)), "{v}");
 }
 
-/// Helper-47's finding (stop 30): a row whose shop, device or card did not exist was refused as
+/// A row whose shop, device or card did not exist was refused as
 /// "refers to an unknown row", and a binding did not say whether its device or its card was
-/// missing; a platform account was stored with a shop_id it never reads. Helper-48 then found an
-/// unknown device reported as the card's binding conflict, and two active bindings of one card in
+/// missing; a platform account was stored with a shop_id it never reads; an
+/// unknown device was reported as the card's binding conflict, and two active bindings of one card in
 /// one file reported as a conflict with stored data. Each refusal now names the missing key or
 /// both rows; nothing of the import is stored.
 #[tokio::test]
@@ -264,7 +264,7 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
          "bindings row 1 (iccid CA1): device NODEV is unknown"),
         (json!({"bindings": [{"device_no": "NODEV", "iccid": "NOCARD"}]}),
          "bindings row 1 (iccid NOCARD): device NODEV and card NOCARD are unknown"),
-        // Helper-48: an unknown device for a card with an active binding was that binding's 409.
+        // An unknown device for a card with an active binding was that binding's 409.
         (json!({"bindings": [{"device_no": "NODEV", "iccid": "D1C1"}]}),
          "bindings row 1 (iccid D1C1): device NODEV is unknown"),
         // Two active bindings of one card in the file: the file's mistake, both rows named.
@@ -274,12 +274,12 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
         // Checked at the edge, before the database.
         (json!({"shops": [{"id": "S1", "name": " "}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
         (json!({"shops": [{"id": "S1"}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
-        // Helper-49: zero-width characters, a NUL (stored by SQLite, refused by PostgreSQL), an
+        // Zero-width characters, a NUL (stored by SQLite, refused by PostgreSQL), an
         // ANSI escape.
         (json!({"shops": [{"id": "S1", "name": "\u{200b}\u{200d}\u{feff}"}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
         (json!({"shops": [{"id": "S1", "name": "a\u{0}b"}]}), "shops row 1 (id S1): shop name holds a control character (U+0000)"),
         (json!({"shops": [{"id": "S1", "name": "\u{1b}[31mred"}]}), "shops row 1 (id S1): shop name holds a control character (U+001B)"),
-        // Helper-51: a Hangul filler draws nothing; U+202E reverses what follows it.
+        // A Hangul filler draws nothing; U+202E reverses what follows it.
         (json!({"shops": [{"id": "S1", "name": "\u{3164}\u{2800}"}]}), "shops row 1 (id S1): shop name is empty: give the shop a name"),
         (json!({"shops": [{"id": "S1", "name": "ok \u{202e}gnp.exe"}]}), "shops row 1 (id S1): shop name holds the bidirectional control U+202E, which reorders how it reads"),
         (account("platform", "B"), "accounts row 1 (id new-acct): a platform account sees every shop: leave its shop_id out"),
@@ -291,7 +291,7 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
         assert_envelope(&v, 1003);
         assert_eq!(v["msg"], json!(msg), "{v}");
     }
-    // Helper-49: a file moving a card from one device to another is judged by its end state,
+    // A file moving a card from one device to another is judged by its end state,
     // whichever row comes first.
     let (s, v) = app
         .post("/api/admin/import", ADMIN, json!({"devices": [{"device_no": "DMOVE1", "shop_id": "A1"}]}))
@@ -327,7 +327,7 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
     assert_eq!((&v["data"]["cards"], &v["data"]["accounts"]), (&json!(1), &json!(2)), "{v}");
 }
 
-/// Helper-48's finding (stop 31): in an import written in parts (over 10,000 rows), a card whose
+/// In an import written in parts (over 10,000 rows), a card whose
 /// shop is unknown at row 11,500 was found only in the second part, after the first 10,000 cards
 /// had committed. The shops are now checked before the first part: nothing is stored.
 #[tokio::test]
@@ -346,7 +346,7 @@ async fn a_large_import_naming_an_unknown_shop_is_refused_before_its_first_part(
     assert_eq!(s, 422, "{v}");
     assert_envelope(&v, 1003);
     assert_eq!(v["msg"], "cards row 11500 (iccid LU011499): card's shop NOSHOP is unknown", "{v}");
-    // Helper-49: a binding's unknown card is found before the first part too.
+    // A binding's unknown card is found before the first part too.
     let mut with_binding = file(None);
     with_binding["bindings"] = json!([{"device_no": "DEV1", "iccid": "LU000001", "active": false}, {"device_no": "DEV1", "iccid": "NOCARD"}]);
     let (s, v) = app.post("/api/admin/import", ADMIN, with_binding).await;
@@ -362,7 +362,7 @@ async fn a_large_import_naming_an_unknown_shop_is_refused_before_its_first_part(
 /// device is row 1 (the first part of bindings) and its deactivation on the old one row 10,002
 /// (the second). The first part used to be refused with a 409, the card still being bound to the
 /// old device, after the cards had committed; the deactivations now come first across all parts,
-/// and rows keep their numbers in messages (D-newuser18-1).
+/// and rows keep their numbers in messages (D-import-bindings-end-state).
 #[tokio::test]
 async fn a_large_import_moving_a_card_between_devices_deactivates_before_it_activates() {
     let app = spawn_seeded().await;
@@ -413,7 +413,7 @@ async fn a_large_import_moving_a_card_between_devices_deactivates_before_it_acti
 /// A client that lost the answer to an import (a crash, a timeout) could not send it again: every
 /// row already stored was a 409, and it had no way to learn which were. With `?existing=skip` a
 /// row stored exactly as sent is skipped and counted, a row stored with other values is still
-/// refused naming the fields, and without the parameter nothing changes (D-newuser16-1).
+/// refused naming the fields, and without the parameter nothing changes (D-import-existing-skip).
 #[tokio::test]
 async fn an_import_resent_with_existing_skip_skips_equal_rows_and_refuses_differing_ones() {
     let app = spawn_seeded().await;
@@ -495,11 +495,11 @@ async fn an_import_resent_with_existing_skip_skips_equal_rows_and_refuses_differ
     assert!(v["msg"].as_str().unwrap().contains("existing"), "{v}");
 }
 
-/// New-user trial (helper-46): a card, device or account listed twice in one import was only
+/// A card, device or account listed twice in one import was only
 /// met by the database, as "card already exists" for a card that did not exist, and past 10,000
 /// rows after the parts before it had committed; a shop that was its own parent was "an unknown
 /// parent"; a caller who may not import was told what was wrong with its query first. Each is now
-/// refused before anything is written, naming both rows (D-newuser16-2).
+/// refused before anything is written, naming both rows (D-import-checks-before-writing).
 #[tokio::test]
 async fn an_import_listing_a_key_twice_is_refused_before_anything_is_written() {
     let app = spawn_seeded().await;
@@ -545,7 +545,7 @@ async fn an_import_listing_a_key_twice_is_refused_before_anything_is_written() {
         assert_eq!(s, 422, "{v}");
         assert_eq!(v["msg"], json!(msg), "{v}");
     }
-    // A chain deeper than MAX_SHOP_DEPTH, listed child first (helper-47: 3,000 levels wrote 4.5
+    // A chain deeper than MAX_SHOP_DEPTH, listed child first (3,000 levels would write 4.5
     // million closure rows in a minute while other imports waited): refused at the first shop
     // too deep, nothing stored; 32 levels below `A` (itself a top shop) are fine.
     let chain = |n: usize, prefix: &str| -> Value {
@@ -583,7 +583,7 @@ async fn an_import_listing_a_key_twice_is_refused_before_anything_is_written() {
     }
 }
 
-/// New-user trial (issue #14): `task_types: []` read as "every task type"; an explicit empty list
+/// `task_types: []` read as "every task type"; an explicit empty list
 /// is now a 422, an absent one still means every configured type.
 #[tokio::test]
 async fn an_empty_task_type_list_is_a_422_and_an_absent_one_means_every_type() {
@@ -619,7 +619,7 @@ async fn an_empty_task_type_list_is_a_422_and_an_absent_one_means_every_type() {
     );
 }
 
-/// New-user trial (issue #14): a bulk import over the 32 MiB bound is a 413 in the envelope.
+/// A bulk import over the 32 MiB bound is a 413 in the envelope.
 #[tokio::test]
 async fn an_import_body_over_the_bound_is_a_413_envelope() {
     let app = spawn_seeded().await;
@@ -638,7 +638,7 @@ async fn an_import_body_over_the_bound_is_a_413_envelope() {
     assert_eq!(resp.status(), 413);
     let v: serde_json::Value = resp.json().await.expect("an envelope, not plain text");
     assert_envelope(&v, 1004);
-    // The route's own limit, in bytes (D-newuser12-7).
+    // The route's own limit, in bytes (D-body-coding-type-and-size).
     let limit = card_polling::http::MAX_IMPORT_BYTES;
     assert!(
         v["msg"].as_str().unwrap().contains(&format!("limit of {limit} bytes")),
@@ -646,9 +646,9 @@ async fn an_import_body_over_the_bound_is_a_413_envelope() {
     );
 }
 
-/// New-user trial 11: a query parameter of the wrong form was answered "Failed to deserialize
+/// A query parameter of the wrong form was answered "Failed to deserialize
 /// query string: limit: invalid digit found in string". The 422 now names the parameter and what
-/// it takes, in the envelope, without serde's or Rust's wording (D-newuser11-4).
+/// it takes, in the envelope, without serde's or Rust's wording (D-query-refusal-wording).
 #[tokio::test]
 async fn a_malformed_query_parameter_is_a_422_naming_it_and_what_it_takes() {
     let app = spawn_seeded().await;
@@ -690,7 +690,7 @@ async fn an_unknown_query_parameter_is_a_422_naming_it() {
 }
 
 /// Query bytes that are not UTF-8 once percent-decoded are a 422, never decoded lossily into
-/// U+FFFD (a new user's finding on the gateway; the same guard serves both services).
+/// U+FFFD (the same guard serves both services).
 #[tokio::test]
 async fn a_query_that_is_not_utf8_is_a_422() {
     let app = spawn_with(Backend::Memory, |_| {}).await;
@@ -710,7 +710,7 @@ async fn a_query_that_is_not_utf8_is_a_422() {
 
 #[tokio::test]
 async fn a_misspelled_or_unknown_body_field_is_a_422_that_names_it_and_stores_nothing() {
-    // A new user's finding: `task_type` (for `task_types`) was ignored, so the enqueue fell back
+    // `task_type` (for `task_types`) was ignored, so the enqueue fell back
     // to "every configured task type" and created three items.
     let app = spawn_seeded().await;
     let (s, v) = app
@@ -740,10 +740,10 @@ async fn a_misspelled_or_unknown_body_field_is_a_422_that_names_it_and_stores_no
     }
 }
 
-/// A new user's finding: `GET /api/priority-items?task_type=nope` (a task type this service does
+/// `GET /api/priority-items?task_type=nope` (a task type this service does
 /// not run) answered 200 with an empty page, which reads as "no such items" rather than "typo".
 /// It is now the enqueue's answer to an unknown task type: 422, code 1003, naming it; so is the
-/// console's list (its 400 page). A configured task type still filters (D-newuser8-1).
+/// console's list (its 400 page). A configured task type still filters (D-item-ids-and-list-filters).
 #[tokio::test]
 async fn a_list_filtered_by_an_unconfigured_task_type_is_a_422_naming_it() {
     let app = spawn_seeded().await;
@@ -791,9 +791,9 @@ async fn a_list_filtered_by_an_unconfigured_task_type_is_a_422_naming_it() {
     }
 }
 
-/// A new user's finding: `before_id=0` or a negative one answered 200 (an empty page, or with a
+/// `before_id=0` or a negative one answered 200 (an empty page, or with a
 /// negative id every page empty) where the cursor can only be an item id, 1 or more. Such a
-/// cursor is a 422 (1003) naming the parameter, like the other bad query values (D-newuser8-2).
+/// cursor is a 422 (1003) naming the parameter, like the other bad query values (D-item-ids-and-list-filters).
 #[tokio::test]
 async fn a_before_id_below_one_is_a_422_naming_it() {
     let app = spawn_seeded().await;
@@ -815,10 +815,10 @@ async fn a_before_id_below_one_is_a_422_naming_it() {
     );
 }
 
-/// A new user's finding: `/api/priority-items/+1` and `/api/priority-items/00001` answered item
+/// `/api/priority-items/+1` and `/api/priority-items/00001` answered item
 /// 1. An item id in a path is now canonical decimal — digits only, no sign, no leading zero,
 /// 1..=i64::MAX — else the 422 (1003) a non-number already got; the console's item page answers
-/// its "No such item." 404 for them, as it does for a non-number (D-newuser8-3).
+/// its "No such item." 404 for them, as it does for a non-number (D-item-ids-and-list-filters).
 #[tokio::test]
 async fn a_path_item_id_that_is_not_canonical_decimal_is_refused_like_a_non_number() {
     let app = spawn_seeded().await;
@@ -871,10 +871,10 @@ const GZIP_ENQUEUE: [u8; 63] = [
     0x40, 0x6e, 0x7a, 0x95, 0x52, 0x2d, 0x00, 0xef, 0x68, 0x32, 0xb4, 0x34, 0x00, 0x00, 0x00,
 ];
 
-/// A new user's finding: a body sent with `Content-Encoding: gzip` was a 422 ("invalid JSON"),
+/// A body sent with `Content-Encoding: gzip` was a 422 ("invalid JSON"),
 /// which says the JSON is wrong when the service simply does not decode compressed bodies. Any
 /// content coding but `identity` is now 415 with code 7007 and `Accept-Encoding: identity`, before
-/// the body is read, and nothing is stored (D-newuser8-4).
+/// the body is read, and nothing is stored (D-body-coding-type-and-size).
 #[tokio::test]
 async fn a_compressed_request_body_is_a_415_envelope_with_code_7007() {
     let app = spawn_seeded().await;
@@ -924,11 +924,11 @@ async fn a_compressed_request_body_is_a_415_envelope_with_code_7007() {
     assert_eq!(resp.status().as_u16(), 200);
 }
 
-/// A new user's finding: on PostgreSQL a NUL byte in an imported shop name was a 503 "the
+/// On PostgreSQL a NUL byte in an imported shop name was a 503 "the
 /// database is busy; retry shortly" (PostgreSQL refuses NUL in `TEXT`), so a client would retry
-/// forever. It is the request's input: a 422 (1003) naming the cause (D-newuser9-1). Since
-/// helper-49's finding (D-newuser17-7) a shop name's control characters are refused at the edge on
-/// both engines, so a file that loads on one loads on the other; the database's own refusal stays
+/// forever. It is the request's input: a 422 (1003) naming the cause (D-unstorable-text-is-422). A shop
+/// name's control characters are refused at the edge on both engines
+/// (D-import-checks-before-writing), so a file that loads on one loads on the other; the database's own refusal stays
 /// mapped to a 422 for any text that reaches it.
 #[tokio::test]
 async fn a_nul_byte_the_database_cannot_store_is_a_422_never_a_busy_503() {
@@ -949,10 +949,10 @@ async fn a_nul_byte_the_database_cannot_store_is_a_422_never_a_busy_503() {
     );
 }
 
-/// A new user's finding: an imported id with a zero-width space or a right-to-left override was
+/// An imported id with a zero-width space or a right-to-left override was
 /// stored, and then looked like another card on every page that showed it. Invisible characters
 /// are refused like control characters (422, 1003), in both id spaces of an import, and nothing of
-/// the refused import is stored (D-newuser14-1).
+/// the refused import is stored (D-id-rules).
 #[tokio::test]
 async fn an_imported_id_with_an_invisible_character_is_refused() {
     let app = spawn_seeded().await;
@@ -969,11 +969,11 @@ async fn an_imported_id_with_an_invisible_character_is_refused() {
     assert_ne!(s, 200, "{v}");
 }
 
-/// A new user's finding: the admin routes answered an unknown card or device with 404 code 1005
+/// The admin routes answered an unknown card or device with 404 code 1005
 /// ("card not found"), the code of an unknown route too, while the manual enqueue and trigger
-/// answered the same message with 7006 (D-fix6-2). Every 404 about a card, device or asset is now
+/// answered the same message with 7006 (D-poll-error-codes). Every 404 about a card, device or asset is now
 /// code 7006, whichever route asks; an unknown route, order or usage record keeps 1005, and an
-/// unknown card or device in a binding stays the foreign-key 422 (D-newuser10-3).
+/// unknown card or device in a binding stays the foreign-key 422 (D-poll-error-codes).
 #[tokio::test]
 async fn an_admin_route_naming_an_unknown_card_or_device_answers_code_7006() {
     use reqwest::Method;
@@ -1054,7 +1054,7 @@ async fn an_admin_route_naming_an_unknown_card_or_device_answers_code_7006() {
     assert_eq!(s, 200, "{v}");
 }
 
-/// A new user's finding, kept as it was (D-newuser10-5): a `charset` parameter on
+/// D-body-coding-type-and-size: a `charset` parameter on
 /// `application/json` has no effect (RFC 8259 §11). An ASCII body labelled latin-1 is read; a
 /// body with a latin-1 byte that is not UTF-8 is a 422, as it would be without the label.
 #[tokio::test]
@@ -1079,7 +1079,7 @@ async fn a_charset_parameter_on_json_has_no_effect_and_non_utf8_bytes_are_a_422(
     assert_envelope(&v, 1003);
 }
 
-/// A new user's finding (D-newuser11-8): `null` was refused as "invalid type: null, expected
+/// D-json-body-rules: `null` was refused as "invalid type: null, expected
 /// struct EnqueueBody", a JSON array was read as a positional body and enqueued an item, and a
 /// wrong type deep in an import said only "at line 1 column 93". A body must be an object; a
 /// field's refusal names its path and what it takes in JSON's words.
@@ -1116,7 +1116,7 @@ async fn a_body_that_is_no_object_is_refused_and_a_bad_field_is_named_by_its_pat
     }
 }
 
-/// A new user's finding (D-newuser12-7): a JSON body sent as `text/plain` (or with no
+/// D-body-coding-type-and-size: a JSON body sent as `text/plain` (or with no
 /// `Content-Type`, or as a form) was a 422 "Expected request with `Content-Type:
 /// application/json`", which reads as bad JSON. It is the wrong media type: 415, code 7007 (the
 /// code of a compressed body), naming `application/json`, and nothing is stored. The gateway
@@ -1164,7 +1164,7 @@ async fn a_body_not_sent_as_json_is_a_415_naming_application_json() {
     assert_eq!(resp.status().as_u16(), 200);
 }
 
-/// A new user's finding (D-newuser12-7): a 413 said "request body too large" and not the limit,
+/// D-body-coding-type-and-size: a 413 said "request body too large" and not the limit,
 /// so a client could only guess how much to cut. The message states the route's limit in bytes:
 /// 65536 for ordinary routes (the import's 33554432 is checked by
 /// `an_import_body_over_the_bound_is_a_413_envelope`).
@@ -1186,7 +1186,7 @@ async fn a_body_over_its_limit_is_a_413_stating_the_limit_in_bytes() {
     );
 }
 
-/// A new user's finding (D-newuser12-9): `?limit=500` answered "limit must be 1..=200" (Rust's
+/// D-query-refusal-wording: `?limit=500` answered "limit must be 1..=200" (Rust's
 /// range syntax) and `?status=bogus` "unknown status", which does not say what is allowed. The
 /// range is said in words and every refused vocabulary lists its values.
 #[tokio::test]
@@ -1216,7 +1216,7 @@ async fn list_query_refusals_say_the_range_in_words_and_list_the_allowed_values(
     }
 }
 
-/// D-newuser12-10: an account imported with the admin token would sign in as the bootstrap
+/// D-admin-token-is-nobody-elses: an account imported with the admin token would sign in as the bootstrap
 /// super_admin, never as itself. The import refuses that row (422, naming it and the variable);
 /// nothing is imported.
 #[tokio::test]

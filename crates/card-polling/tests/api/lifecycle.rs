@@ -537,7 +537,7 @@ async fn stop_locked_card_priority_execution_records_lock_refusal_and_never_resu
     assert_eq!(app.detail(free).await["item"]["result"], "ok; card resumed");
 }
 
-/// A new user's finding: card-polling wrote no line per request. Each request is now one `info`
+/// Without a request log a request leaves no trace. Each request is one `info`
 /// line with its method, route pattern, status, latency and path parameters — never its token
 /// or its query string.
 #[tokio::test]

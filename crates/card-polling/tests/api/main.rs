@@ -4,9 +4,9 @@
 //! and `postgres::…` (a fresh schema of `DATABASE_URL_TEST` per test, default
 //! `postgres://postgres@127.0.0.1:5432/test`; PostgreSQL not answering fails loudly). The
 //! scheduling scenarios (`scheduler`) run once per hint backend (in-process and the machine's
-//! Redis); `soak` checks every invariant after simulated hours, on SQLite only (D-pstore-3).
+//! Redis); `soak` checks every invariant after simulated hours, on SQLite only (D-soak-test-sqlite-only).
 
-// The scenario files are compiled once per engine module, on purpose (D-pstore-2).
+// The scenario files are compiled once per engine module, on purpose (D-tests-run-on-both-engines).
 #![allow(clippy::duplicate_mod)]
 
 /// The scenario modules and their helpers, compiled once per engine module (`sqlite.rs`,

@@ -64,7 +64,7 @@ async fn the_same_task_type_twice_in_one_enqueue_counts_once_with_one_audit_fact
 
 #[tokio::test]
 async fn reading_items_needs_the_permission_that_enqueueing_needs() {
-    // Issue #14 item 9 (amends D-poll-8): an account without the manual trigger permission could
+    // Issue #14 item 9 (amends D-poll-permissions): an account without the manual trigger permission could
     // read every item in its scope.
     let app = spawn_seeded().await;
     let token = "tok-platform-notrigger-1";
@@ -192,7 +192,7 @@ async fn manual_enqueue_of_an_unknown_asset_answers_code_7006() {
     }
 }
 
-/// Helper-48's finding (stop 31): a binding may join a card and a device of different shops, and
+/// A binding may join a card and a device of different shops, and
 /// an agent enqueuing such a device created an item for the other shop's card, which it could then
 /// neither enqueue directly nor read. A device's enqueue now reaches only the cards in the
 /// caller's shops; a device whose bound cards are all outside them is a 409.

@@ -135,7 +135,7 @@ async fn manual_trigger_of_an_unknown_card_answers_code_7006() {
     assert!(statuses(&app).await.is_empty(), "nothing recorded");
 }
 
-/// A new user's finding (D-newuser12-8): the quota's 429 did not say when to come back, so a
+/// D-ordinary-manual-trigger: the quota's 429 did not say when to come back, so a
 /// client retried a request that could not pass before the next UTC day. It carries
 /// `Retry-After` with the seconds until 00:00 UTC (the test clock stands at 05:00 UTC).
 #[tokio::test]

@@ -1,5 +1,5 @@
 //! Several service instances on one PostgreSQL database, with no global writer lock (issue #14
-//! item 2, D-pg-9): three `Application`s in this process on one fresh schema, each with its own
+//! item 2, D-poll-postgres-concurrent-writes): three `Application`s in this process on one fresh schema, each with its own
 //! instance id, store pool, executor pool, scheduler and expiry job, sharing the Redis hint and
 //! manual lanes and one injected clock. PostgreSQL only: SQLite is one process's file.
 //!
@@ -794,7 +794,7 @@ async fn one_operator_s_manual_triggers_on_two_instances_at_once_never_exceed_th
     assert_eq!(queued, i64::from(quota));
 }
 
-/// D-newuser8-8 with two real instances on one database: the second starts with other task types
+/// D-schedule-config-check with two real instances on one database: the second starts with other task types
 /// and shards, its start-up sync rewrites the stored schedule configuration, and the first (still
 /// running on its own values) reports the difference at its next check, in `/health`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

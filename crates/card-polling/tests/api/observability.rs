@@ -39,7 +39,7 @@ fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
 async fn metrics_parse_and_move_when_an_item_is_enqueued_and_executed() {
     let app = spawn_seeded().await;
     let s = scrape(&app).await;
-    // Present and 0, not absent, with nothing open (D-newuser10-7).
+    // Present and 0, not absent, with nothing open (D-metrics).
     for status in ["pending", "running"] {
         assert!(
             s.samples.iter().any(|x| x.metric == "cardpoll_items"
@@ -97,7 +97,7 @@ async fn metrics_need_an_administering_account() {
     let app = spawn_seeded().await;
     let (s, _) = app.raw(reqwest::Method::GET, "/metrics", None).await;
     assert_eq!(s, 401);
-    // RFC 9110 §11.6.1: a 401 names its scheme (D-newuser10-7).
+    // RFC 9110 §11.6.1: a 401 names its scheme (D-metrics).
     let resp = app
         .client
         .get(format!("{}/metrics", app.base))
@@ -226,9 +226,9 @@ async fn health_is_503_with_its_state_when_the_items_table_is_gone() {
     assert!(v["data"]["queues"].is_array(), "{v}");
 }
 
-/// A new user's finding: during a database outage `/metrics` answered 503, so the dashboard lost
+/// During a database outage `/metrics` answered 503, so the dashboard lost
 /// every in-process series (carrier calls, cycles, lanes) exactly when it was needed. The scrape
-/// now answers 200 without the item counts and with `cardpoll_database_up 0` (D-newuser10-1).
+/// now answers 200 without the item counts and with `cardpoll_database_up 0` (D-metrics).
 #[tokio::test]
 async fn metrics_still_answer_during_a_database_outage_and_say_it_is_down() {
     let app = spawn_seeded().await;
@@ -270,11 +270,11 @@ async fn health_is_503_when_the_database_is_closed() {
     assert_eq!(v["data"]["database"], "unreachable", "{v}");
 }
 
-/// A new user's finding: `/health`'s `clock` was `null` until this instance's first claim, the
+/// `/health`'s `clock` was `null` until this instance's first claim, the
 /// same `null` as "the check is off" or "SQLite has no other clock". It is now an object from the
 /// start: `status` (`off`, `no_shared_clock`, `not_yet_measured`, `ok`, `skewed`), this instance's
 /// own clock reading `now`, the tolerance, and the last measurement's fields (`null` until one
-/// was made) (D-newuser8-5).
+/// was made) (D-poll-clock-skew-no-claims).
 #[tokio::test]
 async fn health_says_what_the_clock_check_is_from_the_start() {
     use rakuten_types::Clock;
@@ -324,12 +324,12 @@ async fn health_says_what_the_clock_check_is_from_the_start() {
     }
 }
 
-/// A new user's finding: an instance started with other `RAKUTEN_POLL_TASK_TYPES` /
+/// An instance started with other `RAKUTEN_POLL_TASK_TYPES` /
 /// `RAKUTEN_POLL_SHARDS` rewrites the stored schedule configuration for every instance (a WARN
 /// in its own log, `ef5c945`), and the instances already running were never told. Each now reads
 /// the stored configuration every 30 s (the schedule configuration job, driven here on the manual
 /// clock): `/health`'s `schedule_config` says `differs` with both configurations, and the WARN is
-/// logged once per stored value, not at every check (D-newuser8-8).
+/// logged once per stored value, not at every check (D-schedule-config-check).
 #[tokio::test]
 async fn a_running_instance_reports_a_schedule_configuration_another_instance_rewrote() {
     use card_polling::domain::TaskTypes;
@@ -441,10 +441,10 @@ impl Relay {
     }
 }
 
-/// A new user's finding: a Redis outage was not flagged anywhere but in `null` lane depths. The
+/// A Redis outage was not flagged anywhere but in `null` lane depths. The
 /// full `/health` now says `hint_channel_reachable: false` (the status stays `ok`: hints are
 /// lossy and the recovery read covers them) and `/metrics` has `cardpoll_hint_channel_up 0`
-/// (D-newuser10-1).
+/// (D-metrics).
 #[tokio::test]
 async fn a_redis_outage_is_flagged_in_health_and_metrics_without_failing_them() {
     use card_polling::settings::{HintChannelSetting, Secret};
@@ -479,9 +479,9 @@ async fn a_redis_outage_is_flagged_in_health_and_metrics_without_failing_them() 
     );
 }
 
-/// A new user's finding: `/metrics?x=1` answered 200 while every documented route refuses a
+/// `/metrics?x=1` answered 200 while every documented route refuses a
 /// query parameter it does not take. The probes and `/metrics` are outside the OpenAPI document
-/// and now take no query parameters (D-newuser10-4).
+/// and now take no query parameters (D-unknown-query-parameters).
 #[tokio::test]
 async fn probes_and_metrics_refuse_query_parameters_they_do_not_take() {
     let app = spawn_app().await;

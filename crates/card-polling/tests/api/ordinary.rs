@@ -54,7 +54,7 @@ async fn ordinary_polling_polls_every_card_in_scope_for_every_task_type_at_its_i
             .unwrap();
     assert_eq!(logs as usize, app.sim.calls().len(), "every call is logged");
     // Every row whole, on both engines' ways of writing them (PostgreSQL's one `UNNEST`
-    // statement, SQLite's `VALUES` lists; D-scale10-2): the same (card, task type) pairs as the
+    // statement, SQLite's `VALUES` lists; D-ordinary-outcome-batches): the same (card, task type) pairs as the
     // calls, each a `poll` summary with its outcome, latency and time.
     /// iccid, task type, operation, request and response summaries, latency, outcome, time.
     type LogRow = (String, String, String, String, String, i64, String, String);
@@ -83,7 +83,7 @@ async fn restart_does_not_repoll_every_card_at_once() {
     let r = app.cycle_and_drain().await;
     assert_eq!(r.ordinary_taken.values().sum::<usize>(), 21);
     // A second process on the same database (the first one "crashed" after its cycle: its
-    // store, and with it the database file's lock, is gone, D-newuser13-2).
+    // store, and with it the database file's lock, is gone, D-one-process-per-sqlite-file).
     app.store.shutdown().await;
     let mut settings = app.settings.clone();
     settings.port = 0;

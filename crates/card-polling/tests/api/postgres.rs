@@ -44,7 +44,7 @@ pub async fn hold_write_lock(settings: &Settings) -> sqlx::PgConnection {
 
 scenarios!();
 
-// Several instances on one database (issue #14 item 2, D-pg-9): PostgreSQL only.
+// Several instances on one database (issue #14 item 2, D-poll-postgres-concurrent-writes): PostgreSQL only.
 #[path = "multi_instance.rs"]
 mod multi_instance;
 
@@ -353,7 +353,7 @@ async fn an_instance_120_s_ahead_under_libfaketime_does_not_take_over_a_claim_in
     drop((healthy, fast));
 }
 
-/// A new user's finding (D-newuser14-6): on PostgreSQL the start line said only
+/// D-database-url-printing: on PostgreSQL the start line said only
 /// `(postgres: RAKUTEN_POLL_DB_URL)`, so an operator with several databases could not tell which
 /// one an instance uses. It names the scheme, host, port and database, never the password.
 #[tokio::test]

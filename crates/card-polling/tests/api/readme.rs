@@ -1,8 +1,8 @@
 //! The README states the limits the code enforces; a changed limit fails here until the README
 //! says so too.
 
-/// A new user's finding: the 200,000-row limit of one import request was written only in the
-/// route's source (D-newuser11-5).
+/// The 200,000-row limit of one import request was written only in the
+/// route's source (D-import-in-parts).
 #[test]
 fn the_readme_states_the_import_row_limit() {
     let readme = include_str!("../../README.md");

@@ -2,7 +2,7 @@
 //! their retention, audit facts, trigger events and then the items themselves (with their
 //! sources) of items that ended before the history retention, done manual triggers — in batches,
 //! and never a row of an active item. An item a later retrigger points at is kept until that
-//! retrigger goes (D-scale8-3).
+//! retrigger goes (D-retrigger-predecessor-kept).
 
 use std::time::Duration;
 
@@ -226,7 +226,7 @@ async fn read_both_ways(app: &TestApp, id: i64) -> (u16, serde_json::Value, u16,
     (s, v, cs, page)
 }
 
-/// D-scale8-3: `retriggered_from` always names an item that exists. A retrigger's predecessor
+/// D-retrigger-predecessor-kept: `retriggered_from` always names an item that exists. A retrigger's predecessor
 /// that ended long past the history retention loses its audit trail but stays, so the retrigger
 /// reads over HTTP and on the console with a working link to it; once the retrigger itself ends
 /// and passes the retention it goes, and the predecessor follows in the next run. The items page

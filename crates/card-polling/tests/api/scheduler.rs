@@ -381,7 +381,7 @@ async fn backpressure_in_seconds_of_work_follows_the_measured_rate_and_keeps_ord
     app.advance(3600);
     let r = scheduler.run_once(app.clock.now()).await;
     assert_eq!(r.ordinary_taken["card_status"], total_cards, "{r:?}");
-    // Nothing measured yet: the first helping is bounded (D-scale5-10), and holds these 207.
+    // Nothing measured yet: the first helping is bounded (D-backpressure-seconds-of-work), and holds these 207.
     assert_eq!(r.ordinary_budget["card_status"], 256, "{r:?}");
     pool.drain().await.unwrap();
     // At most 100/s; less, as the other task types' polls move the same clock meanwhile.
@@ -449,7 +449,7 @@ async fn backpressure_in_seconds_of_work_follows_the_measured_rate_and_keeps_ord
     app.assert_invariants().await;
 }
 
-/// D-scale5-1: an ordinary poll carries the scope its take read, so a stop lock set while the poll
+/// D-ordinary-scope-read-by-take: an ordinary poll carries the scope its take read, so a stop lock set while the poll
 /// waits in the queue is not in that scope; the resume decision reads the lock again, so the
 /// locked card is polled as normal content but never resumed, while an unlocked card is.
 #[tokio::test]
@@ -492,7 +492,7 @@ async fn a_card_stop_locked_while_its_ordinary_poll_waits_is_polled_but_never_re
     app.assert_invariants().await;
 }
 
-/// A new user's finding: an idle instance reported `ordinary_cut_at_budget: true` with nothing
+/// An idle instance reported `ordinary_cut_at_budget: true` with nothing
 /// taken, so it cycled every quarter tick. A cycle is cut at the budget only when a shard filled
 /// the share the budget left it (more may be due).
 #[tokio::test]
@@ -509,10 +509,10 @@ async fn an_idle_cycle_is_not_cut_at_the_budget_and_keeps_its_full_tick() {
 }
 
 /// Every task type's ordinary take is sent at once, so on SQLite the three takes share writer
-/// batches: sent one after another they would take three commits in a row (D-scale6-1). Each
+/// batches: sent one after another they would take three commits in a row (D-cycle-steps-run-task-types-together). Each
 /// task type still gets its own cards.
 ///
-/// The writer runs on its own thread (D-scale7-1) and may begin a batch with the first take
+/// The writer runs on its own thread (D-writer-thread-one-cpu) and may begin a batch with the first take
 /// before the other two are queued. A write lock held elsewhere keeps that batch waiting at
 /// `BEGIN` until the lock is released 300 ms later, long after the other two were queued, so the
 /// count does not depend on which thread runs first: at most two commits.

@@ -26,7 +26,7 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "S3CRET",
         "error: invalid setting --admin-token / RAKUTEN_POLL_ADMIN_TOKEN: the admin token must be 16-256 characters without spaces",
     ),
-    // Helper-50 (on the gateway): a short console key signs sessions an attacker can forge
+    // A short console key signs sessions an attacker can forge
     // after guessing it offline from one cookie.
     (
         "RAKUTEN_POLL_CONSOLE_KEY",
@@ -117,11 +117,11 @@ fn help_never_shows_secret_env_values() {
     }
 }
 
-/// A new user's findings: a PostgreSQL that does not answer said only "pool timed out", a
+/// A PostgreSQL that does not answer said only "pool timed out", a
 /// SQLite file that cannot be written was not named, and a Redis that does not answer was found
 /// only after the migrations had run. Each start-up failure now names what it tried (the database
 /// URL without its password), the setting to look at, and the hint channel is connected before
-/// any database is touched (D-newuser10-2).
+/// any database is touched (D-startup-names-what-failed).
 #[test]
 fn start_up_failures_name_what_failed_and_touch_nothing_first() {
     let dir = tempfile::tempdir().unwrap();
@@ -180,9 +180,9 @@ fn start_up_failures_name_what_failed_and_touch_nothing_first() {
     );
 }
 
-/// A new user's finding: a TLS certificate or key file that is missing or unusable stopped
+/// A TLS certificate or key file that is missing or unusable stopped
 /// start-up with exit code 1, like a run-time failure. It is a bad setting: exit code 2, one line
-/// naming the variable of the file to fix (D-newuser11-2).
+/// naming the variable of the file to fix (D-exit-2-or-3).
 #[test]
 fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
     let dir = tempfile::tempdir().unwrap();
@@ -201,10 +201,10 @@ fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
     );
 }
 
-/// A new user's finding: with nothing answering at `RAKUTEN_POLL_DB_URL`, start-up waited 30 s
+/// With nothing answering at `RAKUTEN_POLL_DB_URL`, start-up waited 30 s
 /// (sqlx's default) before it failed. The first connection now has a 5 s bound, whether the port
 /// refuses or a peer accepts and never answers; the error names the database without its
-/// password and the variable (D-newuser11-3).
+/// password and the variable (D-startup-names-what-failed).
 #[test]
 fn start_up_fails_within_seconds_when_postgres_does_not_answer() {
     // A peer that accepts connections and never says a word (the accepted sockets stay open).
@@ -249,7 +249,7 @@ fn start_up_fails_within_seconds_when_postgres_does_not_answer() {
     }
 }
 
-/// A new user's finding (D-newuser12-10): an imported account whose token is the admin token
+/// D-admin-token-is-nobody-elses: an imported account whose token is the admin token
 /// started without a word, and its holder signed in as the bootstrap super_admin (the admin
 /// token is checked first): the two roles collapsed. Start-up refuses it as a bad setting (exit
 /// 2, naming `RAKUTEN_POLL_ADMIN_TOKEN` and the account), and a carrier token equal to the

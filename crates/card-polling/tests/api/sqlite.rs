@@ -41,11 +41,11 @@ pub async fn hold_file_write_lock(path: &std::path::Path) -> sqlx::SqliteConnect
 
 scenarios!();
 
-// The group-commit writer is SQLite's (D-gc-1).
+// The group-commit writer is SQLite's (D-sqlite-writer-group-commit).
 #[path = "group_commit.rs"]
 mod group_commit;
 
-// Simulated hours of random traffic: long, so on one engine only (D-pstore-3).
+// Simulated hours of random traffic: long, so on one engine only (D-soak-test-sqlite-only).
 #[path = "soak.rs"]
 mod soak;
 

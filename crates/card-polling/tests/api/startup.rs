@@ -1,9 +1,9 @@
-//! A new user's start-up findings (D-newuser12-1 … -5): what the operator fixes in the
+//! Start-up refusals (D-exit-2-or-3, D-setting-refusal-one-line): what the operator fixes in the
 //! configuration or the environment — a database or Redis that does not answer, a Redis CA file
 //! that is missing, the listening port in use, a read-only database file, a number that is no
 //! number, a required setting left out — stops start-up with one line on stderr that names the
 //! variable, printed once: exit code 3 for what a restart may fix (a server that does not answer,
-//! a port in use; D-newuser12-11), 2 otherwise.
+//! a port in use; D-exit-2-or-3), 2 otherwise.
 
 use test_util::{
     assert_output_refused, assert_setup_refused, assert_setup_unavailable, run_in_clean_env,
@@ -94,7 +94,7 @@ fn a_number_that_is_no_number_or_a_missing_setting_is_one_line_naming_the_variab
         "error: invalid setting --port / RAKUTEN_POLL_PORT: \"70000\" is out of range; it takes a \
          whole number from 0 to 65535"
     );
-    // Helper-52: an address file in a folder that does not exist left the service listening
+    // An address file in a folder that does not exist left the service listening
     // without ever writing it; a script waiting for the file waited forever.
     let line = assert_setup_refused(
         BIN,
@@ -128,7 +128,7 @@ async fn a_read_only_database_file_is_reported_read_only_not_busy() {
     .await;
 }
 
-/// A new user's finding (D-newuser12-12): a `.env` with a bad line was half applied — the lines
+/// D-env-file-all-or-nothing: a `.env` with a bad line was half applied — the lines
 /// above it set, the ones below (here the database path) silently dropped — and the service
 /// started on its default database. Now nothing from the file applies and start-up stops with
 /// one line giving the line's number and name, never its value.
@@ -160,7 +160,7 @@ fn a_malformed_env_file_stops_start_up_naming_the_line_and_applies_nothing() {
     assert!(!line.contains("9876"), "the value is never printed: {line}");
     assert!(!dir.path().join("data").exists() && !dir.path().join("intended.db").exists());
 
-    // Helper-52: a file saved with a byte order mark; the mark is named, not shown invisibly.
+    // A file saved with a byte order mark; the mark is named, not shown invisibly.
     let out = serve_with("\u{feff}RAKUTEN_POLL_ADMIN_TOKEN=dotenv-admin-token-0123456789\n");
     assert_output_refused(
         &out,
@@ -171,7 +171,7 @@ fn a_malformed_env_file_stops_start_up_naming_the_line_and_applies_nothing() {
     );
 }
 
-/// A new user's finding (D-newuser12-11): a URL that does not parse, a role PostgreSQL does not
+/// D-exit-2-or-3: a URL that does not parse, a role PostgreSQL does not
 /// know and a Redis that answers with an error exited 3 — a supervisor would restart a typo for
 /// ever — and Redis's own refusal read "no answer to PING". They are the operator's to fix:
 /// exit 2, Redis's answer quoted.
@@ -219,7 +219,7 @@ fn a_database_or_redis_that_answers_with_a_refusal_exits_2_with_its_answer() {
     );
 }
 
-/// D-newuser13-2: a second card-polling process on the same SQLite file stops before touching it,
+/// D-one-process-per-sqlite-file: a second card-polling process on the same SQLite file stops before touching it,
 /// exits 3 (a rolling restart's new process retries until the old one has exited) and names the
 /// file and its lock.
 #[test]
@@ -238,7 +238,7 @@ fn a_second_process_on_the_same_sqlite_file_exits_3_naming_the_file() {
         ],
         &["another process already writes", "polls.db.lock"],
     );
-    // Said once (helper-48 saw the lock's message twice, the second time as the cause).
+    // Said once (not repeated as the error's cause).
     assert_eq!(
         line.matches("another process already writes").count(),
         1,
@@ -247,7 +247,7 @@ fn a_second_process_on_the_same_sqlite_file_exits_3_naming_the_file() {
     assert!(!db.exists(), "the second process created the database");
 }
 
-/// A new user's finding (D-newuser14-3): a database already migrated by another application
+/// D-exit-2-or-3: a database already migrated by another application
 /// stopped the service with exit 1 and sqlx's "previously applied but is missing". It is the
 /// operator's to fix: exit 2, naming the variable and the way out.
 #[tokio::test]
@@ -263,7 +263,7 @@ async fn a_database_holding_another_applications_migration_exits_2_with_the_way_
     .await;
 }
 
-/// A new user's finding (D-newuser14-11): a URL whose `search_path` names a schema that does not
+/// D-exit-2-or-3: a URL whose `search_path` names a schema that does not
 /// exist stopped the service with exit 1 and "no schema has been selected to create in", after a
 /// hint to check that the server runs. It is the operator's to fix: exit 2, saying so.
 #[test]

@@ -51,7 +51,7 @@ async fn short_run_with_every_fault_kind_finds_no_duplicate_and_no_lost_report()
 }
 
 /// Regression run for a worker bug the harness found (docs/RELIABILITY.md, finding 1; fixed by
-/// D-worker-9): a task whose
+/// D-recovery-verdicts): a task whose
 /// lease lapsed while it was in the cart is recovered, the order list shows exactly one order of
 /// the same item in the window — another task's — and the worker reports it as this task's order:
 /// `succeeded` with an order the shop created for someone else, and this task's order never

@@ -71,7 +71,7 @@ impl<'a> Refusal<'a> {
     }
 
     /// A required reason, by the API's rule ([`rakuten_types::text::reason`]): a form used to
-    /// take control characters the API refuses (helper-50's finding).
+    /// take control characters the API refuses.
     fn reason(&self) -> Result<String, Response> {
         rakuten_types::text::reason(self.typed, MAX_REASON_CHARS).map_err(|msg| {
             self.page(

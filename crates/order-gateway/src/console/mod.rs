@@ -161,7 +161,7 @@ async fn sign_in(
             "Operator token",
             Some(&format!(
                 "This is {} {} token; the console needs an operator token.",
-                // "an upstream", "a worker" (helper-52).
+                // "an upstream", "a worker".
                 if actor
                     .role
                     .to_string()

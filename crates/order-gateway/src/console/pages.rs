@@ -543,7 +543,7 @@ fn attention_reason(
 /// Most grants the task page lists, newest first.
 const LEASE_GRANTS_SHOWN: i64 = 200;
 
-/// The lease history: one row per grant, newest first (D-console2-1).
+/// The lease history: one row per grant, newest first (D-lease-grant-history).
 fn grants_table(grants: &[LeaseGrantRecord], lease_count: i64) -> Markup {
     let oldest_shown = grants.last().map_or(lease_count + 1, |g| g.grant_no);
     let unrecorded = oldest_shown > 1 && grants.len() < LEASE_GRANTS_SHOWN as usize;
@@ -757,7 +757,7 @@ pub async fn alerts(
     signed: Signed,
     Query(q): Query<AlertListQuery>,
 ) -> Response {
-    // An unknown state was read as `open` (helper-50): the page then looked filtered by it.
+    // An unknown state was read as `open`: the page then looked filtered by it.
     let all = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None | Some("open") => false,
         Some("all") => true,

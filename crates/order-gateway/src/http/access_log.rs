@@ -2,7 +2,7 @@
 //! status, latency in milliseconds, and the task / query id and worker id when the request names
 //! them (path, `worker_id` query parameter, or a small JSON body's `worker_id`) or the handler
 //! does ([`name_task`], [`name_query`]: the id a submit stored or a lease handed out,
-//! D-newuser14-4). Headers are never read, so a token cannot reach the log.
+//! D-gateway-access-log). Headers are never read, so a token cannot reach the log.
 
 use std::time::Instant;
 
@@ -55,7 +55,7 @@ pub fn name_query(query_id: &str) {
 
 /// The `worker_id` of a query string, decoded as the route's own query parser decodes it, so
 /// that one worker has one spelling in the log whether it sent its id in the query (lease) or in
-/// the body (report) (D-newuser14-10).
+/// the body (report) (D-gateway-access-log).
 fn query_worker(query: &str) -> Option<String> {
     form_urlencoded::parse(query.as_bytes())
         .find(|(k, _)| k == "worker_id")

@@ -139,7 +139,7 @@ mod tests {
         }
     }
 
-    /// New-user trial: with two `Authorization` headers the first one won.
+    /// With two `Authorization` headers the first one won.
     #[test]
     fn two_authorization_headers_are_no_token() {
         let mut h = HeaderMap::new();

@@ -24,8 +24,8 @@ pub enum ApiError {
     /// A body or field over its size bound (413, 1004); the message states the bound in bytes.
     #[error("{0}")]
     PayloadTooLarge(String),
-    /// A body in a content coding, or not sent as `application/json` (415, 1007; D-newuser12-6,
-    /// D-newuser12-7). The answer carries `Accept-Encoding: identity`.
+    /// A body in a content coding, or not sent as `application/json` (415, 1007; D-body-coding-type-and-size,
+    /// D-body-coding-type-and-size). The answer carries `Accept-Encoding: identity`.
     #[error("{0}")]
     UnsupportedMediaType(String),
     /// No such route (404, 1005).
@@ -190,7 +190,7 @@ mod tests {
         );
     }
 
-    /// A new user's finding: on a full disk a submit was a 500 "internal error" without
+    /// On a full disk a submit was a 500 "internal error" without
     /// `Retry-After`; it is a 503 like any database that cannot take writes now.
     #[test]
     fn a_full_disk_or_read_only_database_is_a_503_with_retry_after() {

@@ -25,7 +25,7 @@ fn short(msg: String) -> String {
 
 /// The body through the checks both services share (`rakuten_edge::body`): a content coding
 /// or a body not sent as JSON is a 415 (1007), a body over the route's limit a 413 stating the
-/// limit in bytes (D-newuser12-6, D-newuser12-7). An empty body comes back for the caller.
+/// limit in bytes (D-body-coding-type-and-size). An empty body comes back for the caller.
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Ok(rakuten_edge::body::json_bytes(req, state).await?)
 }
@@ -38,7 +38,7 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     rakuten_edge::json::body_from_slice(bytes).map_err(|e| ApiError::Validation(short(e)))
 }
 
-/// A JSON body, required, sent as `application/json` (D-newuser12-7: before, any
+/// A JSON body, required, sent as `application/json` (D-body-coding-type-and-size: before, any
 /// `Content-Type` was read as JSON, `text/plain` and a gzip body included).
 #[derive(Debug, Clone)]
 pub struct ApiJson<T>(pub T);
@@ -80,7 +80,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
         Query::<T>::from_request_parts(parts, state)
             .await
             .map(|Query(v)| ApiQuery(v))
-            // The parameter and what it takes, not serde's wording (D-newuser11-4).
+            // The parameter and what it takes, not serde's wording (D-query-refusal-wording).
             .map_err(|e| {
                 ApiError::Validation(rakuten_edge::query_guard::rejection_message(&e.body_text()))
             })
@@ -110,7 +110,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
 pub fn page_bounds(limit: Option<i64>, offset: Option<i64>) -> Result<(i64, i64), ApiError> {
     use crate::http::routes::orders::{DEFAULT_LIMIT, MAX_LIMIT};
     let limit = limit.unwrap_or(DEFAULT_LIMIT);
-    // Plain words, as card-polling's `limit` (D-newuser12-9); larger pages are clamped.
+    // Plain words, as card-polling's `limit` (D-query-refusal-wording); larger pages are clamped.
     if limit < 1 {
         return Err(ApiError::Validation(format!(
             "limit must be a whole number of 1 or more (a page holds at most {MAX_LIMIT}; \

@@ -69,7 +69,7 @@ pub fn document() -> serde_json::Value {
 }
 
 /// Every operation that takes a body can answer 415 (code 1007): a body in a content coding or
-/// not sent as `application/json` (D-newuser12-6, D-newuser12-7; `rakuten_edge::body`).
+/// not sent as `application/json` (D-body-coding-type-and-size; `rakuten_edge::body`).
 fn add_unsupported_media_type(doc: &mut serde_json::Value) {
     let Some(paths) = doc
         .get_mut("paths")

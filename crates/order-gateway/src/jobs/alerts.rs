@@ -3,7 +3,7 @@
 //!   queued longer than `RAKUTEN_QUEUED_ALERT_SECONDS`, every stale task, an instance whose clock
 //!   is skewed or jumped in the last 10 min (`clock_signals`), computed from a
 //!   [`HealthSnapshot`] and the injected clock for `/health` (which adds the open records of the
-//!   event-raised kinds below, D-newuser12-13);
+//!   event-raised kinds below, D-gateway-health-content);
 //! - [`AlertJob`]: alert records (`GET /api/alerts`), the kinds above plus `task_needs_human`,
 //!   `account_logged_out`, `webhook_failing`, `clock_skew` and `clock_jump`, raised once, cleared when the cause is gone,
 //!   each event queued for the webhooks ([`super::webhooks`]).
@@ -206,7 +206,7 @@ pub const MORE: &str = "more";
 /// debug level: the alert job's records (`alert raised` / `alert cleared` with an `alert_id`) are
 /// the warnings a log-based pager reads, exactly once per alert across restarts. This log starts
 /// empty in every process, so at warn level each start repeated every open alert as newly raised
-/// (helper-50's finding, D-newuser18-6).
+/// (D-alert-thresholds-and-logging).
 #[derive(Debug, Default)]
 pub struct AlertLog {
     raised: Mutex<HashSet<(String, String)>>,

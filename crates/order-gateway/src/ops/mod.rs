@@ -252,7 +252,7 @@ impl OpsCommand {
                 }
                 let g = client.reclaim(&id, &worker, Some(reason)).await?;
                 let mut text = render::grant(&g, &worker);
-                // Helper-50's F6: a typed worker id that no worker polls with takes the grant all
+                // A typed worker id that no worker polls with takes the grant all
                 // the same (the API names only the worker), and the task goes stale again a TTL
                 // later. The CLI, where ids are typed, says so at once.
                 if let Ok(ws) = client.workers().await
@@ -349,7 +349,7 @@ pub async fn run(args: &OpsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ex
         return ExitStatus::Usage;
     };
     // A URL that cannot be one is a usage error (2) naming its setting, not an unreachable
-    // gateway (5) (D-newuser11-2).
+    // gateway (5) (D-exit-2-or-3).
     let url_ok = reqwest::Url::parse(&args.url)
         .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
     if !url_ok {

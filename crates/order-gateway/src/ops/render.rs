@@ -56,7 +56,7 @@ pub fn tasks(page: &Page<TaskSummary>) -> String {
     }
     let shown = page.items.len() as i64;
     if shown == 0 {
-        // Helper-50: an empty table and "0–0 of 0" read like a failure.
+        // An empty table and "0–0 of 0" read like a failure.
         return if page.total == 0 {
             "no task matches\n".to_owned()
         } else {
@@ -223,7 +223,7 @@ pub fn action(a: &OperatorActionView) -> String {
     ] {
         t.add_row(vec![k.to_owned(), v]);
     }
-    // A worker's retirement moves no task: "- → -" meant nothing (helper-52).
+    // A worker's retirement moves no task: "- → -" meant nothing.
     if a.from_status.is_some() || a.to_status.is_some() {
         t.add_row(vec![
             "status".to_owned(),
@@ -247,7 +247,7 @@ pub fn action_ack(ack: &OperatorActionAck) -> String {
 mod tests {
     use super::*;
 
-    /// Helper-50: a reason stored with an escape sequence (the console took it before the reason
+    /// A reason stored with an escape sequence (the console took it before the reason
     /// check was shared) cleared the terminal of the operator who ran `ops show`.
     #[test]
     fn a_stored_escape_sequence_is_shown_not_run() {

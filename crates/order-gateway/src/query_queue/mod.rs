@@ -135,8 +135,8 @@ pub fn validate_submit(kind: &str, params: &Value) -> Result<(QueryKind, String)
 }
 
 /// The result must be one of the §11.3 shapes, named by its `kind`: a result without `orders` or
-/// `window_fully_covered` would tell upstream nothing while looking like a success (new-user
-/// trial). Checked, not rewritten: the result is stored as the worker sent it.
+/// `window_fully_covered` would tell upstream nothing while looking like a success.
+/// Checked, not rewritten: the result is stored as the worker sent it.
 fn check_result_shape(obj: &serde_json::Map<String, Value>) -> Result<(), InputError> {
     use rakuten_types::query::{OrderDetailResult, OrderListResult};
     let value = Value::Object(obj.clone());

@@ -4,7 +4,7 @@
 //! written once. The other engine differences live outside the SQL: SQLite's group-commit writer
 //! (the [`sqlite_writer`] crate) and PostgreSQL's `LISTEN/NOTIFY` and advisory lock
 //! ([`super::postgres`]), behind the same few store methods (`write`, `read_pool`, `notify_*`).
-//! Decision D-store-1.
+//! Decision D-one-sql-store-per-engine.
 
 /// The SQL fragments that differ per engine.
 pub(crate) trait Dialect {

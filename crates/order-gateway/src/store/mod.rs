@@ -1,5 +1,5 @@
 //! Storage behind one narrow trait, [`OrderStore`], with verb-noun methods, and one SQL
-//! implementation of it for both databases (D-store-1):
+//! implementation of it for both databases (D-one-sql-store-per-engine):
 //!
 //! - this file: the traits' contract, request types and [`StoreError`]; [`queries`]: the
 //!   account-query channel's trait [`QueryStore`] and its types;
@@ -8,7 +8,7 @@
 //!   `query_row.rs` the row decoders), compiled once per engine;
 //! - `dialect.rs`: the few SQL fragments the engines force apart, each with its reason;
 //! - [`sqlite`]: the embedded default engine (opens the file, read pool, and starts its
-//!   group-commit writer from the shared `sqlite_writer` crate, D-gc-1); [`postgres`]: several instances sharing one queue (pool,
+//!   group-commit writer from the shared `sqlite_writer` crate, D-sqlite-writer-group-commit); [`postgres`]: several instances sharing one queue (pool,
 //!   `LISTEN/NOTIFY` wake-ups, the alert-leader advisory lock).
 //!
 //! Migrations stay per engine (`migrations/sqlite`, `migrations/postgres`, same numbering): the
@@ -311,7 +311,7 @@ pub fn clock_signal_fresh(c: &rakuten_types::order::InstanceClock, now: Timestam
 pub const CLOCK_SIGNAL_FRESH: Duration = Duration::from_secs(300);
 
 /// `clock_jump` is an event, not a state: its alert clears once the instance saw no new jump for
-/// this long (D-edge5-1).
+/// this long (D-clock-alerts).
 pub const CLOCK_JUMP_QUIET: Duration = Duration::from_secs(600);
 
 /// Rows of `clock_signals` not written for this long are deleted (every start-up has a new id).
@@ -356,7 +356,7 @@ pub struct AttentionTask {
     pub last_detail: Option<String>,
     /// The operator who ended it, for a task ended by a resolve or a cancel: [`ended_by`]'s
     /// words (the latest such action). A worker's last words no longer say why such a task
-    /// failed (helper-50's finding).
+    /// failed.
     pub ended_by: Option<String>,
     /// The latest report's error code.
     pub last_error_code: Option<i32>,
@@ -540,7 +540,7 @@ pub(crate) async fn bounded<T>(
 
 /// Whether `e` is SQLite refusing to write a read-only file or folder (`SQLITE_READONLY` and its
 /// extended codes, primary code 8): start-up reports it as read-only, naming the file and its
-/// variable (D-newuser12-5).
+/// variable (D-exit-2-or-3).
 pub fn is_read_only(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(d) => {

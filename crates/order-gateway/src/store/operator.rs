@@ -73,9 +73,9 @@ pub enum GrantEnd {
     Regranted,
     /// An operator resolved the task while this grant was open.
     Resolved,
-    // No `Cancelled`: an operator may cancel only a queued task (D-alert-5), and a queued task
+    // No `Cancelled`: an operator may cancel only a queued task (D-resolve-and-cancel), and a queued task
     // never holds a grant — every grant leaves `queued` and nothing returns to it (spec §3, §5).
-    // D-console3-1.
+    // D-lease-grant-history.
 }
 
 impl GrantEnd {
@@ -255,7 +255,7 @@ pub struct StaleEvidence {
     pub created_at: Timestamp,
     /// The order-list query an earlier stale alert of the same task asked for, still queued or
     /// leased: its window is this one (it starts at the task's creation), so the new alert links
-    /// it instead of asking the site again (helper-52: one query per lapse piled up).
+    /// it instead of asking the site again (one query per lapse would pile up).
     pub pending_query: Option<QueryId>,
 }
 
@@ -326,7 +326,7 @@ pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Vec<OperatorActionView>, StoreError>;
 
     /// The newest `limit` lease grants of a task, newest first (the console's lease history,
-    /// D-console2-1). Empty for a task leased only before migration 0006.
+    /// D-lease-grant-history). Empty for a task leased only before migration 0006.
     async fn task_lease_grants(
         &self,
         task_id: &TaskId,

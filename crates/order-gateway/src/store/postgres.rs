@@ -14,7 +14,7 @@
 //!   its notification pump for a `pg_notify(channel)`; the pump sends it outside any data
 //!   transaction and coalesces requests that arrive while it is sending (a NOTIFY inside the data
 //!   transaction would serialize every commit behind PostgreSQL's notify-queue lock, halving
-//!   throughput; D-pg-8). [`PgStore::spawn_listener`] turns notifications into in-process
+//!   throughput; D-cross-instance-notify). [`PgStore::spawn_listener`] turns notifications into in-process
 //!   [`LeaseNotifier`] wake-ups. The long-poll's periodic database check stays the fallback (a
 //!   missed notification only delays).
 
@@ -45,7 +45,7 @@ const STATEMENT_TIMEOUT: &str = "2500ms";
 /// Connections per instance. Long-polls hold none while they wait, so a few suffice.
 const POOL_CONNECTIONS: u32 = 10;
 
-/// The migrations of `migrations/postgres`, embedded at compile time (see D-gw-2).
+/// The migrations of `migrations/postgres`, embedded at compile time (see D-embedded-migrations).
 pub fn migrator() -> Migrator {
     super::embedded_migrator(&[
         (

@@ -1,5 +1,5 @@
 //! The SQLite engine of the store: WAL, `synchronous=FULL`, a busy timeout, one group-commit
-//! writer (the shared [`sqlite_writer`] crate, D-gw-3, D-gc-1) and a pool of `query_only` read connections. The SQL is the
+//! writer (the shared [`sqlite_writer`] crate, D-sqlite-writer-group-commit) and a pool of `query_only` read connections. The SQL is the
 //! one implementation of [`super::sql`]; this file only opens the database and hands transitions
 //! to the writer. Migrations live in `migrations/sqlite` and are embedded in the binary.
 
@@ -20,7 +20,7 @@ use super::{StoreError, Transition, bounded};
 
 /// The migrations of `migrations/sqlite`, embedded at compile time. (Built by hand rather than
 /// with `sqlx::migrate!`, which needs sqlx's `macros` feature and with it a second build of
-/// sqlx and the bundled SQLite for the proc-macro; see DECISIONS D-gw-2.)
+/// sqlx and the bundled SQLite for the proc-macro; see DECISIONS D-embedded-migrations.)
 pub fn migrator() -> Migrator {
     super::embedded_migrator(&[
         (
@@ -94,7 +94,7 @@ fn probe_mark(m: Mark) {
         Mark::BatchBegin => Step::WriterBatchBegin,
         Mark::CommitStart => Step::WriterCommitStart,
         Mark::CommitDone => Step::WriterCommitDone,
-        // The gateway's COMMIT syncs itself (no syncer thread, D-scale8-1).
+        // The gateway's COMMIT syncs itself (no syncer thread, D-writer-syncer-thread).
         Mark::Synced => return,
     });
 }
@@ -129,7 +129,7 @@ impl SqliteStore {
         {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(Arc::new(e.into())))?;
         }
-        // Before anything touches the file: one gateway per database file (D-newuser13-2).
+        // Before anything touches the file: one gateway per database file (D-one-process-per-sqlite-file).
         let lock = sqlite_writer::FileLock::acquire(path)
             .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
         let opts = SqliteConnectOptions::new()
@@ -146,7 +146,7 @@ impl SqliteStore {
             .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
         // A file this user cannot write opens, and migrates when there is nothing to migrate,
         // then fails every write: a write that changes no row finds it here, for start-up to
-        // name (D-newuser12-5). (`BEGIN IMMEDIATE` does not: in WAL mode it succeeds.)
+        // name (D-exit-2-or-3). (`BEGIN IMMEDIATE` does not: in WAL mode it succeeds.)
         sqlx::query("UPDATE _sqlx_migrations SET version = version WHERE 0")
             .execute(&mut migrating)
             .await
@@ -157,7 +157,7 @@ impl SqliteStore {
             .connect_with(opts.clone().pragma("query_only", "ON"))
             .await?;
         // 256 per batch, 8,192 queued (senders wait when it is full); on its own thread, held to
-        // one CPU with its connection's thread (D-scale7-1).
+        // one CPU with its connection's thread (D-writer-thread-one-cpu).
         let writer = Writer::open(
             opts,
             sqlite_writer::Settings {
@@ -167,7 +167,7 @@ impl SqliteStore {
             },
         )
         .await?;
-        // This process is the file's one writer until the store shuts down (D-newuser13-2).
+        // This process is the file's one writer until the store shuts down (D-one-process-per-sqlite-file).
         writer.hold_until_shutdown(lock);
         Ok(SqliteStore { writer, read })
     }
@@ -216,7 +216,7 @@ impl SqliteStore {
     }
 
     /// Whether the writer's last batch failed as a whole (full disk, I/O error, read-only file,
-    /// a lock held past the busy timeout) and none has committed since (D-newuser10-6).
+    /// a lock held past the busy timeout) and none has committed since (D-writes-failing-is-503-and-unready).
     pub(crate) fn writes_failing(&self) -> bool {
         self.writer.failing()
     }

@@ -115,7 +115,7 @@ async fn bad_input_gets_a_4xx_envelope_with_a_code_and_changes_nothing() {
             1003,
         ),
         case(
-            "right-to-left override in id (D-newuser14-1)",
+            "right-to-left override in id (D-id-rules)",
             "POST",
             "/api/orders",
             js(json!({"task_id": "po-\u{202E}0001", "site": "rakuten", "intent": {}})),
@@ -616,7 +616,7 @@ async fn an_infinite_wait_is_refused_with_a_clear_message() {
     }
 }
 
-/// New-user trial: `[]` was answered "invalid length 0, expected struct SubmitOrder with 3
+/// `[]` was answered "invalid length 0, expected struct SubmitOrder with 3
 /// elements", which names Rust internals instead of the mistake.
 #[tokio::test]
 async fn a_body_that_is_not_an_object_says_so() {
@@ -641,9 +641,8 @@ async fn a_body_that_is_not_an_object_says_so() {
     }
 }
 
-/// Issue #12 item 4a: a new user's typo `?wiat=30` was ignored, so the long-poll did not wait and
-/// nothing said why. Every API route now refuses a query parameter its OpenAPI operation does not
-/// list: 422 (1003) naming it, before anything runs (no lease is taken).
+/// A typo such as `?wiat=30` would be ignored: the long-poll would not wait and nothing would
+/// say why. Every API route refuses a query parameter its OpenAPI operation does not list: 422 (1003) naming it, before anything runs (no lease is taken).
 #[tokio::test]
 async fn an_unknown_query_parameter_is_a_422_naming_it_and_takes_no_lease() {
     let app = spawn_app().await;
@@ -694,7 +693,7 @@ async fn an_unknown_query_parameter_is_a_422_naming_it_and_takes_no_lease() {
     assert_eq!(anon.status, 401, "{:?}", anon.body);
 }
 
-/// A new user's finding: `?worker_id=%ff` was decoded lossily to "\u{FFFD}" and a real order was
+/// `?worker_id=%ff` was decoded lossily to "\u{FFFD}" and a real order was
 /// leased to that name. Query bytes that are not UTF-8 are a 422 that takes no lease, on every
 /// documented route.
 #[tokio::test]
@@ -727,7 +726,7 @@ async fn a_query_that_is_not_utf8_is_a_422_and_takes_no_lease() {
     assert_eq!(read.body["data"]["lease_owner"], "ワ", "{:?}", read.body);
 }
 
-/// A new user's findings (D-newuser12-6, D-newuser12-7): a body sent with
+/// D-body-coding-type-and-size: a body sent with
 /// `Content-Encoding: gzip`, as `text/plain` or with no `Content-Type` was read as JSON (and a
 /// task was queued), where card-polling answered 415. The gateway now runs the same shared check
 /// (`rakuten_edge::body`): 415 in the envelope with its own code 1007, naming
@@ -798,7 +797,7 @@ async fn a_compressed_or_non_json_body_is_a_415_with_code_1007_and_nothing_is_qu
     assert!(doc["paths"]["/api/orders"]["get"]["responses"]["415"].is_null());
 }
 
-/// A new user's finding (D-newuser12-7): a 413 named a formula ("RAKUTEN_QUERY_RESULT_MAX_BYTES
+/// D-body-coding-type-and-size: a 413 named a formula ("RAKUTEN_QUERY_RESULT_MAX_BYTES
 /// * 2 + 64 KiB") instead of the limit. Each route's 413 states its own limit in bytes.
 #[tokio::test]
 async fn a_body_over_its_limit_is_a_413_stating_the_limit_in_bytes() {
@@ -835,7 +834,7 @@ async fn a_body_over_its_limit_is_a_413_stating_the_limit_in_bytes() {
     );
 }
 
-/// A new user's finding (D-newuser12-9), as in card-polling: `?status=bogus` said "unknown status
+/// D-query-refusal-wording: `?status=bogus` said "unknown status
 /// \"bogus\"" without the values it takes. Every list's vocabularies list their values, and
 /// `limit` is said in words.
 #[tokio::test]

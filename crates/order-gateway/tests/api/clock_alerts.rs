@@ -99,7 +99,7 @@ async fn a_clock_jump_raises_one_alert_and_one_webhook_event_and_clears_after_a_
     assert_eq!(open_of(&app, "clock_jump").await.len(), 1);
     assert_eq!(events_of(&rx.delivered(), "clock_jump").len(), 1);
 
-    // An event, not a state: quiet for CLOCK_JUMP_QUIET, it clears (D-edge5-1).
+    // An event, not a state: quiet for CLOCK_JUMP_QUIET, it clears (D-clock-alerts).
     app.clock.advance(CLOCK_JUMP_QUIET + Duration::from_secs(1));
     sync_and_deliver(&app).await;
     assert!(open_of(&app, "clock_jump").await.is_empty());

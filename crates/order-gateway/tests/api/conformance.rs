@@ -695,7 +695,7 @@ async fn resolving_a_task_ends_its_open_grant(h: &Harness) {
         (rows[0].ended_at, rows[0].ended_how),
         (Some(resolved_at), Some(GrantEnd::Resolved))
     );
-    // Helper-50: the console's "needs attention" says who ended a failed task and why, not the
+    // The console's "needs attention" says who ended a failed task and why, not the
     // worker's last words (here none; the resolve gave no state, so it added no report).
     let attention = h
         .store
@@ -887,7 +887,7 @@ async fn a_second_lease_by_the_holder_is_a_regrant_with_a_new_token(h: &Harness)
         .await;
     assert!(matches!(old, Err(StoreError::LeaseInvalid(_))), "{old:?}");
     // A token never issued is refused in the same words: the message does not claim to know
-    // it was an earlier grant's (a new user's finding, D-newuser14-5).
+    // it was an earlier grant's (D-fencing-token).
     let never = h
         .report(
             "po-1",
@@ -1680,9 +1680,9 @@ async fn console_alerts_page_by_keyset_newest_first_through_ties(h: &Harness) {
     assert_eq!((none.items.len(), none.total), (0, 0));
 }
 
-/// Issue #11 item 5: an operator may cancel only a queued task (D-alert-5), which has never been
+/// Issue #11 item 5: an operator may cancel only a queued task (D-resolve-and-cancel), which has never been
 /// granted, so a cancel ends no lease grant; the schema no longer admits a `cancelled` ending
-/// (migration 0009, D-console3-1).
+/// (migration 0009, D-lease-grant-history).
 async fn a_cancelled_task_never_held_a_grant_and_no_grant_ends_as_cancelled(h: &Harness) {
     h.insert("po-1").await;
     h.store

@@ -82,7 +82,7 @@ async fn console_form_without_its_csrf_token_is_refused() {
     b.close().await;
 }
 
-/// Helper-50's finding: a console form took a reason with an escape sequence that the API
+/// A console form took a reason with an escape sequence that the API
 /// refuses, and `order-gateway ops show` then printed it raw to the next operator's terminal; and
 /// a resolve could say `failed` of an order the person saw `paid`. Both forms now answer with the
 /// API's rule, and nothing happens to the task.
@@ -90,7 +90,7 @@ async fn console_form_without_its_csrf_token_is_refused() {
 async fn console_refuses_a_reason_or_verdict_the_api_refuses() {
     let app = spawn_app().await;
     stale_task(&app, "esc-1", "w1").await;
-    // Helper-52: an intent stored before the submit checks (or its unchecked `options`) with a
+    // An intent stored before the submit checks (or its unchecked `options`) with a
     // U+202E and a BEL is shown written out, not obeyed.
     app.raw_sql(
         "UPDATE tasks SET intent_json = '{\"item_url\":\"https://item.rakuten.co.jp/shop/' || \
@@ -140,7 +140,7 @@ async fn console_refuses_a_reason_or_verdict_the_api_refuses() {
         text.contains("outcome failed contradicts state paid"),
         "{text}"
     );
-    // Helper-51: the reason as typed, to copy, and the way back to the task, not only the
+    // The reason as typed, to copy, and the way back to the task, not only the
     // overview.
     let typed = b
         .eval("return document.querySelector('textarea[readonly]').value;")
@@ -571,7 +571,7 @@ async fn console_alerts_page_pages_older_and_newer_by_keyset() {
     b.goto(&app.url("/console/alerts?before=not-a-cursor"))
         .await;
     assert!(b.text().await.contains("Malformed page position."));
-    // Helper-50: an unknown state was read as `open`, so the page looked filtered by it.
+    // An unknown state was read as `open`, so the page looked filtered by it.
     b.goto(&app.url("/console/alerts?state=weird")).await;
     assert!(b.text().await.contains("Unknown state: open or all."));
     b.close().await;
@@ -588,7 +588,7 @@ async fn post_sign_in(client: &reqwest::Client, app: &TestApp, token: &str) -> r
         .unwrap()
 }
 
-/// Helper-50's F10: a console form over the body limit, or not sent as a form, was answered with
+/// A console form over the body limit, or not sent as a form, was answered with
 /// axum's plain-text rejection; it is a console page now that says nothing was done.
 #[tokio::test]
 async fn a_console_form_too_large_or_not_a_form_is_answered_with_a_console_page() {
@@ -626,7 +626,7 @@ async fn a_console_form_too_large_or_not_a_form_is_answered_with_a_console_page(
     }
 }
 
-/// Helper-52: signing in with another role's token said "This is a upstream token".
+/// Signing in with another role's token said "This is a upstream token".
 #[tokio::test]
 async fn signing_in_with_another_roles_token_names_the_role_in_plain_words() {
     let app = spawn_app_with(|s| {

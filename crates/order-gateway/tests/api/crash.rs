@@ -110,7 +110,7 @@ async fn sigterm_stops_the_gateway_promptly_even_with_a_long_poll_open() {
     assert!(stopped_at.elapsed() < Duration::from_secs(10));
 }
 
-/// Helper-51: with its log pipe closed (`serve 2>&1 | head -1`), the first log line the gateway
+/// With its log pipe closed (`serve 2>&1 | head -1`), the first log line the gateway
 /// could not write made it panic and exit 101. It now serves on, and stops cleanly on SIGTERM.
 #[tokio::test]
 async fn the_gateway_serves_on_and_stops_cleanly_when_its_log_pipe_is_closed() {
@@ -138,7 +138,7 @@ async fn the_gateway_serves_on_and_stops_cleanly_when_its_log_pipe_is_closed() {
     assert!(status.success(), "exit status {status:?}");
 }
 
-/// Helper-52: a bad setting with standard error full or closed (`2>/dev/full`, `2>&1 | head -1`)
+/// A bad setting with standard error full or closed (`2>/dev/full`, `2>&1 | head -1`)
 /// exited 101 (`eprintln!` panicked) instead of the documented 2, which a supervisor reads as
 /// "do not restart".
 #[test]

@@ -29,7 +29,7 @@ async fn fifty_connections_with_an_incomplete_head_are_dropped_within_the_header
     app.health().await.assert_ok();
 }
 
-/// New-user trial: a submit whose body never completes (or declares 99,999,999,999 bytes) held
+/// A submit whose body never completes (or declares 99,999,999,999 bytes) held
 /// its connection for 15 minutes and more; four took a gateway with `MAX_CONNECTIONS=4`.
 #[tokio::test]
 async fn a_submit_whose_body_does_not_arrive_in_time_is_a_408_and_frees_the_connection() {
@@ -39,7 +39,7 @@ async fn a_submit_whose_body_does_not_arrive_in_time_is_a_408_and_frees_the_conn
     })
     .await;
     // A declared length over the route's limit is a 413 at once, with no wait for the body
-    // (D-newuser14-7); one within it that does not arrive is the 408.
+    // (D-body-coding-type-and-size); one within it that does not arrive is the 408.
     for (declared, sent, status) in [
         (200, &br#"{"task_id":"t-slow","#[..], "408"),
         (99_999_999_999, &b""[..], "413"),
@@ -253,7 +253,7 @@ async fn a_tls_setting_without_its_pair_or_with_a_bad_file_refuses_to_start() {
         "RAKUTEN_GATEWAY_TLS_CERT_PATH"
     );
     s.edge.tls_key_path = Some(dir.path().join("missing-key.pem"));
-    // Checked with the settings (exit code 2 from the binary, D-newuser11-2)...
+    // Checked with the settings (exit code 2 from the binary, D-exit-2-or-3)...
     let e = s.validate().unwrap_err();
     assert_eq!(e.name, "RAKUTEN_GATEWAY_TLS_CERT_PATH");
     assert!(e.reason.contains("cert.pem"), "{e}");

@@ -108,7 +108,7 @@ async fn json_logs_have_a_start_line_and_one_line_per_request_without_the_token(
     let f = |i: usize| requests[i]["fields"].clone();
     assert_eq!(requests[0]["level"], "INFO");
     assert_eq!(f(0)["route"], "/api/orders");
-    // The submit and the lease name the task they stored or handed out (D-newuser14-4).
+    // The submit and the lease name the task they stored or handed out (D-gateway-access-log).
     assert_eq!(f(0)["task_id"], "po-log");
     assert_eq!(f(1)["task_id"], "po-log");
     assert_eq!(f(0)["status"], 200);

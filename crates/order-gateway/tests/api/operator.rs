@@ -26,7 +26,7 @@ crate::on_both_engines!(
     resolving_against_the_latest_reported_state_needs_the_state_seen,
 );
 
-/// Helper-51: `failed` without a state while the worker's latest report is `paid` was taken, and
+/// `failed` without a state while the worker's latest report is `paid` was taken, and
 /// the mirror then said both. It needs the state the operator saw; a latest `in_cart` (the usual
 /// stale task whose order went through unreported) still resolves `succeeded` without one.
 async fn resolving_against_the_latest_reported_state_needs_the_state_seen(e: Engine) {
@@ -360,7 +360,7 @@ async fn resolve_and_cancel_from_every_wrong_status_are_6003(e: Engine) {
         .await
         .assert_err(422, 1003);
     app.cancel("t-queued2", "").await.assert_err(422, 1003);
-    // Helper-50: a verdict contradicting the state the person says they saw, and a reason that
+    // A verdict contradicting the state the person says they saw, and a reason that
     // would act on the screen of the next operator who reads it, are 422s as well.
     for (body, msg) in [
         (
@@ -475,7 +475,7 @@ async fn a_stale_task_gets_an_order_list_of_its_window_linked_from_its_detail(e:
     let open = app.alerts("?kind=task_stale").await;
     assert_eq!(open.assert_ok()["items"][0]["query_id"], qid.as_str());
 
-    // Helper-52: reclaimed, lapsed again, a new stale alert: the same window's query is still
+    // Reclaimed, lapsed again, a new stale alert: the same window's query is still
     // queued, so the new alert links it instead of asking the site a second time.
     app.reclaim("po-ev", "w2").await.assert_ok();
     app.run_alerts().await; // the first alert clears: the task is leased
@@ -533,7 +533,7 @@ async fn a_retired_worker_leaves_health_and_worker_offline_until_it_polls_again(
     )
     .await;
     missing.assert_err(404, 1005);
-    // Helper-50: a second retire moved the date and added an audit row; it is a 409 now, naming
+    // A second retire moved the date and added an audit row; it is a 409 now, naming
     // when the worker was retired, and nothing is written.
     app.clock.advance(Duration::from_secs(60));
     let again = answer(del("?reason=again").await.unwrap()).await;
@@ -600,7 +600,7 @@ async fn needs_human_and_logged_out_raise_their_alerts_and_clear_when_the_cause_
     assert_eq!(r.sync.raised.len(), 1, "{r:?}");
     assert_eq!(r.sync.raised[0].kind.as_str(), "account_logged_out");
     assert_eq!(r.sync.raised[0].subject, "rakuten");
-    // /health shows these recorded alerts too, and says degraded (D-newuser12-13).
+    // /health shows these recorded alerts too, and says degraded (D-gateway-health-content).
     let h = app.health().await;
     let h = h.assert_ok();
     assert_eq!(h["status"], "degraded", "{h}");

@@ -72,7 +72,7 @@ async fn ops_tasks_lists_tasks_as_a_table_and_as_json_filtered_by_status() {
         r.stdout
     );
     assert!(r.stdout.contains("1–2 of 2 task(s)"), "{}", r.stdout);
-    // Helper-50: nothing to show says so, instead of an empty table and "0–0 of 0".
+    // Nothing to show says so, instead of an empty table and "0–0 of 0".
     let r = ops(&app, &["tasks", "--status", "stale"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, "no task matches\n");
@@ -111,7 +111,7 @@ async fn ops_show_prints_the_history_with_evidence_and_the_known_state() {
     assert_eq!(d["history"][0]["evidence_ref"], "po-1/03-submit");
 }
 
-/// Helper-51: the table view escaped a stored U+009B (a terminal's one-byte CSI) and U+202E, but
+/// The table view escaped a stored U+009B (a terminal's one-byte CSI) and U+202E, but
 /// `--json` printed them raw, because JSON escapes only U+0000–U+001F.
 #[tokio::test]
 async fn ops_show_json_escapes_stored_text_a_terminal_would_obey() {
@@ -169,7 +169,7 @@ async fn ops_reclaim_hands_a_stale_task_to_the_named_worker_and_refuses_a_second
         "{}",
         r.stdout
     );
-    // Helper-50's F6: w2 never polled this gateway (a typo would look the same), so it says so.
+    // Worker w2 never polled this gateway (a typo would look the same), so it says so.
     assert!(
         r.stdout
             .contains("note: worker w2 has never polled this gateway"),
@@ -237,8 +237,8 @@ async fn ops_exit_codes_say_what_went_wrong() {
         ops(&app, &["reclaim", "po-1", "--worker", "w"]).await.code,
         2
     );
-    // 2, not 5 (a new user's finding): a gateway URL that is no URL is a usage error naming
-    // its setting (D-newuser11-2).
+    // 2, not 5: a gateway URL that is no URL is a usage error naming
+    // its setting (D-exit-2-or-3).
     for bad in ["notaurl", "ftp://127.0.0.1/"] {
         let r = ops_in(
             dir,

@@ -38,7 +38,7 @@ async fn ops_alerts_resolve_cancel_workers_and_retire_work_against_a_gateway() {
     )
     .await;
     assert_eq!(r.code, 2, "{}", r.stderr);
-    // New-user trial: `--outcome bogus` answered "unknown status".
+    // `--outcome bogus` answered "unknown status".
     let r = ops(
         &app,
         &["resolve", "po-cli", "--outcome", "bogus", "--reason", "x"],

@@ -82,7 +82,7 @@ async fn any_role_sees_the_whole_health_and_a_wrong_token_is_401() {
     .assert_err(401, 1001);
 }
 
-/// A new user's finding on the shared SQLite writer (D-newuser10-6): while its batches fail as a
+/// D-writes-failing-is-503-and-unready: while its batches fail as a
 /// whole (a full disk; here the write lock held by another connection past the busy timeout),
 /// `/readyz` is 503; the next batch that commits makes it ready again — the writer is not wedged.
 #[tokio::test]
@@ -115,7 +115,7 @@ async fn readyz_is_503_while_the_sqlite_writer_fails_and_ready_again_once_it_com
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(probe(&app, "/livez").await.assert_ok()["status"], "alive");
-    // `/health` says so too, to a monitor without a token and in full (D-newuser13-1).
+    // `/health` says so too, to a monitor without a token and in full (D-gateway-health-content).
     assert_eq!(
         probe(&app, "/health").await.assert_ok()["status"],
         "degraded"

@@ -452,7 +452,7 @@ async fn bad_results_are_422_and_change_nothing() {
         json!({"lease_token": t, "success": false}),
         json!({"worker_id": "w1", "lease_token": "", "success": false}),
         json!({"worker_id": "w1", "success": "yes"}),
-        // New-user trial: a success without the §11.3 fields was accepted.
+        // A success without the §11.3 fields was accepted.
         json!({"worker_id": "w1", "lease_token": t, "success": true, "result": {"kind": "order_list"}}),
         json!({"worker_id": "w1", "lease_token": t, "success": true, "result": {"kind": "order_detail", "found": true}}),
         json!({"worker_id": "w1", "lease_token": t, "success": true, "result": {"kind": "other"}}),

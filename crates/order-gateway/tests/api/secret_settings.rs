@@ -27,7 +27,7 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "W0rkerS3cret",
         "error: invalid setting --worker-tokens / RAKUTEN_WORKER_TOKENS: entry 1: the token must be at least 16 characters, without spaces",
     ),
-    // Helper-50: short secrets started without a word; a token is guessed online, a console key
+    // Short secrets started without a word; a token is guessed online, a console key
     // offline from one cookie.
     (
         "RAKUTEN_OPERATOR_TOKENS",
@@ -47,7 +47,7 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "Sh0rtC0nsoleKey",
         "error: invalid setting --console-key / RAKUTEN_CONSOLE_KEY: the console key must be at least 32 characters (e.g. `openssl rand -hex 32`)",
     ),
-    // Helper-51: an HMAC key a receiver's log gives away with one signed request.
+    // An HMAC key a receiver's log gives away with one signed request.
     (
         "RAKUTEN_ALERT_WEBHOOK_SECRET",
         "Sh0rtH00kKey",
@@ -141,9 +141,9 @@ fn help_never_shows_secret_env_values() {
     }
 }
 
-/// A new user's finding: a TLS certificate or key file that is missing or unusable stopped
+/// A TLS certificate or key file that is missing or unusable stopped
 /// start-up with exit code 1, like a run-time failure. It is a bad setting: exit code 2, one line
-/// naming the variable of the file to fix (D-newuser11-2).
+/// naming the variable of the file to fix (D-exit-2-or-3).
 #[test]
 fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
     let dir = tempfile::tempdir().unwrap();
@@ -162,7 +162,7 @@ fn a_missing_or_unusable_tls_file_exits_2_naming_its_variable() {
     );
 }
 
-/// A new user's finding (D-newuser12-10): one token in two roles made the roles collapse, and
+/// D-admin-token-is-nobody-elses: one token in two roles made the roles collapse, and
 /// the refusal named only `RAKUTEN_*_TOKENS`. Exit 2, one line naming both variables and both
 /// names, never the token.
 #[test]

@@ -1,8 +1,8 @@
-//! A new user's start-up findings (D-newuser12-1 … -5), checked on the gateway too: what the
+//! Start-up refusals (D-exit-2-or-3, D-setting-refusal-one-line), checked on the gateway too: what the
 //! operator fixes in the configuration or the environment — a PostgreSQL that does not answer,
 //! the listening port in use, a read-only database file, a number that is no number — stops
 //! start-up with one line on stderr that names the variable, printed once: exit code 3 for what a
-//! restart may fix (a server that does not answer, a port in use; D-newuser12-11), 2 otherwise.
+//! restart may fix (a server that does not answer, a port in use; D-exit-2-or-3), 2 otherwise.
 
 use test_util::{assert_setup_refused, assert_setup_unavailable};
 
@@ -65,7 +65,7 @@ fn a_number_that_is_no_number_names_the_variable_the_value_and_what_it_takes() {
         "error: invalid setting --query-max-attempts / RAKUTEN_QUERY_MAX_ATTEMPTS: \"lots\" is not \
          a whole number; it takes a whole number from 1 to 100"
     );
-    // Helper-52: the address file's folder is checked at start, not after the socket is bound.
+    // The address file's folder is checked at start, not after the socket is bound.
     let line = assert_setup_refused(
         BIN,
         &[
@@ -104,7 +104,7 @@ async fn a_read_only_database_file_is_refused_at_start_naming_the_file() {
     .await;
 }
 
-/// A new user's finding (D-newuser12-11): a PostgreSQL URL that does not parse or a role the
+/// D-exit-2-or-3: a PostgreSQL URL that does not parse or a role the
 /// server refuses exited 3, so a supervisor would restart a typo for ever; they exit 2.
 #[test]
 fn a_database_url_that_does_not_parse_or_a_refused_role_exits_2() {
@@ -126,7 +126,7 @@ fn a_database_url_that_does_not_parse_or_a_refused_role_exits_2() {
     }
 }
 
-/// A new user's finding (D-newuser13-2): a second gateway on the same SQLite file started and
+/// D-one-process-per-sqlite-file: a second gateway on the same SQLite file started and
 /// both wrote it. Now the second one stops before touching it, exits 3 (a rolling restart's new
 /// process retries until the old one has exited) and names the file and its lock.
 #[test]
@@ -145,7 +145,7 @@ fn a_second_gateway_on_the_same_sqlite_file_exits_3_naming_the_file() {
         ],
         &["another process already writes", "gw.db.lock"],
     );
-    // Said once (helper-48 saw the lock's message twice, the second time as the cause).
+    // Said once (not repeated as the error's cause).
     assert_eq!(
         line.matches("another process already writes").count(),
         1,
@@ -154,7 +154,7 @@ fn a_second_gateway_on_the_same_sqlite_file_exits_3_naming_the_file() {
     assert!(!db.exists(), "the second gateway created the database");
 }
 
-/// A new user's finding (D-newuser14-3): a database already migrated by another application
+/// D-exit-2-or-3: a database already migrated by another application
 /// stopped the gateway with exit 1 and sqlx's "previously applied but is missing". It is the
 /// operator's to fix: exit 2, naming the variable and the way out.
 #[tokio::test]
@@ -170,7 +170,7 @@ async fn a_database_holding_another_applications_migration_exits_2_with_the_way_
     .await;
 }
 
-/// A new user's finding (D-newuser14-8): a second gateway started on a hard link of the first
+/// D-one-process-per-sqlite-file: a second gateway started on a hard link of the first
 /// one's database file; both answered `created` to the same task id and both leased it. A file
 /// with two names is refused at start (exit 2: only the operator can remove the extra name).
 #[test]
@@ -190,7 +190,7 @@ fn a_database_file_with_a_second_hard_link_exits_2_naming_it() {
     );
 }
 
-/// A new user's finding (D-newuser14-11): a URL whose `search_path` names a schema that does not
+/// D-exit-2-or-3: a URL whose `search_path` names a schema that does not
 /// exist stopped the gateway with exit 1 and "no schema has been selected to create in", after a
 /// hint to check that the server runs. It is the operator's to fix: exit 2, saying so.
 #[test]

@@ -30,7 +30,7 @@ impl TaskRun<'_> {
         );
         // Journaled and evidenced, not reported: `in_cart` is reported once, by the last step in
         // that state (03-order-confirm, with the payable amount), so its evidence reference is
-        // the same in every run (D-polish-6).
+        // the same in every run (D-each-state-reported-once).
         self.record_step(
             SEQ_CART_ADD,
             "cart-add",

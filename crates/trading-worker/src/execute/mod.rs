@@ -12,7 +12,7 @@
 //! - `mod.rs`: [`TaskRun`], [`Stop`], the lease checks, and [`TaskRun::execute`], which reads the
 //!   item detail and then runs the steps in order;
 //! - `record.rs`: evidence → journal → report of one step, and ending a task;
-//! - `safe_step.rs`: the retry of a step before the submit (D-worker-11);
+//! - `safe_step.rs`: the retry of a step before the submit (D-pre-submit-retries);
 //! - `cart.rs`: `01-cart-add`, `02-cart-check`;
 //! - `confirm.rs`: `03-order-confirm` and the amount guard;
 //! - `submit.rs`: `04-order-submit` (irreversible);

@@ -12,7 +12,7 @@ use crate::journal::{Action, IntentResolution, OrderRow, StepRecord};
 use crate::verify::{self, Verdict};
 
 /// How long the recovery branch keeps retrying the task read while it holds the lease before it
-/// hands the task to a human (D-worker-10).
+/// hands the task to a human (D-recovery-retries-task-read).
 pub const TASK_READ_MAX: Duration = Duration::from_secs(60);
 
 impl TaskRun<'_> {
@@ -46,7 +46,7 @@ impl TaskRun<'_> {
     }
 
     /// Reads the task's creation time from the gateway for the recovery window, retrying
-    /// transient failures with the client's backoff while this grant holds the lease (D-worker-10):
+    /// transient failures with the client's backoff while this grant holds the lease (D-recovery-retries-task-read):
     /// the lease is renewed when half of its last known term has passed; 6002 stops the task
     /// (nothing recorded, like any lost lease); a lease that could not be renewed within its term
     /// stops it too ([`Stop::Gateway`]: it turns stale and a reclaim recovers it again). `Ok(Err)`

@@ -1,5 +1,5 @@
 //! Steps before the submit are safe to repeat: a transient site failure is retried
-//! (D-worker-11); a lasting one ends the task.
+//! (D-pre-submit-retries); a lasting one ends the task.
 
 use std::future::Future;
 use std::time::Duration;
@@ -11,11 +11,11 @@ use crate::gateway_client::backoff;
 use crate::site::{SiteError, SiteErrorClass};
 
 /// Attempts of one step before the submit, the first included, when the site fails
-/// transiently (D-worker-11).
+/// transiently (D-pre-submit-retries).
 pub const SAFE_STEP_ATTEMPTS: u32 = 5;
 
 /// Time budget of one step's attempts before the submit: no further attempt starts when its
-/// pause would end after this (D-worker-11). Well below the lease TTL; the renewal loop keeps
+/// pause would end after this (D-pre-submit-retries). Well below the lease TTL; the renewal loop keeps
 /// the lease meanwhile.
 pub const SAFE_STEP_MAX: Duration = Duration::from_secs(30);
 
@@ -27,7 +27,7 @@ impl TaskRun<'_> {
     /// Runs a step that is safe to repeat (item detail, cart add, cart check, order confirm:
     /// nothing irreversible happens before the submit), retrying a [`SiteErrorClass::Retryable`]
     /// failure up to [`SAFE_STEP_ATTEMPTS`] times within [`SAFE_STEP_MAX`], with jittered
-    /// exponential pauses (D-worker-11). `locked`: each attempt holds the account lock (not the
+    /// exponential pauses (D-pre-submit-retries). `locked`: each attempt holds the account lock (not the
     /// pauses). The lease is checked before every attempt and a pause ends early when it is lost
     /// or the worker shuts down ([`Stop`]). `Ok(Err)`: a fatal failure, or the last retryable one
     /// (its message says how many attempts were made). Never use it for submit or pay.

@@ -40,7 +40,7 @@ pub struct Step<T> {
     pub page: PageSnapshot,
 }
 
-/// Kinds of site failure, each with a stable code (D-types-2).
+/// Kinds of site failure, each with a stable code (D-error-codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SiteErrorKind {
     /// 5001: the session is logged out.
@@ -86,7 +86,7 @@ impl SiteErrorKind {
     /// server error is retryable; a page the site did answer (refusal, changed page, logged out,
     /// challenge, not implemented) is fatal — the same call would get the same answer. Says
     /// nothing about whether repeating is *safe*: that is the step's business (only the steps
-    /// before the submit are repeated, D-worker-11).
+    /// before the submit are repeated, D-pre-submit-retries).
     pub const fn class(self) -> SiteErrorClass {
         match self {
             SiteErrorKind::Unavailable | SiteErrorKind::Timeout => SiteErrorClass::Retryable,
@@ -239,7 +239,7 @@ pub enum Remark {
     Empty,
     /// Shown, with this text (trimmed). A seam reports `Text` only when the site shows the
     /// remark exactly as submitted: an order whose text differs from the task id is taken as
-    /// another's (D-worker-9), so a site that rewrites remarks must report
+    /// another's (D-recovery-verdicts), so a site that rewrites remarks must report
     /// [`Remark::NotShown`] instead.
     Text(String),
 }
@@ -264,7 +264,7 @@ pub struct OrderListPage {
     /// Orders on this page, newest first, normalized (§11.3).
     pub orders: Vec<OrderSummary>,
     /// Each order's remark, same order and length as `orders` (the recovery check's attribution,
-    /// D-worker-9). A missing entry counts as [`Remark::NotShown`].
+    /// D-recovery-verdicts). A missing entry counts as [`Remark::NotShown`].
     pub remarks: Vec<Remark>,
     /// Whether a further page exists.
     pub has_next: bool,
@@ -288,7 +288,7 @@ pub trait Site: Send + Sync + std::fmt::Debug {
     /// The account this site instance acts for (the account lock's key).
     fn account(&self) -> &str;
     /// Puts `line` in the cart (step 01) so that the cart then holds exactly `line`: the call
-    /// must be safe to repeat (a transient failure retries it, D-worker-11), so a seam sets the
+    /// must be safe to repeat (a transient failure retries it, D-pre-submit-retries), so a seam sets the
     /// cart rather than adding to it (the sim clears the cart first, and its add sets the
     /// quantity).
     async fn cart_add(&self, line: &CartLine) -> Result<Step<()>, SiteError>;

@@ -1,4 +1,4 @@
-//! One worker per journal (D-worker-12): a second worker on the same journal — in-process or a
+//! One worker per journal (D-worker-journal-lock): a second worker on the same journal — in-process or a
 //! second `trading-worker` process — refuses to start, naming the lock file and the worker id,
 //! and starts once the first is gone.
 

@@ -32,7 +32,7 @@ async fn a_bad_setting_prints_the_flag_and_the_variable_and_exits_2_without_a_ba
     assert!(!err.to_lowercase().contains("backtrace"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 
-    // The rakuten site without a scraper (issue #15, D-polish-2).
+    // The rakuten site without a scraper (issue #15, D-scraper-url-required).
     let out = bad_start(&h, &[("RAKUTEN_SITE", "rakuten")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -53,8 +53,8 @@ async fn a_clean_stop_leaves_the_whole_journal_in_the_database_file() {
     let h = Harness::new().await;
     h.submit_tea("t-backup").await;
     // Its logs go into pipes nobody reads any more (`trading-worker 2>&1 | head -1` after `head`
-    // has exited). Helper-51: the first failed log write panicked the signal task, and the worker
-    // then ignored SIGTERM; it must work on and stop cleanly all the same.
+    // has exited). A failed log write must not panic the signal task (the worker would then
+    // ignore SIGTERM); it must work on and stop cleanly all the same.
     let mut child = h
         .worker_command("process-worker")
         .env("RUST_LOG", "info")

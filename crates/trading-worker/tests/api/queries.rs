@@ -166,7 +166,7 @@ async fn window_not_covered_at_the_page_limit() {
 
 #[tokio::test]
 async fn login_lost_on_page_two() {
-    // Decision D-query-3: the pages read before the loss are returned as a success, flagged
+    // Decision D-query-partial-success: the pages read before the loss are returned as a success, flagged
     // `window_fully_covered: false` with `stop_code: 5001`; a loss on page 1 fails with 5001.
     let h = Harness::new().await;
     h.seed_orders(&days(12)).await;
@@ -227,7 +227,7 @@ async fn site_error_codes_are_passed_through() {
         assert!(!q["error_message"].as_str().unwrap().is_empty());
     }
     // The rakuten seam has no verified reads: 5003, nothing sent to the site. One worker per
-    // journal (D-worker-12): the sim worker goes first.
+    // journal (D-worker-journal-lock): the sim worker goes first.
     drop(w);
     let scraper = h.shop.base_url.clone();
     let rk = h

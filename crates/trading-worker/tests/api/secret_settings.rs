@@ -1,4 +1,4 @@
-//! Regression (security, D-fix6-1): `--help` never shows a secret's environment value (the
+//! Regression (security, D-secret-settings-never-echoed): `--help` never shows a secret's environment value (the
 //! worker's secrets parse infallibly, so clap has no refused value to echo).
 
 use test_util::run_in_clean_env;

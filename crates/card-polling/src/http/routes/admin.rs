@@ -1,7 +1,7 @@
 //! `POST /api/admin/import`: bulk import of shops, accounts, cards, devices and bindings
 //! (super_admin only). Bounded: 32 MiB body, 200,000 rows per kind. `?existing=skip` skips rows
 //! already stored as sent, so that a lost answer is recovered by sending the same rows again
-//! (D-newuser16-1).
+//! (D-import-existing-skip).
 
 use axum::Json;
 use axum::extract::State;
@@ -21,7 +21,7 @@ use crate::store::{ImportBatch, ImportCounts, ImportExisting, import_row};
 /// Most rows of one kind per import.
 pub const MAX_IMPORT_ROWS: usize = 200_000;
 
-/// `e` about the `i`-th (0-based) row of `list`, named as the store names it (D-newuser11-1).
+/// `e` about the `i`-th (0-based) row of `list`, named as the store names it (D-import-refusals-name-the-row).
 fn at_row(mut e: ApiError, list: &str, i: usize, key: (&str, &str)) -> ApiError {
     e.msg = format!("{}: {}", import_row(list, i + 1, Some(key)), e.msg);
     e
@@ -29,7 +29,7 @@ fn at_row(mut e: ApiError, list: &str, i: usize, key: (&str, &str)) -> ApiError 
 
 /// The first repeated key of a list: `(row of its first use, row of the repeat)`, 0-based. Checked
 /// before anything is written, so that a key listed twice is the file's 422, never the database's
-/// 409 after earlier parts committed (a new user's finding, D-newuser16-2).
+/// 409 after earlier parts committed (D-import-checks-before-writing).
 fn first_repeat<K: std::hash::Hash + Eq>(keys: impl Iterator<Item = K>) -> Option<(usize, usize)> {
     let mut first = std::collections::HashMap::new();
     keys.enumerate()
@@ -78,9 +78,8 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         if let Some(p) = &s.parent_id {
             key("parent shop id", p).map_err(at)?;
         }
-        // Shown wherever the shop is (helper-48's finding: "" was stored; helper-49's: a name of
-        // zero-width characters, a NUL, which PostgreSQL refuses and SQLite stored, and an ANSI
-        // escape).
+        // Shown wherever the shop is: an empty name, a name of zero-width characters, a NUL (which
+        // PostgreSQL refuses and SQLite would store) and an ANSI escape are refused.
         if s.name.chars().all(|c| c.is_whitespace() || is_invisible(c)) {
             return Err(at(ApiError::invalid(
                 "shop name is empty: give the shop a name",
@@ -92,7 +91,7 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
                 u32::from(c)
             ))));
         }
-        // Helper-51: U+202E in a name reversed how the rows after it read on the console.
+        // U+202E in a name reversed how the rows after it read on the console.
         if let Some(c) = s.name.chars().find(|&c| is_bidi_control(c)) {
             return Err(at(ApiError::invalid(format!(
                 "shop name holds the bidirectional control U+{:04X}, which reorders how it reads",
@@ -118,7 +117,7 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
             )));
         }
         // The admin token is checked first at sign-in, so an account holding it could never
-        // act as itself: the two roles would collapse into super_admin (D-newuser12-10).
+        // act as itself: the two roles would collapse into super_admin (D-admin-token-is-nobody-elses).
         if admin.ct_eq(&TokenHash::of(&a.token).0) {
             return Err(at(ApiError::invalid(
                 "token is the admin token (RAKUTEN_POLL_ADMIN_TOKEN): every account needs a \
@@ -131,8 +130,7 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         if a.role == Role::Agent && a.shop_id.is_none() {
             return Err(at(ApiError::invalid("an agent account needs a shop_id")));
         }
-        // Its scope is every shop, so a shop_id would be stored and never read (a helper's
-        // finding, stop 30).
+        // Its scope is every shop, so a shop_id would be stored and never read.
         if matches!(a.role, Role::Platform | Role::SuperAdmin) && a.shop_id.is_some() {
             return Err(at(ApiError::invalid(format!(
                 "a {} account sees every shop: leave its shop_id out",
@@ -213,7 +211,7 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         ));
     }
     // A card is actively bound to one device at most: two active bindings of one card are the
-    // file's mistake, not a conflict with what is stored (helper-48's finding).
+    // file's mistake, not a conflict with what is stored.
     let active: Vec<(usize, &str)> = batch
         .bindings
         .iter()
@@ -251,8 +249,7 @@ pub struct ImportQuery {
 /// is the same.
 ///
 /// Who may import is decided before the query and the body are looked at: a caller who may not
-/// import is told so (403), not what is wrong with a request it may not make (a new user's
-/// finding).
+/// import is told so (403), not what is wrong with a request it may not make.
 pub async fn import(
     State(st): State<AppState>,
     auth: Auth,

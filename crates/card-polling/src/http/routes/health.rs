@@ -27,7 +27,7 @@ pub struct Health {
     pub database: DatabaseHealth,
     /// Hint channel backend: `memory` or `redis`.
     pub hint_backend: &'static str,
-    /// Whether the hint channel answered this request's reads of its lanes (D-newuser10-1).
+    /// Whether the hint channel answered this request's reads of its lanes (D-metrics).
     /// `false` does not make the status `unavailable`: hints are lossy by design and the
     /// recovery read still finds every due item, one cycle later.
     pub hint_channel_reachable: bool,
@@ -37,27 +37,27 @@ pub struct Health {
     pub last_cycle_at: Option<rakuten_types::Timestamp>,
     /// This instance's clock and its check against the shared database's (issue #12 item 6):
     /// `status` `off`, `no_shared_clock` (SQLite), `not_yet_measured` (before the first claim),
-    /// `ok` or `skewed` (this instance makes no claims), never `null` (D-newuser8-5).
+    /// `ok` or `skewed` (this instance makes no claims), never `null` (D-poll-clock-skew-no-claims).
     pub clock: ClockHealth,
     /// Whether the ordinary polling schedule's configuration stored for every instance is still
-    /// this instance's (checked every 30 s; D-newuser8-8), with both.
+    /// this instance's (checked every 30 s; D-schedule-config-check), with both.
     pub schedule_config: ScheduleConfigHealth,
 }
 
-/// The database's part of `/health` (issue #14 item 8, D-scale2-1).
+/// The database's part of `/health` (issue #14 item 8, D-poll-health-reads-items).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct DatabaseHealth {
     /// `true` when the priority items could be read within [`READY_TIMEOUT`].
     pub reachable: bool,
     /// Open priority items by status (`pending`, `running`); `null` when unreachable. Finished
-    /// items are not counted (D-ops-5).
+    /// items are not counted (D-metrics).
     pub items: Option<ItemStatusCounts>,
     /// Whole seconds since the oldest `pending` item was enqueued, by the service clock; `null`
     /// when none is pending or the database is unreachable.
     pub oldest_pending_age_secs: Option<u64>,
     /// `true` when the database reads but takes no writes (SQLite: the last write batch failed
     /// on a full disk, an I/O error or a read-only file, and none committed since); the status
-    /// is then `unavailable` (D-newuser10-6).
+    /// is then `unavailable` (D-writes-failing-is-503-and-unready).
     pub writes_failing: bool,
 }
 
@@ -213,7 +213,7 @@ pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeSta
 /// `GET /metrics` (accounts that may administer: super_admin, platform): Prometheus text,
 /// [`crate::telemetry`]. A database that does not answer within [`READY_TIMEOUT`] does not fail
 /// the scrape: the item counts are left out and `cardpoll_database_up` is 0, so the outage is
-/// itself on the dashboard (D-newuser10-1); a hint channel that does not answer leaves out its
+/// itself on the dashboard (D-metrics); a hint channel that does not answer leaves out its
 /// lane depths and sets `cardpoll_hint_channel_up` to 0.
 pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response, ApiError> {
     auth.require_admin()?;
@@ -221,7 +221,7 @@ pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response,
         .await
         .map(|found| {
             // Every configured task type's `pending` and `running` series, 0 when none is open:
-            // an absent series cannot be told from a failed scrape (D-newuser10-7).
+            // an absent series cannot be told from a failed scrape (D-metrics).
             let mut all: Vec<(String, String, i64)> = Vec::new();
             for tt in st.task_types.names() {
                 for status in ["pending", "running"] {

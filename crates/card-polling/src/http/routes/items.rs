@@ -79,13 +79,13 @@ const EXCEPTION_CONDITIONS: [&str; 5] = [
 
 fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError> {
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
-    // Plain words, not Rust's range syntax (D-newuser12-9).
+    // Plain words, not Rust's range syntax (D-query-refusal-wording).
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid(format!(
             "limit must be a whole number from 1 to {MAX_LIMIT}"
         )));
     }
-    // The cursor is an item id (D-newuser8-2): below 1 it could only ever answer empty pages.
+    // The cursor is an item id (D-item-ids-and-list-filters): below 1 it could only ever answer empty pages.
     if q.before_id.is_some_and(|id| id < 1) {
         return Err(ApiError::invalid(
             "before_id must be an item id (1 or more): the last id of the previous page",
@@ -112,7 +112,7 @@ fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError>
         })
         .transpose()?;
     // A task type this instance does not run is a typo, refused as the enqueue refuses it
-    // (D-newuser8-1), never an empty page that reads as "nothing there".
+    // (D-item-ids-and-list-filters), never an empty page that reads as "nothing there".
     let task_type = q
         .task_type
         .as_deref()
@@ -164,7 +164,7 @@ fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError>
 }
 
 /// The scope of an account that may read priority items: the same permission as enqueueing them
-/// (the spec asks for matching permissions; D-pstore-7 amends D-poll-8), else 403.
+/// (the spec asks for matching permissions; D-poll-permissions amends D-poll-permissions), else 403.
 fn reader_scope(who: &Account) -> Result<Scope, ApiError> {
     match who.scope() {
         Some(scope) if who.may_enqueue() => Ok(scope),
@@ -195,7 +195,7 @@ pub async fn list(
 }
 
 /// An item id from a path: a positive integer in canonical decimal ([`canonical_id`]: no sign, no
-/// leading zero), else 422 (D-scale2-4, D-newuser8-3; a well-formed id that is missing or out of
+/// leading zero), else 422 (D-item-ids-and-list-filters; a well-formed id that is missing or out of
 /// scope is the one 404 of [`ApiError::item_not_found`]).
 fn item_id(s: &str) -> Result<i64, ApiError> {
     canonical_id(s).ok_or_else(|| {

@@ -57,7 +57,7 @@ pub async fn create(
         other => other.into(),
     })?;
     match out {
-        // `Retry-After`: the seconds until the quota resets (D-newuser12-8), so a client backs
+        // `Retry-After`: the seconds until the quota resets (D-ordinary-manual-trigger), so a client backs
         // off until then instead of retrying a request that cannot pass today.
         ManualTriggerOutcome::QuotaExceeded { used, quota } => Err(ApiError::poll(
             StatusCode::TOO_MANY_REQUESTS,

@@ -19,7 +19,7 @@ pub(crate) fn key(what: &'static str, s: &str) -> Result<String, ApiError> {
 pub const MAX_TASK_TYPES: usize = 32;
 
 /// The `task_types` of a request: absent means every configured one (returned as an empty list,
-/// which the domain reads that way); present, it must name 1–[`MAX_TASK_TYPES`] (D-scale2-4).
+/// which the domain reads that way); present, it must name 1–[`MAX_TASK_TYPES`] (D-item-ids-and-list-filters).
 pub(crate) fn task_type_list(given: Option<Vec<String>>) -> Result<Vec<String>, ApiError> {
     match given {
         None => Ok(Vec::new()),

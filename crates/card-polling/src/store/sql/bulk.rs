@@ -1,11 +1,11 @@
 //! Multi-row statements, because a statement's round trip to the database, not the row, is what
 //! bulk writes cost (on SQLite each statement is a hop to sqlx's connection thread and back):
-//! - bulk card import (issue #14 item 1, D-gc-2): one part of a large import's cards written with
+//! - bulk card import (issue #14 item 1, D-import-in-parts): one part of a large import's cards written with
 //!   multi-row `INSERT … VALUES (…), (…)` statements, [`ROWS`] cards per statement, then their
 //!   ordinary polling schedule rows. Same rows, checks and errors as the row-by-row import in
 //!   `domain.rs` (a duplicate card is a conflict, an unknown shop invalid);
-//! - a batch of ordinary poll records' interaction logs (D-scale5-2) and an import's schedule rows
-//!   (D-scale5-4), in statements of [`chunk_sizes`] rows.
+//! - a batch of ordinary poll records' interaction logs (D-poll-schedule-rows) and an import's schedule rows
+//!   (D-import-in-parts), in statements of [`chunk_sizes`] rows.
 
 use rakuten_types::Timestamp;
 
@@ -78,7 +78,7 @@ pub(crate) async fn cards(
 }
 
 /// The schedule rows of `cards` (every configured task type), as `schedule_insert_card` writes
-/// them one card at a time, in multi-row statements of [`chunk_sizes`] rows (D-scale5-4).
+/// them one card at a time, in multi-row statements of [`chunk_sizes`] rows (D-import-in-parts).
 async fn schedule_rows(
     conn: &mut Conn,
     cfg: &(u32, Vec<(String, u64)>),

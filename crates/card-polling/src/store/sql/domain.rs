@@ -60,10 +60,10 @@ async fn shop_exists(conn: &mut Conn, id: &str) -> StoreResult<bool> {
 
 /// Most levels below its top shop a shop may lie (a top shop is level 0). A shop stores a
 /// closure row per ancestor, so this bounds what one imported shop writes; real trees (platform,
-/// agents, sub-agents, enterprises) are a few levels deep (D-newuser16-2).
+/// agents, sub-agents, enterprises) are a few levels deep (D-import-checks-before-writing).
 pub const MAX_SHOP_DEPTH: u64 = 32;
 
-/// Where a part of an import's rows stand in the request's lists (0-based; D-gc-2 splits a large
+/// Where a part of an import's rows stand in the request's lists (0-based; D-import-in-parts splits a large
 /// import into parts), so that an error names the row by its position in the request.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RowBase {
@@ -73,7 +73,7 @@ pub(crate) struct RowBase {
     pub(crate) devices: usize,
     /// The position of each of the part's bindings, in the part's order; empty: the part's
     /// bindings are the request's, in its order. A large import reorders them (deactivations
-    /// first, D-newuser18-1), so they are not one run.
+    /// first, D-import-bindings-end-state), so they are not one run.
     pub(crate) bindings: Vec<usize>,
 }
 
@@ -103,7 +103,7 @@ macro_rules! insert_sql {
 
 /// Inserts the batch one row at a time; an error about a row names it ([`import_row`]). With
 /// [`ImportExisting::Skip`] a row whose key is stored is compared with the stored one: skipped
-/// when equal, refused naming the fields that differ otherwise (D-newuser16-1).
+/// when equal, refused naming the fields that differ otherwise (D-import-existing-skip).
 pub(crate) async fn import(
     tx: &mut Conn,
     batch: &ImportBatch,
@@ -176,7 +176,7 @@ pub(crate) async fn import(
             .execute(&mut *tx)
             .await?;
             // One closure row per ancestor and one for itself: bounded, or a deep chain would
-            // write depth²/2 rows (a new user's finding: 3,000 levels, 4.5 million rows).
+            // write depth²/2 rows (3,000 levels: 4.5 million rows).
             let depth = closure.rows_affected().saturating_sub(1);
             if depth > MAX_SHOP_DEPTH {
                 return Err(StoreError::Invalid(format!(
@@ -190,8 +190,8 @@ pub(crate) async fn import(
         }
         if next.len() == before {
             // Follow the parents among the shops left: the chain ends at a shop whose parent is
-            // unknown, or it loops (a shop its own parent or ancestor: a new user's finding, the
-            // loop was reported as an unknown parent).
+            // unknown, or it loops (a shop its own parent or ancestor, named as a loop, not as an
+            // unknown parent).
             let left_by_id: std::collections::HashMap<&str, (usize, &crate::domain::Shop)> =
                 next.iter().map(|&(i, s)| (s.id.as_str(), (i, s))).collect();
             let (mut i, mut s) = next[0];
@@ -219,7 +219,7 @@ pub(crate) async fn import(
         let row = || import_row("accounts", i + 1, Some(("id", &a.id)));
         let token = TokenHash::of(&a.token);
         // Read first: a unique violation could not say which key it was, and on PostgreSQL the
-        // transaction is over once it happened (a new user's finding).
+        // transaction is over once it happened.
         let holder: Option<String> =
             sqlx::query_scalar("SELECT id FROM accounts WHERE token_sha256 = $1")
                 .bind(token.0.as_slice())
@@ -282,7 +282,7 @@ pub(crate) async fn import(
         None
     } else {
         // Held until commit: the sync cannot change the configuration between this read and the
-        // schedule rows written from it (D-pg-9; no-op on SQLite).
+        // schedule rows written from it (D-poll-postgres-concurrent-writes; no-op on SQLite).
         if let Some(lock) = dialect::SCHEDULE_CONFIG_READ_LOCK {
             sqlx::query(lock).execute(&mut *tx).await?;
         }
@@ -365,8 +365,8 @@ pub(crate) async fn import(
         counts.devices += 1;
     }
     // Deactivations first: a file that moves a card from one device to another holds both
-    // rows, and its end state (one active binding) must not depend on their order (helper-49's
-    // finding). Rows keep their numbers. (A large import has ordered its parts so already.)
+    // rows, and its end state (one active binding) must not depend on their order.
+    // Rows keep their numbers. (A large import has ordered its parts so already.)
     let mut bindings: Vec<(usize, &BindingRow)> = batch.bindings.iter().enumerate().collect();
     bindings.sort_by_key(|(_, b)| b.active);
     for (i, b) in bindings {
@@ -529,7 +529,7 @@ fn same_as_stored(what: &str, fields: Option<Vec<(&str, bool)>>) -> StoreResult<
 /// device the card is actively bound to when this binding would be a second active one.
 pub(crate) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult<()> {
     // Read first: the insert's refusal names no key (SQLite) or ends the transaction
-    // (PostgreSQL), and a unique violation would hide a missing device (helper-48's finding).
+    // (PostgreSQL), and a unique violation would hide a missing device.
     let (device, card, bound_to): (Option<i64>, Option<i64>, Option<String>) = sqlx::query_as(
         "SELECT (SELECT CAST(1 AS BIGINT) FROM devices WHERE device_no = $1), \
                 (SELECT CAST(1 AS BIGINT) FROM cards WHERE iccid = $2), \
@@ -577,7 +577,7 @@ pub(crate) async fn asset_shop(conn: &mut Conn, asset: &AssetRef) -> StoreResult
 /// `None` when the asset does not exist. Every transition that reads and then changes an asset's
 /// packages (payment, queued activation, package poll) takes this lock first, so their reads
 /// ("is a main package active?", "is one pending?") stay true until they commit: two payments for
-/// one asset never both activate a main package (D-pg-9). Lock order: order row, asset row,
+/// one asset never both activate a main package (D-poll-postgres-concurrent-writes). Lock order: order row, asset row,
 /// usage rows, items.
 pub(crate) async fn asset_lock(conn: &mut Conn, asset: &AssetRef) -> StoreResult<Option<String>> {
     let sql = match asset.asset_type {
@@ -652,7 +652,7 @@ pub(crate) async fn payment_apply(
     task_types: &[String],
     now: Timestamp,
 ) -> StoreResult<PaymentOutcome> {
-    // The order's row first (PostgreSQL, D-pg-9): a second callback for this order waits here
+    // The order's row first (PostgreSQL, D-poll-postgres-concurrent-writes): a second callback for this order waits here
     // until the first commits, then sees it below as a replay or a settled order.
     let locked = sqlx::query(concat!(
         "SELECT * FROM package_orders WHERE id = $1",
@@ -802,7 +802,7 @@ pub(crate) async fn usage_activate_queued(
     task_types: &[String],
     now: Timestamp,
 ) -> StoreResult<Vec<EnqueuedItem>> {
-    // The asset's row first, as every package transition does (D-pg-9 lock order).
+    // The asset's row first, as every package transition does (D-poll-postgres-concurrent-writes lock order).
     let owner: Option<(String, String)> =
         sqlx::query_as("SELECT asset_type, asset_id FROM package_usages WHERE id = $1")
             .bind(usage_id)

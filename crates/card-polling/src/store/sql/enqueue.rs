@@ -1,6 +1,6 @@
 //! Snapshot of an asset's current cards and enqueue-or-merge through sqlx, always inside the
 //! caller's transaction (the one that commits the business fact); the decisions are
-//! `store::hot`'s, written once for this and for SQLite's synchronous path (D-scale9-1).
+//! `store::hot`'s, written once for this and for SQLite's synchronous path (D-writer-sync-transitions).
 
 use sqlx::Row;
 
@@ -17,7 +17,7 @@ use crate::store::{Demand, EnqueuedItem, StoreError, StoreResult};
 /// The hot transitions' statements (`store::hot`) through sqlx on this engine: PostgreSQL runs
 /// every claim and enqueue through these; SQLite runs them here only inside its other
 /// transitions (trigger-driven enqueues, retrigger), its manual enqueues and claims run on its
-/// writer's thread (`store::sqlite_sync`, D-scale9-1).
+/// writer's thread (`store::sqlite_sync`, D-writer-sync-transitions).
 pub(crate) struct Sqlx<'c>(pub &'c mut Conn);
 
 impl hot::EnqueueStatements for Sqlx<'_> {
@@ -271,7 +271,7 @@ pub(crate) async fn retrigger(
 ) -> StoreResult<EnqueuedItem> {
     // Locked (PostgreSQL): the retention job skips an item being retriggered, and a retrigger
     // waiting on an item the job is deleting finds it gone (404), rather than meeting the foreign
-    // key of `retriggered_from` at its insert (D-scale8-3).
+    // key of `retriggered_from` at its insert (D-retrigger-predecessor-kept).
     let row = sqlx::query(concat!(
         "SELECT iccid, task_type, asset_type, asset_id, shop_id, status FROM priority_items WHERE id = $1",
         dialect::lock_row!()

@@ -306,7 +306,7 @@ pub(crate) async fn close(
     now: Timestamp,
 ) -> StoreResult<()> {
     // Locked (PostgreSQL, waiting for a claim or finish in flight) so the 409 names the status
-    // the item really has when the close is decided (D-pg-9).
+    // the item really has when the close is decided (D-poll-postgres-concurrent-writes).
     let row = sqlx::query(concat!(
         "SELECT shop_id, status FROM priority_items WHERE id = $1",
         dialect::lock_row!()
@@ -363,7 +363,7 @@ pub(crate) async fn mark_expired(
 ) -> StoreResult<u64> {
     // The batch is picked and locked in one read (PostgreSQL: rows another transaction holds are
     // skipped, a claim or finish in flight settles them), so the tokens read here are the ones
-    // the updates below clear, and two instances expiring at once take disjoint batches (D-pg-9).
+    // the updates below clear, and two instances expiring at once take disjoint batches (D-poll-postgres-concurrent-writes).
     let held: Vec<(i64, Option<String>)> = sqlx::query_as(concat!(
         "SELECT id, claim_token FROM priority_items WHERE status IN ('pending', 'running') \
            AND enqueued_at <= $1 ORDER BY enqueued_at LIMIT $2",

@@ -1,6 +1,6 @@
 //! The one SQL implementation of [`Store`], written once for both engines. This folder is compiled
 //! once per engine (by [`crate::store::sqlite`] and [`crate::store::postgres`], each naming its
-//! sqlx driver `Db` and its [`crate::store::dialect`]); see D-pstore-1 for why not generics.
+//! sqlx driver `Db` and its [`crate::store::dialect`]); see D-one-sql-store-per-engine for why not generics.
 //!
 //! SQL here is portable: `$n` placeholders (sqlx's SQLite driver binds `$n` by number, proven by
 //! `tests/api/engine.rs`, `numbered_placeholders_bind_by_number_reused_and_out_of_order`),
@@ -10,7 +10,7 @@
 //! Writes: every method that changes state hands ONE function of the write connection and its
 //! owned arguments to `dialect::Writer::write` ([`SqlStore::write`]): on SQLite the group-commit
 //! writer runs it inside a SAVEPOINT of a batch transaction, on PostgreSQL it is its own
-//! transaction (D-gc-1). Reads go to the read pool ([`SqlStore::pool`]), never the writer.
+//! transaction (D-sqlite-writer-group-commit). Reads go to the read pool ([`SqlStore::pool`]), never the writer.
 //!
 //! Files: `bulk.rs` (multi-row card import), `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
 //! transaction), `items.rs` (claim, attempts, finish, close, expire), `observe.rs` (the `/metrics` counts and the
@@ -54,7 +54,7 @@ type QueryResult = <Db as sqlx::Database>::QueryResult;
 
 /// Rows of one import that go to the writer as one operation (one transaction on PostgreSQL):
 /// an import up to this size stays all-or-nothing; a larger one streams in parts of this many
-/// cards, devices or bindings, each committed on its own (D-gc-2). About a second of the writer's
+/// cards, devices or bindings, each committed on its own (D-import-in-parts). About a second of the writer's
 /// time per part at full scale, so other writes wait at most that long behind an import.
 pub(crate) const IMPORT_PART: usize = 10_000;
 
@@ -204,8 +204,8 @@ pub(crate) fn map_constraint(e: sqlx::Error, what: &str) -> StoreError {
 }
 
 /// [`map_constraint`] for an insert whose one foreign key is its shop: a violation names the shop
-/// `shop_id`, which is neither stored nor earlier in the import (a helper's finding, stop 30:
-/// "card refers to an unknown row" left the caller to guess which).
+/// `shop_id`, which is neither stored nor earlier in the import ("card refers to an unknown
+/// row" would leave the caller to guess which).
 pub(crate) fn map_insert_with_shop(e: sqlx::Error, what: &str, shop_id: &str) -> StoreError {
     if e.as_database_error()
         .is_some_and(|db| db.is_foreign_key_violation())
@@ -315,7 +315,7 @@ impl Store for SqlStore {
                 self.write((part.clone(), now), |c, (part, now)| {
                     async move {
                         // As `domain::import`: the sync cannot change the configuration before
-                        // this part's schedule rows commit (D-pg-9; no-op on SQLite).
+                        // this part's schedule rows commit (D-poll-postgres-concurrent-writes; no-op on SQLite).
                         if let Some(lock) = dialect::SCHEDULE_CONFIG_READ_LOCK {
                             sqlx::query(lock).execute(&mut *c).await?;
                         }
@@ -336,8 +336,8 @@ impl Store for SqlStore {
             let n = match bulk {
                 Ok(Some(n)) => n,
                 // A multi-row statement cannot say which row it refused: the part again, one row
-                // at a time, names it (D-newuser11-1), or skips the rows already stored
-                // (D-newuser16-1). Only a refused or resent import pays for this.
+                // at a time, names it (D-import-refusals-name-the-row), or skips the rows already stored
+                // (D-import-existing-skip). Only a refused or resent import pays for this.
                 Ok(None) | Err(StoreError::Conflict(_) | StoreError::Invalid(_)) => self
                     .write((part, base, existing, now), |c, (part, base, existing, now)| {
                         domain::import(c, part, base, *existing, *now).boxed()
@@ -735,12 +735,12 @@ impl Store for SqlStore {
     }
 }
 
-/// An import as writer operations (D-gc-2): one, all-or-nothing, when it holds at most
+/// An import as writer operations (D-import-in-parts): one, all-or-nothing, when it holds at most
 /// [`IMPORT_PART`] rows; else shops and accounts first (shops may refer to each other), then the
 /// cards, devices and bindings in parts of [`IMPORT_PART`], in that order (a binding refers to
 /// its card and device). The bindings' deactivations come before all their activations, whatever
 /// part they fall in: a file that moves a card holds both rows, perhaps 10,000 rows apart, and
-/// the activation would be refused while the card is still bound elsewhere (D-newuser18-1).
+/// the activation would be refused while the card is still bound elsewhere (D-import-bindings-end-state).
 fn import_parts(batch: &ImportBatch) -> Vec<(ImportBatch, domain::RowBase)> {
     let rows = batch.shops.len()
         + batch.accounts.len()

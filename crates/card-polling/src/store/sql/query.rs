@@ -18,7 +18,7 @@ use crate::store::{COUNT_CAP, ItemDetail, ItemFilter, ItemView, StoreResult};
 /// A shop filter folded into the scope: the shop's tree when the shop lies within `scope` (one
 /// `shop_closure` probe), `None` when it does not — then nothing matches, exactly as for a shop
 /// that does not exist. One `IN (…)` instead of two intersected ones: PostgreSQL walked the table
-/// to find that two disjoint trees share no item (30 ms at 100,000 items, D-console3-2).
+/// to find that two disjoint trees share no item (30 ms at 100,000 items, D-console-keyset-paging).
 async fn narrow(pool: &Pool, scope: &Scope, f: &ItemFilter) -> StoreResult<Option<(Scope, ItemFilter)>> {
     let Some(shop) = &f.shop else {
         return Ok(Some((scope.clone(), f.clone())));

@@ -1,10 +1,10 @@
 //! Retention (issue #14 item 5): one batch of old rows of one table deleted per call, inside the
 //! caller's write transaction. Rows of an active item are never deleted; an ended item's audit
 //! facts and trigger events go together, once the item ended before the cutoff, and the item
-//! itself with its source rows once nothing refers to it any more (D-scale8-2).
+//! itself with its source rows once nothing refers to it any more (D-retention-batches).
 //!
 //! Several instances prune at once on PostgreSQL: each batch is picked with `SKIP LOCKED`, so
-//! they delete disjoint batches (D-pg-9). A row is prunable for good once it is (items only move
+//! they delete disjoint batches (D-poll-postgres-concurrent-writes). A row is prunable for good once it is (items only move
 //! from active to ended), so a read that is a moment old never deletes a row it should keep.
 
 use super::{Conn, dialect, placeholders, t};
@@ -47,7 +47,7 @@ const PRUNE_MANUAL_TRIGGERS: &str = concat!("DELETE FROM manual_triggers WHERE i
 ///   from failing the batch when one was left behind);
 /// - no later item retriggers it: `retriggered_from` always names a row that exists, so a
 ///   retrigger reads and links to its predecessor for as long as it is kept itself; the
-///   predecessor goes in a run after it (D-scale8-3).
+///   predecessor goes in a run after it (D-retrigger-predecessor-kept).
 ///
 /// Locked `SKIP LOCKED` on PostgreSQL: another instance's batch is skipped, and so is an item a
 /// retrigger is reading (it locks the item, `enqueue::retrigger`), which then gains its successor.

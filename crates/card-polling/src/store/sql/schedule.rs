@@ -44,7 +44,7 @@ pub(crate) async fn schedule_config(
     )))
 }
 
-/// The stored configuration for the periodic check (D-newuser8-8): one statement, so a sync
+/// The stored configuration for the periodic check (D-schedule-config-check): one statement, so a sync
 /// committing meanwhile is seen whole or not at all.
 pub(crate) async fn stored_config(pool: &Pool) -> StoreResult<Option<ScheduleConfig>> {
     let rows: Vec<(String, Option<String>, Option<i64>)> = sqlx::query_as(
@@ -134,7 +134,7 @@ pub(crate) async fn sync(
     // Record the configuration first: imports from now on add rows for it themselves. Imports
     // still running under the old configuration finish first (they hold the shared lock), so the
     // page scan below sees their cards; two instances starting at once sync one after the other
-    // (D-pg-9).
+    // (D-poll-postgres-concurrent-writes).
     let removed = writer
         .write((shards, want.clone()), |c, (shards, want)| {
             sync_config(c, *shards, want).boxed()
@@ -226,9 +226,9 @@ async fn sync_page(
     Ok(written)
 }
 
-/// The scheduler's take for `shards` shards of one task type in ONE statement (D-scale6-5): up to
+/// The scheduler's take for `shards` shards of one task type in ONE statement (D-schedule-take-one-statement): up to
 /// `$4` due cards (due at `$3`) of each shard `$5…`, moved to `$1` with `last_polled_at` stamped
-/// `$3` (D-scale5-2), returned as `(iccid, shard, scope code)`. Each shard's pick is its own
+/// `$3` (D-poll-schedule-rows), returned as `(iccid, shard, scope code)`. Each shard's pick is its own
 /// sub-select (its own `ORDER BY next_poll_at LIMIT`), joined by `UNION ALL`; on PostgreSQL each
 /// pick skips rows another instance's take holds (`SKIP LOCKED`), so no card is handed to two
 /// takers. Built per shard count (a handful of distinct statements, each prepared once).
@@ -289,13 +289,13 @@ pub(crate) async fn take_due(
     Ok(out)
 }
 
-/// Writes a batch of ordinary poll outcomes (D-scale5-2): every interaction log in multi-row
+/// Writes a batch of ordinary poll outcomes (D-poll-schedule-rows): every interaction log in multi-row
 /// statements ([`bulk::chunk_sizes`]). An ordinary poll's schedule row needs no write here: the
 /// take that handed it out already moved `next_poll_at` and stamped `last_polled_at`. A manual
 /// trigger's outcome (rare) is written row by row: it moves `next_poll_at` and ends its trigger.
 pub(crate) async fn record(tx: &mut Conn, records: &[PollRecord]) -> StoreResult<()> {
     // Sorted by (ICCID, task type): two instances recording batches that share a row (a manual
-    // trigger polled beside an ordinary take) update them in the same order (D-pg-9).
+    // trigger polled beside an ordinary take) update them in the same order (D-poll-postgres-concurrent-writes).
     let mut records: Vec<&PollRecord> = records.iter().collect();
     records.sort_by(|a, b| (&a.iccid, &a.task_type).cmp(&(&b.iccid, &b.task_type)));
     let logs: Vec<(&PollRecord, &NewLog)> = records
@@ -432,7 +432,7 @@ pub(crate) async fn manual_trigger_request(
     req: &ManualTriggerRequest,
     now: Timestamp,
 ) -> StoreResult<ManualTriggerOutcome> {
-    // The card's row, then the operator's quota lock, both held to commit (PostgreSQL, D-pg-9):
+    // The card's row, then the operator's quota lock, both held to commit (PostgreSQL, D-poll-postgres-concurrent-writes):
     // the 24 h duplicate check and the daily count below stay true until this request's rows
     // are in, so concurrent requests neither both pass the dedupe nor overshoot the quota.
     let shop: Option<String> = sqlx::query_scalar(concat!(

@@ -54,7 +54,7 @@ pub async fn health(State(st): State<AppState>, headers: HeaderMap) -> ApiResult
     let mut h = health_at(st.store.as_ref(), th, st.clock.now()).await?;
     add_recorded_alerts(&st, &mut h).await?;
     // Reads answer while writes fail (a full disk): a monitor of `/health` saw `ok` while every
-    // submit answered 503 (a new user's finding, D-newuser13-1).
+    // submit answered 503 (D-gateway-health-content).
     if st.store.ping().await.is_err() {
         h.writes_failing = true;
         h.status = "degraded".into();
@@ -78,7 +78,7 @@ const RECORDED_LISTED: i64 = 20;
 
 /// Adds the open alerts of [`RECORDED_KINDS`] to `h`, `degraded` when any is open: a monitor
 /// watching `/health` saw `ok` while a logged-out shop session or dead webhooks were raised in
-/// `/api/alerts` (a new user's finding, D-newuser12-13).
+/// `/api/alerts` (D-gateway-health-content).
 async fn add_recorded_alerts(st: &AppState, h: &mut Health) -> Result<(), ApiError> {
     for kind in RECORDED_KINDS {
         let page = st

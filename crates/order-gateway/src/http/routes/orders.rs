@@ -125,7 +125,7 @@ pub async fn submit(
         )));
     }
     // Pass-through (§4.2): the intent is stored exactly as sent; it is only checked against the
-    // worker's own rules so that what can never be executed is refused now (D-gw-14).
+    // worker's own rules so that what can never be executed is refused now (D-order-intent-rules).
     rakuten_types::intent::OrderIntent::parse(&body.intent)
         .map_err(|e| ApiError::Validation(e.to_string()))?;
     let task_id = match body.task_id {
@@ -523,7 +523,7 @@ pub async fn list(
     State(st): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Page<TaskSummary>> {
-    // An unknown value is named with every allowed one (D-newuser12-9).
+    // An unknown value is named with every allowed one (D-query-refusal-wording).
     let status = q
         .status
         .as_deref()

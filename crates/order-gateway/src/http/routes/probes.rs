@@ -34,7 +34,7 @@ pub fn router() -> Router<AppState> {
         .route("/readyz", get(readyz))
 }
 
-/// `/metrics`, behind the Bearer middleware: operators and metrics tokens (D-ops-3).
+/// `/metrics`, behind the Bearer middleware: operators and metrics tokens (D-metrics).
 pub fn metrics_router() -> Router<AppState> {
     guarded(vec![("/metrics", get(metrics), &[Role::Metrics])])
 }

@@ -268,7 +268,7 @@ pub async fn list(
     State(st): State<AppState>,
     ApiQuery(q): ApiQuery<QueryListQuery>,
 ) -> ApiResult<Page<QuerySummary>> {
-    // An unknown value is named with every allowed one (D-newuser12-9).
+    // An unknown value is named with every allowed one (D-query-refusal-wording).
     let status = q
         .status
         .as_deref()

@@ -1,5 +1,5 @@
 //! The one SQL implementation of [`OrderStore`](super::OrderStore) and
-//! [`QueryStore`](super::QueryStore), written once for both engines (D-store-1):
+//! [`QueryStore`](super::QueryStore), written once for both engines (D-one-sql-store-per-engine):
 //!
 //! - [`tasks`](sqlite::tasks): the order task transitions (insert, lease, renew, report, reclaim,
 //!   sweep); [`queries`](sqlite::queries): the account-query channel's transitions and reads;
@@ -7,7 +7,7 @@
 //!   two trait impls, which run each transition through the engine's `write` and send its wake-ups.
 //! - [`operator`](sqlite::operator): alerts, the webhook outbox, operator actions and workers
 //!   (issue #10), with their [`OperatorStore`](super::OperatorStore) impl.
-//! - [`grants`](sqlite::grants): the lease history (`lease_grants`, D-console2-1), written in the
+//! - [`grants`](sqlite::grants): the lease history (`lease_grants`, D-lease-grant-history), written in the
 //!   transactions of [`tasks`](sqlite::tasks) and [`operator`](sqlite::operator).
 //! - [`clocks`](sqlite::clocks): each instance's clock signal (`clock_signals`, issue #12 item 6).
 //! - [`observe`](sqlite::observe): the `/metrics` counts and the `/readyz` ping.

@@ -712,7 +712,7 @@ pub(crate) async fn task_resolve(
 ) -> Result<OperatorActionAck, StoreError> {
     let (from, set_aside) = status_and_set_aside(conn, &req.task_id).await?;
     if set_aside {
-        // Its stored row cannot be decoded (D-store): it stays needs_human for the schema too.
+        // Its stored row cannot be decoded (D-poison-row-set-aside): it stays needs_human for the schema too.
         return Err(StoreError::StateConflict {
             status: from,
             reason: "the task was set aside as an undecodable row; it cannot be resolved here".into(),
@@ -728,8 +728,8 @@ pub(crate) async fn task_resolve(
         })?;
     if req.state.is_none() {
         // Without a state of their own, the person's verdict stands beside the worker's latest
-        // report in the mirror the upstream reads; `failed` beside `paid` would say both
-        // (helper-51). Only a state that implies the other verdict is refused: a latest
+        // report in the mirror the upstream reads; `failed` beside `paid` would say both.
+        // Only a state that implies the other verdict is refused: a latest
         // `in_cart` is the usual stale task whose order went through unreported, and the
         // operator who found it on the site resolves `succeeded`. With a state,
         // `Outcome::check_resolve` has already judged the pair.
@@ -810,7 +810,7 @@ pub(crate) async fn task_cancel(
             reason: "only a queued task can be cancelled".into(),
         })?;
     // Only `queued` cancels (the transition above), and a queued task has never been granted:
-    // there is no open lease grant to end (D-console3-1).
+    // there is no open lease grant to end (D-lease-grant-history).
     guarded_finish(conn, &req.task_id, from, to, now).await?;
     let action = action_insert(
         conn,

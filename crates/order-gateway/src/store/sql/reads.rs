@@ -120,7 +120,7 @@ pub(crate) async fn task_seek(
 /// order is the list's keyset order on purpose: it names the index to walk. Without it
 /// PostgreSQL's generic plan of a prepared statement (the status is a parameter) scanned the
 /// whole table, 20 ms for a status with no task and 87 ms for the overview's seven counts at
-/// 100,000 tasks (D-console3-4).
+/// 100,000 tasks (D-console-keyset-paging).
 pub(crate) fn capped_count(from_where: &str, order_by: &str) -> String {
     format!(
         "SELECT COUNT(*) FROM (SELECT 1 FROM {from_where} ORDER BY {order_by} LIMIT {}) AS capped",

@@ -186,8 +186,8 @@ impl OrderStore for Store {
     async fn ping(&self) -> Result<(), StoreError> {
         self.ensure_open()?;
         if self.writes_failing() {
-            // Reads still answer, but a lease or a report could not be recorded (D-newuser10-6);
-            // said as such in the readiness log, not as a closed store (D-newuser13-1).
+            // Reads still answer, but a lease or a report could not be recorded (D-writes-failing-is-503-and-unready);
+            // said as such in the readiness log, not as a closed store (D-gateway-health-content).
             return Err(StoreError::Unavailable(
                 "writes are failing (a full disk, an I/O error, a read-only file or a lock held past the timeout); reads still answer".into(),
             ));

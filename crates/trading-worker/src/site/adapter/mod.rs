@@ -8,7 +8,7 @@
 //! guard, counts as 5002: an adapter has no business deciding it). No answer → 5006, a timeout →
 //! 5007. A non-200 status or a body that is not a v1 answer ("garbage") → 5006 too, not 5002:
 //! a broken adapter cannot tell whether it acted, so after the submit the worker must verify on
-//! the order list instead of taking the failure for a refusal (D-adapter-2).
+//! the order list instead of taking the failure for a refusal (D-broken-adapter-answer-5006).
 //!
 //! - [`wire`]: the request and answer shapes.
 //! - [`server`]: serves any [`Site`] over the protocol (the simulated shop's adapters use it).

@@ -190,7 +190,7 @@ pub enum PayValue {
     },
 }
 
-/// An order's remark as the list shows it (D-worker-9).
+/// An order's remark as the list shows it (D-recovery-verdicts).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "text", rename_all = "snake_case")]
 pub enum RemarkValue {
