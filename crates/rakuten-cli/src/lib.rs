@@ -18,8 +18,11 @@
 //!   exits 1, or 2 when a [`SetupError`] in it says the operator must fix the configuration or
 //!   the environment (a read-only database, a missing file; D-exit-2-or-3), or 3 when what it
 //!   needs does not answer yet (database, Redis, the listening port; D-exit-2-or-3);
-//! - [`check_env_example`]: the test every binary runs on its `.env.example` against `--help`.
+//! - [`check_env_example`]: the test every binary runs on its `.env.example` against `--help`;
+//! - [`migrations`]: released migrations keep the checksum databases recorded when only their
+//!   comments were reworded.
 
+pub mod migrations;
 pub mod number;
 pub mod secret_arg;
 

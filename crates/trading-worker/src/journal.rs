@@ -237,13 +237,32 @@ impl StepRecord {
 /// The migrations of `migrations/sqlite`, embedded at compile time (built by hand: `sqlx::migrate!`
 /// needs sqlx's `macros` feature, see D-embedded-migrations).
 pub fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
+    Migrator::with_migrations(rakuten_cli::migrations::pin_released(embedded(), RELEASED))
+}
+
+fn embedded() -> Vec<Migration> {
+    vec![Migration::new(
         1,
         "journal".into(),
         MigrationType::Simple,
         sqlx::AssertSqlSafe(include_str!("../migrations/sqlite/0001_journal.sql")).into_sql_str(),
         false,
-    )])
+    )]
+}
+
+/// Migrations whose comments were reworded after release (D-released-migrations-pinned).
+const RELEASED: &[rakuten_cli::migrations::Released] = &[rakuten_cli::migrations::Released {
+    version: 1,
+    checksum: "328186efa9d83ce9a0e3ab3b8f57e577ae91482a904942aff31035f9050c110e7f44d330195028e1f7f764888e189cbf",
+    statements: "00276db3efd70308346ae8aee899cf1d1e5d241cfb9486d4bbd3940c9f6559dc362b395fdf35029164eccfea00b05fd3",
+}];
+
+#[cfg(test)]
+mod released_tests {
+    #[test]
+    fn released_migrations_keep_their_statements() {
+        rakuten_cli::migrations::check_released(&super::embedded(), super::RELEASED).unwrap();
+    }
 }
 
 /// The journal.

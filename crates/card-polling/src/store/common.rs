@@ -416,9 +416,31 @@ where
 pub(crate) type MigrationFile = (i64, &'static str, &'static str);
 
 /// The migrations of one engine's folder, embedded in the binary (the workspace's sqlx has no
-/// `macros` feature, so `sqlx::migrate!` is not available; this source is its equivalent).
+/// `macros` feature, so `sqlx::migrate!` is not available; this source is its equivalent), and
+/// those of them whose comments were reworded after release (D-released-migrations-pinned).
 #[derive(Debug)]
-pub(crate) struct Embedded(pub(crate) &'static [MigrationFile]);
+pub(crate) struct Embedded(
+    pub(crate) &'static [MigrationFile],
+    pub(crate) &'static [rakuten_cli::migrations::Released],
+);
+
+impl Embedded {
+    /// The migrations as the files have them today, without pinned checksums.
+    pub(crate) fn files(&self) -> Vec<sqlx::migrate::Migration> {
+        self.0
+            .iter()
+            .map(|(v, d, sql)| {
+                sqlx::migrate::Migration::new(
+                    *v,
+                    (*d).into(),
+                    sqlx::migrate::MigrationType::Simple,
+                    sqlx::SqlSafeStr::into_sql_str(*sql),
+                    false,
+                )
+            })
+            .collect()
+    }
+}
 
 impl sqlx::migrate::MigrationSource<'static> for Embedded {
     fn resolve(
@@ -427,20 +449,26 @@ impl sqlx::migrate::MigrationSource<'static> for Embedded {
         'static,
         Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>,
     > {
-        Box::pin(async move {
-            Ok(self
-                .0
-                .iter()
-                .map(|(v, d, sql)| {
-                    sqlx::migrate::Migration::new(
-                        *v,
-                        (*d).into(),
-                        sqlx::migrate::MigrationType::Simple,
-                        sqlx::SqlSafeStr::into_sql_str(*sql),
-                        false,
-                    )
-                })
-                .collect())
-        })
+        Box::pin(async move { Ok(rakuten_cli::migrations::pin_released(self.files(), self.1)) })
+    }
+}
+
+#[cfg(test)]
+mod released_tests {
+    #[test]
+    fn released_migrations_keep_their_statements() {
+        for (files, released) in [
+            (
+                crate::store::sqlite::MIGRATIONS,
+                crate::store::sqlite::RELEASED,
+            ),
+            (
+                crate::store::postgres::MIGRATIONS,
+                crate::store::postgres::RELEASED,
+            ),
+        ] {
+            let embedded = super::Embedded(files, released);
+            rakuten_cli::migrations::check_released(&embedded.files(), released).unwrap();
+        }
     }
 }

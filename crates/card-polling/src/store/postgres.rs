@@ -57,6 +57,15 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
     ),
 ];
 
+/// Migrations whose comments were reworded after release (D-released-migrations-pinned).
+pub(crate) const RELEASED: &[rakuten_cli::migrations::Released] = &[
+    rakuten_cli::migrations::Released {
+        version: 6,
+        checksum: "b85b5316c9286f6fc7fa7dda7472b76f2aabed26578ce52d22944d1899e8d5d71948bfe13b51442fd455a5e045e00f6d",
+        statements: "484dbacaa3a81a73943fd8bcbd39addb049ba6ebe62143b6dce973fad7cf4224390bce37b36a795e283bc64c5aaf4f42",
+    },
+];
+
 /// How long start-up waits for another instance's migrations (sqlx's advisory lock) before it
 /// gives up.
 const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
@@ -98,7 +107,7 @@ impl PgStore {
                 ("statement_timeout", "0".to_owned()),
             ]))
             .await?;
-        let migrated = Self::run_migrations(&migrating, MIGRATIONS).await;
+        let migrated = Self::run_migrations(&migrating, MIGRATIONS, RELEASED).await;
         migrating.close().await;
         migrated?;
         let pool = PgPoolOptions::new()

@@ -62,6 +62,15 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
     ),
 ];
 
+/// Migrations whose comments were reworded after release (D-released-migrations-pinned).
+pub(crate) const RELEASED: &[rakuten_cli::migrations::Released] = &[
+    rakuten_cli::migrations::Released {
+        version: 6,
+        checksum: "b85b5316c9286f6fc7fa7dda7472b76f2aabed26578ce52d22944d1899e8d5d71948bfe13b51442fd455a5e045e00f6d",
+        statements: "484dbacaa3a81a73943fd8bcbd39addb049ba6ebe62143b6dce973fad7cf4224390bce37b36a795e283bc64c5aaf4f42",
+    },
+];
+
 impl SqliteStore {
     /// Opens (creating if missing) the database file and runs the migrations.
     ///
@@ -96,7 +105,7 @@ impl SqliteStore {
             .acquire_timeout(lock_timeout)
             .connect_with(opts.clone())
             .await?;
-        Self::run_migrations(&fixtures, MIGRATIONS).await?;
+        Self::run_migrations(&fixtures, MIGRATIONS, RELEASED).await?;
         let read = SqlitePoolOptions::new()
             .max_connections(READ_CONNECTIONS)
             .acquire_timeout(lock_timeout)

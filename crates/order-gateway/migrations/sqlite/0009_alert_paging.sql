@@ -1,9 +1,9 @@
--- The console's alerts page (issue #11) pages by keyset on `(raised_at, insertion order)` instead
+-- The console's alerts page pages by keyset on `(raised_at, insertion order)` instead
 -- of OFFSET. On SQLite every index ends in the rowid: `idx_alerts_raised (raised_at)` of 0004
 -- serves every alert; the open ones (the default view) need the state in front.
 CREATE INDEX idx_alerts_state_raised ON alerts(state, raised_at);
 
--- Issue #11, D-lease-grant-history: no transition ends a lease grant as `cancelled` (an operator cancels
+-- D-lease-grant-history: no transition ends a lease grant as `cancelled` (an operator cancels
 -- only a queued task, which has never been granted), so the value leaves the CHECK. SQLite
 -- cannot alter a CHECK: the table is rebuilt (no table references lease_grants).
 CREATE TABLE lease_grants_0009 (

@@ -502,10 +502,14 @@ pub(crate) type Transition<C, T> =
 /// A migrator from `(version, description, sql)` triples embedded with `include_str!`. A file
 /// whose first line is `-- no-transaction` runs outside a transaction (it opens its own; SQLite
 /// table rebuilds must switch foreign keys off first, which a transaction ignores).
-pub(crate) fn embedded_migrator(files: &[(i64, &str, &'static str)]) -> sqlx::migrate::Migrator {
+/// Each migration in `released` keeps the checksum of its text as released (D-released-migrations-pinned).
+pub(crate) fn embedded_migrator(
+    files: &[(i64, &str, &'static str)],
+    released: &[rakuten_cli::migrations::Released],
+) -> sqlx::migrate::Migrator {
     use sqlx::SqlSafeStr;
     use sqlx::migrate::{Migration, MigrationType, Migrator};
-    Migrator::with_migrations(
+    Migrator::with_migrations(rakuten_cli::migrations::pin_released(
         files
             .iter()
             .map(|&(version, description, sql)| {
@@ -518,7 +522,8 @@ pub(crate) fn embedded_migrator(files: &[(i64, &str, &'static str)]) -> sqlx::mi
                 )
             })
             .collect(),
-    )
+        released,
+    ))
 }
 
 /// The longest a store operation may take before its caller gets [`StoreError::Busy`]: a request
@@ -723,4 +728,18 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Finishes the writes already accepted and closes the database.
     async fn close(&self);
+}
+
+#[cfg(test)]
+mod released_tests {
+    #[test]
+    fn released_migrations_keep_their_statements() {
+        for (migrator, released) in [
+            (super::sqlite::migrator(), super::sqlite::RELEASED),
+            (super::postgres::migrator(), super::postgres::RELEASED),
+        ] {
+            let migrations: Vec<_> = migrator.iter().cloned().collect();
+            rakuten_cli::migrations::check_released(&migrations, released).unwrap();
+        }
+    }
 }

@@ -47,54 +47,71 @@ const POOL_CONNECTIONS: u32 = 10;
 
 /// The migrations of `migrations/postgres`, embedded at compile time (see D-embedded-migrations).
 pub fn migrator() -> Migrator {
-    super::embedded_migrator(&[
-        (
-            1,
-            "order tasks",
-            include_str!("../../migrations/postgres/0001_order_tasks.sql"),
-        ),
-        (
-            2,
-            "account queries",
-            include_str!("../../migrations/postgres/0002_account_queries.sql"),
-        ),
-        (
-            3,
-            "set aside",
-            include_str!("../../migrations/postgres/0003_set_aside.sql"),
-        ),
-        (
-            4,
-            "alerts and operator actions",
-            include_str!("../../migrations/postgres/0004_alerts_operator_actions.sql"),
-        ),
-        (
-            5,
-            "console indexes",
-            include_str!("../../migrations/postgres/0005_console_indexes.sql"),
-        ),
-        (
-            6,
-            "lease grants",
-            include_str!("../../migrations/postgres/0006_lease_grants.sql"),
-        ),
-        (
-            7,
-            "console paging",
-            include_str!("../../migrations/postgres/0007_console_paging.sql"),
-        ),
-        (
-            8,
-            "clock signals",
-            include_str!("../../migrations/postgres/0008_clock_signals.sql"),
-        ),
-        (
-            9,
-            "alert paging, grant endings",
-            include_str!("../../migrations/postgres/0009_alert_paging.sql"),
-        ),
-    ])
+    super::embedded_migrator(
+        &[
+            (
+                1,
+                "order tasks",
+                include_str!("../../migrations/postgres/0001_order_tasks.sql"),
+            ),
+            (
+                2,
+                "account queries",
+                include_str!("../../migrations/postgres/0002_account_queries.sql"),
+            ),
+            (
+                3,
+                "set aside",
+                include_str!("../../migrations/postgres/0003_set_aside.sql"),
+            ),
+            (
+                4,
+                "alerts and operator actions",
+                include_str!("../../migrations/postgres/0004_alerts_operator_actions.sql"),
+            ),
+            (
+                5,
+                "console indexes",
+                include_str!("../../migrations/postgres/0005_console_indexes.sql"),
+            ),
+            (
+                6,
+                "lease grants",
+                include_str!("../../migrations/postgres/0006_lease_grants.sql"),
+            ),
+            (
+                7,
+                "console paging",
+                include_str!("../../migrations/postgres/0007_console_paging.sql"),
+            ),
+            (
+                8,
+                "clock signals",
+                include_str!("../../migrations/postgres/0008_clock_signals.sql"),
+            ),
+            (
+                9,
+                "alert paging, grant endings",
+                include_str!("../../migrations/postgres/0009_alert_paging.sql"),
+            ),
+        ],
+        RELEASED,
+    )
 }
+
+/// Migrations whose comments were reworded after release (D-released-migrations-pinned).
+pub(crate) const RELEASED: &[rakuten_cli::migrations::Released] = &[
+    rakuten_cli::migrations::Released {
+        version: 6,
+        checksum: "3ee0ef82e69754fe2bc2a2fcfbf6de571d825f2b3d3af60bd2b8c974548987bbb7ea90310de048f76d5b0ca901e46741",
+        statements: "da848fc8807eed93c30899409c59b6b8dde4140230d895b535ab6c0f10e000acf79cd1bdfe8c194a9e1a811460f93026",
+    },
+    rakuten_cli::migrations::Released {
+        version: 9,
+        checksum: "3ff363c6e5ef6e111ce497d124ecf42110f0ea205ef6a3689e4fe77d711c03c17822d80925e3dbf5dc578081674e0b7f",
+        statements: "72253c4b4e3d2670dde98c5f07f0bce962262bcd6924bc08b851e335e8b5f3a80d925092a1aa23f9d5f9b8592a9cd49a",
+    },
+];
 
 /// Sends `pg_notify` for the channels asked for since its last send, one statement each, outside
 /// any data transaction. Requests arriving while it sends are coalesced into the next round.

@@ -22,54 +22,71 @@ use super::{StoreError, Transition, bounded};
 /// with `sqlx::migrate!`, which needs sqlx's `macros` feature and with it a second build of
 /// sqlx and the bundled SQLite for the proc-macro; see DECISIONS D-embedded-migrations.)
 pub fn migrator() -> Migrator {
-    super::embedded_migrator(&[
-        (
-            1,
-            "order tasks",
-            include_str!("../../migrations/sqlite/0001_order_tasks.sql"),
-        ),
-        (
-            2,
-            "account queries",
-            include_str!("../../migrations/sqlite/0002_account_queries.sql"),
-        ),
-        (
-            3,
-            "set aside",
-            include_str!("../../migrations/sqlite/0003_set_aside.sql"),
-        ),
-        (
-            4,
-            "alerts and operator actions",
-            include_str!("../../migrations/sqlite/0004_alerts_operator_actions.sql"),
-        ),
-        (
-            5,
-            "console indexes",
-            include_str!("../../migrations/sqlite/0005_console_indexes.sql"),
-        ),
-        (
-            6,
-            "lease grants",
-            include_str!("../../migrations/sqlite/0006_lease_grants.sql"),
-        ),
-        (
-            7,
-            "console paging",
-            include_str!("../../migrations/sqlite/0007_console_paging.sql"),
-        ),
-        (
-            8,
-            "clock signals",
-            include_str!("../../migrations/sqlite/0008_clock_signals.sql"),
-        ),
-        (
-            9,
-            "alert paging, grant endings",
-            include_str!("../../migrations/sqlite/0009_alert_paging.sql"),
-        ),
-    ])
+    super::embedded_migrator(
+        &[
+            (
+                1,
+                "order tasks",
+                include_str!("../../migrations/sqlite/0001_order_tasks.sql"),
+            ),
+            (
+                2,
+                "account queries",
+                include_str!("../../migrations/sqlite/0002_account_queries.sql"),
+            ),
+            (
+                3,
+                "set aside",
+                include_str!("../../migrations/sqlite/0003_set_aside.sql"),
+            ),
+            (
+                4,
+                "alerts and operator actions",
+                include_str!("../../migrations/sqlite/0004_alerts_operator_actions.sql"),
+            ),
+            (
+                5,
+                "console indexes",
+                include_str!("../../migrations/sqlite/0005_console_indexes.sql"),
+            ),
+            (
+                6,
+                "lease grants",
+                include_str!("../../migrations/sqlite/0006_lease_grants.sql"),
+            ),
+            (
+                7,
+                "console paging",
+                include_str!("../../migrations/sqlite/0007_console_paging.sql"),
+            ),
+            (
+                8,
+                "clock signals",
+                include_str!("../../migrations/sqlite/0008_clock_signals.sql"),
+            ),
+            (
+                9,
+                "alert paging, grant endings",
+                include_str!("../../migrations/sqlite/0009_alert_paging.sql"),
+            ),
+        ],
+        RELEASED,
+    )
 }
+
+/// Migrations whose comments were reworded after release (D-released-migrations-pinned).
+pub(crate) const RELEASED: &[rakuten_cli::migrations::Released] = &[
+    rakuten_cli::migrations::Released {
+        version: 6,
+        checksum: "a35fb9c4ef58da39ade0bbb0986a2e0cc54f4fff65593cf0a7102d9c50a1bd1f8002e195fc79171b4d44e32fe704d8c7",
+        statements: "67029b86429ec307000cff42b8629cffe88f7c8a3c17eebb45190f9903921930535ab35d60fd5ecc498321e6b69d16ce",
+    },
+    rakuten_cli::migrations::Released {
+        version: 9,
+        checksum: "a22d39070cc6a129d3363909f637b161ef5ce38d1eb5ec9fefa87282919fd7c476aaf31112f3b3b407f3048d9dbbb2ac",
+        statements: "cba4913bd93841e4e52d6fc77166f12595f599a6a202da902c58a76209582a672152a84292ff05b356bf420fb2154690",
+    },
+];
 
 /// How long a connection waits for another process's lock before `SQLITE_BUSY` (→ 503): less
 /// than [`super::STORE_OP_BOUND`], so the writer gives up before its callers do.

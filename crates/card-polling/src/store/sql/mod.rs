@@ -76,12 +76,14 @@ pub struct SqlStore {
 }
 
 impl SqlStore {
-    /// Applies `migrations` through `pool` (serialized between instances by sqlx's lock).
+    /// Applies `migrations` through `pool` (serialized between instances by sqlx's lock), each
+    /// one in `released` with the checksum of its text as released.
     pub(crate) async fn run_migrations(
         pool: &Pool,
         migrations: &'static [MigrationFile],
+        released: &'static [rakuten_cli::migrations::Released],
     ) -> Result<(), sqlx::Error> {
-        let migrator = sqlx::migrate::Migrator::new(Embedded(migrations))
+        let migrator = sqlx::migrate::Migrator::new(Embedded(migrations, released))
             .await
             .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
         migrator
