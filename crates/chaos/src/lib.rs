@@ -1,8 +1,9 @@
-//! A fault-injection harness for the order gateway, the trading worker and the simulated shop
-//! (issue 7, "the proof"): it runs the real binaries as child processes, lets an upstream submit
-//! hundreds of orders, injects faults at random (seeded), lets an operator reclaim stale tasks,
-//! and at the end checks at-most-once from the shop's own log, the gateway's API and the worker
-//! journal. `chaos --orders 300 --seed 7` prints a summary table and exits 1 on any violation.
+//! A fault-injection harness for the order gateway, the trading worker and the simulated shop,
+//! the proof of at-most-once (docs/RELIABILITY.md): it runs the real binaries as child
+//! processes, lets an upstream submit hundreds of orders, injects faults at random (seeded), lets
+//! an operator reclaim stale tasks, and at the end checks at-most-once from the shop's own log,
+//! the gateway's API and the worker journal. `chaos --orders 300 --seed 7` prints a summary table
+//! and exits 1 on any violation.
 //!
 //! Layout:
 //! - [`settings`]: the command line ([`Settings`]).

@@ -97,7 +97,8 @@ pub struct Settings {
     pub verbose: bool,
 }
 
-/// The site seam of a run's worker (issue #16: the chaos harness can choose the adapter).
+/// The site seam of a run's worker: the sim directly, or a site adapter in between
+/// (D-chaos-site-seam).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SiteChoice {
     /// `RAKUTEN_SITE=sim`: the worker calls the shop's HTTP endpoints itself.

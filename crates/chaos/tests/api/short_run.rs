@@ -1,5 +1,6 @@
 //! Short chaos runs against the real binaries: 40 orders with every fault kind at least once
-//! (about a minute on a 2-core machine), and the reproduction of a bug the harness found.
+//! (about a minute on a 2-core machine), a recovered task that must not claim another task's
+//! order, and the same checks through the HTTP and the browser site adapters.
 
 use std::sync::Once;
 
@@ -50,13 +51,13 @@ async fn short_run_with_every_fault_kind_finds_no_duplicate_and_no_lost_report()
     assert!(report.shop_orders > 0, "the shop took no order at all");
 }
 
-/// Regression run for a worker bug the harness found (docs/RELIABILITY.md, finding 1; fixed by
-/// D-recovery-verdicts): a task whose
-/// lease lapsed while it was in the cart is recovered, the order list shows exactly one order of
-/// the same item in the window — another task's — and the worker reports it as this task's order:
-/// `succeeded` with an order the shop created for someone else, and this task's order never
-/// placed. Seed 1 puts a tea order (task 00001) right before the tea task (00002) whose lease
-/// expires.
+/// A task whose lease lapsed while it was in the cart is recovered, and the order list shows
+/// exactly one order of the same item in the window — another task's. Matching by item and window
+/// alone reports it as this task's order: `succeeded` with an order the shop created for someone
+/// else, and this task's order never placed (docs/RELIABILITY.md, "A recovered task claimed
+/// another task's order"). Recovery attributes an order only on positive evidence
+/// (D-recovery-verdicts), so the run has no violation. Seed 1 puts a tea order (task 00001) right
+/// before the tea task (00002) whose lease expires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recovered_task_never_claims_another_tasks_order() {
     ensure_services_built();
@@ -75,8 +76,8 @@ async fn a_recovered_task_never_claims_another_tasks_order() {
     );
 }
 
-/// Issue #16: the same at-most-once checks with a `site-adapter` process between the worker and
-/// the shop (the site adapter protocol over plain HTTP), every fault kind at least once.
+/// The same at-most-once checks with a `site-adapter` process between the worker and the shop
+/// (the site adapter protocol over plain HTTP, D-chaos-site-seam), every fault kind at least once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_run_through_the_http_adapter_finds_no_duplicate_and_no_lost_report() {
     ensure_services_built();
@@ -108,7 +109,7 @@ async fn short_run_through_the_http_adapter_finds_no_duplicate_and_no_lost_repor
     assert!(report.shop_orders > 0, "the shop took no order at all");
 }
 
-/// Issue #16: the browser adapter (headless Chromium from Debian's packages) under worker kills
+/// The browser adapter (headless Chromium from Debian's packages) under worker kills
 /// and lost shop answers: no duplicate, nothing lost, and the evidence directory holds the PNG of
 /// every step next to the HTML.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -452,7 +452,9 @@ async fn monitoring_warns_once_when_a_convenience_store_deadline_comes_near() {
     assert_eq!(h.reports().len(), n, "the warning is given once");
 }
 
-/// Finding 3 (RELIABILITY.md): a blip on a step before the submit must not fail the task.
+/// A blip on a step before the submit must not fail the task: the step is retried
+/// (D-pre-submit-retries; docs/RELIABILITY.md, "A transient shop error before the submit ended in
+/// `failed`").
 #[tokio::test]
 async fn transient_cart_read_failures_are_retried_and_the_order_is_placed_once() {
     let h = Harness::new().await;

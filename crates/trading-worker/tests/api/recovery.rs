@@ -184,7 +184,8 @@ async fn reported_order_ids(h: &Harness, task_id: &str) -> Vec<String> {
     ids
 }
 
-/// Finding 1 of docs/RELIABILITY.md: two tasks of the same item; the first is ordered and paid,
+/// docs/RELIABILITY.md, "A recovered task claimed another task's order" (D-recovery-verdicts): two
+/// tasks of the same item; the first is ordered and paid,
 /// the second's lease lapses before its submit; after the reclaim the recovery check sees exactly
 /// one order of the item in the window — the first task's — and must not take it as its own.
 #[tokio::test]
@@ -303,7 +304,8 @@ async fn an_order_whose_remark_names_another_task_is_not_claimed() {
     );
 }
 
-/// Finding 2 of docs/RELIABILITY.md: the gateway fails the task read of the recovery branch a few
+/// docs/RELIABILITY.md, "A transient gateway error during recovery ended in `needs_human`"
+/// (D-recovery-retries-task-read): the gateway fails the task read of the recovery branch a few
 /// times (restarting); the worker retries within its lease and the task completes normally.
 #[tokio::test]
 async fn recovery_retries_a_failing_task_read_and_completes() {
