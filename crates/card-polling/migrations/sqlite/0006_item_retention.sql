@@ -1,4 +1,4 @@
--- card-polling, issue #14 item 5 (D-retention-batches): the retention job also deletes ended priority items
+-- card-polling, issue #14 item 5 (D-scale8-2): the retention job also deletes ended priority items
 -- with their source rows. These indexes keep each batch to the rows it deletes:
 -- - the batch picks ended items oldest end first (`dequeued_at < cutoff`);
 -- - an item a later retrigger points at is kept (`NOT EXISTS … retriggered_from = id`), and the

@@ -1,4 +1,4 @@
--- Lease history (issue #11, decision D-lease-grant-history), PostgreSQL: the same table as
+-- Lease history (issue #11, decision D-console2-1), PostgreSQL: the same table as
 -- migrations/sqlite/0006; timestamps are text with COLLATE "C" and integers BIGINT, as in 0001.
 -- One row per grant of a task, written in the transaction of the grant, ended in the transaction
 -- of the transition that ends it. Never the lease token itself: `token_fp` is the first 8 hex

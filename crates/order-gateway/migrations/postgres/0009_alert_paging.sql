@@ -7,7 +7,7 @@ DROP INDEX idx_alerts_raised;
 CREATE INDEX idx_alerts_raised ON alerts(raised_at, seq);
 CREATE INDEX idx_alerts_state_raised ON alerts(state, raised_at, seq);
 
--- Issue #11, D-lease-grant-history: no transition ends a lease grant as `cancelled` (an operator cancels
+-- Issue #11, D-console3-1: no transition ends a lease grant as `cancelled` (an operator cancels
 -- only a queued task, which has never been granted), so the value leaves the CHECK.
 ALTER TABLE lease_grants DROP CONSTRAINT lease_grants_ended_how_check;
 ALTER TABLE lease_grants ADD CONSTRAINT lease_grants_ended_how_check

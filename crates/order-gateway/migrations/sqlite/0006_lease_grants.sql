@@ -1,4 +1,4 @@
--- Lease history (issue #11, decision D-lease-grant-history): one row per grant of a task, written in the
+-- Lease history (issue #11, decision D-console2-1): one row per grant of a task, written in the
 -- transaction of the grant, ended in the transaction of the transition that ends it. Never the
 -- lease token itself: `token_fp` is the first 8 hex digits of its SHA-256. Tasks leased before
 -- this migration simply have no rows.

@@ -3,7 +3,7 @@
 -- serves every alert; the open ones (the default view) need the state in front.
 CREATE INDEX idx_alerts_state_raised ON alerts(state, raised_at);
 
--- Issue #11, D-lease-grant-history: no transition ends a lease grant as `cancelled` (an operator cancels
+-- Issue #11, D-console3-1: no transition ends a lease grant as `cancelled` (an operator cancels
 -- only a queued task, which has never been granted), so the value leaves the CHECK. SQLite
 -- cannot alter a CHECK: the table is rebuilt (no table references lease_grants).
 CREATE TABLE lease_grants_0009 (

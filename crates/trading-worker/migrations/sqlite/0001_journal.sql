@@ -1,5 +1,5 @@
 -- The worker's local journal (spec §6.1): the authority for what was executed on the site.
--- Timestamps are fixed-width UTC text (D-timestamp-form), bound from the injected clock.
+-- Timestamps are fixed-width UTC text (D-types-1), bound from the injected clock.
 
 -- One row per task this worker has accepted. `status` is the local execution status:
 -- executing → finished (guarded in SQL: UPDATE … WHERE status = 'executing').
