@@ -97,7 +97,7 @@ pub struct Settings {
     pub verbose: bool,
 }
 
-/// The site seam of a run's worker (issue #16: the chaos harness can choose the adapter).
+/// The site seam of a run's worker (the chaos harness can choose the adapter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SiteChoice {
     /// `RAKUTEN_SITE=sim`: the worker calls the shop's HTTP endpoints itself.

@@ -75,7 +75,7 @@ async fn a_recovered_task_never_claims_another_tasks_order() {
     );
 }
 
-/// Issue #16: the same at-most-once checks with a `site-adapter` process between the worker and
+/// The same at-most-once checks with a `site-adapter` process between the worker and
 /// the shop (the site adapter protocol over plain HTTP), every fault kind at least once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_run_through_the_http_adapter_finds_no_duplicate_and_no_lost_report() {
@@ -108,7 +108,7 @@ async fn short_run_through_the_http_adapter_finds_no_duplicate_and_no_lost_repor
     assert!(report.shop_orders > 0, "the shop took no order at all");
 }
 
-/// Issue #16: the browser adapter (headless Chromium from Debian's packages) under worker kills
+/// The browser adapter (headless Chromium from Debian's packages) under worker kills
 /// and lost shop answers: no duplicate, nothing lost, and the evidence directory holds the PNG of
 /// every step next to the HTML.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
