@@ -1,4 +1,4 @@
-//! Retention benchmark (issue #14 item 5): simulated days at 100,000 cards on the real SQLite
+//! Retention benchmark: simulated days at 100,000 cards on the real SQLite
 //! store and the real retention job, on the injected (manual) clock, to show that the history
 //! tables level off.
 //!

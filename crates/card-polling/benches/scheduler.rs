@@ -13,8 +13,8 @@
 //! carrier latency, default 20), `--hints memory|redis|both` (default both), `--redis URL`
 //! (default `redis://127.0.0.1:6379/`), `--dir PATH` (database directory, default temp dir), and
 //! overrides of the settings `--concurrency C` (executions per task type), `--backpressure N`
-//! (per-shard queue depth bound), `--backpressure-secs S` (seconds of queued work per task type,
-//! issue #14 item 3), `--shard-batch N`.
+//! (per-shard queue depth bound), `--backpressure-secs S` (seconds of queued work per task type),
+//! `--shard-batch N`.
 //!
 //! Each run (one per hint channel) ends with one line holding a JSON object with `cards`,
 //! `secs`, `backend`, `hints`, `instances`, `due_polls_per_s`, `executed_polls_per_s`,

@@ -133,7 +133,7 @@ impl Application {
     ) -> anyhow::Result<Self> {
         // PostgreSQL when `RAKUTEN_POLL_DB_URL` is set, else the SQLite file.
         let lock_timeout = std::time::Duration::from_millis(settings.db_lock_timeout_ms);
-        // The acting instance named on audit facts of system transitions (issue #14 item 6).
+        // The acting instance named on audit facts of system transitions.
         let instance = settings
             .instance_id
             .clone()

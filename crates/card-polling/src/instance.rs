@@ -1,5 +1,5 @@
 //! Who acts: the per-process instance id written on every audit fact of a system transition
-//! (claim, takeover, retry, failure, complete, expire; issue #14 item 6), and the claim token's
+//! (claim, takeover, retry, failure, complete, expire), and the claim token's
 //! fingerprint written next to it (the token itself is a capability and is never stored twice).
 
 use sha2::{Digest, Sha256};

@@ -1,6 +1,6 @@
 //! `card-polling`: the priority polling queue of spec `priority-polling-queue.md` with the small
-//! host domain it needs (issue #5), and the scheduler that runs ordinary polling, the ordinary
-//! manual trigger and the priority lane through one executor pool (issue #6).
+//! host domain it needs, and the scheduler that runs ordinary polling, the ordinary
+//! manual trigger and the priority lane through one executor pool.
 //!
 //! Layout, one file per concept:
 //! - [`settings`]: clap + `RAKUTEN_POLL_*` settings, the secret type.
@@ -22,18 +22,18 @@
 //!   renewal rule), [`priority::manual`] (enqueue, close, retrigger),
 //!   enqueue-side rules; execution is in [`executor`].
 //! - [`upstream`]: the carrier trait, the simulated carrier ([`upstream::sim`]) and the HTTP
-//!   carrier adapter ([`upstream::http`], `RAKUTEN_POLL_CARRIER_URL`, issue #14 item 7).
+//!   carrier adapter ([`upstream::http`], `RAKUTEN_POLL_CARRIER_URL`).
 //! - [`store`]: the storage trait (the single door to the database) and its one SQL
 //!   implementation (`store/sql/`, with the engine differences in `store/dialect.rs`), compiled for
 //!   SQLite ([`store::sqlite`], the default; `migrations/sqlite`) and PostgreSQL
 //!   ([`store::postgres`], `RAKUTEN_POLL_DB_URL`; `migrations/postgres`).
 //! - [`http`]: error, auth, extractors and one route file per resource.
-//! - [`console`]: the operator console at `/console` (issue #11): items, exceptions, queue depths
+//! - [`console`]: the operator console at `/console`: items, exceptions, queue depths
 //!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
 //! - [`instance`]: the per-process instance id and the claim-token fingerprint that audit facts
-//!   of system transitions record (issue #14 item 6).
+//!   of system transitions record.
 //! - [`jobs`]: the periodic expiry job ([`jobs::expiry`]), the retention job that keeps the
-//!   history tables bounded ([`jobs::retention`], issue #14 item 5) and the check of the stored
+//!   history tables bounded ([`jobs::retention`]) and the check of the stored
 //!   schedule configuration against this instance's ([`jobs::schedule_config`]).
 //! - [`telemetry`]: `/metrics` (Prometheus text); probes `/livez`, `/readyz` are in
 //!   [`http::routes::health`].

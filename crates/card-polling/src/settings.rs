@@ -191,7 +191,7 @@ pub struct Settings {
     )]
     pub db_path: PathBuf,
     /// PostgreSQL URL (`postgres://user:pass@host:5432/db`); when set, the store lives in
-    /// PostgreSQL instead of the SQLite file (issue #7). Never printed.
+    /// PostgreSQL instead of the SQLite file. Never printed.
     #[arg(long, env = "RAKUTEN_POLL_DB_URL", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_pg_url))]
     pub db_url: Option<Secret>,
     /// How long a request waits for the database (SQLite busy timeout, PostgreSQL `lock_timeout`,
@@ -249,14 +249,13 @@ pub struct Settings {
     pub manual_daily_quota: u32,
     /// PostgreSQL: an instance whose clock differs from the database's by more than this many
     /// seconds logs it, shows it in `/health` and `/metrics`, and makes no claims (another
-    /// instance's claim in flight must never look lapsed by a wrong clock); 0 turns the check off
-    /// (issue #12 item 6).
+    /// instance's claim in flight must never look lapsed by a wrong clock); 0 turns the check off.
     #[arg(long, env = "RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS", default_value_t = 2, value_parser = rakuten_cli::number::whole::<u64>(0..=3600))]
     pub clock_max_skew_secs: u64,
     /// Seconds between expiry job runs.
     #[arg(long, env = "RAKUTEN_POLL_EXPIRY_EVERY_SECS", default_value_t = 60, value_parser = rakuten_cli::number::whole::<u64>(1..=3600))]
     pub expiry_every_secs: u64,
-    /// Days interaction logs are kept (issue #14 item 5); rows of an active item are kept longer.
+    /// Days interaction logs are kept; rows of an active item are kept longer.
     #[arg(long, env = "RAKUTEN_POLL_RETENTION_LOG_DAYS", default_value_t = 7, value_parser = rakuten_cli::number::whole::<u64>(1..=3650))]
     pub retention_log_days: u64,
     /// Days ended priority items (with their sources), audit facts and trigger events are kept
@@ -300,11 +299,11 @@ pub struct Settings {
     /// Unset: `<hostname>-<pid>-<6 random hex>`, new at every start.
     #[arg(long, env = "RAKUTEN_POLL_INSTANCE_ID", value_parser = crate::instance::parse_instance_id)]
     pub instance_id: Option<String>,
-    /// Signing key of the operator console's session cookies (issue #11); every instance must
+    /// Signing key of the operator console's session cookies; every instance must
     /// share it. Unset: a random key per process (sessions end at restart).
     #[arg(long, env = "RAKUTEN_POLL_CONSOLE_KEY", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_console_key))]
     pub console_key: Option<String>,
-    /// TLS, connection bounds and shutdown deadline of the HTTP edge (issue #12).
+    /// TLS, connection bounds and shutdown deadline of the HTTP edge.
     #[command(flatten)]
     pub edge: EdgeSettings,
 }

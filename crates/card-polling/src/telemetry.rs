@@ -1,4 +1,4 @@
-//! `GET /metrics` (issue #10 item 7): Prometheus text through `metrics` and
+//! `GET /metrics`: Prometheus text through `metrics` and
 //! `metrics-exporter-prometheus`, rendered into our own route.
 //!
 //! [`PollMetrics`] belongs to the [`crate::executor::Executor`] (one per application, never the
@@ -153,7 +153,7 @@ impl PollMetrics {
             .increment(n);
     }
 
-    /// Records a check of this instance's clock against the database's (issue #12 item 6).
+    /// Records a check of this instance's clock against the database's.
     pub fn clock_check(&self, offset_ms: i64, skewed: bool) {
         self.recorder
             .register_gauge(&key("cardpoll_clock_offset_seconds", &[]), &META)

@@ -1,5 +1,5 @@
 //! gateway-client: the one typed HTTP client of the order gateway (spec order-gateway.md §4, §5,
-//! §8, §11; issue #10 item 6). The trading worker, the chaos harness, the demo and
+//! §8, §11). The trading worker, the chaos harness, the demo and
 //! `order-gateway ops` all talk to the gateway through it; upstream Rust callers can too.
 //!
 //! Layout:
@@ -12,7 +12,7 @@
 //!   (a long-poll loop that backs off after failures).
 //! - [`orders`]: order task calls by role: upstream (submit, read, list), worker (lease
 //!   long-poll, renew, report), operator (reclaim).
-//! - [`operator`]: operator calls (issue #10): alerts, resolve, cancel, workers, retire.
+//! - [`operator`]: operator calls: alerts, resolve, cancel, workers, retire.
 //! - [`queries`]: account-query calls (§11): upstream (submit, read), worker (lease, result).
 //!
 //! Only transient failures are retried, and only as far as the call's policy allows: the worker's

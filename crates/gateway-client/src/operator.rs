@@ -1,4 +1,4 @@
-//! Operator calls of issue #10: alert records, resolve and cancel of a task, the worker list and
+//! Operator calls: alert records, resolve and cancel of a task, the worker list and
 //! retirement (reclaim is with the order calls). Each is refused with 403/1002 for a token of
 //! another role; resolve and cancel with 409/6003 from a status that does not allow them.
 

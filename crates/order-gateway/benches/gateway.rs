@@ -218,8 +218,8 @@ fn main() {
         .build()
         .unwrap();
     // BENCH_PART: `single` (the SQLite figures above), `matrix` (SQLite vs PostgreSQL, 1 and 3
-    // instances, issue #7), `handoff` (only the hand-off: its step breakdown and the 1 and 1,000
-    // waiters figures, issue #12 item 9), or `all` (default: single and matrix).
+    // instances), `handoff` (only the hand-off: its step breakdown and the 1 and 1,000
+    // waiters figures), or `all` (default: single and matrix).
     let part = std::env::var("BENCH_PART").unwrap_or_else(|_| "all".into());
     if part == "handoff" {
         rt.block_on(handoff::run());
@@ -232,7 +232,7 @@ fn main() {
     }
 }
 
-/// SQLite vs PostgreSQL, 1 and 3 gateway instances (issue #7): submit throughput, hand-off latency
+/// SQLite vs PostgreSQL, 1 and 3 gateway instances: submit throughput, hand-off latency
 /// (a long-poll waits on one instance, the task is submitted on the next), account-query cycles.
 /// PostgreSQL: `DATABASE_URL_TEST` (default `postgres://postgres@127.0.0.1:5432/test`), a fresh
 /// schema per configuration, dropped afterwards. All instances run in this process.
@@ -586,7 +586,7 @@ async fn run() {
         ms(percentile(&from_send, 0.99)),
     );
 
-    // Hand-off with 1 and 1,000 long-polls waiting (issue #12 item 9): one wake per task.
+    // Hand-off with 1 and 1,000 long-polls waiting: one wake per task.
     for waiters in [1, 1000] {
         fsync_line(
             dir.path(),
@@ -678,7 +678,7 @@ async fn run() {
     fsync_line(dir.path(), "at end");
 }
 
-/// `BENCH_PART=handoff` (issue #12 item 9): the hand-off alone, on SQLite, with the time of each
+/// `BENCH_PART=handoff`: the hand-off alone, on SQLite, with the time of each
 /// step from the submit's wake-up to the grant reaching the client (timestamps from
 /// `order_gateway::lease::probe`), then the hand-off with 1 and 1,000 long-polls waiting.
 mod handoff {

@@ -31,7 +31,7 @@
 //!   the account-query sweeper ([`jobs::query_sweeper`]).
 //! - [`store::operator`]: the operator's-loop store trait (alerts, outbox, operator actions,
 //!   workers), implemented once in `store/sql/operator.rs`; routes in [`http::routes::operator`].
-//! - [`console`]: the operator console at `/console` (issue #11): server-rendered pages over the
+//! - [`console`]: the operator console at `/console`: server-rendered pages over the
 //!   store, sign-in with an operator token, audited actions with a reason; the shared frame,
 //!   session cookie and CSRF token come from the `web-console` crate.
 //! - [`query_queue`]: the account read-only query channel (§11): the side-by-side comparison of

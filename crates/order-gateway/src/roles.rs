@@ -1,4 +1,4 @@
-//! Who may call what (issue #10 item 5): roles, named tokens and the credential table.
+//! Who may call what: roles, named tokens and the credential table.
 //!
 //! - [`Role`]: `upstream` (submit and read orders and account queries), `worker` (lease, renew,
 //!   report; query lease and result), `operator` (everything) and `metrics` (only `GET /metrics`,

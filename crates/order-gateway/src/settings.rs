@@ -119,8 +119,8 @@ pub struct Settings {
     pub db_path: PathBuf,
 
     /// PostgreSQL URL (`postgres://user:pass@host:5432/db`). When set, the gateway stores its
-    /// queue in PostgreSQL instead of the SQLite file, and any number of instances may share it
-    /// (issue #7); unset = SQLite at `RAKUTEN_GATEWAY_DB_PATH`.
+    /// queue in PostgreSQL instead of the SQLite file, and any number of instances may share it;
+    /// unset = SQLite at `RAKUTEN_GATEWAY_DB_PATH`.
     #[arg(long, env = "RAKUTEN_GATEWAY_DB_URL", hide_env_values = true)]
     pub db_url: Option<Secret>,
 
@@ -147,7 +147,7 @@ pub struct Settings {
 
     /// PostgreSQL: an instance whose clock differs from the database's by more than this raises
     /// a `clock_skew` alert (cleared once it is back within) and leaves lease sweeps to the other
-    /// instances, seconds; 0 turns the check off (issue #12 item 6).
+    /// instances, seconds; 0 turns the check off.
     #[arg(long, env = "RAKUTEN_CLOCK_SKEW_ALERT_SECONDS", default_value_t = 2.0, value_parser = rakuten_cli::number::seconds())]
     pub clock_skew_alert_seconds: f64,
 
@@ -189,7 +189,7 @@ pub struct Settings {
     )]
     pub query_result_max_bytes: usize,
 
-    // Roles (issue #10 item 5; crate::roles): `name:token,name:token…`; one name twice = rotation.
+    // Roles (crate::roles): `name:token,name:token…`; one name twice = rotation.
     /// Upstream tokens: submit and read orders and account queries.
     #[arg(long, env = "RAKUTEN_UPSTREAM_TOKENS", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
     pub upstream_tokens: Option<NamedTokens>,
@@ -203,15 +203,15 @@ pub struct Settings {
     #[arg(long, env = "RAKUTEN_METRICS_TOKENS", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(<NamedTokens as FromStr>::from_str))]
     pub metrics_tokens: Option<NamedTokens>,
 
-    /// Signing key of the operator console's session cookies (issue #11); every instance on one
+    /// Signing key of the operator console's session cookies; every instance on one
     /// database must share it. Unset: a random key per process (sessions end at restart).
     #[arg(long, env = "RAKUTEN_CONSOLE_KEY", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_console_key))]
     pub console_key: Option<Secret>,
-    /// Alert delivery and stale-task evidence (issue #10).
+    /// Alert delivery and stale-task evidence.
     #[command(flatten)]
     pub alerts: AlertSettings,
 
-    /// TLS, connection bounds and shutdown deadline of the HTTP edge (issue #12).
+    /// TLS, connection bounds and shutdown deadline of the HTTP edge.
     #[command(flatten)]
     pub edge: EdgeSettings,
 }
@@ -226,7 +226,7 @@ pub enum WebhookFormat {
     Slack,
 }
 
-/// Alert delivery to a person and the evidence gathered for a stale task (issue #10).
+/// Alert delivery to a person and the evidence gathered for a stale task.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AlertSettings {
     /// Comma-separated receivers: each alert raise and clear is POSTed to every one (unset: alerts

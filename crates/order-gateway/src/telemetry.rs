@@ -1,4 +1,4 @@
-//! `GET /metrics` (issue #10 item 7): Prometheus text format through `metrics` and
+//! `GET /metrics`: Prometheus text format through `metrics` and
 //! `metrics-exporter-prometheus`, rendered into our own route (no exporter listener).
 //!
 //! Two sources, rendered one after the other:
@@ -193,7 +193,7 @@ impl GatewayMetrics {
     }
 
     /// Sets `gateway_clock_offset_seconds` (the database's clock minus ours; 0 when there is
-    /// nothing to compare) and `gateway_clock_skewed` (the sweeper, each sweep; issue #12 item 6).
+    /// nothing to compare) and `gateway_clock_skewed` (the sweeper, each sweep).
     pub fn set_clock(&self, offset_ms: Option<i64>, skewed: bool) {
         let gauge = |name| self.recorder.register_gauge(&key(name, &[]), &META);
         gauge("gateway_clock_offset_seconds").set(offset_ms.unwrap_or_default() as f64 / 1000.0);

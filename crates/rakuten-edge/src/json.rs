@@ -2,7 +2,7 @@
 //!
 //! `serde_json` keeps the last of two equal keys while other parsers keep the first, so
 //! `{"max_total_yen":1000,"max_total_yen":999999}` means a different spending limit to a proxy or
-//! log reader than to us (issue #12 item 4). [`from_slice`] walks the document once with a
+//! log reader than to us. [`from_slice`] walks the document once with a
 //! visitor that remembers each object's keys, then deserializes the target type.
 
 use std::collections::HashSet;

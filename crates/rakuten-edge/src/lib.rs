@@ -1,4 +1,4 @@
-//! rakuten-edge: the public HTTP edge that order-gateway and card-polling share (issue #12), so
+//! rakuten-edge: the public HTTP edge that order-gateway and card-polling share, so
 //! both services bound their connections the same way and neither keeps its own copy.
 //!
 //! Layout:

@@ -1,5 +1,5 @@
 //! The answers the edge itself can give, added to a service's OpenAPI document so a client (and
-//! schemathesis) sees every status an operation can return (issue #12 item 12). Works on the
+//! schemathesis) sees every status an operation can return. Works on the
 //! document as JSON, so it serves a `utoipa`-generated document and a hand-written one alike.
 
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! Unknown query parameters are refused (issue #12 item 4a): a typo such as `?wiat=30` used to be
+//! Unknown query parameters are refused: a typo such as `?wiat=30` used to be
 //! ignored silently, so the long-poll did not wait at all. The parameters a route accepts are the
 //! ones its OpenAPI document lists (`in: query`), so the document and the server cannot drift
 //! apart: a parameter the document does not name is a 422 naming it. Routes the document does not

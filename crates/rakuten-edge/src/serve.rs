@@ -1,4 +1,4 @@
-//! The accept loop both services serve through (issue #12 items 1 and 2).
+//! The accept loop both services serve through.
 //!
 //! Each accepted connection is one task speaking HTTP/1.1 (hyper), over TLS when configured.
 //! Bounds, all from [`EdgeConfig`]:

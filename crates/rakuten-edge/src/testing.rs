@@ -65,7 +65,7 @@ impl TestCa {
 }
 
 /// A request head that never ends (no blank line): what a slow or hostile client sends to hold a
-/// connection open; the edge must drop it within its header-read timeout (issue #12 item 2).
+/// connection open; the edge must drop it within its header-read timeout.
 pub const INCOMPLETE_HEAD: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n";
 
 /// `host:port` of a base URL such as `http://127.0.0.1:8080` (for raw TCP connections).
@@ -141,7 +141,7 @@ pub fn assert_body_refusal(answer: &str, status: &str) {
     }
 }
 
-/// The requests of issue #12 item 4b, as raw bytes for `path` with `token`: a request target of
+/// Requests past the edge's bounds, as raw bytes for `path` with `token`: a request target of
 /// 10,000 bytes (over [`crate::serve::MAX_URI_BYTES`]), a header section of 40,000 bytes (over
 /// [`crate::serve::MAX_HEADER_BYTES`]) and one of 150 lines (over
 /// [`crate::serve::MAX_HEADER_COUNT`]), each with the status it must be answered with.

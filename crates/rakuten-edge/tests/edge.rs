@@ -276,7 +276,7 @@ fn a_plain_listener_on_a_public_address_warns() {
     ));
 }
 
-/// Issue #12 item 4b: a URI or header section over the bounds was answered by hyper with a bare
+/// A URI or header section over the bounds was answered by hyper with a bare
 /// 414/431 and no body; the edge now answers with the envelope (code 1004) and closes.
 #[tokio::test]
 async fn an_oversized_request_head_gets_414_or_431_with_the_envelope() {

@@ -1,4 +1,4 @@
-//! Alerts as records, their delivery to a person, and audited operator actions (issue #10).
+//! Alerts as records, their delivery to a person, and audited operator actions.
 //!
 //! An alert is raised once per `(kind, subject)` while its cause lasts and cleared when the cause
 //! is gone; each raise and each clear is one [`AlertNotice`] POSTed to every configured webhook

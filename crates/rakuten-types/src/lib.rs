@@ -11,7 +11,7 @@
 //! - [`order_state`]: the order-state vocabulary mirrored from the worker (§3).
 //! - [`order`]: request and response bodies of the order task endpoints (§4.2–§4.6, §5).
 //! - [`query`]: the account read-only query channel: status machine and bodies (§11).
-//! - [`alert`]: alert records, webhook notices and audited operator actions (issue #10).
+//! - [`alert`]: alert records, webhook notices and audited operator actions.
 //! - [`text`]: free text a person types for another to read (an operator's reason).
 
 pub mod alert;

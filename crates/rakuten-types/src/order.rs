@@ -211,11 +211,11 @@ pub struct TaskDetail {
     /// Every report, oldest first. A report made by an operator's resolve has `worker_id`
     /// `null` and `operator` set to the actor.
     pub history: Vec<ReportView>,
-    /// Every operator action on this task, oldest first (issue #10).
+    /// Every operator action on this task, oldest first.
     #[serde(default)]
     pub operator_actions: Vec<crate::alert::OperatorActionView>,
     /// The `order_list` account queries the gateway submitted when the task went stale: the
-    /// site's real order list around the task's time (issue #10).
+    /// site's real order list around the task's time.
     #[serde(default)]
     pub evidence_queries: Vec<crate::QueryId>,
 }
@@ -258,7 +258,7 @@ pub struct Health {
     /// Raised alerts. Past a list's bound, one more alert of the same kind (subject `more`) says
     /// how many are not listed, so no alert is ever out of view.
     pub alerts: Vec<Alert>,
-    /// Each gateway instance's clock as its sweeper last saw it (issue #12 item 6): offset to the
+    /// Each gateway instance's clock as its sweeper last saw it: offset to the
     /// shared database's clock and whether it is over the tolerance; at most 100 instances,
     /// those that reported in the last 5 minutes.
     #[serde(default)]

@@ -7,7 +7,7 @@
 //!                     └──────Expire──────────┴──> stale ──Reclaim──> leased
 //! queued ──SetAside──> needs_human   (the gateway cannot decode the stored row: a poison row)
 //!
-//! Operator actions (issue #10), each audited in `operator_actions`:
+//! Operator actions, each audited in `operator_actions`:
 //!   stale | needs_human ──Resolve(succeeded|failed)──> succeeded | failed
 //!   queued ──Cancel──> failed
 //! ```

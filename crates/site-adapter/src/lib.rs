@@ -1,4 +1,4 @@
-//! Site adapters for the simulated shop (issue #16): the worker's site adapter protocol
+//! Site adapters for the simulated shop: the worker's site adapter protocol
 //! (`trading_worker::site::adapter`) served over shop-sim, either through plain HTTP (the `sim`
 //! seam) or through headless Chromium driven over WebDriver ([`browser::BrowserSite`]), which
 //! takes a screenshot at every step. They prove the protocol and the conformance kit; the

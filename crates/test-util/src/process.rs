@@ -196,7 +196,7 @@ pub fn libfaketime() -> String {
         Some(p) if Path::new("/usr/bin/faketime").exists() => p.display().to_string(),
         _ => panic!(
             "libfaketime is missing (no /usr/bin/faketime or /usr/lib/*/faketime/\
-             libfaketimeMT.so.1): the libfaketime tests (issue #12 item 6) need it; install the \
+             libfaketimeMT.so.1): the libfaketime tests need it; install the \
              Debian package `faketime` (apt-get install faketime; .ci/run does)"
         ),
     }

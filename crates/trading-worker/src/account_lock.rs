@@ -1,5 +1,5 @@
 //! The account lock (spec §11.1): one async mutex per site account. Every site action, order steps
-//! and (issue #4) account queries alike, holds it while it talks to the site, so the account's
+//! and account queries alike, holds it while it talks to the site, so the account's
 //! session never sees two interleaved actions. It is taken per site action, not per task: a
 //! read-only query may run between two order steps but never inside one.
 

@@ -35,7 +35,7 @@ pub struct WorkerCtx {
     pub site: Arc<dyn Site>,
     /// Item details.
     pub scraper: ScraperClient,
-    /// Account locks (§11.1), shared with the account-query loop (issue #4).
+    /// Account locks (§11.1), shared with the account-query loop.
     pub locks: AccountLocks,
     /// Time source.
     pub clock: Arc<dyn Clock>,

@@ -55,7 +55,7 @@ pub enum SiteKind {
     Rakuten,
     /// The simulated shop (`shop-sim`) at `RAKUTEN_SITE_BASE_URL`.
     Sim,
-    /// A site adapter process at `RAKUTEN_SITE_ADAPTER_URL` (the adapter protocol, issue #16).
+    /// A site adapter process at `RAKUTEN_SITE_ADAPTER_URL` (the adapter protocol).
     Adapter,
 }
 

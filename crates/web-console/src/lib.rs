@@ -1,4 +1,4 @@
-//! The operator console's shared parts (issue #11), used by order-gateway and card-polling, which
+//! The operator console's shared parts, used by order-gateway and card-polling, which
 //! each serve their own pages at `/console`.
 //!
 //! Layout:

@@ -1,4 +1,4 @@
-//! The operator console at `/console` (issue #11), served by card-polling itself.
+//! The operator console at `/console`, served by card-polling itself.
 //!
 //! | path | page | who |
 //! |---|---|---|

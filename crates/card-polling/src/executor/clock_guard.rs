@@ -1,4 +1,4 @@
-//! The clock guard of claims on a shared database (issue #12 item 6).
+//! The clock guard of claims on a shared database.
 //!
 //! Claims are stamped (`claim_expires_at = now + CLAIM_LEASE`) and taken over (`claim_expires_at
 //! <= now`) with the instance's own clock. With several instances on one PostgreSQL database, an

@@ -141,7 +141,7 @@ impl Executor {
     }
 
     /// The same executor, making no claims while its clock differs from the shared database's
-    /// by more than `max_skew` (`None`: no check). Issue #12 item 6, [`clock_guard`].
+    /// by more than `max_skew` (`None`: no check; [`clock_guard`]).
     pub fn with_clock_max_skew(mut self, max_skew: Option<std::time::Duration>) -> Self {
         self.clock_guard = Arc::new(ClockGuard::new(
             self.store.clone(),

@@ -1,6 +1,6 @@
 //! Extractors whose rejections are envelope errors (422 for bad JSON, query or path; 413 for an
 //! oversized body; 415 for a compressed one or one not sent as JSON), never axum's plain-text answers. JSON bodies are
-//! strict: a key repeated in one object, at any depth, is a 422 (issue #12; `rakuten_edge::json`).
+//! strict: a key repeated in one object, at any depth, is a 422 (`rakuten_edge::json`).
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};

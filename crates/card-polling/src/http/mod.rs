@@ -117,8 +117,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/priority-items/{id}/retrigger", post(items::retrigger))
         .route("/api/manual-triggers", post(manual_triggers::create))
         .route("/api/scheduler/last-cycle", get(scheduler::last_cycle))
-        // The query parameters each operation accepts are the ones the OpenAPI document lists
-        // (issue #12 item 4a); the routes above only, not the console or `/openapi.json`.
+        // The query parameters each operation accepts are the ones the OpenAPI document lists:
+        // the routes above only, not the console or `/openapi.json`.
         .route_layer(axum::middleware::from_fn_with_state(
             QueryAllowlist::from_openapi(&openapi::document()).with_undocumented(&[
                 ("get", "/livez"),
@@ -139,7 +139,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// 422 naming the first query parameter the operation does not list in the OpenAPI document
-/// (issue #12 item 4a: a typo used to be ignored silently). It runs before the handler's token
+/// (a typo must not be ignored silently). It runs before the handler's token
 /// check, so an anonymous request with an unknown parameter is a 422 rather than a 401.
 async fn refuse_unknown_query(
     State(allow): State<QueryAllowlist>,

@@ -1,4 +1,4 @@
-//! The retention job (issue #14 item 5): keeps the history tables bounded. Interaction logs older
+//! The retention job: keeps the history tables bounded. Interaction logs older
 //! than [`Retention::logs`] go; audit facts and trigger events of items that ended longer than
 //! [`Retention::history`] ago go, then those items themselves with their source rows (unless a
 //! later retrigger still points at one, D-retrigger-predecessor-kept), and ordinary manual triggers (done ones)

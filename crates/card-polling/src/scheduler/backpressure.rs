@@ -4,7 +4,7 @@
 //!
 //! A hint may never jump a queue that holds work of its task type (spec "同一任务类型的既有执行队列
 //! MUST NOT 被插队"), so a hint waits for everything queued ahead of it. Back-pressure therefore
-//! keeps each task type's queue short **in seconds of work** (issue #14 item 3):
+//! keeps each task type's queue short **in seconds of work**:
 //!
 //! - [`ExecMeter`] measures the execution time of each entry over the injected clock (an EWMA);
 //!   the task type's execution rate is its concurrency ÷ that time ([`ExecMeter::rate_per_s`]),

@@ -121,7 +121,7 @@ fn split(s: Option<String>) -> Vec<String> {
     .unwrap_or_default()
 }
 
-/// The reason an undecodable priority item is shown and set aside with (issue #12 item 7).
+/// The reason an undecodable priority item is shown and set aside with.
 pub(crate) const UNDECODABLE_ROW: &str = "undecodable row";
 
 /// What is wrong with a stored value that did not decode (`stored value of enqueued_at is
@@ -182,7 +182,7 @@ where
 /// Decodes an item row selected with the engine's `ITEM_COLUMNS` (`i.*` plus the `sources` and
 /// `chain` aggregates, each `char(31)`-separated). A row that does not decode (a poison row: a bad
 /// manual edit, a disk fault) is still shown, as far as it can be read, with `failure_reason`
-/// saying why, so one bad row never fails a whole list or detail (issue #12 item 7); its
+/// saying why, so one bad row never fails a whole list or detail; its
 /// unreadable fields show as empty, the epoch, or `failed` / `manual_trigger`.
 pub(crate) fn item_view<R>(
     row: &R,

@@ -153,7 +153,7 @@ pub(crate) mod sqlite {
     pub(crate) use greatest;
 
     /// The database's clock, epoch milliseconds: none to check against, an embedded database is
-    /// only ever used by this process, whose clock is the one clock (issue #12 item 6).
+    /// only ever used by this process, whose clock is the one clock.
     pub(crate) const SHARED_CLOCK_MILLIS: Option<&str> = None;
 
     /// Row locks (PostgreSQL's `FOR NO KEY UPDATE`, with or without `SKIP LOCKED`, D-poll-postgres-concurrent-writes):
@@ -334,7 +334,7 @@ pub(crate) mod postgres {
     pub(crate) use greatest;
 
     /// The database's clock, epoch milliseconds: instances sharing the database check their own
-    /// clock against it (issue #12 item 6). `clock_timestamp()`, not `now()`, which is frozen at
+    /// clock against it. `clock_timestamp()`, not `now()`, which is frozen at
     /// the start of the transaction.
     pub(crate) const SHARED_CLOCK_MILLIS: Option<&str> =
         Some("SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)");

@@ -128,7 +128,7 @@ pub(crate) mod sql {
 
 /// An audit fact of a system transition (claim, takeover, retry, failure, complete, expire,
 /// set-aside): no trigger, source or operator, but the acting `instance` and the fingerprint of
-/// the claim `token` involved (issue #14 item 6; never the token itself).
+/// the claim `token` involved (never the token itself).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SystemFact<'a> {
     pub item_id: i64,
@@ -208,11 +208,11 @@ pub(crate) const VALIDITY_PASSED: &str = "validity period passed";
 
 /// Claims item `id` (or takes it over after a lapsed lease). An item enqueued at or before
 /// `expired_before` is past its validity: it is expired here, with its audit fact, instead of being
-/// handed out (issue #14 item 4; the expiry job may not have run yet). `None`: not claimable.
+/// handed out (the expiry job may not have run yet). `None`: not claimable.
 /// Audit facts name `instance` and the fingerprint of the claim token (the new one; on an expiry
 /// the lapsed claim's, if any).
 /// An item whose row cannot be decoded is set aside as failed instead, and its reason returned
-/// second (issue #12 item 7); the caller logs it once committed.
+/// second; the caller logs it once committed.
 pub(crate) async fn claim<S: ClaimStatements>(
     s: &mut S,
     instance: &str,
@@ -453,7 +453,7 @@ pub(crate) async fn manual<S: EnqueueStatements>(
 ///   manual enqueue whose event id's item has since ended: that is a new request. With no active
 ///   item it creates one whose `enqueue` fact says `created_after_end,previous_item=N`; with
 ///   another item active (a later demand) it merges into that one, its `merge` fact saying
-///   `merged_after_end,previous_item=N` (issue #14 item 6, D-manual-event-id-after-item-ended; every
+///   `merged_after_end,previous_item=N` (D-manual-event-id-after-item-ended; every
 ///   manual enqueue is recorded, suppression is the active item's merge).
 /// - Otherwise `INSERT … ON CONFLICT` on the partial unique index: a new pending item, or a
 ///   merge (trigger count + 1, last trigger time and type, source added to the set).

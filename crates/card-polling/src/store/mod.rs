@@ -4,7 +4,7 @@
 //!   `enqueue.rs` snapshot and enqueue-or-merge, `items.rs` claim/attempt/finish/close/expire,
 //!   `query.rs` scoped reads, `rows.rs`, `schedule.rs` ordinary polling and manual triggers),
 //!   compiled once per engine by [`sqlite`] (the default) and [`postgres`]
-//!   (`RAKUTEN_POLL_DB_URL`, issue #7), which also open the pool and embed their migrations
+//!   (`RAKUTEN_POLL_DB_URL`), which also open the pool and embed their migrations
 //!   (`migrations/sqlite`, `migrations/postgres`, same numbering).
 //! - `dialect.rs`: what the engines force apart (write transaction, row locking, aggregates and
 //!   collation, time arithmetic, boolean literal), each with its reason.
@@ -74,7 +74,7 @@ pub enum StoreError {
     #[error("invalid: {0}")]
     Invalid(String),
     /// The database did not answer within its bound: a lock wait, busy or statement timeout, or
-    /// no free connection (issue #12 item 8); or it cannot store anything now (a read-only file,
+    /// no free connection; or it cannot store anything now (a read-only file,
     /// a full disk, an I/O error, a lost connection: D-writes-failing-is-503-and-unready), which its text says rather
     /// than "busy" (D-exit-2-or-3). Retry later: HTTP 503 with `Retry-After`.
     #[error("{}", busy_text(.0))]
@@ -564,7 +564,7 @@ pub struct ItemFilter {
     /// Exceptions-and-retries view conditions (any of them matches).
     pub exceptions: Vec<ExceptionCondition>,
     /// Only items of this shop and its sub-shops (`shop_closure`), on top of the scope: a shop
-    /// outside the scope matches nothing, exactly like a missing shop (issue #11).
+    /// outside the scope matches nothing, exactly like a missing shop.
     pub shop: Option<String>,
     /// Only ids below this (keyset pagination, newest first: the older page).
     pub before_id: Option<i64>,
@@ -575,7 +575,7 @@ pub struct ItemFilter {
     pub limit: i64,
 }
 
-/// Where [`Store::item_count`] stops counting: the console shows "10,000+" past it (issue #11).
+/// Where [`Store::item_count`] stops counting: the console shows "10,000+" past it.
 pub const COUNT_CAP: i64 = 10_000;
 
 /// A condition of the "exceptions and retries" view.
@@ -683,7 +683,7 @@ pub struct ItemEventView {
     pub at: Timestamp,
     /// The scheduler/executor instance that made a system transition (claim, takeover, retry,
     /// failure, complete, expire, fail_dequeue): `RAKUTEN_POLL_INSTANCE_ID` or
-    /// `<host>-<pid>-<hex>`; `null` on operator facts and on facts older than issue #14 item 6.
+    /// `<host>-<pid>-<hex>`; `null` on operator facts and on facts written before the column existed (migration 0003).
     pub actor: Option<String>,
     /// First 8 hex digits of the SHA-256 of the claim token the transition made or ended (never
     /// the token); `null` where no claim is involved.
@@ -842,7 +842,7 @@ pub enum ManualTriggerOutcome {
     },
 }
 
-/// A history table the retention job prunes (issue #14 item 5, [`crate::jobs::retention`]).
+/// A history table the retention job prunes ([`crate::jobs::retention`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PruneTable {
     /// `integration_logs`: rows older than the log retention, unless their item is active.
@@ -902,8 +902,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<u64>;
 
     /// How far the database's clock is ahead of `now`, milliseconds, when several instances may
-    /// share it (PostgreSQL); `None` for an embedded database, whose only clock is ours (issue #12
-    /// item 6, [`crate::executor::clock_guard`]).
+    /// share it (PostgreSQL); `None` for an embedded database, whose only clock is ours
+    /// ([`crate::executor::clock_guard`]).
     async fn clock_offset_ms(&self, now: Timestamp) -> StoreResult<Option<i64>>;
     /// Whether [`Store::clock_offset_ms`] measures anything: `true` on PostgreSQL, `false` on an
     /// embedded database (`/health` says which without a measurement, D-poll-clock-skew-no-claims).
@@ -1002,7 +1002,7 @@ pub trait Store: Send + Sync + 'static {
     async fn item_due(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>>;
     /// Claims an item (conditional update); `None` when another claimer holds it or it is not due.
     /// An item past its validity is expired here instead, with its `expire` audit fact, and `None`
-    /// returned: no item is handed out after `valid_until` (issue #14 item 4).
+    /// returned: no item is handed out after `valid_until`.
     async fn item_claim(
         &self,
         id: i64,
@@ -1011,7 +1011,7 @@ pub trait Store: Send + Sync + 'static {
         lease: std::time::Duration,
     ) -> StoreResult<Option<ClaimedItem>>;
     /// Items this store instance set aside as failed since start because their row could not be
-    /// decoded (issue #12 item 7; `cardpoll_items_set_aside_total`).
+    /// decoded (`cardpoll_items_set_aside_total`).
     fn items_set_aside(&self) -> u64;
     /// The pre-execution scope check of a card.
     async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope>;
@@ -1058,7 +1058,7 @@ pub trait Store: Send + Sync + 'static {
     /// oldest first, at most `limit`: the scheduler's one recovery read per cycle.
     async fn item_due_typed(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<DueItem>>;
 
-    // ---- ordinary polling (issue #6)
+    // ---- ordinary polling
     /// Records the configured task types and shard count and gives every card a schedule row per
     /// task type (missing rows added, shards recomputed when the count changed, rows of task types
     /// no longer configured removed). Cheap when nothing changed. Returns rows written.

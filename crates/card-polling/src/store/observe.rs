@@ -1,10 +1,10 @@
-//! What `/metrics`, `/readyz` and `/health` read from the database (issue #10 items 7 and 8); the reads
+//! What `/metrics`, `/readyz` and `/health` read from the database; the reads
 //! themselves are written once for both engines in `store/sql/observe.rs`.
 
 /// Item statuses counted at scrape time.
 pub const OPEN_ITEM_STATUSES: [&str; 2] = ["pending", "running"];
 
-/// What `/health` reads from the database (issue #14 item 8): the open items by status and the
+/// What `/health` reads from the database: the open items by status and the
 /// oldest pending item's enqueue instant. Finished items are not counted (D-metrics, D-poll-health-reads-items).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueHealth {

@@ -1,4 +1,4 @@
-//! The PostgreSQL engine (issue #7), chosen by `RAKUTEN_POLL_DB_URL=postgres://…`; SQLite stays
+//! The PostgreSQL engine, chosen by `RAKUTEN_POLL_DB_URL=postgres://…`; SQLite stays
 //! the default. Migrations in `migrations/postgres`, numbered as SQLite's. The store itself is the
 //! one implementation in `store/sql/`, compiled here for [`sqlx::Postgres`].
 //!

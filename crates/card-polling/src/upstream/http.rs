@@ -1,4 +1,4 @@
-//! The HTTP carrier adapter (issue #14 item 7), chosen by `RAKUTEN_POLL_CARRIER_URL`: every
+//! The HTTP carrier adapter, chosen by `RAKUTEN_POLL_CARRIER_URL`: every
 //! poll and resume is one JSON `POST` to a carrier gateway. The contract is documented in
 //! `docs/carrier-http-contract.md`; in short:
 //!

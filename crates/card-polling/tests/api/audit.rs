@@ -1,4 +1,4 @@
-//! Issue #14 item 6: audit facts of system transitions name the acting instance and the claim
+//! Audit facts of system transitions name the acting instance and the claim
 //! token's fingerprint (never the token); a manual enqueue whose event id's item has ended is a new
 //! request, recorded, not a silent replay (D-manual-event-id-after-item-ended).
 

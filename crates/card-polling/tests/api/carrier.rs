@@ -1,4 +1,4 @@
-//! The HTTP carrier adapter (issue #14 item 7) against a small fake carrier served in the test on
+//! The HTTP carrier adapter against a small fake carrier served in the test on
 //! port 0: success, typed errors and the spec's retry rules, timeout, 5xx, a malformed answer, a
 //! suspended card's resume, and no credential (Bearer token, URL userinfo, URL query) in the
 //! tracing output, the interaction-log rows or the item's failure reason.

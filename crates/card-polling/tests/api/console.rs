@@ -1,4 +1,4 @@
-//! The operator console in a real browser (issue #11): headless Chromium through chromedriver
+//! The operator console in a real browser: headless Chromium through chromedriver
 //! ([`web_console::webdriver`]); screenshots under `target/console-screenshots/`.
 
 use web_console::webdriver::Browser;
@@ -41,7 +41,7 @@ async fn card_polling_agent_cannot_open_an_out_of_scope_item() {
     b.close().await;
 }
 
-/// Issue #11: an agent whose scope is a shop with sub-shops filters the items list to a
+/// An agent whose scope is a shop with sub-shops filters the items list to a
 /// descendant shop and sees exactly that shop tree's items; a shop outside its scope shows nothing,
 /// the same page as a shop that does not exist; an out-of-scope item looks like a missing one.
 #[tokio::test]
@@ -177,7 +177,7 @@ async fn card_polling_console_closes_an_item_with_a_reason_and_stays_local() {
     b.close().await;
 }
 
-/// Issue #14 item 6: the item page's audit trail names the instance that acted and the claim's
+/// The item page's audit trail names the instance that acted and the claim's
 /// fingerprint on system facts, the operator on operator facts.
 #[tokio::test]
 async fn card_polling_console_audit_trail_names_the_instance_and_the_claim() {
@@ -210,7 +210,7 @@ async fn card_polling_console_audit_trail_names_the_instance_and_the_claim() {
     b.close().await;
 }
 
-/// Issue #11: the items list pages by keyset on the id, newest first — 53 items: the newest 50,
+/// The items list pages by keyset on the id, newest first — 53 items: the newest 50,
 /// "older" the other 3, "newer" back, "oldest" the oldest page; a malformed cursor is refused.
 #[tokio::test]
 async fn card_polling_items_page_older_and_newer_by_keyset() {

@@ -1,4 +1,4 @@
-//! The public edge (issue #12), as card-polling serves it: TLS, connection bounds, strict JSON,
+//! The public edge, as card-polling serves it: TLS, connection bounds, strict JSON,
 //! ids that equal a route word or a dot segment. Each input the issue lists is a test here.
 
 use std::path::Path;
@@ -345,7 +345,7 @@ impl Drop for TlsRedis {
     }
 }
 
-/// Issue #12 item 1: `rediss://` speaks TLS to a real TLS Redis and verifies its certificate
+/// `rediss://` speaks TLS to a real TLS Redis and verifies its certificate
 /// against `RAKUTEN_POLL_REDIS_CA_PATH` (earlier only the handshake against a plain-text Redis was
 /// tried).
 #[tokio::test]
@@ -401,7 +401,7 @@ async fn a_rediss_url_speaks_tls_to_redis() {
         .expect("Redis must be running (REDIS_URL_TEST)");
 }
 
-/// Issue #12 item 4b: a URI or header section over the bounds was answered with a bare 414/431
+/// A URI or header section over the bounds was answered with a bare 414/431
 /// and no body; now the JSON envelope (code 1004) answers, and the connection closes.
 #[tokio::test]
 async fn an_oversized_request_head_gets_414_or_431_with_the_envelope() {

@@ -1,4 +1,4 @@
-//! The SQLite group-commit writer under card-polling's store (issue #14 item 1, D-sqlite-writer-group-commit): writes
+//! The SQLite group-commit writer under card-polling's store (D-sqlite-writer-group-commit): writes
 //! waiting together share one commit, each is answered only once that commit is on disk, one
 //! failing write rolls back only itself, acknowledged claims and outcomes survive `kill -9`, and a
 //! stopped store answers every later call with `Closed` (503), never a hang.

@@ -6,7 +6,7 @@ use super::helpers::*;
 
 #[tokio::test]
 async fn a_locked_database_answers_503_with_retry_after_within_its_bound_never_a_hang() {
-    // Issue #12 item 8: a request waited as long as another session held the lock (SQLite: a
+    // A request waited as long as another session held the lock (SQLite: a
     // 500 after the busy timeout; PostgreSQL: for as long as the lock lasted).
     let app = spawn_with(Backend::Memory, |s| s.db_lock_timeout_ms = 300).await;
     app.seed().await;
@@ -79,7 +79,7 @@ async fn missing_or_wrong_tokens_get_401_in_the_envelope() {
         .await;
     assert_eq!(s, 401);
     assert_envelope(&v, 1001);
-    // /health answers anyone without a token, but a wrong token is refused (issue #10 item 8).
+    // /health answers anyone without a token, but a wrong token is refused.
     let (s, v) = app.get("/health", "whatever").await;
     assert_eq!(s, 401);
     assert_envelope(&v, 1001);
@@ -661,7 +661,7 @@ async fn a_malformed_query_parameter_is_a_422_naming_it_and_what_it_takes() {
     );
 }
 
-/// Issue #12 item 4a: an unknown query parameter (a typo such as `?stauts=failed`) was ignored,
+/// An unknown query parameter (a typo such as `?stauts=failed`) was ignored,
 /// so the list answered every item. Every API route now refuses a query parameter its OpenAPI
 /// operation does not list: 422 (1003) naming it; documented parameters still pass.
 #[tokio::test]

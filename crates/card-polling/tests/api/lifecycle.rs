@@ -258,7 +258,7 @@ async fn item_past_validity_is_expired_by_the_job_not_by_reads() {
 
 #[tokio::test]
 async fn an_item_past_its_validity_is_expired_at_claim_when_the_job_has_not_run() {
-    // Issue #14 item 4: an item 10 s past `valid_until` ended `completed` when the expiry job
+    // An item 10 s past `valid_until` ended `completed` when the expiry job
     // had not run yet.
     let app = spawn_seeded().await;
     let id = one_item(&app, "CA1", "card_status").await;
@@ -317,7 +317,7 @@ impl CapturedLogs {
 
 #[tokio::test]
 async fn an_undecodable_item_is_set_aside_as_failed_and_everything_else_keeps_flowing() {
-    // Issue #12 item 7: one poison row (a bad manual edit, a disk fault) failed every list.
+    // One poison row (a bad manual edit, a disk fault) failed every list.
     let logs = CapturedLogs::default();
     let _logging = tracing::subscriber::set_default(
         tracing_subscriber::fmt()

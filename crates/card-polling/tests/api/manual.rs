@@ -8,7 +8,7 @@ use super::helpers::*;
 async fn manual_enqueue_succeeds_after_the_daily_manual_trigger_quota_is_used_up() {
     let app = spawn_with(Backend::Memory, |s| s.manual_daily_quota = 2).await;
     app.seed().await;
-    // Use agent A's daily manual trigger quota up first (issue #14 item 9: the test did not).
+    // Use agent A's daily manual trigger quota up first.
     for (iccid, expected) in [("CA1", 200), ("CA11", 200), ("D1C1", 429)] {
         let (s, v) = app
             .post(
@@ -46,7 +46,7 @@ async fn manual_enqueue_succeeds_after_the_daily_manual_trigger_quota_is_used_up
 
 #[tokio::test]
 async fn the_same_task_type_twice_in_one_enqueue_counts_once_with_one_audit_fact() {
-    // Issue #14 item 9: only adjacent repeats were folded.
+    // Only adjacent repeats were folded.
     let app = spawn_seeded().await;
     let (s, v) = app
         .enqueue(
@@ -64,7 +64,7 @@ async fn the_same_task_type_twice_in_one_enqueue_counts_once_with_one_audit_fact
 
 #[tokio::test]
 async fn reading_items_needs_the_permission_that_enqueueing_needs() {
-    // Issue #14 item 9 (amends D-poll-permissions): an account without the manual trigger permission could
+    // D-poll-permissions: an account without the manual trigger permission could
     // read every item in its scope.
     let app = spawn_seeded().await;
     let token = "tok-platform-notrigger-1";

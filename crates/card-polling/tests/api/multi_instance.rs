@@ -1,5 +1,5 @@
-//! Several service instances on one PostgreSQL database, with no global writer lock (issue #14
-//! item 2, D-poll-postgres-concurrent-writes): three `Application`s in this process on one fresh schema, each with its own
+//! Several service instances on one PostgreSQL database, with no global writer lock
+//! (D-poll-postgres-concurrent-writes): three `Application`s in this process on one fresh schema, each with its own
 //! instance id, store pool, executor pool, scheduler and expiry job, sharing the Redis hint and
 //! manual lanes and one injected clock. PostgreSQL only: SQLite is one process's file.
 //!

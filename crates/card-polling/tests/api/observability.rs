@@ -1,4 +1,4 @@
-//! Probes and `/metrics` (issue #10 items 7 and 8): `/livez`, `/readyz`, `/health` in full only
+//! Probes and `/metrics`: `/livez`, `/readyz`, `/health` in full only
 //! with a token, and Prometheus text that a parser reads and that moves when items move.
 
 use prometheus_parse::{Scrape, Value};

@@ -44,11 +44,11 @@ pub async fn hold_write_lock(settings: &Settings) -> sqlx::PgConnection {
 
 scenarios!();
 
-// Several instances on one database (issue #14 item 2, D-poll-postgres-concurrent-writes): PostgreSQL only.
+// Several instances on one database (D-poll-postgres-concurrent-writes): PostgreSQL only.
 #[path = "multi_instance.rs"]
 mod multi_instance;
 
-/// Issue #12 item 6, card-polling: two instances on one database, one whose clock runs 120 s
+/// Two instances on one database, one whose clock runs 120 s
 /// ahead. By its clock the healthy instance's claim (90 s lease) has lapsed, and it used to take
 /// the claim over while the carrier call was in flight (the carrier called twice). Now it checks
 /// its clock against the database's, makes no claim, and says so in `/health` and `/metrics`.
@@ -215,7 +215,7 @@ impl Proc {
     }
 }
 
-/// Issue #12 item 6 with real processes and a real clock step (libfaketime, not an injected
+/// Real processes and a real clock step (libfaketime, not an injected
 /// clock): two `card-polling` processes on one PostgreSQL schema, one 120 s ahead. By the fast
 /// clock the healthy instance's claim (90 s lease) lapsed the moment it was made; while the
 /// carrier call is in flight (3 s of simulated latency) the fast instance used to take the claim

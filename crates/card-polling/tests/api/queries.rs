@@ -246,7 +246,7 @@ async fn list_filters_and_pages_newest_first() {
     assert_eq!(app.list("status=completed").await.len(), 0);
 }
 
-/// Issue #11: the console's keyset paging and capped count in the store, on both engines: the
+/// The console's keyset paging and capped count in the store, on both engines: the
 /// older page (`before_id`), the newer page (`after_id`, returned newest first), the oldest page
 /// (`after_id = 0`), and a shop filter intersected with the scope (a descendant shop: exactly its
 /// items; a shop outside the scope: nothing, like a missing one).

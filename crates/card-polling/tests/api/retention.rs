@@ -1,4 +1,4 @@
-//! Issue #14 item 5: the retention job keeps the history tables bounded — interaction logs past
+//! The retention job keeps the history tables bounded — interaction logs past
 //! their retention, audit facts, trigger events and then the items themselves (with their
 //! sources) of items that ended before the history retention, done manual triggers — in batches,
 //! and never a row of an active item. An item a later retrigger points at is kept until that

@@ -325,7 +325,7 @@ impl card_polling::upstream::Upstream for TickingCarrier {
     }
 }
 
-/// Issue #14 item 3: the ordinary work a cycle queues follows the measured execution rate
+/// The ordinary work a cycle queues follows the measured execution rate
 /// (seconds of work), a hint waits behind at most that, and ordinary polling is refilled as the
 /// queue drains until every due card ran (no starvation).
 #[tokio::test]

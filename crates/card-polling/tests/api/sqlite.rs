@@ -53,6 +53,6 @@ mod soak;
 #[path = "edge.rs"]
 mod edge;
 
-// The console (issue #11) in a real browser: pages do not depend on the engine.
+// The console in a real browser: pages do not depend on the engine.
 #[path = "console.rs"]
 mod console;

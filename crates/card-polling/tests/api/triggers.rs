@@ -169,7 +169,7 @@ async fn failed_cancelled_or_unpaid_orders_enqueue_nothing() {
 
 #[tokio::test]
 async fn a_payment_callback_replayed_with_a_different_status_is_a_409_naming_both_values() {
-    // Issue #12 item 11: `failed` then the same payment id `paid` was a silent 200 replay.
+    // `failed` then the same payment id `paid` was a silent 200 replay.
     let app = spawn_seeded().await;
     let order = app.order("card", "CA1", "main").await;
     let out = app.pay(&order, "P29", "failed").await;

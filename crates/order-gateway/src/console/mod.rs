@@ -1,4 +1,4 @@
-//! The operator console at `/console` (issue #11): server-rendered pages over the store, for the
+//! The operator console at `/console`: server-rendered pages over the store, for the
 //! person on call. One question per page: what is stuck and why, and what can I do.
 //!
 //! | path | page |

@@ -1,4 +1,4 @@
-//! Bearer authentication and role checks (§8, issue #10 item 5).
+//! Bearer authentication and role checks (§8).
 //!
 //! Two layers:
 //! - [`require_bearer`], on every `/api/*` route: `Authorization: Bearer <token>` (scheme matched

@@ -144,7 +144,7 @@ impl IntoResponse for ApiError {
         let body: Envelope<()> = Envelope::error(code, msg);
         let mut response = (self.status_code(), Json(body)).into_response();
         if code == ErrorCode::Unavailable {
-            // Busy or shutting down: worth trying again shortly (issue #12 item 8).
+            // Busy or shutting down: worth trying again shortly.
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS),

@@ -30,7 +30,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
     Ok(rakuten_edge::body::json_bytes(req, state).await?)
 }
 
-/// Strict: a key repeated in one object, at any depth, is a 422 (issue #12: two parsers must
+/// Strict: a key repeated in one object, at any depth, is a 422 (two parsers must
 /// not read two different spending limits from one body).
 /// Every body of this API is an object; serde would otherwise read `[]` as a struct written as a
 /// sequence and answer "invalid length 0, expected struct SubmitOrder with 3 elements".

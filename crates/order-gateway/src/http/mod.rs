@@ -60,7 +60,7 @@ pub struct AppState {
     pub lease_notifier: LeaseNotifier,
     /// Account-query storage (§11); the same SQLite store and writer as `store`.
     pub queries: Arc<dyn QueryStore>,
-    /// Alerts, operator actions and workers (issue #10); the same store as `store`.
+    /// Alerts, operator actions and workers; the same store as `store`.
     pub ops: Arc<dyn OperatorStore>,
     /// Wakes waiting query long-polls (its own signal: orders and queries never wake each other).
     pub query_notifier: LeaseNotifier,
@@ -104,7 +104,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// 422 naming the first query parameter the operation does not list in the OpenAPI document
-/// (issue #12 item 4a: `?wiat=30` silently meant no wait).
+/// (`?wiat=30` would silently mean no wait).
 async fn refuse_unknown_query(
     State(allow): State<QueryAllowlist>,
     req: axum::extract::Request,

@@ -40,8 +40,8 @@ use super::routes::{health, operator, orders, probes, queries};
     tags(
         (name = "orders", description = "order tasks (§4.2–§4.6, §5)"),
         (name = "account queries", description = "account read-only query channel (§11)"),
-        (name = "health", description = "§4.6, §4.7; probes and metrics (issue #10)"),
-        (name = "operator", description = "alerts, audited operator actions, workers (issue #10)")
+        (name = "health", description = "§4.6, §4.7; probes and metrics"),
+        (name = "operator", description = "alerts, audited operator actions, workers")
     )
 )]
 pub struct ApiDoc;
@@ -101,7 +101,7 @@ fn add_unsupported_media_type(doc: &mut serde_json::Value) {
 }
 
 /// utoipa describes the generic `Envelope<T>::data: Option<T>` as a bare `T`, but an empty
-/// long-poll answers `data: null` (schemathesis found the mismatch, issue #12): every
+/// long-poll answers `data: null` (schemathesis found the mismatch): every
 /// `Envelope_*` schema's `data` becomes `T` or `null`.
 fn nullable_envelope_data(doc: &mut serde_json::Value) {
     let Some(schemas) = doc

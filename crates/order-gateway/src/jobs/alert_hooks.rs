@@ -1,10 +1,10 @@
 //! Log lines for alerts raised from inside a transition or a sweep, at WARN with a stable
 //! `alert_kind` field. The alert records themselves come from stored causes the alert job reads
 //! (`jobs::alerts`): a set-aside task is a `needs_human` row, a clock skew or jump is a
-//! `clock_signals` row the sweeper writes (issue #12 item 6).
+//! `clock_signals` row the sweeper writes.
 
 /// `alert_kind = "undecodable_row"`: a task's stored row could not be decoded and the task was
-/// set aside as `needs_human` (issue #12 item 7). `cause` is the decoding error, never row content.
+/// set aside as `needs_human`. `cause` is the decoding error, never row content.
 pub fn raise_undecodable_row(task_id: &str, cause: &str) {
     tracing::warn!(
         alert_kind = "undecodable_row",

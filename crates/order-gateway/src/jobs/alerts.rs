@@ -1,4 +1,4 @@
-//! Alerts (§4.7, issue #10). Two views of one set of causes:
+//! Alerts (§4.7). Two views of one set of causes:
 //! - [`health_at`]: a worker silent longer than `RAKUTEN_WORKER_OFFLINE_ALERT_SECONDS`, a task
 //!   queued longer than `RAKUTEN_QUEUED_ALERT_SECONDS`, every stale task, an instance whose clock
 //!   is skewed or jumped in the last 10 min (`clock_signals`), computed from a
@@ -132,7 +132,7 @@ pub fn compute(snap: &HealthSnapshot, th: AlertThresholds, now: Timestamp) -> He
             format!("{unlisted_stale} more stale tasks are not listed"),
         ));
     }
-    // Each instance's clock (issue #12 item 6), the fresh signals only; the same causes as the
+    // Each instance's clock, the fresh signals only; the same causes as the
     // `clock_skew` / `clock_jump` alert records.
     let clocks: Vec<_> = snap
         .clocks
@@ -275,7 +275,7 @@ pub fn evidence_query_id(alert_id: &str) -> QueryId {
     QueryId::parse(&format!("evidence-{hex}")).unwrap_or_else(|_| unreachable!("fixed shape"))
 }
 
-/// The alert service (issue #10): turns causes into alert records (raise once, clear when the
+/// The alert service: turns causes into alert records (raise once, clear when the
 /// cause is gone, each event into the webhook outbox, all in one transaction), logs each raise
 /// and clear, and for every new `task_stale` alert submits an `order_list` account query over
 /// the task's window so the site's real order list is there when a person looks.

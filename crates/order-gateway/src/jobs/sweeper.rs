@@ -4,7 +4,7 @@
 //! one PostgreSQL database every instance sweeps (each lapsed lease turns stale once, and only the
 //! instance that turned it logs its warning); alerts are logged by the elected instance only.
 //!
-//! Clock steps (issue #12 item 6): each sweep compares this instance's clock with the shared
+//! Clock steps: each sweep compares this instance's clock with the shared
 //! database's, clamps leases stamped while a clock ran ahead, and writes what it saw to
 //! `clock_signals` (offset, skewed flag, last jump), which the alert job turns into `clock_skew` /
 //! `clock_jump` records; the offset is also `gateway_clock_offset_seconds` / `gateway_clock_skewed`.
@@ -67,7 +67,7 @@ pub fn new_instance_id() -> String {
     format!("{host}/{}", &id[id.len() - 8..])
 }
 
-/// What the sweeper does against clock steps (issue #12 item 6).
+/// What the sweeper does against clock steps.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LeaseGuard {
     /// The longest a lease may still run: the lease TTL plus [`LEASE_CLAMP_MARGIN`]. Leases

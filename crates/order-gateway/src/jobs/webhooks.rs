@@ -1,4 +1,4 @@
-//! Alert delivery to a person (issue #10): every row of the durable outbox (`alert_outbox`, one
+//! Alert delivery to a person: every row of the durable outbox (`alert_outbox`, one
 //! per alert event and receiver, written in the same transaction as the alert) is POSTed until
 //! the receiver answers 2xx. At least once: a receiver that is down, answers non-2xx or times out
 //! is tried again after an exponential backoff with jitter (`backon`'s schedule, stored as the

@@ -2,7 +2,7 @@
 //! leasable: a new task, a terminal report (gate freed), a sweep that staled a task (gate freed).
 //! Waiters also re-check the database periodically, so a missed wake-up only delays, never loses.
 //!
-//! One wake per leasable thing (issue #12 item 9): a new task wakes ONE waiting long-poll, not all
+//! One wake per leasable thing: a new task wakes ONE waiting long-poll, not all
 //! of them; with 100 polls waiting, one submit used to make all 100 run a lease transaction for a
 //! single grant. A waiter that is woken but whose future is dropped before it ran passes the wake
 //! on (tokio's `Notify` forwards an unconsumed `notify_one`). A woken waiter whose attempt finds
@@ -39,7 +39,7 @@ pub enum AttemptCause {
 }
 
 /// Completed lease attempts of the long-polls on one notifier since start, by cause: how many
-/// lease transactions one submit cost (issue #12 item 9: one woken attempt per leasable task).
+/// lease transactions one submit cost (one woken attempt per leasable task).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LeaseAttempts {
     /// First attempts (one per long-poll request).

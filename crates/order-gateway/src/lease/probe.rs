@@ -1,5 +1,5 @@
 //! Timestamps at the steps of a hand-off (submit acknowledged → grant received), for the
-//! benchmark's breakdown (issue #12 item 9, `docs/BENCHMARKS.md`). Nothing is recorded unless a
+//! benchmark's breakdown (`docs/BENCHMARKS.md`). Nothing is recorded unless a
 //! hook is installed ([`install`], done only by `benches/gateway.rs`); without one a step costs
 //! one atomic load. The hook is process-wide: several applications in one process share it.
 

@@ -1,5 +1,5 @@
 //! `order-gateway ops <command>`: the operator's CLI, talking HTTP to a running gateway through
-//! the typed [`gateway_client`] (issue #10 item 6).
+//! the typed [`gateway_client`].
 //!
 //! - The gateway: `--url` / `RAKUTEN_GATEWAY_URL` (default `http://127.0.0.1:31109`).
 //! - The token: `--token` / `RAKUTEN_OPS_TOKEN`, else `RAKUTEN_API_TOKEN` (the environment or a

@@ -170,7 +170,7 @@ pub struct TaskFilter {
 }
 
 /// Rows a console count counts up to: past it a page shows "10,000+" instead of scanning on
-/// (issue #11: a count of the whole table is most of a page's time at volume).
+/// (a count of the whole table is most of a page's time at volume).
 pub const COUNT_CAP: i64 = 10_000;
 
 /// A position in a console list's oldest-first order `(created_at, insertion order)` — the order
@@ -275,7 +275,7 @@ pub struct HealthSnapshot {
     pub clocks: Vec<rakuten_types::order::InstanceClock>,
 }
 
-/// What an instance's sweeper saw of its clock, written to `clock_signals` (issue #12 item 6).
+/// What an instance's sweeper saw of its clock, written to `clock_signals`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClockSignal {
     /// The instance (`<hostname>/<8 hex digits>`, fixed at start-up).
@@ -421,7 +421,7 @@ pub enum StoreError {
     #[error("store is closed")]
     Closed,
     /// The database is locked or too slow: a lock, statement, busy or pool timeout, or no answer
-    /// within [`STORE_OP_BOUND`] (503 with `Retry-After`; issue #12 item 8). The operation may
+    /// within [`STORE_OP_BOUND`] (503 with `Retry-After`). The operation may
     /// still commit later (an idempotent retry finds it).
     #[error("database busy: {0}")]
     Busy(String),
@@ -645,7 +645,7 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
     /// Turns every active task whose lease lapsed at or before `now` into `stale` (§5).
     async fn task_mark_stale_expired(&self, now: Timestamp) -> Result<Vec<StaleTask>, StoreError>;
 
-    /// Shortens every active lease that expires after `limit` to `limit` (issue #12 item 6: a
+    /// Shortens every active lease that expires after `limit` to `limit` (a
     /// grant stamped while the clock ran ahead must not outlive `now + TTL` by more than a small
     /// margin once the clock is corrected). Returns the tasks clamped.
     async fn task_clamp_leases(

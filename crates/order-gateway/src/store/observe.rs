@@ -1,4 +1,4 @@
-//! What `/metrics` and `/readyz` read from the database (issue #10 items 7 and 8): the snapshot
+//! What `/metrics` and `/readyz` read from the database: the snapshot
 //! types here, the reads once for both engines in `store/sql/observe.rs`. Each read is bounded:
 //! the task and query counts visit only rows of the open statuses through the
 //! `(status, created_at)` indexes (finished rows, the bulk of a long-lived queue, are never

@@ -1,4 +1,4 @@
-//! Storage of the operator's loop (issue #10): alert records and their webhook outbox, audited
+//! Storage of the operator's loop: alert records and their webhook outbox, audited
 //! operator actions (resolve, cancel, retire; reclaim records its action through the order
 //! store), and the worker list. The trait is [`OperatorStore`]; its one implementation, SQL
 //! written once for both engines, is `store/sql/operator.rs`.
@@ -273,7 +273,7 @@ pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
     /// A page of alerts, newest first.
     async fn alert_list(&self, filter: AlertFilter) -> Result<Page<AlertView>, StoreError>;
 
-    /// The console's alert list (issue #11): one keyset page in `(raised_at, insertion order)`
+    /// The console's alert list: one keyset page in `(raised_at, insertion order)`
     /// order, oldest first within the page, of the open alerts (`open_only`) or every alert, of
     /// `kind` when set, with a total capped at [`super::COUNT_CAP`] + 1. An index seek plus at
     /// most `limit + 1` rows at any depth (migration 0009).
@@ -380,7 +380,7 @@ pub(crate) fn needs_human_summary(
     set_aside: Option<&str>,
 ) -> String {
     if let Some(reason) = set_aside {
-        // A poison row (issue #12 item 7): no worker ever saw it; the row itself needs repair.
+        // A poison row: no worker ever saw it; the row itself needs repair.
         let reason: String = reason.chars().take(200).collect();
         return format!("task {task_id} needs a human: set aside, never handed out ({reason})");
     }

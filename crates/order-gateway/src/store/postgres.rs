@@ -1,4 +1,4 @@
-//! The PostgreSQL engine of the store, for several gateway instances sharing one queue (issue #7).
+//! The PostgreSQL engine of the store, for several gateway instances sharing one queue.
 //! Chosen by `RAKUTEN_GATEWAY_DB_URL=postgres://…`; SQLite stays the default. The SQL is the one
 //! implementation of [`super::sql`]; this file opens the pool, runs each transition in its own
 //! transaction, and carries what only PostgreSQL has: `LISTEN/NOTIFY` wake-ups across instances
@@ -220,7 +220,7 @@ impl PgStore {
             .map_err(|e| StoreError::Database(Arc::new(e.into())))?;
         let _ = sqlx::Connection::close(migrating).await;
         // A statement never waits on a lock (or runs) past the store's bound: the server gives up
-        // too, not only our side (issue #12 item 8).
+        // too, not only our side.
         let options = options.options([
             ("lock_timeout", LOCK_TIMEOUT),
             ("statement_timeout", STATEMENT_TIMEOUT),
@@ -387,7 +387,7 @@ impl PgStore {
     }
 
     /// The database's clock minus `now`, milliseconds: the one clock the instances sharing this
-    /// database are checked against (issue #12 item 6).
+    /// database are checked against.
     pub(crate) async fn database_clock_offset_ms(
         &self,
         now: rakuten_types::Timestamp,

@@ -1,6 +1,6 @@
 //! The real `order-gateway` binary on port 0: it writes the address it bound to
 //! `RAKUTEN_GATEWAY_ADDR_FILE`, and the test reads it back (never a port picked in advance,
-//! which another process may take in between, issue #12 item 13).
+//! which another process may take in between).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -1,4 +1,4 @@
-//! Issue #12 item 6, the alerts: a clock jump and a clock skew are alert records like the others
+//! Clock alerts: a clock jump and a clock skew are alert records like the others
 //! (raised once, cleared when the cause is gone, each raise and clear delivered to the webhooks,
 //! in `GET /api/alerts`, `/health` and `/metrics`). Time is a `ManualClock`; jobs run through
 //! their `run_once`. The real-process version with libfaketime is in `faketime.rs`.

@@ -295,7 +295,7 @@ fn qid(s: &str) -> QueryId {
 }
 
 /// Instantiates every check for both drivers.
-/// Issue #12 item 7: an older queued task whose stored intent is not JSON (a bad manual edit, a
+/// An older queued task whose stored intent is not JSON (a bad manual edit, a
 /// disk fault) made every lease attempt and the list fail.
 async fn a_queued_task_whose_row_does_not_decode_is_set_aside_and_the_next_one_is_leased(
     h: &Harness,
@@ -407,7 +407,7 @@ impl Harness {
     }
 }
 
-/// Issue #12 item 8: a long-poll while another session held the tasks locked answered only when
+/// A long-poll while another session held the tasks locked answered only when
 /// the lock went (PostgreSQL: 20 s and more) or with a 500 (SQLite, after its 10 s busy timeout).
 async fn a_locked_database_answers_busy_within_the_bound_instead_of_hanging(h: &Harness) {
     h.insert("a").await;
@@ -1067,8 +1067,8 @@ async fn reclaim_needs_a_stale_task_and_a_free_gate(h: &Harness) {
     let g = h.reclaim("po-1", "w2").await.unwrap();
     assert_eq!(g.lease_count, 2);
     assert_eq!(h.status("po-1").await, TaskStatus::Leased);
-    // The named worker's first poll receives that very grant (same token and count; issue #10
-    // item 9), nobody else gets anything; a later poll is a re-grant as always.
+    // The named worker's first poll receives that very grant (same token and count),
+    // nobody else gets anything; a later poll is a re-grant as always.
     assert_eq!(h.lease("w9").await, LeaseAttempt::Empty);
     let first = h.granted("w2").await;
     assert_eq!(
@@ -1612,7 +1612,7 @@ async fn console_lists_page_by_keyset_through_ties_in_both_directions(h: &Harnes
     assert_eq!(queued, 7);
 }
 
-/// Issue #11 item 4: the console's alerts page pages by keyset on `(raised_at, insertion order)`
+/// The console's alerts page pages by keyset on `(raised_at, insertion order)`
 /// (no OFFSET), open alerts only unless asked for all, with a capped total.
 async fn console_alerts_page_by_keyset_newest_first_through_ties(h: &Harness) {
     // Five alerts: al0..al2 raised at the same instant (insertion order breaks the tie), al3 and
@@ -1680,7 +1680,7 @@ async fn console_alerts_page_by_keyset_newest_first_through_ties(h: &Harness) {
     assert_eq!((none.items.len(), none.total), (0, 0));
 }
 
-/// Issue #11 item 5: an operator may cancel only a queued task (D-resolve-and-cancel), which has never been
+/// An operator may cancel only a queued task (D-resolve-and-cancel), which has never been
 /// granted, so a cancel ends no lease grant; the schema no longer admits a `cancelled` ending
 /// (migration 0009, D-lease-grant-history).
 async fn a_cancelled_task_never_held_a_grant_and_no_grant_ends_as_cancelled(h: &Harness) {

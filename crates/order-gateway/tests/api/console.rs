@@ -1,4 +1,4 @@
-//! The operator console in a real browser (issue #11): headless Chromium driven through
+//! The operator console in a real browser: headless Chromium driven through
 //! chromedriver ([`web_console::webdriver`]). Each test saves a screenshot of the page it checked
 //! under `target/console-screenshots/`.
 
@@ -480,7 +480,7 @@ async fn console_task_list_pages_newer_and_older_by_keyset() {
     b.close().await;
 }
 
-/// Issue #12 item 6: a clock jump is an alert record, so the overview's open alerts show it with
+/// A clock jump is an alert record, so the overview's open alerts show it with
 /// the instance it happened on.
 #[tokio::test]
 async fn console_overview_shows_a_clock_jump_alert() {
@@ -505,7 +505,7 @@ async fn console_overview_shows_a_clock_jump_alert() {
     b.close().await;
 }
 
-/// Issue #11 item 4: the alerts page pages by keyset (no OFFSET), newest first: 52 open alerts
+/// The alerts page pages by keyset (no OFFSET), newest first: 52 open alerts
 /// raised at one instant and one cleared; the first page shows the newest 50, "older" the other
 /// two, "newer" back; a malformed cursor is refused.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The public edge (issue #12): TLS, connection bounds, lease routes answer GET only, strict
+//! The public edge: TLS, connection bounds, lease routes answer GET only, strict
 //! JSON, ids that equal a route word. Each input the issue lists is a test here.
 
 use std::time::{Duration, Instant};
@@ -365,7 +365,7 @@ async fn the_document_allows_the_null_data_of_an_empty_long_poll_and_lists_the_e
     assert!(lease.assert_ok().is_null());
 }
 
-/// Issue #12 item 4b: a URI or header section over the bounds was answered with a bare 414/431
+/// A URI or header section over the bounds was answered with a bare 414/431
 /// and no body; now the JSON envelope (code 1004) answers, and the connection closes.
 #[tokio::test]
 async fn an_oversized_request_head_gets_414_or_431_with_the_envelope() {

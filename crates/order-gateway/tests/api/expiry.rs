@@ -162,7 +162,7 @@ async fn reclaiming_a_task_that_is_not_stale_is_6003_and_unknown_is_6001() {
     missing.assert_err(422, 1003);
 }
 
-/// Issue #12 item 6: with a 4 s lease, a grant made while the clock ran an hour ahead kept the task
+/// With a 4 s lease, a grant made while the clock ran an hour ahead kept the task
 /// `leased` for an hour after the clock was corrected, and the global gate refused every other
 /// task meanwhile.
 #[tokio::test]

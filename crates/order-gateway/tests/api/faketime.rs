@@ -1,4 +1,4 @@
-//! Issue #12 item 6 with real processes and a real clock step (libfaketime, not an injected
+//! Real processes and a real clock step (libfaketime, not an injected
 //! clock): two `order-gateway` processes on one PostgreSQL schema, one of them 120 s ahead. A 60 s
 //! lease granted through the healthy one stays `leased` over many sweeps of the fast one (before
 //! the fix the fast instance's sweeper made it `stale` within 2 s), and the fast instance's skew

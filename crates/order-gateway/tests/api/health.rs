@@ -110,7 +110,7 @@ async fn openapi_document_lists_every_endpoint() {
     ] {
         assert!(doc["paths"][path].is_object(), "{path} missing");
     }
-    // Issue #12 item 6: /health's per-instance clocks are in the document (schemathesis checks
+    // /health's per-instance clocks are in the document (schemathesis checks
     // answers against it).
     let schemas = &doc["components"]["schemas"];
     assert!(
@@ -138,7 +138,7 @@ async fn openapi_document_lists_every_endpoint() {
     );
 }
 
-/// Issue #12 item 10: with the offline threshold at 2 s, one poll as `zz-real` then one each as
+/// With the offline threshold at 2 s, one poll as `zz-real` then one each as
 /// `aa-0000` … `aa-0999`; `/health` listed only the first 1,000 workers by name, so `zz-real` and
 /// its offline alert were missing.
 #[tokio::test]

@@ -401,7 +401,7 @@ impl TestApp {
     }
 }
 
-/// Operator helpers (issue #10).
+/// Operator helpers.
 impl TestApp {
     pub async fn alerts(&self, query: &str) -> Answer {
         answer(

@@ -227,7 +227,7 @@ async fn site_scope_gates_per_site_and_still_serialises_within_a_site() {
     assert_eq!(other.code(), 6004);
 }
 
-/// Issue #12 item 9 end to end: 100 long-polls of distinct workers wait, one task is submitted:
+/// One wake per leasable task, end to end: 100 long-polls of distinct workers wait, one task is submitted:
 /// one grant, and one lease transaction for it. Heartbeats are the witness (each lease attempt
 /// touches its worker's `last_seen_at`): with the clock moved on before the submit, only workers
 /// whose poll ran a lease transaction afterwards show the new time. The only other attempts allowed

@@ -1,4 +1,4 @@
-//! The gateway process's logs (issue #15): with `RAKUTEN_LOG_FORMAT=json` every line is one JSON
+//! The gateway process's logs: with `RAKUTEN_LOG_FORMAT=json` every line is one JSON
 //! object; the start line names the address, the storage driver and the database; each request
 //! gets one `info` line with route, status, latency, task and worker ids — and the token appears
 //! nowhere. A bad setting is one line naming the flag and the variable, exit 2.

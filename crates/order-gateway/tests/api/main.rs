@@ -1,7 +1,7 @@
 //! The gateway's one integration-test binary: real HTTP on 127.0.0.1:0, fresh temp databases,
 //! `ManualClock` for expiry and alerts. Modules follow the spec's §9 checklist and issue #2;
 //! `conformance` runs one storage suite against both drivers and `multi_instance` runs several
-//! gateways on one PostgreSQL schema (issue #7). PostgreSQL: `DATABASE_URL_TEST` (default
+//! gateways on one PostgreSQL schema. PostgreSQL: `DATABASE_URL_TEST` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), a fresh schema per test; it must be running.
 
 mod alert_crash;

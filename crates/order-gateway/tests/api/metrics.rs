@@ -1,4 +1,4 @@
-//! `/metrics` (issue #10 item 7): Prometheus text that a parser reads, that moves when tasks
+//! `/metrics`: Prometheus text that a parser reads, that moves when tasks
 //! move, on both drivers; who may read it.
 
 use std::sync::Arc;
@@ -207,7 +207,7 @@ async fn metrics_need_an_operator_or_metrics_token() {
 
 crate::on_both_engines!(alert_metrics_show_open_alerts_by_kind_and_deliveries_by_result);
 
-/// Issue #10 item 7's alert metrics: `gateway_alerts_open{kind}` follows the alert job's runs,
+/// Alert metrics: `gateway_alerts_open{kind}` follows the alert job's runs,
 /// `gateway_webhook_deliveries_total{result}` counts each delivery attempt.
 async fn alert_metrics_show_open_alerts_by_kind_and_deliveries_by_result(e: Engine) {
     let rx = Receiver::start().await;

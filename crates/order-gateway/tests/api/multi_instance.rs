@@ -1,4 +1,4 @@
-//! Several gateway instances on one PostgreSQL schema (issue #7): concurrent leases across
+//! Several gateway instances on one PostgreSQL schema: concurrent leases across
 //! instances never hand out two order tasks; a submit on one instance wakes a long-poll waiting on
 //! another (through `LISTEN/NOTIFY`, well before the 1 s fallback check); kill -9 of an instance
 //! mid-lease loses nothing (the real binary).
@@ -284,7 +284,7 @@ async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_e
     drop(b);
 }
 
-/// Issue #12 item 6: with several instances on PostgreSQL each stamped and swept leases with its
+/// With several instances on PostgreSQL each stamped and swept leases with its
 /// own clock; one instance running 120 s ahead made another instance's healthy 60 s lease `stale`
 /// at its next sweep. An instance whose clock is off from the database's now raises `clock_skew`
 /// and leaves the sweeping to the others.

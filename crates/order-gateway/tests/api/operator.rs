@@ -1,4 +1,4 @@
-//! Issue #10: alerts as records and their delivery to a person (a real receiver on 127.0.0.1:0),
+//! Alerts as records and their delivery to a person (a real receiver on 127.0.0.1:0),
 //! audited operator actions (resolve, cancel, reclaim's reason, workers), the evidence query of a
 //! stale task, and the reclaim's own grant on the worker's first poll. Time is a `ManualClock`;
 //! jobs run through their `run_once`. Every store-facing test runs on SQLite and PostgreSQL.
@@ -724,7 +724,7 @@ async fn the_audit_names_the_operator_token_and_other_roles_are_refused() {
     alerts.assert_err(403, 1002);
 }
 
-/// Issue #12 item 7: a queued task whose stored intent does not decode is set aside by the next
+/// A queued task whose stored intent does not decode is set aside by the next
 /// lease (needs_human, reason `undecodable row`); the operator hears of it as of any other
 /// needs_human task: an alert record naming the reason, delivered to the webhook receiver.
 async fn a_poison_row_set_aside_raises_a_needs_human_alert_that_reaches_the_receiver(e: Engine) {

@@ -1,4 +1,4 @@
-//! `order-gateway ops` (issue #10 item 6): the built binary against a spawned gateway; tables,
+//! `order-gateway ops`: the built binary against a spawned gateway; tables,
 //! `--json`, the token from `.env`, and the documented exit codes.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! The operator commands of `order-gateway ops` added with issue #10's operator actions:
+//! The operator commands of `order-gateway ops` for the operator actions:
 //! `alerts`, `resolve`, `cancel`, `workers`, `retire`, against a spawned gateway (exit codes as
 //! documented: 0 done, 1 refused, 2 usage, 3 not found).
 

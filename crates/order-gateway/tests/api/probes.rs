@@ -1,4 +1,4 @@
-//! Probes (issue #10 item 8): `/livez`, `/readyz` (503 when the database does not answer), and
+//! Probes: `/livez`, `/readyz` (503 when the database does not answer), and
 //! `/health` in full only for a caller with a token.
 
 use std::sync::Arc;

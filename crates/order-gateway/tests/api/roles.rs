@@ -1,5 +1,5 @@
-//! Roles (issue #10 item 5): each role's allowed and refused routes, the `api` token, rotation,
-//! the case-insensitive `Bearer` scheme (issue #12 item 3).
+//! Roles: each role's allowed and refused routes, the `api` token, rotation,
+//! the case-insensitive `Bearer` scheme.
 
 use order_gateway::roles::NamedTokens;
 use serde_json::{Value, json};

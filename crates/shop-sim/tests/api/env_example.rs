@@ -1,4 +1,4 @@
-//! `.env.example` lists exactly the settings `shop-sim serve --help` lists (issue #15): a setting added
+//! `.env.example` lists exactly the settings `shop-sim serve --help` lists: a setting added
 //! without its line, or removed with its line left behind, fails here with the names to fix.
 
 #[test]

@@ -1,4 +1,4 @@
-//! `.env.example` lists exactly the settings `site-adapter serve --help` lists (issue #15): a
+//! `.env.example` lists exactly the settings `site-adapter serve --help` lists: a
 //! setting added without its line, or removed with its line left behind, fails here with the names
 //! to fix.
 

@@ -1,11 +1,11 @@
 //! The site seam (spec §10): the steps of an order and the account's order reads, behind one
 //! trait. [`rakuten::RakutenSite`] answers "not implemented" (5003) for every step the spec calls
 //! unverified; [`sim::SimSite`] drives the simulated shop over HTTP; [`adapter::AdapterSite`]
-//! asks a site adapter process over the adapter protocol (issue #16).
+//! asks a site adapter process over the adapter protocol.
 //!
 //! Every call returns the page it read ([`PageSnapshot`]) with its value, so the caller can store
 //! evidence before it records or reports anything. The reads (`list_orders`, `order_detail`) serve
-//! the recovery check (§5), post-payment monitoring and the account-query channel (§11, issue #4).
+//! the recovery check (§5), post-payment monitoring and the account-query channel (§11).
 
 pub mod adapter;
 pub mod rakuten;

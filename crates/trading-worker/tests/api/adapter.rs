@@ -1,4 +1,4 @@
-//! `RAKUTEN_SITE=adapter` (issue #16): the worker through the site adapter protocol, served here
+//! `RAKUTEN_SITE=adapter`: the worker through the site adapter protocol, served here
 //! over the simulated shop's HTTP seam (`site::adapter::server`). The browser adapter's own
 //! tests live in `crates/site-adapter`.
 

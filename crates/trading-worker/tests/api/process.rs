@@ -32,7 +32,7 @@ async fn a_bad_setting_prints_the_flag_and_the_variable_and_exits_2_without_a_ba
     assert!(!err.to_lowercase().contains("backtrace"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 
-    // The rakuten site without a scraper (issue #15, D-scraper-url-required).
+    // The rakuten site without a scraper (D-scraper-url-required).
     let out = bad_start(&h, &[("RAKUTEN_SITE", "rakuten")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");

@@ -23,7 +23,7 @@ use crate::jobs::schedule_config::ScheduleConfigHealth;
 pub struct Health {
     /// `ok` when the database answers, `unavailable` (with HTTP 503) when it does not.
     pub status: &'static str,
-    /// What the database answered (issue #14 item 8).
+    /// What the database answered.
     pub database: DatabaseHealth,
     /// Hint channel backend: `memory` or `redis`.
     pub hint_backend: &'static str,
@@ -35,7 +35,7 @@ pub struct Health {
     pub queues: Vec<TypeQueues>,
     /// When the last scheduling cycle ran (absent before the first).
     pub last_cycle_at: Option<rakuten_types::Timestamp>,
-    /// This instance's clock and its check against the shared database's (issue #12 item 6):
+    /// This instance's clock and its check against the shared database's:
     /// `status` `off`, `no_shared_clock` (SQLite), `not_yet_measured` (before the first claim),
     /// `ok` or `skewed` (this instance makes no claims), never `null` (D-poll-clock-skew-no-claims).
     pub clock: ClockHealth,
@@ -44,7 +44,7 @@ pub struct Health {
     pub schedule_config: ScheduleConfigHealth,
 }
 
-/// The database's part of `/health` (issue #14 item 8, D-poll-health-reads-items).
+/// The database's part of `/health` (D-poll-health-reads-items).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct DatabaseHealth {
     /// `true` when the priority items could be read within [`READY_TIMEOUT`].
@@ -100,9 +100,9 @@ pub enum HealthView {
 
 /// `GET /health`: with a valid token (any account), the database's state (open items by status,
 /// oldest pending age), liveness and queue depths per task type and lane; without an
-/// `Authorization` header only the status and whether the database answers (issue #10 item 8);
+/// `Authorization` header only the status and whether the database answers;
 /// a wrong token is 401. When the database cannot be read within [`READY_TIMEOUT`] the answer is
-/// 503 with code 1503, `success: false`, and `data` still describing the state (issue #14 item 8).
+/// 503 with code 1503, `success: false`, and `data` still describing the state.
 pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response, ApiError> {
     let full = if parts.headers.contains_key(AUTHORIZATION) {
         let mut parts = parts;

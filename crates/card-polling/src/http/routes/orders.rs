@@ -1,5 +1,5 @@
 //! Package orders, the payment callback, queued package activation and the package poll's
-//! verdict (the entry issue #6's ordinary package polling will call directly).
+//! verdict (the ordinary package poll runs the same verdict).
 
 use axum::Json;
 use axum::extract::State;

@@ -1,6 +1,6 @@
 //! Multi-row statements, because a statement's round trip to the database, not the row, is what
 //! bulk writes cost (on SQLite each statement is a hop to sqlx's connection thread and back):
-//! - bulk card import (issue #14 item 1, D-import-in-parts): one part of a large import's cards written with
+//! - bulk card import (D-import-in-parts): one part of a large import's cards written with
 //!   multi-row `INSERT … VALUES (…), (…)` statements, [`ROWS`] cards per statement, then their
 //!   ordinary polling schedule rows. Same rows, checks and errors as the row-by-row import in
 //!   `domain.rs` (a duplicate card is a conflict, an unknown shop invalid);

@@ -662,7 +662,7 @@ pub(crate) async fn payment_apply(
     .fetch_optional(&mut *tx)
     .await?;
     // Idempotency by payment id: a repeated callback changes nothing and enqueues nothing. A
-    // "replay" that says something else is not a replay: 409 naming both values (issue #12 #11).
+    // "replay" that says something else is not a replay: 409 naming both values.
     let seen = sqlx::query("SELECT * FROM package_orders WHERE payment_id = $1")
         .bind(&cb.payment_id)
         .fetch_optional(&mut *tx)

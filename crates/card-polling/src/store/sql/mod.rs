@@ -69,7 +69,7 @@ pub struct SqlStore {
     writer: std::sync::Arc<dialect::Writer>,
     // `meta.feature_enabled_at` never changes once written: read it once.
     feature: std::sync::Arc<std::sync::OnceLock<Timestamp>>,
-    // Written as `actor` on the audit facts of system transitions (issue #14 item 6).
+    // Written as `actor` on the audit facts of system transitions.
     instance: std::sync::Arc<str>,
     // Items this store set aside as undecodable since start (`/metrics`).
     set_aside: std::sync::Arc<std::sync::atomic::AtomicU64>,

@@ -1,4 +1,4 @@
-//! Reads for `/metrics`, `/readyz` and `/health` (issue #10 items 7 and 8, issue #14 item 8), no
+//! Reads for `/metrics`, `/readyz` and `/health`, no
 //! parameters, plain columns.
 //! The item count visits only the [`OPEN_ITEM_STATUSES`](crate::store::observe::OPEN_ITEM_STATUSES)
 //! rows through the `(status, id)` index; finished items, the bulk, are never scanned.

@@ -1,4 +1,4 @@
-//! Retention (issue #14 item 5): one batch of old rows of one table deleted per call, inside the
+//! Retention: one batch of old rows of one table deleted per call, inside the
 //! caller's write transaction. Rows of an active item are never deleted; an ended item's audit
 //! facts and trigger events go together, once the item ended before the cutoff, and the item
 //! itself with its source rows once nothing refers to it any more (D-retention-batches).

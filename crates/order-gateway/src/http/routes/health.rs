@@ -1,6 +1,6 @@
 //! `GET /health` (§4.6, §4.7): counts, active tasks, workers and raised alerts for a caller with
-//! a valid token of any role; an anonymous caller gets only the overall `status` (issue #10
-//! item 8: ids are not for everyone). A wrong token is 401.
+//! a valid token of any role; an anonymous caller gets only the overall `status` (ids
+//! are not for everyone). A wrong token is 401.
 
 use axum::extract::State;
 use axum::http::HeaderMap;

@@ -1,4 +1,4 @@
-//! The operator's routes (issue #10): alert records, resolve and cancel of a task, the worker list
+//! The operator's routes: alert records, resolve and cancel of a task, the worker list
 //! and retirement. Every action is a conditional update refused with 6003 from any other status,
 //! and writes an `operator_actions` row (who, what, when, why, before → after) that the task's
 //! detail shows. Who: the caller's token name ([`Actor`]). Operators only.
@@ -59,7 +59,7 @@ pub struct AlertQuery {
     pub offset: Option<i64>,
 }
 
-/// Alert records, newest first (issue #10).
+/// Alert records, newest first.
 #[utoipa::path(
     get, path = "/api/alerts", tag = "operator",
     params(AlertQuery),

@@ -473,7 +473,7 @@ pub async fn reclaim(
 }
 
 /// A task with its latest state and every report, oldest first (§4.6), its operator actions and
-/// the evidence queries gathered when it went stale (issue #10).
+/// the evidence queries gathered when it went stale.
 #[utoipa::path(
     get, path = "/api/orders/{task_id}", tag = "orders",
     params(("task_id" = String, Path, description = "task id")),

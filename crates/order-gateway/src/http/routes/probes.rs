@@ -1,4 +1,4 @@
-//! Probes and metrics (issue #10 items 7 and 8): `GET /livez` (the process answers; no database
+//! Probes and metrics: `GET /livez` (the process answers; no database
 //! access), `GET /readyz` (the database answers within [`READY_TIMEOUT`], else 503/1503), and
 //! `GET /metrics` (Prometheus text, [`crate::telemetry`]; operator or metrics tokens).
 

@@ -1,4 +1,4 @@
-//! Each instance's clock as its sweeper saw it (`clock_signals`, issue #12 item 6): written by
+//! Each instance's clock as its sweeper saw it (`clock_signals`): written by
 //! every instance's sweeper, read by `/health` and by the elected instance's alert sync as the
 //! cause of `clock_skew` and `clock_jump` (so an alert is raised whichever instance's clock is
 //! off, not only the leader's).

@@ -1,4 +1,4 @@
-//! The lease history (issue #11, decision D-lease-grant-history): one `lease_grants` row per grant. Each
+//! The lease history (D-lease-grant-history): one `lease_grants` row per grant. Each
 //! function runs inside the caller's transaction, right after the guarded `UPDATE tasks …` it
 //! records, so a grant and its row, or a transition and the grant's ending, commit together or
 //! not at all. The partial unique index `one_open_grant` keeps at most one open grant per task.

@@ -5,11 +5,11 @@
 //!   sweep); [`queries`](sqlite::queries): the account-query channel's transitions and reads;
 //!   [`reads`](sqlite::reads): order task reads (`task_get`, listings, `/health`); `store.rs`: the
 //!   two trait impls, which run each transition through the engine's `write` and send its wake-ups.
-//! - [`operator`](sqlite::operator): alerts, the webhook outbox, operator actions and workers
-//!   (issue #10), with their [`OperatorStore`](super::OperatorStore) impl.
+//! - [`operator`](sqlite::operator): alerts, the webhook outbox, operator actions and workers,
+//!   with their [`OperatorStore`](super::OperatorStore) impl.
 //! - [`grants`](sqlite::grants): the lease history (`lease_grants`, D-lease-grant-history), written in the
 //!   transactions of [`tasks`](sqlite::tasks) and [`operator`](sqlite::operator).
-//! - [`clocks`](sqlite::clocks): each instance's clock signal (`clock_signals`, issue #12 item 6).
+//! - [`clocks`](sqlite::clocks): each instance's clock signal (`clock_signals`).
 //! - [`observe`](sqlite::observe): the `/metrics` counts and the `/readyz` ping.
 //! - [`rows`]: the row types and their decoders, [`query_row`]: the account-query row; both
 //!   generic over the sqlx row type, so one set serves both engines.

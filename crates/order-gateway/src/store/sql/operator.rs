@@ -1,4 +1,4 @@
-//! The one implementation of [`OperatorStore`] (issue #10): alerts and their webhook outbox,
+//! The one implementation of [`OperatorStore`]: alerts and their webhook outbox,
 //! operator actions (resolve, cancel, retire; the reclaim's audit row and its pending grant),
 //! workers. Compiled once per engine like the rest of `store/sql` (see its module docs): plain
 //! sqlx over `Conn`/`Db`/`Store`, `$n` placeholders, `CAST(… AS TEXT)` for NULL-able filters,
@@ -86,7 +86,7 @@ pub(crate) async fn action_insert(
 }
 
 /// After a reclaim's grant: marks it as not yet received by its worker, so the worker's
-/// next poll receives this very grant (issue #10 item 9), and audits the reclaim.
+/// next poll receives this very grant, and audits the reclaim.
 pub(crate) async fn reclaim_recorded(
     conn: &mut Conn,
     task: &TaskId,
@@ -354,7 +354,7 @@ async fn causes(
         e.0 += 1;
         e.1 = e.1.max(attempts);
     }
-    // Clock signals of every instance (issue #12 item 6): a skew while the instance still
+    // Clock signals of every instance: a skew while the instance still
     // reports, a jump until it has been quiet for CLOCK_JUMP_QUIET.
     for c in super::clocks::clock_signals(conn).await? {
         let fresh = clock_signal_fresh(&c, now);

@@ -331,7 +331,7 @@ pub(crate) async fn health_snapshot(
         .fetch_one(&mut *tx)
         .await?;
     // Longest silent first: whatever the threshold, every offline worker precedes every online
-    // one, so a long list never hides an offline worker behind healthy ones (issue #12 item 10).
+    // one, so a long list never hides an offline worker behind healthy ones.
     let sql = format!(
         "SELECT worker_id, last_seen_at FROM workers WHERE retired_at IS NULL \
          ORDER BY last_seen_at, worker_id{} LIMIT {HEALTH_WORKERS_LISTED}",

@@ -106,7 +106,7 @@ impl TaskRow {
     }
 
     /// Decodes a row selected with [`TASK_COLUMNS`] into its wire summary; a row that does not
-    /// decode (a poison row, issue #12 item 7) is still shown, as far as it can be read, with
+    /// decode (a poison row) is still shown, as far as it can be read, with
     /// `set_aside_reason` saying so, so that one bad row never fails a whole list.
     pub fn summary_or_undecodable<R>(row: &R) -> Result<TaskSummary, StoreError>
     where
@@ -142,7 +142,7 @@ impl TaskRow {
     }
 }
 
-/// The reason a poison row is set aside with (issue #12 item 7).
+/// The reason a poison row is set aside with.
 pub(crate) const UNDECODABLE_ROW: &str = "undecodable row";
 
 /// Decodes a `task_reports` row (either engine).

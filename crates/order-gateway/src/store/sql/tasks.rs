@@ -266,7 +266,7 @@ async fn lease_attempt(
 
     // (a) A reclaim's grant its worker has not received yet: this poll receives that very grant
     // (same token and count, the lease running from now), so the count rises once per reclaim and
-    // the token the operator saw is the live one (issue #10 item 9).
+    // the token the operator saw is the live one.
     if let Some((task_id, count, token)) =
         operator::reclaimed_grant_take(conn, req.worker_id.as_str(), expires, now).await?
     {
@@ -335,7 +335,7 @@ async fn lease_attempt(
         Db::SKIP_LOCKED
     );
     // A poison row (it does not decode, or its intent is not JSON) is set aside and the next
-    // candidate tried, so one bad row never blocks the queue (issue #12 item 7).
+    // candidate tried, so one bad row never blocks the queue.
     let mut candidate = None;
     for _ in 0..MAX_SET_ASIDE_PER_LEASE {
         let Some(raw) = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
@@ -699,7 +699,7 @@ pub(crate) async fn task_mark_stale_expired(
     Ok(staled)
 }
 
-/// Clamps every active lease expiring after `limit` to `limit` (issue #12 item 6); returns the
+/// Clamps every active lease expiring after `limit` to `limit`; returns the
 /// tasks clamped. Rows another transaction holds are left for the next sweep.
 pub(crate) async fn task_clamp_leases(
     conn: &mut Conn,

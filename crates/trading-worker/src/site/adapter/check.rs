@@ -1,4 +1,4 @@
-//! The site adapter protocol's conformance kit (`trading-worker adapter-check`, issue #16): runs
+//! The site adapter protocol's conformance kit (`trading-worker adapter-check`): runs
 //! the protocol's checks against an adapter that drives the simulated shop, setting each case up
 //! through the shop's `/admin/*` routes, and says what passes. Someone writing the real-site
 //! adapter runs it against their adapter pointed at shop-sim before going live.

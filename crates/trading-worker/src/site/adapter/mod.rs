@@ -1,4 +1,4 @@
-//! `RAKUTEN_SITE=adapter`: the site seam over the site adapter protocol (issue #16): an adapter
+//! `RAKUTEN_SITE=adapter`: the site seam over the site adapter protocol: an adapter
 //! process on loopback works the site (a browser script for the real site, or one of the
 //! simulated shop's adapters in `crates/site-adapter`) and answers each step with its value and
 //! evidence ([`wire`]). Every journal, renewal and recovery rule of the worker is unchanged: this
