@@ -1,4 +1,4 @@
--- card-polling, issue #6: the ordinary polling schedule and the ordinary manual trigger.
+-- card-polling: the ordinary polling schedule and the ordinary manual trigger.
 
 -- The configured task types as the scheduler last synced them (import uses them to give new
 -- cards their schedule rows in the same transaction).

@@ -1,4 +1,4 @@
--- card-polling, issue #14 item 6: who acted on a system transition. `actor` is the scheduler /
+-- card-polling: who acted on a system transition. `actor` is the scheduler /
 -- executor instance id (`RAKUTEN_POLL_INSTANCE_ID`, default `<host>-<pid>-<hex>`);
 -- `claim_fingerprint` the first 8 hex digits of the SHA-256 of the claim token involved, never
 -- the token itself. Both stay NULL on operator facts (enqueue, merge, close, retrigger) and on

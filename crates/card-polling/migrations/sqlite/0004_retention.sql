@@ -1,4 +1,4 @@
--- card-polling, issue #14 item 5: bounded tables. The retention job deletes old rows in small
+-- card-polling: bounded tables. The retention job deletes old rows in small
 -- batches, oldest first; these indexes let each batch read only the rows it deletes instead of
 -- scanning the table from its start.
 CREATE INDEX integration_logs_at ON integration_logs (at);

@@ -1,4 +1,4 @@
--- card-polling, issue #11: the operator console pages every item list by keyset on `id` (newest
+-- card-polling: the operator console pages every item list by keyset on `id` (newest
 -- first, `?before=`/`?after=` cursors) and counts at most 10,001 rows. Each filter the console
 -- offers needs an index that starts with it and ends in `id`, so a page is an index seek plus
 -- 51 rows whatever its depth: status and shop had one (0001); task type and ICCID get theirs.

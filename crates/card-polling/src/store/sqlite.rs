@@ -65,6 +65,26 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
 /// Migrations whose comments were reworded after release (D-released-migrations-pinned).
 pub(crate) const RELEASED: &[rakuten_cli::migrations::Released] = &[
     rakuten_cli::migrations::Released {
+        version: 2,
+        checksum: "c597d6bcfee5d8142ae8cf25f47dfe20baa2f429dc6c08f33bb671321129aeb6409569762a5799e456f944c0dc05712b",
+        statements: "d07403fc1e20bd2937bcc147dc4505284461951504fdd2c2113589199b09546073fed3bd55bfb8a279c357950cba1e1f",
+    },
+    rakuten_cli::migrations::Released {
+        version: 3,
+        checksum: "c1545385ca81c11a98b81e5a9d936651b21434341e33f89a1cdc57f55f2a5708f82707aff331d305b6a6b59cea4a9a77",
+        statements: "533dab7ddbe24424c5af8bf8b9d1c536fb2f55a77c724d35888af0f4547db467e243f357e12de01ba31561fbbf226c4e",
+    },
+    rakuten_cli::migrations::Released {
+        version: 4,
+        checksum: "2f45c9f78e1a096cab207d486874c85f93b9840e62e4f987b55f17c19187bd98b204ac0c486a8b3c6ac02e3f761d3901",
+        statements: "654b87a3ea43970f2ff8b3c479ed72edad596ec8a2a8c3cdf060f6e612fb5e02f950ec52a1f443ca8f5ea7dd4b5ddd13",
+    },
+    rakuten_cli::migrations::Released {
+        version: 5,
+        checksum: "101f1f0bb0e1d0d6ea53116610d2a35e4dfb3c692df61315be6d71e7c9b3aa764f90487ad756d4e605bbc039f5700aba",
+        statements: "9bc90c9f94899c1e7896f4a5789df69234d745f3153372bebb5cf24a4f898a4daded0559e77ce99921167f43ec35a4a9",
+    },
+    rakuten_cli::migrations::Released {
         version: 6,
         checksum: "b85b5316c9286f6fc7fa7dda7472b76f2aabed26578ce52d22944d1899e8d5d71948bfe13b51442fd455a5e045e00f6d",
         statements: "484dbacaa3a81a73943fd8bcbd39addb049ba6ebe62143b6dce973fad7cf4224390bce37b36a795e283bc64c5aaf4f42",

@@ -1,4 +1,4 @@
--- Poison rows (issue #12 item 7), PostgreSQL: as migrations/sqlite/0003, a queued task whose row
+-- Poison rows, PostgreSQL: as migrations/sqlite/0003, a queued task whose row
 -- cannot be decoded is set aside (`needs_human` with `set_aside_reason`) without a grant. The
 -- unnamed CHECK "only a granted task leaves queued" is found by its text and replaced.
 

@@ -1,4 +1,4 @@
--- Alerts as records, their webhook outbox, audited operator actions (issue #10), PostgreSQL.
+-- Alerts as records, their webhook outbox, audited operator actions, PostgreSQL.
 -- Same tables and CHECKs as migrations/sqlite/0004 (which rebuilds `tasks`; here ALTER suffices).
 
 -- An operator's cancel ends a never-granted task `failed` (lease_count 0, no owner).
@@ -7,7 +7,7 @@ ALTER TABLE tasks ADD CONSTRAINT tasks_granted_set_aside_or_cancelled
     CHECK (status = 'queued' OR lease_count >= 1
            OR (status = 'needs_human' AND set_aside_reason IS NOT NULL)
            OR (status = 'failed' AND lease_owner IS NULL AND set_aside_reason IS NULL));
--- A reclaim's grant its worker has not polled for yet (issue #10 item 9).
+-- A reclaim's grant its worker has not polled for yet.
 ALTER TABLE tasks ADD COLUMN reclaim_pending INTEGER NOT NULL DEFAULT 0
     CHECK (reclaim_pending IN (0, 1));
 

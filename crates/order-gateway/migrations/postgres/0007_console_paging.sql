@@ -1,4 +1,4 @@
--- The operator console (issue #11) pages its lists by keyset on `(created_at, seq)`.
+-- The operator console pages its lists by keyset on `(created_at, seq)`.
 -- `idx_tasks_pending (status, created_at, seq)` and `idx_queries_status_created` already serve
 -- the filtered lists; the unfiltered ones need `seq` in the index too (SQLite's indexes end in
 -- the rowid implicitly), so `idx_tasks_created (created_at)` of 0005 becomes `(created_at, seq)`.

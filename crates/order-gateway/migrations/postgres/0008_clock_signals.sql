@@ -1,4 +1,4 @@
--- Clock alerts as records (issue #12 item 6), PostgreSQL. Same table and CHECK as
+-- Clock alerts as records, PostgreSQL. Same table and CHECK as
 -- migrations/sqlite/0008 (which rebuilds `alerts`; here ALTER suffices).
 --
 -- Each instance's sweeper writes what it saw of its own clock; the elected instance's alert job

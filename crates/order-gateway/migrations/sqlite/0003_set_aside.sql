@@ -1,5 +1,5 @@
 -- no-transaction
--- Poison rows (issue #12 item 7): a queued task whose stored row cannot be decoded is set aside,
+-- Poison rows: a queued task whose stored row cannot be decoded is set aside,
 -- `needs_human` with `set_aside_reason`, without ever being granted; the CHECK "only a granted
 -- task leaves queued" makes that one exception. SQLite cannot alter a CHECK, so `tasks` is rebuilt
 -- the documented way (https://sqlite.org/lang_altertable.html#otheralter): foreign keys off,

@@ -1,5 +1,5 @@
 -- no-transaction
--- Alerts as records, their webhook outbox, audited operator actions (issue #10), SQLite.
+-- Alerts as records, their webhook outbox, audited operator actions, SQLite.
 -- Changing a CHECK of `tasks` means rebuilding the table, the documented way (as in 0003): foreign
 -- keys off, one transaction, rowids kept, indexes recreated, keys checked.
 PRAGMA foreign_keys = OFF;
@@ -7,7 +7,7 @@ BEGIN IMMEDIATE;
 
 -- `tasks` again, with two changes: an operator's cancel ends a never-granted task `failed`
 -- (lease_count 0, no owner), and `reclaim_pending` marks a reclaim's grant that its worker has not
--- polled for yet (its first poll receives that very grant, issue #10 item 9).
+-- polled for yet (its first poll receives that very grant).
 CREATE TABLE tasks_new (
     task_id          TEXT PRIMARY KEY,
     site             TEXT NOT NULL,

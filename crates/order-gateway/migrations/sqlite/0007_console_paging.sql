@@ -1,4 +1,4 @@
--- The operator console (issue #11) pages its lists by keyset on `(created_at, insertion order)`.
+-- The operator console pages its lists by keyset on `(created_at, insertion order)`.
 -- On SQLite every index ends in the rowid, so `idx_tasks_pending (status, created_at)` and
 -- `idx_tasks_created (created_at)` already serve the task list; the unfiltered account-query list
 -- had no `created_at` index (only partial ones) and sorted the whole table on every page.

@@ -1,5 +1,5 @@
 -- no-transaction
--- Clock alerts as records (issue #12 item 6), SQLite. Same table and CHECK as
+-- Clock alerts as records, SQLite. Same table and CHECK as
 -- migrations/postgres/0008. Adding two alert kinds changes a CHECK of `alerts`, so the table is
 -- rebuilt the documented way (as in 0003/0004): foreign keys off, one transaction, rowids kept,
 -- indexes recreated, keys checked.

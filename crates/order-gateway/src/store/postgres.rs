@@ -102,9 +102,34 @@ pub fn migrator() -> Migrator {
 /// Migrations whose comments were reworded after release (D-released-migrations-pinned).
 pub(crate) const RELEASED: &[rakuten_cli::migrations::Released] = &[
     rakuten_cli::migrations::Released {
+        version: 3,
+        checksum: "fbf28040d46c0196745d60ffe37b49e7808a977404c62f3acdd4415876d73485b671e99dd66ef7b220e875c7621a4f60",
+        statements: "ff8bd28327bb82a6b2cb7cf86131ce054e11160e1e4a0c85fc05b7edf5544a01aa5c88d2bdbc71101641d0b853514bcb",
+    },
+    rakuten_cli::migrations::Released {
+        version: 4,
+        checksum: "387b08bf690861c13a9927eada2f6c17861abbb3d7bbbfb4b9166665b8b4d6e11b130c4b1ab81a1a94a017f56a836450",
+        statements: "0d656ff8cd367d2c74dd2778761d41127338a364235e9f7bce20e943ec7dc81c41290c22b0e2a2f233882ef829cf952c",
+    },
+    rakuten_cli::migrations::Released {
+        version: 5,
+        checksum: "ebeb444369c9aaaadfe8c28485f539aa41372884e3e016c1a4f2898117d0a028cbb13541544375177f56603c25fea321",
+        statements: "86769f9372c878d3a771bec9910104e11175b507b5b5835e3147984921500133aa1c9f701df06550cc3a12153cf38c46",
+    },
+    rakuten_cli::migrations::Released {
         version: 6,
         checksum: "3ee0ef82e69754fe2bc2a2fcfbf6de571d825f2b3d3af60bd2b8c974548987bbb7ea90310de048f76d5b0ca901e46741",
         statements: "da848fc8807eed93c30899409c59b6b8dde4140230d895b535ab6c0f10e000acf79cd1bdfe8c194a9e1a811460f93026",
+    },
+    rakuten_cli::migrations::Released {
+        version: 7,
+        checksum: "f0071d378b6a05cae2718ed2c0f91d00a29d500a769eec70427413a324bc3d3a268f54927e6ef2b64612e4dcfb037ab3",
+        statements: "0d0e496ecba36e4ecdd242ea0b5741c1c82805388d15456d116f7a79b4a68a730910da9c2f1a8f29c0187dbec60340cd",
+    },
+    rakuten_cli::migrations::Released {
+        version: 8,
+        checksum: "416d9cab2fc955969d23b888e886f4a86dff71678e7e0169dc07a84402cf32f07474d5229867975253eefc55efcc1815",
+        statements: "f425bbbee17e0d3e269f858677012350e40d8612477933b2a0a15dec1df803e1b2ce99f5dbbca54d29b6fd6aa14ab7e4",
     },
     rakuten_cli::migrations::Released {
         version: 9,

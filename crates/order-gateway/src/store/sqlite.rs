@@ -77,9 +77,34 @@ pub fn migrator() -> Migrator {
 /// Migrations whose comments were reworded after release (D-released-migrations-pinned).
 pub(crate) const RELEASED: &[rakuten_cli::migrations::Released] = &[
     rakuten_cli::migrations::Released {
+        version: 3,
+        checksum: "775d7b7dba9a7f14b6ad9e1917dc87de8a640eeff45575c824a3ff9289592bd9fc8421dd781f6bbb5ede08489aec6fd3",
+        statements: "564565f3e849900518896582980e31077ba126f073eca66bf49a6faa591d3893bd2636a19a76e6031f774efe6e620d11",
+    },
+    rakuten_cli::migrations::Released {
+        version: 4,
+        checksum: "1ad33498ff7ca6a5b78f88d8e74bf39493f3d71c874142520b937645487c542b0ffe0fead23f81f260e13109141653b0",
+        statements: "6c31d4a7786e6c645daf3bd5c128a08c9bb7b067d7096d71fd8c76e9bc7d890f88f3f3a12a2e7034232dd6f3b8dc66f5",
+    },
+    rakuten_cli::migrations::Released {
+        version: 5,
+        checksum: "ebeb444369c9aaaadfe8c28485f539aa41372884e3e016c1a4f2898117d0a028cbb13541544375177f56603c25fea321",
+        statements: "86769f9372c878d3a771bec9910104e11175b507b5b5835e3147984921500133aa1c9f701df06550cc3a12153cf38c46",
+    },
+    rakuten_cli::migrations::Released {
         version: 6,
         checksum: "a35fb9c4ef58da39ade0bbb0986a2e0cc54f4fff65593cf0a7102d9c50a1bd1f8002e195fc79171b4d44e32fe704d8c7",
         statements: "67029b86429ec307000cff42b8629cffe88f7c8a3c17eebb45190f9903921930535ab35d60fd5ecc498321e6b69d16ce",
+    },
+    rakuten_cli::migrations::Released {
+        version: 7,
+        checksum: "5930c1179d6b4fefcc6812e0d6dde6b8378091f4800c0c092310bda57c02dde897acb1e098d5773202c8e5ca2eacb89d",
+        statements: "a8df9c2790f8a1d0abd5400792e069fcaf68e639e1e0b563d59a0a61a3dbbc7a2068d0df2f177f1059a131e6353e674c",
+    },
+    rakuten_cli::migrations::Released {
+        version: 8,
+        checksum: "94e2bcd772020ab77729de775bdcffc73bf0ff015f86e86eb27fc1c23bf2cefd002d2a1552a33c984ed77490757c96a9",
+        statements: "7628810b2cb0a0cd399b678b9dce1dcad6e2b0e43bf0c663085f07a8ee7be2d3b6284008f21670353e7032b9dcbd7f6e",
     },
     rakuten_cli::migrations::Released {
         version: 9,
