@@ -58,7 +58,7 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
 ];
 
 /// Migrations whose comments were reworded after release (D-released-migrations-pinned).
-pub(crate) const RELEASED: &[rakuten_cli::migrations::Released] = &[
+pub const RELEASED: &[rakuten_cli::migrations::Released] = &[
     rakuten_cli::migrations::Released {
         version: 2,
         checksum: "7fd0277effec92bde207295cb232b6a950c90649221053320c433312bbafabbe29ab33647b16016e533faf52c9e89a4d",

@@ -63,7 +63,7 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
 ];
 
 /// Migrations whose comments were reworded after release (D-released-migrations-pinned).
-pub(crate) const RELEASED: &[rakuten_cli::migrations::Released] = &[
+pub const RELEASED: &[rakuten_cli::migrations::Released] = &[
     rakuten_cli::migrations::Released {
         version: 2,
         checksum: "c597d6bcfee5d8142ae8cf25f47dfe20baa2f429dc6c08f33bb671321129aeb6409569762a5799e456f944c0dc05712b",

@@ -5,6 +5,7 @@ use card_polling::settings::Settings;
 
 /// This engine's folder under `migrations/`.
 pub const MIGRATIONS_DIR: &str = "sqlite";
+pub use card_polling::store::sqlite::RELEASED;
 
 /// The store the raw-SQL fixtures and checks read through.
 pub type EngineStore = card_polling::store::sqlite::SqliteStore;
