@@ -1,4 +1,4 @@
-//! Operator console benchmark of card-polling (issue #11 "pages stay fast at volume"): a plain
+//! Operator console benchmark of card-polling (pages stay fast at volume): a plain
 //! binary (`harness = false`), modelled on order-gateway's `benches/console.rs`.
 //!
 //! `cargo bench -p card-polling --bench console` (release) on a fresh SQLite file, or

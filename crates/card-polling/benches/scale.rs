@@ -1,6 +1,6 @@
-//! Scale benchmark of the priority queue's storage paths (issue #5 "Performance").
+//! Scale benchmark of the priority queue's storage paths.
 //!
-//! Run (full scale, as the issue asks):
+//! Run (full scale):
 //! `cargo bench -p card-polling --bench scale -- --cards 1000000 --active 100000`
 //! Options: `--cards N` (default 1,000,000), `--active M` (default 100,000), `--ops K` (operations
 //! per throughput measurement, default 2,000), `--queries Q` (list queries, default 1,000),

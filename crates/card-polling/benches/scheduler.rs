@@ -1,4 +1,4 @@
-//! Scheduler benchmark (issue #6 "Performance"): with N cards (default 1,000,000) under ordinary
+//! Scheduler benchmark: with N cards (default 1,000,000) under ordinary
 //! polling at full rate (every card, every task type, at its interval), measures the scheduling
 //! cycle time and the hint-to-execution latency of priority items (`started_at - enqueued_at`
 //! of the item, milliseconds, system clock), once with the in-process hint channel and once with

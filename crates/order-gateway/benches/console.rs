@@ -1,4 +1,4 @@
-//! Operator console benchmark (issue #11 "pages stay fast at volume"): a plain binary
+//! Operator console benchmark (pages stay fast at volume): a plain binary
 //! (`harness = false`).
 //!
 //! `cargo bench -p order-gateway --bench console` (release), or `--profile dev` for an upper bound

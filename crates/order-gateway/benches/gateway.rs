@@ -1,4 +1,4 @@
-//! order-gateway benchmark (issue #2 "Performance"): a plain binary (`harness = false`).
+//! order-gateway benchmark: a plain binary (`harness = false`).
 //!
 //! `cargo bench -p order-gateway --bench gateway` (optionally `BENCH_SECONDS=5`).
 //!

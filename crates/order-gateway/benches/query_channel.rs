@@ -1,4 +1,4 @@
-//! Account-query channel benchmark (issue #4 "Performance"): a plain binary (`harness = false`).
+//! Account-query channel benchmark: a plain binary (`harness = false`).
 //!
 //! `cargo bench -p order-gateway --bench query_channel` (optionally `BENCH_SECONDS=5`).
 //!

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::{OrderState, Outcome, TaskId, TaskStatus, Timestamp, WorkerId};
 
-/// Largest accepted `intent`, serialized, in bytes (issue #2: 64 KiB).
+/// Largest accepted `intent`, serialized, in bytes: 64 KiB.
 pub const MAX_INTENT_BYTES: usize = 64 * 1024;
 /// Longest accepted free-text field of a report (`detail`, `site_order_id`, `evidence_ref`), in
 /// characters.

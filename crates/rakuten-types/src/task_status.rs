@@ -108,8 +108,8 @@ impl Outcome {
         self.status().as_str()
     }
 
-    /// The outcome implied by a terminal report without an explicit `outcome` (§4.5 as tightened by
-    /// the issue): paid/shipped/delivered → succeeded, cancelled → failed, anything else → `None`
+    /// The outcome implied by a terminal report without an explicit `outcome` (§4.5, tightened:
+    /// D-report-rules): paid/shipped/delivered → succeeded, cancelled → failed, anything else → `None`
     /// (the request is refused with 422).
     pub const fn implied_by(state: OrderState) -> Option<Outcome> {
         match state {

@@ -1,4 +1,4 @@
-//! The host domain the priority queue needs (issue #5 "Host domain"): shops in an agent
+//! The host domain the priority queue needs: shops in an agent
 //! hierarchy, accounts and roles, cards, devices and bindings, package orders and usage records,
 //! and the configured polling task types.
 

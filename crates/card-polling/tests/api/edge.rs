@@ -1,5 +1,5 @@
 //! The public edge, as card-polling serves it: TLS, connection bounds, strict JSON,
-//! ids that equal a route word or a dot segment. Each input the issue lists is a test here.
+//! ids that equal a route word or a dot segment. Each such input is a test here.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

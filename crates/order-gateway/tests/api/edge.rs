@@ -1,5 +1,5 @@
 //! The public edge: TLS, connection bounds, lease routes answer GET only, strict
-//! JSON, ids that equal a route word. Each input the issue lists is a test here.
+//! JSON, ids that equal a route word. Each such input is a test here.
 
 use std::time::{Duration, Instant};
 
@@ -155,7 +155,7 @@ async fn post_raw(app: &TestApp, path: &str, body: &str) -> crate::helpers::Answ
 #[tokio::test]
 async fn a_duplicate_key_at_any_depth_of_any_body_is_a_422() {
     let app = spawn_app().await;
-    // The issue's input: two spending limits in one intent.
+    // Two spending limits in one intent.
     let a = post_raw(
         &app,
         "/api/orders",
@@ -206,7 +206,7 @@ async fn a_duplicate_key_at_any_depth_of_any_body_is_a_422() {
 #[tokio::test]
 async fn an_id_equal_to_a_route_word_is_a_422_in_every_id_space() {
     let app = spawn_app().await;
-    // The issue's input: a task `lease` could never be read back.
+    // A task `lease` could never be read back.
     app.submit("lease").await.assert_err(422, 1003);
     app.submit(".").await.assert_err(422, 1003);
     app.submit_list_query("lease").await.assert_err(422, 1003);

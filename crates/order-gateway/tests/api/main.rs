@@ -1,5 +1,5 @@
 //! The gateway's one integration-test binary: real HTTP on 127.0.0.1:0, fresh temp databases,
-//! `ManualClock` for expiry and alerts. Modules follow the spec's §9 checklist and issue #2;
+//! `ManualClock` for expiry and alerts. Modules follow the spec's §9 checklist;
 //! `conformance` runs one storage suite against both drivers and `multi_instance` runs several
 //! gateways on one PostgreSQL schema. PostgreSQL: `DATABASE_URL_TEST` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), a fresh schema per test; it must be running.

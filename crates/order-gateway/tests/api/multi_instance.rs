@@ -119,7 +119,7 @@ async fn a_task_submitted_on_one_instance_wakes_a_long_poll_waiting_on_another()
         worst.as_secs_f64() * 1e3
     );
     // The fallback check alone would take up to 1000 ms; NOTIFY must beat it clearly. The margin
-    // over the 100 ms is for loaded CI machines; the figure above is what was measured.
+    // over the 100 ms target is for loaded CI machines; the figure above is what was measured.
     assert!(
         worst < Duration::from_millis(500),
         "worst hand-off {worst:?}"

@@ -1,5 +1,5 @@
 //! 50 concurrent clients mixing new and duplicate submits, leases, renewals, reports and reads.
-//! No answer may be a 5xx or mention "database is locked". Runs 10 s in the suite; the issue's
+//! No answer may be a 5xx or mention "database is locked". Runs 10 s in the suite; the
 //! 60 s version: `SOAK_SECONDS=60 cargo test -p order-gateway --test api soak`.
 
 use std::sync::Arc;

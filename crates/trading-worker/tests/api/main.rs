@@ -1,5 +1,5 @@
-//! trading-worker against the real gateway and shop-sim over HTTP (spec §9, worker lines, and the
-//! issue's crash and fault tests).
+//! trading-worker against the real gateway and shop-sim over HTTP (spec §9, worker lines, with crash
+//! and fault tests).
 
 mod adapter;
 mod crash;
