@@ -1,8 +1,60 @@
 //! Running one of the workspace's binaries as a user would, for the tests of its start-up
-//! (settings refused, `--help`) and of its behaviour under a stepped clock (libfaketime).
+//! (settings refused, `--help`), of its stop, and of its behaviour under a stepped clock
+//! (libfaketime).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::Duration;
+
+use crate::wait::poll_within;
+
+/// Waits for a service `child` started on port 0 to write the address it listens on to
+/// `addr_file` (its `…_ADDR_FILE` setting, written whole by a rename) and returns it
+/// (`127.0.0.1:PORT`). `name` names the process in a failure.
+///
+/// # Panics
+/// The child exits first (its status is named), or `within` passes (the child is killed).
+pub async fn wait_for_addr_file(
+    child: &mut Child,
+    addr_file: &Path,
+    within: Duration,
+    name: &str,
+) -> String {
+    let seen = poll_within(within, async || {
+        if let Ok(addr) = std::fs::read_to_string(addr_file)
+            && !addr.trim().is_empty()
+        {
+            return Ok(addr.trim().to_owned());
+        }
+        match child.try_wait().expect("try_wait") {
+            Some(status) => panic!("{name} exited before listening: {status}"),
+            None => Err(()),
+        }
+    })
+    .await;
+    seen.unwrap_or_else(|()| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{name} did not come up within {within:?} (no {})", addr_file.display())
+    })
+}
+
+/// Waits for `child` to exit and returns its status; `what` says what it was asked
+/// ("card-polling after SIGTERM").
+///
+/// # Panics
+/// `within` passes first: the child is killed, and the message names `what`.
+pub async fn wait_for_exit(child: &mut Child, within: Duration, what: &str) -> ExitStatus {
+    poll_within(within, async || {
+        child.try_wait().expect("try_wait").ok_or(())
+    })
+    .await
+    .unwrap_or_else(|()| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{what}: still running after {within:?}")
+    })
+}
 
 /// Runs `program` (a test's `env!("CARGO_BIN_EXE_<name>")`) with `args` in an environment
 /// holding only `env`, and waits for it; stdout and stderr are captured.

@@ -157,6 +157,7 @@ macro_rules! both {
         }
         mod postgres {
             $(
+                #[test_util::lane(postgres)]
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(&super::Harness::postgres().await).await;
@@ -596,9 +597,36 @@ async fn host_domain_payments_bindings_triggers_and_close(h: &Harness) {
     ));
 }
 
+/// The server process id of the session `conn`.
+async fn backend_pid(conn: &mut sqlx::PgConnection) -> i32 {
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+/// Waits until a session waits for a lock the session `holder` holds.
+async fn wait_until_blocked_by(holder: i32, what: &str) {
+    let mut c = sqlx::PgConnection::connect(&test_util::pg::base_url())
+        .await
+        .unwrap();
+    test_util::wait_until(what, Duration::from_secs(30), async || {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))",
+        )
+        .bind(holder)
+        .fetch_one(&mut c)
+        .await
+        .unwrap()
+    })
+    .await;
+    let _ = c.close().await;
+}
+
 /// CI failure: an instance started with a 0.3 s request lock timeout while another session held
 /// the migration table; `lock_timeout` cancelled its migration and start-up failed. Migrations now
 /// wait on their own session; only requests are bounded.
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_waits_for_another_instances_migration_past_the_request_lock_timeout() {
     let schema = PgSchema::new().await;
@@ -612,7 +640,10 @@ async fn start_up_waits_for_another_instances_migration_past_the_request_lock_ti
     let url = schema.url.clone();
     let opening =
         tokio::spawn(async move { PgStore::open_with(&url, Duration::from_millis(300)).await });
-    // Longer than the request lock timeout: the old start-up had failed by now.
+    let holder = backend_pid(&mut other).await;
+    wait_until_blocked_by(holder, "the migration to wait for the lock").await;
+    // A real delay, the behaviour under test: the migration keeps waiting past the 300 ms request
+    // lock timeout (the old start-up had failed by now).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!opening.is_finished(), "start-up did not wait for the lock");
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
@@ -855,6 +886,7 @@ async fn retention_prunes_an_item_ended_91_days_ago_with_its_sources_and_facts_a
 /// D-retrigger-predecessor-kept, PostgreSQL (SQLite's one writer orders the two): a retrigger of an item that a
 /// retention batch holds and deletes waits for the batch and then finds the item gone — a 404 —
 /// instead of reading it first and meeting the foreign key of `retriggered_from` at its insert.
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_retrigger_waiting_on_an_item_retention_deletes_finds_it_gone() {
     let h = Harness::postgres().await;
@@ -892,7 +924,8 @@ async fn postgres_a_retrigger_waiting_on_an_item_retention_deletes_finds_it_gone
             .item_retrigger(&Scope::All, id, "alice", "carrier fixed", now)
             .await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let holder = backend_pid(&mut batch).await;
+    wait_until_blocked_by(holder, "the retrigger to wait for the batch's row lock").await;
     assert!(
         !retrigger.is_finished(),
         "the retrigger waits for the batch"

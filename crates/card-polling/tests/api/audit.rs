@@ -33,6 +33,7 @@ fn events(detail: &Value) -> Vec<Value> {
     detail["events"].as_array().unwrap().clone()
 }
 
+#[super::lane]
 #[tokio::test]
 async fn claim_takeover_and_complete_name_the_instance_and_the_claim_fingerprint() {
     let app = spawn_named().await;
@@ -76,6 +77,7 @@ async fn claim_takeover_and_complete_name_the_instance_and_the_claim_fingerprint
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn retry_failure_and_expire_name_the_instance() {
     let app = spawn_named().await;
@@ -116,6 +118,7 @@ async fn retry_failure_and_expire_name_the_instance() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn manual_enqueue_reusing_an_ended_items_event_id_creates_a_new_recorded_item() {
     let app = spawn_seeded().await;
@@ -152,6 +155,7 @@ async fn manual_enqueue_reusing_an_ended_items_event_id_creates_a_new_recorded_i
 /// the same card and task type is active, was answered `replayed` onto that later item — which
 /// the event never reached — and the operator's request vanished. It merges into the active item
 /// now, and the key then replays that item.
+#[super::lane]
 #[tokio::test]
 async fn manual_enqueue_reusing_an_ended_items_event_id_merges_into_a_later_active_item() {
     let app = spawn_seeded().await;

@@ -32,6 +32,7 @@ enum Fake {
     Ok,
     Suspended,
     Typed(u16, &'static str, &'static str),
+    /// Never answers.
     Hang,
     Status(u16),
     Malformed,
@@ -82,10 +83,8 @@ async fn answer(
             Json(json!({"error": {"kind": kind, "message": message}})),
         )
             .into_response(),
-        Fake::Hang => {
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            Json(json!({"summary": "too late"})).into_response()
-        }
+        // Never answers: only the client's own timeout ends the call.
+        Fake::Hang => std::future::pending().await,
         Fake::Status(s) => (StatusCode::from_u16(s).unwrap(), "<html>upstream down</html>").into_response(),
         Fake::Malformed => (StatusCode::OK, "{\"summ").into_response(),
         Fake::EchoCredentials => (
@@ -177,6 +176,7 @@ async fn run(app: &TestApp, exec: &Executor) {
     exec.run_once(app.clock.now()).await.expect("executor round");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn http_carrier_success_completes_the_item_with_the_contract_request_and_a_summary_log() {
     let app = spawn_seeded().await;
@@ -207,6 +207,7 @@ async fn http_carrier_success_completes_the_item_with_the_contract_request_and_a
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn http_carrier_typed_errors_follow_the_spec_retry_rules() {
     let app = spawn_seeded().await;
@@ -252,6 +253,7 @@ async fn http_carrier_typed_errors_follow_the_spec_retry_rules() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn http_carrier_no_answer_within_the_timeout_is_a_recoverable_timeout() {
     let app = spawn_seeded().await;
@@ -270,6 +272,7 @@ async fn http_carrier_no_answer_within_the_timeout_is_a_recoverable_timeout() {
     assert_eq!(log.2, "carrier call timed out");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn http_carrier_5xx_without_a_typed_body_is_a_recoverable_failure() {
     let app = spawn_seeded().await;
@@ -285,6 +288,7 @@ async fn http_carrier_5xx_without_a_typed_body_is_a_recoverable_failure() {
     assert_eq!(log.2, "carrier call failed: carrier HTTP 502");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn http_carrier_malformed_answer_is_an_invalid_response_retried_until_the_limit() {
     let app = spawn_seeded().await;
@@ -305,6 +309,7 @@ async fn http_carrier_malformed_answer_is_an_invalid_response_retried_until_the_
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn http_carrier_suspended_card_is_resumed_through_the_resume_call() {
     let app = spawn_seeded().await;
@@ -337,6 +342,7 @@ impl std::io::Write for Captured {
     }
 }
 
+#[super::lane]
 #[tokio::test]
 async fn http_carrier_credentials_never_reach_tracing_logs_interaction_rows_or_reasons() {
     let captured = Captured::default();

@@ -22,6 +22,7 @@ async fn one_item(app: &TestApp, iccid: &str, task_type: &str) -> i64 {
     v["data"]["items"][0]["item_id"].as_i64().unwrap()
 }
 
+#[super::lane]
 #[tokio::test]
 async fn two_concurrent_executions_claim_once_and_call_upstream_once() {
     let app = spawn_seeded().await;
@@ -38,6 +39,7 @@ async fn two_concurrent_executions_claim_once_and_call_upstream_once() {
     assert_eq!(app.sim.poll_calls("CA1", "card_status"), 1);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn crashed_claimer_is_taken_over_after_the_claim_lease() {
     let app = spawn_seeded().await;
@@ -69,6 +71,7 @@ async fn crashed_claimer_is_taken_over_after_the_claim_lease() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn late_finisher_after_takeover_gets_a_claim_conflict() {
     let app = spawn_seeded().await;
@@ -120,6 +123,7 @@ async fn late_finisher_after_takeover_gets_a_claim_conflict() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn card_or_device_polling_switched_off_fails_without_upstream_call() {
     let app = spawn_seeded().await;
@@ -160,6 +164,7 @@ async fn card_or_device_polling_switched_off_fails_without_upstream_call() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn takeover_after_a_crash_during_the_last_attempt_fails_without_a_fourth_call() {
     let app = spawn_seeded().await;
@@ -193,6 +198,7 @@ async fn takeover_after_a_crash_during_the_last_attempt_fails_without_a_fourth_c
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn a_priority_entry_whose_claim_is_refused_is_not_counted_as_executed() {
     // `executed_priority` in `/health` counted every priority queue entry

@@ -8,6 +8,7 @@ use rakuten_types::Clock;
 
 use super::helpers::*;
 
+#[super::lane]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_concurrent_claimers_never_call_upstream_twice_for_one_item_and_round() {
     let app = spawn_seeded().await;

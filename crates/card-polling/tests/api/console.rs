@@ -12,6 +12,7 @@ async fn sign_in(b: &Browser, app: &TestApp, token: &str) {
     b.find("#who").await;
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn card_polling_agent_cannot_open_an_out_of_scope_item() {
     let app = spawn_seeded().await;
@@ -44,6 +45,7 @@ async fn card_polling_agent_cannot_open_an_out_of_scope_item() {
 /// An agent whose scope is a shop with sub-shops filters the items list to a
 /// descendant shop and sees exactly that shop tree's items; a shop outside its scope shows nothing,
 /// the same page as a shop that does not exist; an out-of-scope item looks like a missing one.
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn card_polling_agent_filters_items_to_a_descendant_shop() {
     let app = spawn_seeded().await;
@@ -116,6 +118,7 @@ async fn card_polling_agent_filters_items_to_a_descendant_shop() {
     b.close().await;
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn card_polling_console_closes_an_item_with_a_reason_and_stays_local() {
     let app = spawn_seeded().await;
@@ -179,6 +182,7 @@ async fn card_polling_console_closes_an_item_with_a_reason_and_stays_local() {
 
 /// The item page's audit trail names the instance that acted and the claim's
 /// fingerprint on system facts, the operator on operator facts.
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn card_polling_console_audit_trail_names_the_instance_and_the_claim() {
     let app = spawn_with(Backend::Memory, |s| {
@@ -212,6 +216,7 @@ async fn card_polling_console_audit_trail_names_the_instance_and_the_claim() {
 
 /// The items list pages by keyset on the id, newest first — 53 items: the newest 50,
 /// "older" the other 3, "newer" back, "oldest" the oldest page; a malformed cursor is refused.
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn card_polling_items_page_older_and_newer_by_keyset() {
     let app = spawn_seeded().await;

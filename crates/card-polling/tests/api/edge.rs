@@ -89,17 +89,14 @@ async fn start_binary_logging_to(
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().expect("start card-polling");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(addr) = std::fs::read_to_string(&addr_file) {
-            return (child, format!("http://{}", addr.trim()));
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("card-polling exited before listening: {status}");
-        }
-        assert!(Instant::now() < deadline, "card-polling did not come up");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let addr = test_util::wait_for_addr_file(
+        &mut child,
+        &addr_file,
+        Duration::from_secs(30),
+        "card-polling",
+    )
+    .await;
+    (child, format!("http://{addr}"))
 }
 
 #[tokio::test]
@@ -115,7 +112,10 @@ async fn sigterm_with_an_incomplete_head_open_still_exits_within_the_deadline() 
     .await;
     let mut stuck = TcpStream::connect(host_port(&base)).await.unwrap();
     stuck.write_all(INCOMPLETE_HEAD).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Connections are accepted in the order they were made: once a later one is answered, the
+    // stuck one is open on the server.
+    let answered = reqwest::get(format!("{base}/livez")).await.unwrap();
+    assert_eq!(answered.status(), 200);
     let t = Instant::now();
     let killed = Command::new("kill")
         .arg("-TERM")
@@ -123,16 +123,12 @@ async fn sigterm_with_an_incomplete_head_open_still_exits_within_the_deadline() 
         .status()
         .unwrap();
     assert!(killed.success());
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t.elapsed() > Duration::from_secs(8) {
-            let _ = child.kill();
-            panic!("card-polling still running 8 s after SIGTERM");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = test_util::wait_for_exit(
+        &mut child,
+        Duration::from_secs(8),
+        "card-polling after SIGTERM",
+    )
+    .await;
     assert!(status.success(), "{status}");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(closed_within(&mut stuck, Duration::from_secs(1)).await);
@@ -159,17 +155,12 @@ async fn sigterm_and_sigint_are_logged_when_the_shutdown_starts_and_when_it_ends
             .status()
             .unwrap();
         assert!(killed.success());
-        let t = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if t.elapsed() > Duration::from_secs(15) {
-                let _ = child.kill();
-                panic!("card-polling still running 15 s after {name}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let status = test_util::wait_for_exit(
+            &mut child,
+            Duration::from_secs(15),
+            &format!("card-polling after {name}"),
+        )
+        .await;
         assert!(status.success(), "{name}: {status}");
         let text = std::fs::read_to_string(&log_path).unwrap();
         let lines: Vec<serde_json::Value> = text
@@ -194,7 +185,8 @@ async fn connections_past_the_cap_get_a_503_envelope() {
     let app = spawn_with(Backend::Memory, |s| s.edge.max_connections = 1).await;
     let mut held = TcpStream::connect(host_port(&app.base)).await.unwrap();
     held.write_all(INCOMPLETE_HEAD).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Connections are accepted in the order they were made: the held one takes the one place
+    // before the next connection is accepted.
     let (status, v) = app.get("/health", ADMIN).await;
     assert_eq!(status, 503, "{v}");
     assert_eq!(
@@ -321,15 +313,18 @@ impl TlsRedis {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("redis-server must be installed (the machine's Redis package)");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
+            let listening = test_util::poll_within(Duration::from_secs(10), async || {
                 if child.try_wait().unwrap().is_some() {
-                    break; // the port was taken meanwhile: try another
+                    return Ok(false); // the port was taken meanwhile: try another
                 }
-                if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                    return TlsRedis { child, port };
+                match TcpStream::connect(("127.0.0.1", port)).await {
+                    Ok(_) => Ok(true),
+                    Err(_) => Err(()),
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            })
+            .await;
+            if listening == Ok(true) {
+                return TlsRedis { child, port };
             }
             let _ = child.kill();
             let _ = child.wait();
@@ -348,6 +343,7 @@ impl Drop for TlsRedis {
 /// `rediss://` speaks TLS to a real TLS Redis and verifies its certificate
 /// against `RAKUTEN_POLL_REDIS_CA_PATH` (earlier only the handshake against a plain-text Redis was
 /// tried).
+#[test_util::lane(redis)]
 #[tokio::test]
 async fn a_rediss_url_speaks_tls_to_redis() {
     let dir = tempfile::tempdir().unwrap();

@@ -6,6 +6,7 @@ use sha2::{Digest, Sha384};
 
 use super::helpers::*;
 
+#[super::lane]
 #[tokio::test]
 async fn numbered_placeholders_bind_by_number_reused_and_out_of_order() {
     let app = spawn_app().await;
@@ -27,6 +28,7 @@ async fn numbered_placeholders_bind_by_number_reused_and_out_of_order() {
     assert_eq!((n, t.as_str()), (42, "x"));
 }
 
+#[super::lane]
 #[tokio::test]
 async fn every_migration_file_on_disk_is_embedded_and_applied() {
     let app = spawn_app().await;

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::helpers::*;
 
+#[super::lane]
 #[tokio::test]
 async fn a_locked_database_answers_503_with_retry_after_within_its_bound_never_a_hang() {
     // A request waited as long as another session held the lock (SQLite: a
@@ -66,6 +67,7 @@ fn assert_envelope(v: &Value, code: i64) {
     assert!(v["msg"].is_string());
 }
 
+#[super::lane]
 #[tokio::test]
 async fn missing_or_wrong_tokens_get_401_in_the_envelope() {
     let app = spawn_seeded().await;
@@ -95,6 +97,7 @@ async fn missing_or_wrong_tokens_get_401_in_the_envelope() {
     assert_eq!(r.status(), 401);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn malformed_requests_get_422_413_or_404_envelopes() {
     let app = spawn_seeded().await;
@@ -204,6 +207,7 @@ async fn malformed_requests_get_422_413_or_404_envelopes() {
 /// row" without saying which of thousands of rows. Every refusal, checked at the edge or by the
 /// database, now names the row by its 1-based position in its list and its key; nothing is
 /// imported (D-import-refusals-name-the-row).
+#[super::lane]
 #[tokio::test]
 async fn an_import_refusal_names_the_row_by_position_and_iccid() {
     let app = spawn_seeded().await;
@@ -245,6 +249,7 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
 /// unknown device was reported as the card's binding conflict, and two active bindings of one card in
 /// one file reported as a conflict with stored data. Each refusal now names the missing key or
 /// both rows; nothing of the import is stored.
+#[super::lane]
 #[tokio::test]
 async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
     let app = spawn_seeded().await;
@@ -330,6 +335,7 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
 /// In an import written in parts (over 10,000 rows), a card whose
 /// shop is unknown at row 11,500 was found only in the second part, after the first 10,000 cards
 /// had committed. The shops are now checked before the first part: nothing is stored.
+#[super::lane]
 #[tokio::test]
 async fn a_large_import_naming_an_unknown_shop_is_refused_before_its_first_part() {
     let app = spawn_seeded().await;
@@ -363,6 +369,7 @@ async fn a_large_import_naming_an_unknown_shop_is_refused_before_its_first_part(
 /// (the second). The first part used to be refused with a 409, the card still being bound to the
 /// old device, after the cards had committed; the deactivations now come first across all parts,
 /// and rows keep their numbers in messages (D-import-bindings-end-state).
+#[super::lane]
 #[tokio::test]
 async fn a_large_import_moving_a_card_between_devices_deactivates_before_it_activates() {
     let app = spawn_seeded().await;
@@ -414,6 +421,7 @@ async fn a_large_import_moving_a_card_between_devices_deactivates_before_it_acti
 /// row already stored was a 409, and it had no way to learn which were. With `?existing=skip` a
 /// row stored exactly as sent is skipped and counted, a row stored with other values is still
 /// refused naming the fields, and without the parameter nothing changes (D-import-existing-skip).
+#[super::lane]
 #[tokio::test]
 async fn an_import_resent_with_existing_skip_skips_equal_rows_and_refuses_differing_ones() {
     let app = spawn_seeded().await;
@@ -500,6 +508,7 @@ async fn an_import_resent_with_existing_skip_skips_equal_rows_and_refuses_differ
 /// rows after the parts before it had committed; a shop that was its own parent was "an unknown
 /// parent"; a caller who may not import was told what was wrong with its query first. Each is now
 /// refused before anything is written, naming both rows (D-import-checks-before-writing).
+#[super::lane]
 #[tokio::test]
 async fn an_import_listing_a_key_twice_is_refused_before_anything_is_written() {
     let app = spawn_seeded().await;
@@ -585,6 +594,7 @@ async fn an_import_listing_a_key_twice_is_refused_before_anything_is_written() {
 
 /// `task_types: []` read as "every task type"; an explicit empty list
 /// is now a 422, an absent one still means every configured type.
+#[super::lane]
 #[tokio::test]
 async fn an_empty_task_type_list_is_a_422_and_an_absent_one_means_every_type() {
     let app = spawn_seeded().await;
@@ -620,6 +630,7 @@ async fn an_empty_task_type_list_is_a_422_and_an_absent_one_means_every_type() {
 }
 
 /// A bulk import over the 32 MiB bound is a 413 in the envelope.
+#[super::lane]
 #[tokio::test]
 async fn an_import_body_over_the_bound_is_a_413_envelope() {
     let app = spawn_seeded().await;
@@ -649,6 +660,7 @@ async fn an_import_body_over_the_bound_is_a_413_envelope() {
 /// A query parameter of the wrong form was answered "Failed to deserialize
 /// query string: limit: invalid digit found in string". The 422 now names the parameter and what
 /// it takes, in the envelope, without serde's or Rust's wording (D-query-refusal-wording).
+#[super::lane]
 #[tokio::test]
 async fn a_malformed_query_parameter_is_a_422_naming_it_and_what_it_takes() {
     let app = spawn_seeded().await;
@@ -664,6 +676,7 @@ async fn a_malformed_query_parameter_is_a_422_naming_it_and_what_it_takes() {
 /// An unknown query parameter (a typo such as `?stauts=failed`) was ignored,
 /// so the list answered every item. Every API route now refuses a query parameter its OpenAPI
 /// operation does not list: 422 (1003) naming it; documented parameters still pass.
+#[super::lane]
 #[tokio::test]
 async fn an_unknown_query_parameter_is_a_422_naming_it() {
     let app = spawn_with(Backend::Memory, |_| {}).await;
@@ -691,6 +704,7 @@ async fn an_unknown_query_parameter_is_a_422_naming_it() {
 
 /// Query bytes that are not UTF-8 once percent-decoded are a 422, never decoded lossily into
 /// U+FFFD (the same guard serves both services).
+#[super::lane]
 #[tokio::test]
 async fn a_query_that_is_not_utf8_is_a_422() {
     let app = spawn_with(Backend::Memory, |_| {}).await;
@@ -708,6 +722,7 @@ async fn a_query_that_is_not_utf8_is_a_422() {
     }
 }
 
+#[super::lane]
 #[tokio::test]
 async fn a_misspelled_or_unknown_body_field_is_a_422_that_names_it_and_stores_nothing() {
     // `task_type` (for `task_types`) was ignored, so the enqueue fell back
@@ -744,6 +759,7 @@ async fn a_misspelled_or_unknown_body_field_is_a_422_that_names_it_and_stores_no
 /// not run) answered 200 with an empty page, which reads as "no such items" rather than "typo".
 /// It is now the enqueue's answer to an unknown task type: 422, code 1003, naming it; so is the
 /// console's list (its 400 page). A configured task type still filters (D-item-ids-and-list-filters).
+#[super::lane]
 #[tokio::test]
 async fn a_list_filtered_by_an_unconfigured_task_type_is_a_422_naming_it() {
     let app = spawn_seeded().await;
@@ -794,6 +810,7 @@ async fn a_list_filtered_by_an_unconfigured_task_type_is_a_422_naming_it() {
 /// `before_id=0` or a negative one answered 200 (an empty page, or with a
 /// negative id every page empty) where the cursor can only be an item id, 1 or more. Such a
 /// cursor is a 422 (1003) naming the parameter, like the other bad query values (D-item-ids-and-list-filters).
+#[super::lane]
 #[tokio::test]
 async fn a_before_id_below_one_is_a_422_naming_it() {
     let app = spawn_seeded().await;
@@ -819,6 +836,7 @@ async fn a_before_id_below_one_is_a_422_naming_it() {
 /// 1. An item id in a path is now canonical decimal — digits only, no sign, no leading zero,
 /// 1..=i64::MAX — else the 422 (1003) a non-number already got; the console's item page answers
 /// its "No such item." 404 for them, as it does for a non-number (D-item-ids-and-list-filters).
+#[super::lane]
 #[tokio::test]
 async fn a_path_item_id_that_is_not_canonical_decimal_is_refused_like_a_non_number() {
     let app = spawn_seeded().await;
@@ -875,6 +893,7 @@ const GZIP_ENQUEUE: [u8; 63] = [
 /// which says the JSON is wrong when the service simply does not decode compressed bodies. Any
 /// content coding but `identity` is now 415 with code 7007 and `Accept-Encoding: identity`, before
 /// the body is read, and nothing is stored (D-body-coding-type-and-size).
+#[super::lane]
 #[tokio::test]
 async fn a_compressed_request_body_is_a_415_envelope_with_code_7007() {
     let app = spawn_seeded().await;
@@ -930,6 +949,7 @@ async fn a_compressed_request_body_is_a_415_envelope_with_code_7007() {
 /// name's control characters are refused at the edge on both engines
 /// (D-import-checks-before-writing), so a file that loads on one loads on the other; the database's own refusal stays
 /// mapped to a 422 for any text that reaches it.
+#[super::lane]
 #[tokio::test]
 async fn a_nul_byte_the_database_cannot_store_is_a_422_never_a_busy_503() {
     let app = spawn_seeded().await;
@@ -953,6 +973,7 @@ async fn a_nul_byte_the_database_cannot_store_is_a_422_never_a_busy_503() {
 /// stored, and then looked like another card on every page that showed it. Invisible characters
 /// are refused like control characters (422, 1003), in both id spaces of an import, and nothing of
 /// the refused import is stored (D-id-rules).
+#[super::lane]
 #[tokio::test]
 async fn an_imported_id_with_an_invisible_character_is_refused() {
     let app = spawn_seeded().await;
@@ -974,6 +995,7 @@ async fn an_imported_id_with_an_invisible_character_is_refused() {
 /// answered the same message with 7006 (D-poll-error-codes). Every 404 about a card, device or asset is now
 /// code 7006, whichever route asks; an unknown route, order or usage record keeps 1005, and an
 /// unknown card or device in a binding stays the foreign-key 422 (D-poll-error-codes).
+#[super::lane]
 #[tokio::test]
 async fn an_admin_route_naming_an_unknown_card_or_device_answers_code_7006() {
     use reqwest::Method;
@@ -1057,6 +1079,7 @@ async fn an_admin_route_naming_an_unknown_card_or_device_answers_code_7006() {
 /// D-body-coding-type-and-size: a `charset` parameter on
 /// `application/json` has no effect (RFC 8259 §11). An ASCII body labelled latin-1 is read; a
 /// body with a latin-1 byte that is not UTF-8 is a 422, as it would be without the label.
+#[super::lane]
 #[tokio::test]
 async fn a_charset_parameter_on_json_has_no_effect_and_non_utf8_bytes_are_a_422() {
     let app = spawn_seeded().await;
@@ -1083,6 +1106,7 @@ async fn a_charset_parameter_on_json_has_no_effect_and_non_utf8_bytes_are_a_422(
 /// struct EnqueueBody", a JSON array was read as a positional body and enqueued an item, and a
 /// wrong type deep in an import said only "at line 1 column 93". A body must be an object; a
 /// field's refusal names its path and what it takes in JSON's words.
+#[super::lane]
 #[tokio::test]
 async fn a_body_that_is_no_object_is_refused_and_a_bad_field_is_named_by_its_path() {
     let app = spawn_seeded().await;
@@ -1121,6 +1145,7 @@ async fn a_body_that_is_no_object_is_refused_and_a_bad_field_is_named_by_its_pat
 /// application/json`", which reads as bad JSON. It is the wrong media type: 415, code 7007 (the
 /// code of a compressed body), naming `application/json`, and nothing is stored. The gateway
 /// answers the same check with its 1007.
+#[super::lane]
 #[tokio::test]
 async fn a_body_not_sent_as_json_is_a_415_naming_application_json() {
     let app = spawn_seeded().await;
@@ -1168,6 +1193,7 @@ async fn a_body_not_sent_as_json_is_a_415_naming_application_json() {
 /// so a client could only guess how much to cut. The message states the route's limit in bytes:
 /// 65536 for ordinary routes (the import's 33554432 is checked by
 /// `an_import_body_over_the_bound_is_a_413_envelope`).
+#[super::lane]
 #[tokio::test]
 async fn a_body_over_its_limit_is_a_413_stating_the_limit_in_bytes() {
     let app = spawn_seeded().await;
@@ -1189,6 +1215,7 @@ async fn a_body_over_its_limit_is_a_413_stating_the_limit_in_bytes() {
 /// D-query-refusal-wording: `?limit=500` answered "limit must be 1..=200" (Rust's
 /// range syntax) and `?status=bogus` "unknown status", which does not say what is allowed. The
 /// range is said in words and every refused vocabulary lists its values.
+#[super::lane]
 #[tokio::test]
 async fn list_query_refusals_say_the_range_in_words_and_list_the_allowed_values() {
     let app = spawn_seeded().await;
@@ -1219,6 +1246,7 @@ async fn list_query_refusals_say_the_range_in_words_and_list_the_allowed_values(
 /// D-admin-token-is-nobody-elses: an account imported with the admin token would sign in as the bootstrap
 /// super_admin, never as itself. The import refuses that row (422, naming it and the variable);
 /// nothing is imported.
+#[super::lane]
 #[tokio::test]
 async fn an_account_imported_with_the_admin_token_is_refused_naming_the_row() {
     let app = spawn_seeded().await;

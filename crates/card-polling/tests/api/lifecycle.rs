@@ -31,6 +31,7 @@ async fn drive_to_failure(app: &TestApp, id: i64) {
     assert_eq!(app.detail(id).await["item"]["status"], "failed");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn recoverable_failure_below_the_limit_returns_to_pending_after_the_normal_interval() {
     let app = spawn_seeded().await;
@@ -62,6 +63,7 @@ async fn recoverable_failure_below_the_limit_returns_to_pending_after_the_normal
     assert_eq!(app.sim.poll_calls("CA1", "card_status"), 3);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn reaching_max_attempts_fails_with_a_safe_reason() {
     let app = spawn_seeded().await;
@@ -96,6 +98,7 @@ async fn reaching_max_attempts_fails_with_a_safe_reason() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn missing_card_fails_at_once_without_retry_or_upstream_call() {
     let app = spawn_seeded().await;
@@ -119,6 +122,7 @@ async fn missing_card_fails_at_once_without_retry_or_upstream_call() {
     assert_eq!(app.run_executor().await.due, 0, "no retry");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn successful_execution_completes_and_dequeues() {
     let app = spawn_seeded().await;
@@ -136,6 +140,7 @@ async fn successful_execution_completes_and_dequeues() {
     assert_ne!(again, id);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn manual_close_with_reason_dequeues_and_audits() {
     let app = spawn_seeded().await;
@@ -218,6 +223,7 @@ async fn manual_close_with_reason_dequeues_and_audits() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn item_past_validity_is_expired_by_the_job_not_by_reads() {
     let app = spawn_seeded().await;
@@ -256,6 +262,7 @@ async fn item_past_validity_is_expired_by_the_job_not_by_reads() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn an_item_past_its_validity_is_expired_at_claim_when_the_job_has_not_run() {
     // An item 10 s past `valid_until` ended `completed` when the expiry job
@@ -315,6 +322,7 @@ impl CapturedLogs {
     }
 }
 
+#[super::lane]
 #[tokio::test]
 async fn an_undecodable_item_is_set_aside_as_failed_and_everything_else_keeps_flowing() {
     // One poison row (a bad manual edit, a disk fault) failed every list.
@@ -370,6 +378,7 @@ async fn an_undecodable_item_is_set_aside_as_failed_and_everything_else_keeps_fl
     assert!(line.contains(&format!("item={pid}")), "{line}");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn items_enqueued_before_the_feature_went_live_count_from_go_live() {
     let app = spawn_seeded().await;
@@ -401,6 +410,7 @@ async fn items_enqueued_before_the_feature_went_live_count_from_go_live() {
     assert_eq!(app.item_of("CA1", "package").await["status"], "expired");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn failed_or_expired_item_retrigger_creates_a_new_active_item_with_zero_attempts() {
     let app = spawn_seeded().await;
@@ -454,6 +464,7 @@ async fn failed_or_expired_item_retrigger_creates_a_new_active_item_with_zero_at
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn retrigger_of_a_stop_locked_card_never_resumes_it() {
     let app = spawn_seeded().await;
@@ -489,6 +500,7 @@ async fn retrigger_of_a_stop_locked_card_never_resumes_it() {
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn stop_locked_card_priority_execution_records_lock_refusal_and_never_resumes() {
     let app = spawn_seeded().await;
@@ -540,6 +552,7 @@ async fn stop_locked_card_priority_execution_records_lock_refusal_and_never_resu
 /// Without a request log a request leaves no trace. Each request is one `info`
 /// line with its method, route pattern, status, latency and path parameters — never its token
 /// or its query string.
+#[super::lane]
 #[tokio::test]
 async fn every_request_is_one_access_log_line_without_its_token_or_query() {
     let logs = CapturedLogs::default();
@@ -556,13 +569,11 @@ async fn every_request_is_one_access_log_line_without_its_token_or_query() {
     let (s, v) = app.get("/api/priority-items/987654", PLATFORM).await;
     assert_eq!(s, 404, "{v}");
     // The access line is written when the response body has ended, which the client can see
-    // first: wait (boundedly) for the second request's line.
-    for _ in 0..200 {
-        if logs.text().contains("params=id=987654") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    // first: wait (boundedly) for the second request's line; the checks below say what is missing.
+    let _ = test_util::poll_within(std::time::Duration::from_secs(2), async || {
+        logs.text().contains("params=id=987654").then_some(()).ok_or(())
+    })
+    .await;
     let text = logs.text();
     let lines: Vec<&str> = text
         .lines()

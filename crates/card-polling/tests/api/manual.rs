@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::helpers::*;
 
+#[super::lane]
 #[tokio::test]
 async fn manual_enqueue_succeeds_after_the_daily_manual_trigger_quota_is_used_up() {
     let app = spawn_with(Backend::Memory, |s| s.manual_daily_quota = 2).await;
@@ -44,6 +45,7 @@ async fn manual_enqueue_succeeds_after_the_daily_manual_trigger_quota_is_used_up
     assert_eq!(manual_facts, calls as usize);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn the_same_task_type_twice_in_one_enqueue_counts_once_with_one_audit_fact() {
     // Only adjacent repeats were folded.
@@ -62,6 +64,7 @@ async fn the_same_task_type_twice_in_one_enqueue_counts_once_with_one_audit_fact
     assert_eq!(app.audit_kinds(id_of(&item)).await, ["enqueue"]);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn reading_items_needs_the_permission_that_enqueueing_needs() {
     // D-poll-permissions: an account without the manual trigger permission could
@@ -89,6 +92,7 @@ async fn reading_items_needs_the_permission_that_enqueueing_needs() {
     assert_eq!(app.get("/api/priority-items", PLATFORM).await.0, 200);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn repeated_manual_enqueue_within_24h_merges_and_audits_each_call() {
     let app = spawn_seeded().await;
@@ -135,6 +139,7 @@ async fn repeated_manual_enqueue_within_24h_merges_and_audits_each_call() {
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn agent_enqueues_only_within_its_shop_tree_and_reason_is_required() {
     let app = spawn_seeded().await;
@@ -176,6 +181,7 @@ async fn agent_enqueues_only_within_its_shop_tree_and_reason_is_required() {
 
 /// Regression: an unknown `asset_id` answered 1005, the generic code of unknown routes too; it is
 /// now 404 code 7006, the same for a missing and an out-of-scope asset, card or device.
+#[super::lane]
 #[tokio::test]
 async fn manual_enqueue_of_an_unknown_asset_answers_code_7006() {
     let app = spawn_seeded().await;
@@ -196,6 +202,7 @@ async fn manual_enqueue_of_an_unknown_asset_answers_code_7006() {
 /// an agent enqueuing such a device created an item for the other shop's card, which it could then
 /// neither enqueue directly nor read. A device's enqueue now reaches only the cards in the
 /// caller's shops; a device whose bound cards are all outside them is a 409.
+#[super::lane]
 #[tokio::test]
 async fn an_agent_enqueuing_a_device_reaches_only_the_cards_of_its_shops() {
     let app = spawn_seeded().await;

@@ -23,6 +23,7 @@ async fn statuses(app: &TestApp) -> Vec<String> {
         .unwrap()
 }
 
+#[super::lane]
 #[tokio::test]
 async fn manual_trigger_polls_the_card_in_the_next_cycle() {
     let app = spawn_seeded().await;
@@ -42,6 +43,7 @@ async fn manual_trigger_polls_the_card_in_the_next_cycle() {
     assert!(app.list("iccid=CA1").await.is_empty(), "no priority item");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn manual_trigger_refuses_the_same_card_and_task_type_within_24_hours() {
     let app = spawn_seeded().await;
@@ -63,6 +65,7 @@ async fn manual_trigger_refuses_the_same_card_and_task_type_within_24_hours() {
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn manual_trigger_refuses_beyond_the_daily_quota_until_the_next_day() {
     let app = spawn_with(Backend::Memory, |s| s.manual_daily_quota = 2).await;
@@ -88,6 +91,7 @@ async fn manual_trigger_refuses_beyond_the_daily_quota_until_the_next_day() {
     assert_eq!(trigger(&app, PLATFORM, "CB1", "data_usage").await.0, 200);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn manual_trigger_respects_permission_and_scope() {
     let app = spawn_seeded().await;
@@ -99,6 +103,7 @@ async fn manual_trigger_respects_permission_and_scope() {
     assert_eq!(trigger(&app, PLATFORM, "CA1", "bogus").await.0, 422);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn lost_manual_lane_is_recovered_from_the_database() {
     let app = spawn_seeded().await;
@@ -122,6 +127,7 @@ async fn lost_manual_lane_is_recovered_from_the_database() {
 
 /// Regression: an unknown card answered 1005, the generic code of unknown routes too; it is now
 /// 404 code 7006, the same bytes for a missing and an out-of-scope card.
+#[super::lane]
 #[tokio::test]
 async fn manual_trigger_of_an_unknown_card_answers_code_7006() {
     let app = spawn_seeded().await;
@@ -138,6 +144,7 @@ async fn manual_trigger_of_an_unknown_card_answers_code_7006() {
 /// D-ordinary-manual-trigger: the quota's 429 did not say when to come back, so a
 /// client retried a request that could not pass before the next UTC day. It carries
 /// `Retry-After` with the seconds until 00:00 UTC (the test clock stands at 05:00 UTC).
+#[super::lane]
 #[tokio::test]
 async fn the_quota_429_says_in_retry_after_when_the_quota_resets() {
     let app = spawn_with(Backend::Memory, |s| s.manual_daily_quota = 1).await;

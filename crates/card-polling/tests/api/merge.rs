@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::helpers::*;
 
+#[super::lane]
 #[tokio::test]
 async fn manual_enqueue_after_an_automatic_trigger_merges_into_the_active_item() {
     let app = spawn_seeded().await;
@@ -39,6 +40,7 @@ async fn manual_enqueue_after_an_automatic_trigger_merges_into_the_active_item()
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn replayed_trigger_event_merges_and_adds_nothing() {
     let app = spawn_seeded().await;
@@ -63,6 +65,7 @@ async fn replayed_trigger_event_merges_and_adds_nothing() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn active_item_of_one_task_type_leaves_other_task_types_of_the_card_alone() {
     let app = spawn_seeded().await;

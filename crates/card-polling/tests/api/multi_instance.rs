@@ -245,6 +245,7 @@ async fn traffic(
     }
 }
 
+#[test_util::lane(postgres, redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_instances_on_one_database_never_claim_an_item_twice_nor_call_for_an_ended_one() {
     let cards = env_or("CARD_POLLING_MULTI_CARDS", 100_000);
@@ -579,6 +580,7 @@ fn demand(event_id: String) -> Demand {
     }
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_racing_to_enqueue_one_card_and_task_type_leave_one_active_item_counting_every_trigger()
  {
@@ -636,6 +638,7 @@ async fn two_instances_racing_to_enqueue_one_card_and_task_type_leave_one_active
     app.assert_invariants().await;
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_stores_claiming_the_same_due_items_at_once_never_claim_one_twice() {
     let app = spawn_with(super::helpers::Backend::Memory, |_| {}).await;
@@ -706,6 +709,7 @@ async fn three_stores_claiming_the_same_due_items_at_once_never_claim_one_twice(
     app.assert_invariants().await;
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_main_packages_paid_at_once_on_two_instances_activate_one_and_queue_the_other() {
     let app = spawn_with(super::helpers::Backend::Memory, |_| {}).await;
@@ -757,6 +761,7 @@ async fn two_main_packages_paid_at_once_on_two_instances_activate_one_and_queue_
     app.assert_invariants().await;
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_operator_s_manual_triggers_on_two_instances_at_once_never_exceed_the_daily_quota() {
     use card_polling::store::{ManualTriggerOutcome, ManualTriggerRequest};
@@ -797,6 +802,7 @@ async fn one_operator_s_manual_triggers_on_two_instances_at_once_never_exceed_th
 /// D-schedule-config-check with two real instances on one database: the second starts with other task types
 /// and shards, its start-up sync rewrites the stored schedule configuration, and the first (still
 /// running on its own values) reports the difference at its next check, in `/health`.
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_instance_sees_the_schedule_configuration_a_later_instance_wrote() {
     use serde_json::json;

@@ -35,6 +35,7 @@ fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     found.first().copied().unwrap_or(0.0)
 }
 
+#[super::lane]
 #[tokio::test]
 async fn metrics_parse_and_move_when_an_item_is_enqueued_and_executed() {
     let app = spawn_seeded().await;
@@ -92,6 +93,7 @@ async fn metrics_parse_and_move_when_an_item_is_enqueued_and_executed() {
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn metrics_need_an_administering_account() {
     let app = spawn_seeded().await;
@@ -118,6 +120,7 @@ async fn metrics_need_an_administering_account() {
     assert_eq!(s, 200);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn probes_answer_and_anonymous_health_shows_only_the_status() {
     let app = spawn_seeded().await;
@@ -137,6 +140,7 @@ async fn probes_answer_and_anonymous_health_shows_only_the_status() {
     assert_eq!(s, 401);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn readyz_is_503_when_the_database_is_closed() {
     let app = spawn_seeded().await;
@@ -147,6 +151,7 @@ async fn readyz_is_503_when_the_database_is_closed() {
     assert_eq!(s, 200);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn the_bearer_scheme_is_matched_case_insensitively() {
     let app = spawn_seeded().await;
@@ -162,6 +167,7 @@ async fn the_bearer_scheme_is_matched_case_insensitively() {
     }
 }
 
+#[super::lane]
 #[tokio::test]
 async fn health_counts_open_items_by_status_and_ages_the_oldest_pending_one() {
     let app = spawn_seeded().await;
@@ -197,6 +203,7 @@ async fn health_counts_open_items_by_status_and_ages_the_oldest_pending_one() {
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn health_is_503_with_its_state_when_the_items_table_is_gone() {
     let app = spawn_seeded().await;
@@ -229,6 +236,7 @@ async fn health_is_503_with_its_state_when_the_items_table_is_gone() {
 /// During a database outage `/metrics` answered 503, so the dashboard lost
 /// every in-process series (carrier calls, cycles, lanes) exactly when it was needed. The scrape
 /// now answers 200 without the item counts and with `cardpoll_database_up 0` (D-metrics).
+#[super::lane]
 #[tokio::test]
 async fn metrics_still_answer_during_a_database_outage_and_say_it_is_down() {
     let app = spawn_seeded().await;
@@ -261,6 +269,7 @@ async fn metrics_still_answer_during_a_database_outage_and_say_it_is_down() {
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn health_is_503_when_the_database_is_closed() {
     let app = spawn_seeded().await;
@@ -275,6 +284,7 @@ async fn health_is_503_when_the_database_is_closed() {
 /// start: `status` (`off`, `no_shared_clock`, `not_yet_measured`, `ok`, `skewed`), this instance's
 /// own clock reading `now`, the tolerance, and the last measurement's fields (`null` until one
 /// was made) (D-poll-clock-skew-no-claims).
+#[super::lane]
 #[tokio::test]
 async fn health_says_what_the_clock_check_is_from_the_start() {
     use rakuten_types::Clock;
@@ -330,6 +340,7 @@ async fn health_says_what_the_clock_check_is_from_the_start() {
 /// the stored configuration every 30 s (the schedule configuration job, driven here on the manual
 /// clock): `/health`'s `schedule_config` says `differs` with both configurations, and the WARN is
 /// logged once per stored value, not at every check (D-schedule-config-check).
+#[super::lane]
 #[tokio::test]
 async fn a_running_instance_reports_a_schedule_configuration_another_instance_rewrote() {
     use card_polling::domain::TaskTypes;
@@ -445,6 +456,7 @@ impl Relay {
 /// full `/health` now says `hint_channel_reachable: false` (the status stays `ok`: hints are
 /// lossy and the recovery read covers them) and `/metrics` has `cardpoll_hint_channel_up 0`
 /// (D-metrics).
+#[super::lane(redis)]
 #[tokio::test]
 async fn a_redis_outage_is_flagged_in_health_and_metrics_without_failing_them() {
     use card_polling::settings::{HintChannelSetting, Secret};
@@ -482,6 +494,7 @@ async fn a_redis_outage_is_flagged_in_health_and_metrics_without_failing_them() 
 /// `/metrics?x=1` answered 200 while every documented route refuses a
 /// query parameter it does not take. The probes and `/metrics` are outside the OpenAPI document
 /// and now take no query parameters (D-unknown-query-parameters).
+#[super::lane]
 #[tokio::test]
 async fn probes_and_metrics_refuse_query_parameters_they_do_not_take() {
     let app = spawn_app().await;

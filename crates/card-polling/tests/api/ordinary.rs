@@ -12,6 +12,7 @@ use rakuten_types::Clock;
 
 use super::helpers::*;
 
+#[super::lane]
 #[tokio::test]
 async fn ordinary_polling_polls_every_card_in_scope_for_every_task_type_at_its_interval() {
     let app = spawn_seeded().await;
@@ -76,6 +77,7 @@ async fn ordinary_polling_polls_every_card_in_scope_for_every_task_type_at_its_i
     assert_eq!(logged, per, "one row per call, per card and task type");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn restart_does_not_repoll_every_card_at_once() {
     let app = spawn_seeded().await;
@@ -105,6 +107,7 @@ async fn restart_does_not_repoll_every_card_at_once() {
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn ordinary_package_poll_enqueues_no_valid_package_for_a_card_with_a_pending_usage() {
     let app = spawn_seeded().await;

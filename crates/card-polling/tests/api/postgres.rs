@@ -3,6 +3,10 @@
 use card_polling::Application;
 use card_polling::settings::{Secret, Settings};
 
+/// The lanes a scenario test needs on this engine besides its own (`#[super::lane]`,
+/// `#[super::lane(redis)]`): the `postgres` lane.
+pub use test_util::postgres_lane as lane;
+
 /// This engine's folder under `migrations/`.
 pub const MIGRATIONS_DIR: &str = "postgres";
 pub use card_polling::store::postgres::RELEASED;
@@ -53,6 +57,7 @@ mod multi_instance;
 /// ahead. By its clock the healthy instance's claim (90 s lease) has lapsed, and it used to take
 /// the claim over while the carrier call was in flight (the carrier called twice). Now it checks
 /// its clock against the database's, makes no claim, and says so in `/health` and `/metrics`.
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_whose_clock_runs_ahead_does_not_take_over_a_claim_in_flight() {
     use std::time::Duration;
@@ -155,7 +160,7 @@ impl Proc {
         env: &[(&str, &str)],
         fake_offset: Option<&str>,
     ) -> Proc {
-        use std::time::{Duration, Instant};
+        use std::time::Duration;
         let addr_file = dir.join(format!("{name}.addr"));
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_card-polling"));
         cmd.arg("serve")
@@ -174,24 +179,16 @@ impl Proc {
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
         let mut child = cmd.spawn().expect("start card-polling");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(addr) = std::fs::read_to_string(&addr_file)
-                && !addr.trim().is_empty()
-            {
-                return Proc {
-                    child,
-                    base: format!("http://{}", addr.trim()),
-                };
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("card-polling {name} exited before listening: {status}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "card-polling {name} did not come up"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let addr = test_util::wait_for_addr_file(
+            &mut child,
+            &addr_file,
+            Duration::from_secs(30),
+            &format!("card-polling {name}"),
+        )
+        .await;
+        Proc {
+            child,
+            base: format!("http://{addr}"),
         }
     }
 
@@ -222,9 +219,10 @@ impl Proc {
 /// carrier call is in flight (3 s of simulated latency) the fast instance used to take the claim
 /// over and call the carrier a second time. It now makes no claim while skewed: the carrier is
 /// called once in all, and the fast instance's `/health` and `/metrics` say why.
+#[test_util::lane(postgres, faketime)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_120_s_ahead_under_libfaketime_does_not_take_over_a_claim_in_flight() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use serde_json::{Value, json};
 
@@ -276,23 +274,27 @@ async fn an_instance_120_s_ahead_under_libfaketime_does_not_take_over_a_claim_in
 
     // The healthy instance claims and calls the carrier (3 s); meanwhile the fast one ticks
     // every 100 ms with the claim lapsed by its clock.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let detail = loop {
-        let d: Value = client
-            .get(format!("{}/api/priority-items/{id}", healthy.base))
-            .bearer_auth(PLATFORM)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if d["data"]["item"]["status"] == "completed" {
-            break d;
-        }
-        assert!(Instant::now() < deadline, "never completed: {d}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let detail = test_util::wait_for(
+        "the item to complete",
+        Duration::from_secs(30),
+        async || {
+            let d: Value = client
+                .get(format!("{}/api/priority-items/{id}", healthy.base))
+                .bearer_auth(PLATFORM)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if d["data"]["item"]["status"] == "completed" {
+                Ok(d)
+            } else {
+                Err(d)
+            }
+        },
+    )
+    .await;
     // One claim, by the healthy instance, no takeover; one carrier call logged.
     let events: Vec<(String, String)> = detail["data"]["events"]
         .as_array()
@@ -357,6 +359,7 @@ async fn an_instance_120_s_ahead_under_libfaketime_does_not_take_over_a_claim_in
 /// D-database-url-printing: on PostgreSQL the start line said only
 /// `(postgres: RAKUTEN_POLL_DB_URL)`, so an operator with several databases could not tell which
 /// one an instance uses. It names the scheme, host, port and database, never the password.
+#[test_util::lane(postgres)]
 #[tokio::test]
 async fn the_start_line_names_the_postgresql_host_and_database_without_the_password() {
     use std::io::BufRead;

@@ -8,6 +8,7 @@ use card_polling::upstream::SimBehavior;
 
 use super::helpers::*;
 
+#[super::lane]
 #[tokio::test]
 async fn agent_query_out_of_scope_is_indistinguishable_from_not_found() {
     let app = spawn_seeded().await;
@@ -41,6 +42,7 @@ async fn agent_query_out_of_scope_is_indistinguishable_from_not_found() {
     assert_eq!(app.list("").await.len(), 9, "platform sees all");
 }
 
+#[super::lane]
 #[tokio::test]
 async fn enterprise_account_is_refused_enqueue_and_query() {
     let app = spawn_seeded().await;
@@ -72,6 +74,7 @@ async fn enterprise_account_is_refused_enqueue_and_query() {
     assert_eq!(s, 403);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn query_results_carry_every_listed_field_and_no_priority_grade() {
     let app = spawn_seeded().await;
@@ -129,6 +132,7 @@ async fn query_results_carry_every_listed_field_and_no_priority_grade() {
     assert_eq!(detail["data"]["item"], *item);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn exceptions_view_lists_failed_expired_and_max_attempt_items_from_the_same_table() {
     let app = spawn_seeded().await;
@@ -182,6 +186,7 @@ async fn exceptions_view_lists_failed_expired_and_max_attempt_items_from_the_sam
     assert_eq!(cards, ["CA1", "CA11"]);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn completed_execution_reports_times_duration_and_log_reference_without_raw_response() {
     let app = spawn_seeded().await;
@@ -207,6 +212,7 @@ async fn completed_execution_reports_times_duration_and_log_reference_without_ra
     assert!(!text.contains("raw") && !text.contains("token") && !text.contains("body"));
 }
 
+#[super::lane]
 #[tokio::test]
 async fn list_filters_and_pages_newest_first() {
     let app = spawn_seeded().await;
@@ -250,6 +256,7 @@ async fn list_filters_and_pages_newest_first() {
 /// older page (`before_id`), the newer page (`after_id`, returned newest first), the oldest page
 /// (`after_id = 0`), and a shop filter intersected with the scope (a descendant shop: exactly its
 /// items; a shop outside the scope: nothing, like a missing one).
+#[super::lane]
 #[tokio::test]
 async fn console_store_pages_by_keyset_both_ways_and_narrows_to_a_shop_within_the_scope() {
     use card_polling::domain::Scope;

@@ -73,6 +73,7 @@ const LOGS_OF: &str = "SELECT count(*) FROM integration_logs WHERE item_id = $1"
 const FACTS_OF: &str = "SELECT count(*) FROM priority_item_events WHERE item_id = $1";
 const EVENTS_OF: &str = "SELECT count(*) FROM priority_trigger_events WHERE item_id = $1";
 
+#[super::lane]
 #[tokio::test]
 async fn retention_prunes_old_history_but_never_a_row_of_an_active_item() {
     let app = spawn_seeded().await;
@@ -142,6 +143,7 @@ async fn retention_prunes_old_history_but_never_a_row_of_an_active_item() {
     assert_eq!(count(&app, EVENTS_OF, Some(active)).await, 1);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn retention_deletes_in_batches_and_counts_the_rows_in_metrics() {
     let app = spawn_with(Backend::Memory, |s| s.retention_batch = 2).await;
@@ -170,6 +172,7 @@ async fn retention_deletes_in_batches_and_counts_the_rows_in_metrics() {
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn retention_reports_every_batch_to_its_observer_with_the_rows_it_deleted() {
     // The retention benchmark reads the writer hold from this hook: one call per batch (the
@@ -231,6 +234,7 @@ async fn read_both_ways(app: &TestApp, id: i64) -> (u16, serde_json::Value, u16,
 /// reads over HTTP and on the console with a working link to it; once the retrigger itself ends
 /// and passes the retention it goes, and the predecessor follows in the next run. The items page
 /// renders throughout.
+#[super::lane]
 #[tokio::test]
 async fn a_retriggered_items_predecessor_stays_readable_until_the_retrigger_is_pruned() {
     let app = spawn_seeded().await;

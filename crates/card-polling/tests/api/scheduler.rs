@@ -16,11 +16,13 @@ macro_rules! on_both_backends {
         mod $name {
             use super::Backend;
 
+            #[super::super::lane]
             #[tokio::test]
             async fn in_process() {
                 super::$name(Backend::Memory).await;
             }
 
+            #[super::super::lane(redis)]
             #[tokio::test]
             async fn redis() {
                 super::$name(Backend::Redis).await;
@@ -328,6 +330,7 @@ impl card_polling::upstream::Upstream for TickingCarrier {
 /// The ordinary work a cycle queues follows the measured execution rate
 /// (seconds of work), a hint waits behind at most that, and ordinary polling is refilled as the
 /// queue drains until every due card ran (no starvation).
+#[super::lane]
 #[tokio::test]
 async fn backpressure_in_seconds_of_work_follows_the_measured_rate_and_keeps_ordinary_polling_going()
  {
@@ -452,6 +455,7 @@ async fn backpressure_in_seconds_of_work_follows_the_measured_rate_and_keeps_ord
 /// D-ordinary-scope-read-by-take: an ordinary poll carries the scope its take read, so a stop lock set while the poll
 /// waits in the queue is not in that scope; the resume decision reads the lock again, so the
 /// locked card is polled as normal content but never resumed, while an unlocked card is.
+#[super::lane]
 #[tokio::test]
 async fn a_card_stop_locked_while_its_ordinary_poll_waits_is_polled_but_never_resumed() {
     use card_polling::store::CardScope;
@@ -495,6 +499,7 @@ async fn a_card_stop_locked_while_its_ordinary_poll_waits_is_polled_but_never_re
 /// An idle instance reported `ordinary_cut_at_budget: true` with nothing
 /// taken, so it cycled every quarter tick. A cycle is cut at the budget only when a shard filled
 /// the share the budget left it (more may be due).
+#[super::lane]
 #[tokio::test]
 async fn an_idle_cycle_is_not_cut_at_the_budget_and_keeps_its_full_tick() {
     let app = spawn_with(Backend::Memory, |_| {}).await;
@@ -516,6 +521,7 @@ async fn an_idle_cycle_is_not_cut_at_the_budget_and_keeps_its_full_tick() {
 /// before the other two are queued. A write lock held elsewhere keeps that batch waiting at
 /// `BEGIN` until the lock is released 300 ms later, long after the other two were queued, so the
 /// count does not depend on which thread runs first: at most two commits.
+#[super::lane]
 #[tokio::test]
 async fn one_cycle_sends_every_task_types_take_together_and_commits_them_once() {
     let app = spawn_seeded().await;
@@ -526,6 +532,9 @@ async fn one_cycle_sends_every_task_types_take_together_and_commits_them_once() 
     let r = if sqlite {
         let lock = super::hold_write_lock(&app.settings).await;
         let (r, ()) = tokio::join!(app.cycle(), async {
+            // A real delay, part of the scenario: the writer shows no queue to wait on, so the
+            // lock holds its first batch at `BEGIN` for a fixed 300 ms, a wide margin for the
+            // cycle's other two takes (sent together with the first) to queue behind it.
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
             sqlx::Connection::close(lock)
                 .await

@@ -6,6 +6,7 @@ use card_polling::upstream::SimBehavior;
 
 use super::helpers::*;
 
+#[super::lane]
 #[tokio::test]
 async fn device_with_three_active_cards_gets_one_item_per_card() {
     let app = spawn_seeded().await;
@@ -46,6 +47,7 @@ async fn device_with_three_active_cards_gets_one_item_per_card() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn binding_changes_after_the_trigger_do_not_change_the_frozen_cards() {
     let app = spawn_seeded().await;

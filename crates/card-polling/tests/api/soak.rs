@@ -23,6 +23,7 @@ use rakuten_types::Clock;
 
 use super::helpers::*;
 
+#[test_util::lane(soak)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_keeps_every_invariant_over_simulated_hours() {
     let hours = env_or("CARD_POLLING_SOAK_HOURS", 3);

@@ -3,6 +3,10 @@
 use card_polling::Application;
 use card_polling::settings::Settings;
 
+/// The lanes a scenario test needs on this engine besides its own (`#[super::lane]`,
+/// `#[super::lane(redis)]`): none, SQLite needs only the toolchain.
+pub use test_util::lane;
+
 /// This engine's folder under `migrations/`.
 pub const MIGRATIONS_DIR: &str = "sqlite";
 pub use card_polling::store::sqlite::RELEASED;

@@ -175,6 +175,7 @@ fn a_malformed_env_file_stops_start_up_naming_the_line_and_applies_nothing() {
 /// know and a Redis that answers with an error exited 3 — a supervisor would restart a typo for
 /// ever — and Redis's own refusal read "no answer to PING". They are the operator's to fix:
 /// exit 2, Redis's answer quoted.
+#[test_util::lane(postgres, redis)]
 #[test]
 fn a_database_or_redis_that_answers_with_a_refusal_exits_2_with_its_answer() {
     let dir = tempfile::tempdir().unwrap();
@@ -266,6 +267,7 @@ async fn a_database_holding_another_applications_migration_exits_2_with_the_way_
 /// D-exit-2-or-3: a URL whose `search_path` names a schema that does not
 /// exist stopped the service with exit 1 and "no schema has been selected to create in", after a
 /// hint to check that the server runs. It is the operator's to fix: exit 2, saying so.
+#[test_util::lane(postgres)]
 #[test]
 fn a_search_path_naming_no_schema_exits_2_saying_so() {
     let url = test_util::pg::url_with_search_path("nosuch_schema_d14");

@@ -6,6 +6,7 @@ use super::helpers::*;
 
 const DAY: u64 = 86_400;
 
+#[super::lane]
 #[tokio::test]
 async fn main_package_paid_and_active_enqueues_purchase_activated() {
     let app = spawn_seeded().await;
@@ -28,6 +29,7 @@ async fn main_package_paid_and_active_enqueues_purchase_activated() {
     assert_eq!(types, ["card_status", "data_usage", "package"]);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn repurchase_after_expiry_enqueues_renewal_activated() {
     let app = spawn_seeded().await;
@@ -54,6 +56,7 @@ async fn repurchase_after_expiry_enqueues_renewal_activated() {
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn queued_main_package_activation_enqueues_queue_activated() {
     let app = spawn_seeded().await;
@@ -78,6 +81,7 @@ async fn queued_main_package_activation_enqueues_queue_activated() {
     assert_eq!(app.active_count().await, 3);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn addon_activation_enqueues_addon_activated() {
     let app = spawn_seeded().await;
@@ -88,6 +92,7 @@ async fn addon_activation_enqueues_addon_activated() {
     assert!(items.iter().all(|i| i["trigger_type"] == "addon_activated"));
 }
 
+#[super::lane]
 #[tokio::test]
 async fn no_valid_package_with_a_pending_usage_enqueues_no_valid_package() {
     let app = spawn_seeded().await;
@@ -124,6 +129,7 @@ async fn no_valid_package_with_a_pending_usage_enqueues_no_valid_package() {
     app.assert_invariants().await;
 }
 
+#[super::lane]
 #[tokio::test]
 async fn no_valid_package_without_a_pending_usage_enqueues_nothing() {
     let app = spawn_seeded().await;
@@ -143,6 +149,7 @@ async fn no_valid_package_without_a_pending_usage_enqueues_nothing() {
     assert_eq!(app.active_count().await, 0);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn failed_cancelled_or_unpaid_orders_enqueue_nothing() {
     let app = spawn_seeded().await;
@@ -167,6 +174,7 @@ async fn failed_cancelled_or_unpaid_orders_enqueue_nothing() {
     assert_eq!(app.run_executor().await.due, 0);
 }
 
+#[super::lane]
 #[tokio::test]
 async fn a_payment_callback_replayed_with_a_different_status_is_a_409_naming_both_values() {
     // `failed` then the same payment id `paid` was a silent 200 replay.
@@ -209,6 +217,7 @@ async fn a_payment_callback_replayed_with_a_different_status_is_a_409_naming_bot
     );
 }
 
+#[super::lane]
 #[tokio::test]
 async fn repeated_payment_callback_enqueues_nothing_new() {
     let app = spawn_seeded().await;

@@ -15,6 +15,7 @@ fn ensure_services_built() {
     });
 }
 
+#[test_util::lane(chaos)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_run_with_every_fault_kind_finds_no_duplicate_and_no_lost_report() {
     ensure_services_built();
@@ -58,6 +59,7 @@ async fn short_run_with_every_fault_kind_finds_no_duplicate_and_no_lost_report()
 /// another task's order"). Recovery attributes an order only on positive evidence
 /// (D-recovery-verdicts), so the run has no violation. Seed 1 puts a tea order (task 00001) right
 /// before the tea task (00002) whose lease expires.
+#[test_util::lane(chaos)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recovered_task_never_claims_another_tasks_order() {
     ensure_services_built();
@@ -78,6 +80,7 @@ async fn a_recovered_task_never_claims_another_tasks_order() {
 
 /// The same at-most-once checks with a `site-adapter` process between the worker and the shop
 /// (the site adapter protocol over plain HTTP, D-chaos-site-seam), every fault kind at least once.
+#[test_util::lane(chaos)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_run_through_the_http_adapter_finds_no_duplicate_and_no_lost_report() {
     ensure_services_built();
@@ -112,6 +115,7 @@ async fn short_run_through_the_http_adapter_finds_no_duplicate_and_no_lost_repor
 /// The browser adapter (headless Chromium from Debian's packages) under worker kills
 /// and lost shop answers: no duplicate, nothing lost, and the evidence directory holds the PNG of
 /// every step next to the HTML.
+#[test_util::lane(chaos, browser)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_run_through_the_browser_adapter_keeps_at_most_once_and_writes_screenshots() {
     ensure_services_built();

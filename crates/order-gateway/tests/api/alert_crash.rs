@@ -2,7 +2,7 @@
 //! together, so the restarted gateway delivers the same event (same `event_id`). Runs the real
 //! binary with real time (short TTL and periods); the receiver binds 127.0.0.1:0.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -24,14 +24,10 @@ async fn start(dir: &std::path::Path, db: &std::path::Path, hook: &str) -> Binar
 }
 
 async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
+    test_util::wait_for(what, Duration::from_secs(30), async || {
+        f().await.ok_or("not yet")
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use test_util::libfaketime;
 
@@ -83,19 +83,16 @@ impl Binary {
         let mut child = cmd.spawn().expect("start order-gateway");
         drop(child.stdout.take());
         drop(child.stderr.take());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(addr) = std::fs::read_to_string(&addr_file) {
-                return Binary {
-                    child,
-                    base: format!("http://{}", addr.trim()),
-                };
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("order-gateway exited before listening: {status}");
-            }
-            assert!(Instant::now() < deadline, "order-gateway did not come up");
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let addr = test_util::wait_for_addr_file(
+            &mut child,
+            &addr_file,
+            Duration::from_secs(30),
+            "order-gateway",
+        )
+        .await;
+        Binary {
+            child,
+            base: format!("http://{addr}"),
         }
     }
 
@@ -111,16 +108,6 @@ impl Binary {
 
     /// Waits for the process to exit, at most `within`; its exit status.
     pub async fn exited_within(&mut self, within: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "order-gateway still running after {within:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        test_util::wait_for_exit(&mut self.child, within, "order-gateway").await
     }
 }

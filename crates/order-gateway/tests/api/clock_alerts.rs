@@ -139,6 +139,7 @@ fn metric(app: &TestApp, name: &str) -> f64 {
 
 /// The skew needs a second clock to compare with, the shared database's: PostgreSQL only (on
 /// SQLite one process owns the database and there is nothing to compare).
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skewed_instance_raises_clock_skew_which_clears_when_its_clock_is_back() {
     let db = Arc::new(PgSchema::new().await);

@@ -462,6 +462,7 @@ macro_rules! conformance {
         }
         mod postgres {
             $(
+                #[test_util::lane(postgres)]
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let h = super::Harness::postgres().await;
@@ -1489,6 +1490,7 @@ async fn a_lone_instance_is_the_alert_leader(h: &Harness) {
 
 /// PostgreSQL only: instances sharing a schema elect exactly one alert logger, and a new one
 /// takes over when the leader's session ends.
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_instances_elect_one_alert_leader_and_take_over_when_it_goes() {
     let db = PgSchema::new().await;

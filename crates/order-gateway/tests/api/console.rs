@@ -32,6 +32,7 @@ async fn stale_task(app: &TestApp, task_id: &str, worker: &str) -> serde_json::V
     g
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_sign_in_and_sign_out() {
     let app = spawn_app().await;
@@ -61,6 +62,7 @@ async fn console_sign_in_and_sign_out() {
     b.close().await;
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_form_without_its_csrf_token_is_refused() {
     let app = spawn_app().await;
@@ -86,6 +88,7 @@ async fn console_form_without_its_csrf_token_is_refused() {
 /// refuses, and `order-gateway ops show` then printed it raw to the next operator's terminal; and
 /// a resolve could say `failed` of an order the person saw `paid`. Both forms now answer with the
 /// API's rule, and nothing happens to the task.
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_refuses_a_reason_or_verdict_the_api_refuses() {
     let app = spawn_app().await;
@@ -178,6 +181,7 @@ async fn console_refuses_a_reason_or_verdict_the_api_refuses() {
     b.close().await;
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_reclaims_a_stale_task_with_a_reason() {
     let app = spawn_app().await;
@@ -210,6 +214,7 @@ async fn console_reclaims_a_stale_task_with_a_reason() {
     b.close().await;
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn no_console_page_requests_anything_outside_the_service() {
     let app = spawn_app().await;
@@ -246,6 +251,7 @@ async fn no_console_page_requests_anything_outside_the_service() {
     b.close().await;
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_stale_flow_end_to_end() {
     // A short TTL makes the task stale; the alert job gathers the site's order list; a worker
@@ -324,6 +330,7 @@ async fn console_stale_flow_end_to_end() {
     b.close().await;
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_cancels_a_queued_task() {
     let app = spawn_app().await;
@@ -350,6 +357,7 @@ async fn console_cancels_a_queued_task() {
     b.close().await;
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_task_page_shows_the_lease_history() {
     let app = spawn_app().await;
@@ -439,6 +447,7 @@ async fn console_task_page_shows_the_lease_history() {
     b.close().await;
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_task_list_pages_newer_and_older_by_keyset() {
     let app = spawn_app().await;
@@ -482,6 +491,7 @@ async fn console_task_list_pages_newer_and_older_by_keyset() {
 
 /// A clock jump is an alert record, so the overview's open alerts show it with
 /// the instance it happened on.
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_overview_shows_a_clock_jump_alert() {
     let app = spawn_app_with(|s| {
@@ -508,6 +518,7 @@ async fn console_overview_shows_a_clock_jump_alert() {
 /// The alerts page pages by keyset (no OFFSET), newest first: 52 open alerts
 /// raised at one instant and one cleared; the first page shows the newest 50, "older" the other
 /// two, "newer" back; a malformed cursor is refused.
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn console_alerts_page_pages_older_and_newer_by_keyset() {
     let app = spawn_app().await;

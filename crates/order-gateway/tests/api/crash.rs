@@ -64,16 +64,18 @@ async fn kill_9_between_lease_and_first_report_keeps_the_task_leased_then_stale_
     .await;
     assert!(other["data"].is_null(), "{other}");
 
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
+    let status = test_util::poll_within(Duration::from_secs(15), async || {
         let t = get(&client, format!("{base}/api/orders/po-k9")).await;
         let status = t["data"]["status"].as_str().unwrap().to_owned();
         assert_ne!(status, "queued");
-        if status == "stale" || Instant::now() > deadline {
-            break status;
+        if status == "stale" {
+            Ok(status)
+        } else {
+            Err(status)
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    })
+    .await
+    .unwrap_or_else(|last| last);
     assert_eq!(status, "stale");
     let other = get(
         &client,
@@ -100,7 +102,7 @@ async fn sigterm_stops_the_gateway_promptly_even_with_a_long_poll_open() {
         let url = format!("{base}/api/orders/lease?worker_id=w1&wait=60");
         async move { get(&client, url).await }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    crate::helpers::wait_for_long_polls(&client, &base, "orders", 1).await;
     let stopped_at = Instant::now();
     gw.terminate();
     let answer = poll.await.unwrap();

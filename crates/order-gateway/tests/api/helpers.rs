@@ -141,9 +141,47 @@ pub async fn answer(resp: reqwest::Response) -> Answer {
     Answer { status, body }
 }
 
+/// Waits until `n` long-polls of `channel` (`orders`, `queries`) wait on the gateway at `base`,
+/// by its `gateway_open_long_polls` gauge (read with the operator token [`TOKEN`]). A poll counts
+/// from the moment its handler listens for wake-ups, so a submit after this reaches it.
+pub async fn wait_for_long_polls(client: &reqwest::Client, base: &str, channel: &str, n: u32) {
+    let series = format!("gateway_open_long_polls{{channel=\"{channel}\"}} ");
+    test_util::wait_for(
+        &format!("{n} waiting long-poll(s) on {channel}"),
+        Duration::from_secs(30),
+        async || {
+            let text = client
+                .get(format!("{base}/metrics"))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let open = text
+                .lines()
+                .find_map(|l| l.strip_prefix(&series))
+                .map(str::to_owned)
+                .unwrap_or_default();
+            if open == n.to_string() {
+                Ok(())
+            } else {
+                Err(format!("{series}{open}"))
+            }
+        },
+    )
+    .await;
+}
+
 impl TestApp {
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.address, path)
+    }
+
+    /// [`wait_for_long_polls`] on this app.
+    pub async fn wait_for_long_polls(&self, channel: &str, n: u32) {
+        wait_for_long_polls(&self.client, &self.address, channel, n).await;
     }
 
     pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
@@ -367,6 +405,7 @@ macro_rules! on_both_engines {
         }
         mod postgres {
             $(
+                #[test_util::lane(postgres)]
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name($crate::helpers::Engine::Postgres).await

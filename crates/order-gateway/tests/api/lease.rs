@@ -125,7 +125,7 @@ async fn long_poll_wakes_promptly_when_a_task_is_submitted() {
             (r, Instant::now())
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.wait_for_long_polls("orders", 1).await;
     app.submit("po-1").await.assert_ok();
     let submitted = Instant::now();
     let (a, returned) = poll.await.unwrap();
@@ -150,7 +150,7 @@ async fn long_poll_gets_the_next_task_promptly_when_the_active_one_finishes() {
             (r, Instant::now())
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.wait_for_long_polls("orders", 1).await;
     app.report(
         "po-1",
         json!({"worker_id": "w1", "state": "paid", "terminal": true}),
@@ -176,9 +176,10 @@ async fn a_long_poll_whose_client_went_away_never_takes_a_lease() {
         .send()
         .await;
     assert!(gone.is_err(), "the client should have timed out");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The gateway drops the poll once it sees the connection closed; nothing is left to take
+    // the task submitted next.
+    app.wait_for_long_polls("orders", 0).await;
     app.submit("po-1").await.assert_ok();
-    tokio::time::sleep(Duration::from_millis(400)).await;
     let t = app.task("po-1").await;
     assert_eq!(t.assert_ok()["status"], "queued");
     assert!(t.data()["lease_owner"].is_null());
@@ -239,14 +240,10 @@ async fn a_hundred_waiting_polls_cost_one_lease_transaction_for_one_task(engine:
     let notifier = app.state.lease_notifier.clone();
     // PostgreSQL: the LISTEN session wakes every waiter once when it comes up (to find what was
     // committed before it listened); let that happen before the polls wait.
-    let up = Instant::now();
-    while !app.state.store.wakeups_listening() {
-        assert!(
-            up.elapsed() < Duration::from_secs(20),
-            "LISTEN never came up"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    test_util::wait_until("LISTEN to come up", Duration::from_secs(20), async || {
+        app.state.store.wakeups_listening()
+    })
+    .await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for i in 0..100 {
         let (client, url, token, tx) = (
@@ -261,15 +258,19 @@ async fn a_hundred_waiting_polls_cost_one_lease_transaction_for_one_task(engine:
         });
     }
     // Every poll ran its first attempt and waits.
-    let ready = Instant::now();
-    while notifier.attempts().first < 100 {
-        assert!(
-            ready.elapsed() < Duration::from_secs(20),
-            "{:?}",
-            notifier.attempts()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    test_util::wait_for(
+        "every poll's first attempt",
+        Duration::from_secs(20),
+        async || {
+            let a = notifier.attempts();
+            if a.first >= 100 {
+                Ok(())
+            } else {
+                Err(format!("{a:?}"))
+            }
+        },
+    )
+    .await;
     let before = notifier.attempts();
     assert_eq!((before.woken, before.rechecked), (0, 0), "{before:?}");
     app.clock.advance(Duration::from_secs(30));

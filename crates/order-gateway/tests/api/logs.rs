@@ -38,20 +38,17 @@ async fn json_logs_have_a_start_line_and_one_line_per_request_without_the_token(
         let line = rx.try_recv().ok()?;
         Some(serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line}")))
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let start = loop {
+    let start = test_util::wait_for("the start line", Duration::from_secs(20), async || {
         while let Some(v) = next(&mut rx) {
             lines.push(v);
         }
-        if let Some(s) = lines.iter().find(|v| v["fields"]["storage"].is_string()) {
-            break s.clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no start line: {lines:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        lines
+            .iter()
+            .find(|v| v["fields"]["storage"].is_string())
+            .cloned()
+            .ok_or_else(|| format!("{lines:?}"))
+    })
+    .await;
     assert_eq!(start["fields"]["storage"], "sqlite", "{start}");
     assert_eq!(
         start["fields"]["database"],
@@ -86,8 +83,7 @@ async fn json_logs_have_a_start_line_and_one_line_per_request_without_the_token(
         .send()
         .await
         .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let requests = loop {
+    let requests = test_util::wait_for("four request lines", Duration::from_secs(10), async || {
         while let Some(v) = next(&mut rx) {
             lines.push(v);
         }
@@ -97,11 +93,12 @@ async fn json_logs_have_a_start_line_and_one_line_per_request_without_the_token(
             .cloned()
             .collect();
         if reqs.len() >= 4 {
-            break reqs;
+            Ok(reqs)
+        } else {
+            Err(format!("{lines:?}"))
         }
-        assert!(tokio::time::Instant::now() < deadline, "{lines:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(requests.len(), 4, "{requests:?}");

@@ -152,6 +152,7 @@ async fn metrics_parse_and_move_when_tasks_move_on_sqlite() {
     assert!(value(&s, "gateway_commit_batch_size_sum", &[]) >= 5.0);
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test]
 async fn metrics_parse_and_move_when_tasks_move_on_postgres() {
     let db = Arc::new(PgSchema::new().await);
@@ -166,18 +167,16 @@ async fn a_waiting_long_poll_shows_in_open_long_polls() {
         let app = app.clone();
         tokio::spawn(async move { app.lease("w1", 2.0).await })
     };
-    let mut seen = 0.0;
-    for _ in 0..100 {
-        seen = value(
+    let seen = test_util::poll_within(std::time::Duration::from_secs(10), async || {
+        let seen = value(
             &scrape(&app).await,
             "gateway_open_long_polls",
             &[("channel", "orders")],
         );
-        if seen == 1.0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+        if seen == 1.0 { Ok(seen) } else { Err(seen) }
+    })
+    .await
+    .unwrap_or_else(|last| last);
     assert_eq!(seen, 1.0);
     waiter.await.unwrap();
     let s = scrape(&app).await;

@@ -70,6 +70,7 @@ async fn every_sqlite_migration_file_is_embedded_and_applied() {
     order_gateway::store::OrderStore::close(&store).await;
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test]
 async fn every_postgres_migration_file_is_embedded_and_applied() {
     let versions = assert_embedded("postgres", &postgres::migrator());

@@ -23,6 +23,7 @@ async fn three_instances() -> (Arc<PgSchema>, Vec<TestApp>) {
     (db, apps)
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_leases_across_three_instances_never_hand_out_two_order_tasks() {
     let (_db, apps) = three_instances().await;
@@ -82,7 +83,7 @@ async fn wake_latency(waiter: &TestApp, submitter: &TestApp, task_id: &str) -> D
         let v: Value = r.json().await.unwrap();
         (Instant::now(), v)
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    waiter.wait_for_long_polls("orders", 1).await;
     submitter.submit(task_id).await.assert_ok();
     let acked = Instant::now();
     let (answered, v) = poll.await.unwrap();
@@ -90,6 +91,7 @@ async fn wake_latency(waiter: &TestApp, submitter: &TestApp, task_id: &str) -> D
     answered.saturating_duration_since(acked)
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_submitted_on_one_instance_wakes_a_long_poll_waiting_on_another() {
     let (_db, apps) = three_instances().await;
@@ -140,7 +142,7 @@ async fn a_task_submitted_on_one_instance_wakes_a_long_poll_waiting_on_another()
             .unwrap();
         (Instant::now(), v)
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    apps[0].wait_for_long_polls("queries", 1).await;
     apps[2].submit_list_query("q-wake").await.assert_ok();
     let acked = Instant::now();
     let (answered, v) = poll.await.unwrap();
@@ -153,6 +155,7 @@ async fn a_task_submitted_on_one_instance_wakes_a_long_poll_waiting_on_another()
     assert!(d < Duration::from_millis(500), "query hand-off {d:?}");
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_whose_connection_is_killed_reconnects_and_still_wakes_long_polls() {
     let db = Arc::new(PgSchema::new().await);
@@ -163,21 +166,31 @@ async fn a_listener_whose_connection_is_killed_reconnects_and_still_wakes_long_p
         .await
         .unwrap();
     let listen_name = format!("{}/listen", db.name);
-    let count = |admin: sqlx::PgPool, name: String| async move {
+    // Listener sessions other than `old` that have run their LISTEN and wait for notifications.
+    let listening = async |old: &[i32]| {
         sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 \
+             AND NOT pid = ANY($2) AND state = 'idle' AND query ILIKE '%LISTEN%'",
         )
-        .bind(name)
+        .bind(&listen_name)
+        .bind(old)
         .fetch_one(&admin)
         .await
         .unwrap()
     };
     // Both listeners are up (they connect right after start).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while count(admin.clone(), listen_name.clone()).await < 2 {
-        assert!(Instant::now() < deadline, "listeners never connected");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    test_util::wait_until(
+        "both listeners to connect",
+        Duration::from_secs(10),
+        async || listening(&[]).await == 2,
+    )
+    .await;
+    let old: Vec<i32> =
+        sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE application_name = $1")
+            .bind(&listen_name)
+            .fetch_all(&admin)
+            .await
+            .unwrap();
     let killed: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
     )
@@ -186,13 +199,13 @@ async fn a_listener_whose_connection_is_killed_reconnects_and_still_wakes_long_p
     .await
     .unwrap();
     assert_eq!(killed.len(), 2);
-    // They reconnect and listen again.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while count(admin.clone(), listen_name.clone()).await < 2 {
-        assert!(Instant::now() < deadline, "listeners did not reconnect");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // They reconnect and listen again, on new sessions.
+    test_util::wait_until(
+        "both listeners to reconnect and LISTEN",
+        Duration::from_secs(10),
+        async || listening(&old).await == 2,
+    )
+    .await;
     let d = wake_latency(&a, &b, "po-after-reconnect").await;
     eprintln!(
         "hand-off after listener reconnect: {:.1} ms",
@@ -212,6 +225,7 @@ async fn call(req: reqwest::RequestBuilder) -> Value {
         .unwrap()
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_expire_it() {
     let db = PgSchema::new().await;
@@ -262,21 +276,23 @@ async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_e
     assert!(other["data"].is_null(), "{other}");
 
     // w1 goes silent too: B's sweeper expires the lease to stale (never queued).
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let t = call(client.get(format!("{b_url}/api/orders/po-k1"))).await;
-        match t["data"]["status"].as_str().unwrap() {
-            "stale" => {
-                assert_eq!(t["data"]["history"][0]["state"], "ordered");
-                assert_eq!(t["data"]["history"][0]["site_order_id"], "X1");
-                break;
+    test_util::wait_for(
+        "the lease to go stale",
+        Duration::from_secs(15),
+        async || {
+            let t = call(client.get(format!("{b_url}/api/orders/po-k1"))).await;
+            match t["data"]["status"].as_str().unwrap() {
+                "stale" => {
+                    assert_eq!(t["data"]["history"][0]["state"], "ordered");
+                    assert_eq!(t["data"]["history"][0]["site_order_id"], "X1");
+                    Ok(())
+                }
+                "running" => Err(t),
+                s => panic!("unexpected status {s}: {t}"),
             }
-            "running" => {}
-            s => panic!("unexpected status {s}: {t}"),
-        }
-        assert!(Instant::now() < deadline, "never went stale");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        },
+    )
+    .await;
     // The gate is free again: the second task goes to the next worker, through B.
     let g2 = call(client.get(format!("{b_url}/api/orders/lease?worker_id=w2&wait=5"))).await;
     assert_eq!(g2["data"]["task_id"], "po-k2", "{g2}");
@@ -288,6 +304,7 @@ async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_e
 /// own clock; one instance running 120 s ahead made another instance's healthy 60 s lease `stale`
 /// at its next sweep. An instance whose clock is off from the database's now raises `clock_skew`
 /// and leaves the sweeping to the others.
+#[test_util::lane(postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_whose_clock_runs_ahead_does_not_stale_a_healthy_lease() {
     let db = Arc::new(PgSchema::new().await);

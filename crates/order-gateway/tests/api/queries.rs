@@ -556,7 +556,7 @@ async fn a_waiting_query_long_poll_wakes_when_a_query_is_submitted() {
             (crate::helpers::answer(r).await, t.elapsed())
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.wait_for_long_polls("queries", 1).await;
     // An order task does not wake the query poll into a grant.
     app.submit("po-1").await.assert_ok();
     app.submit_list_query("aq-1").await.assert_ok();

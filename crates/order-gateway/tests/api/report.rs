@@ -79,6 +79,7 @@ async fn a_resent_report_with_fewer_fields_never_blanks_stored_fields() {
     assert_resent_report_keeps_fields_it_omits(spawn_app().await).await;
 }
 
+#[test_util::lane(postgres)]
 #[tokio::test]
 async fn a_resent_report_with_fewer_fields_never_blanks_stored_fields_on_postgres() {
     let db = Arc::new(PgSchema::new().await);

@@ -87,29 +87,30 @@ async fn the_readme_runbook_walks_a_stale_task_from_alert_to_resolution_twice() 
     }
 
     // Deliveries run on the gateway's own tick: wait for both clears.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let events = rx.delivered();
-        let stale: Vec<_> = events
-            .iter()
-            .filter(|e| e["kind"] == "task_stale")
-            .collect();
-        let mut tasks: Vec<&str> = stale
-            .iter()
-            .map(|e| e["subject"].as_str().unwrap())
-            .collect();
-        tasks.sort();
-        tasks.dedup();
-        let raised = stale.iter().filter(|e| e["state"] == "raised").count();
-        let cleared = stale.iter().filter(|e| e["state"] == "cleared").count();
-        if tasks.len() == 2 && raised == 2 && cleared == 2 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "expected one raised and one cleared per pasted task: {events:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    test_util::wait_for(
+        "one raised and one cleared task_stale event per pasted task",
+        std::time::Duration::from_secs(20),
+        async || {
+            let events = rx.delivered();
+            let stale: Vec<_> = events
+                .iter()
+                .filter(|e| e["kind"] == "task_stale")
+                .collect();
+            let mut tasks: Vec<&str> = stale
+                .iter()
+                .map(|e| e["subject"].as_str().unwrap())
+                .collect();
+            tasks.sort();
+            tasks.dedup();
+            let raised = stale.iter().filter(|e| e["state"] == "raised").count();
+            let cleared = stale.iter().filter(|e| e["state"] == "cleared").count();
+            if tasks.len() == 2 && raised == 2 && cleared == 2 {
+                Ok(())
+            } else {
+                Err(format!("{events:?}"))
+            }
+        },
+    )
+    .await;
     drop(server);
 }

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::helpers::{TOKEN, spawn_app};
 
+#[test_util::lane(soak)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_clients_mixing_operations_get_no_5xx_and_no_lock_errors() {
     let secs: u64 = std::env::var("SOAK_SECONDS")

@@ -106,6 +106,7 @@ async fn a_read_only_database_file_is_refused_at_start_naming_the_file() {
 
 /// D-exit-2-or-3: a PostgreSQL URL that does not parse or a role the
 /// server refuses exited 3, so a supervisor would restart a typo for ever; they exit 2.
+#[test_util::lane(postgres)]
 #[test]
 fn a_database_url_that_does_not_parse_or_a_refused_role_exits_2() {
     for url in [
@@ -193,6 +194,7 @@ fn a_database_file_with_a_second_hard_link_exits_2_naming_it() {
 /// D-exit-2-or-3: a URL whose `search_path` names a schema that does not
 /// exist stopped the gateway with exit 1 and "no schema has been selected to create in", after a
 /// hint to check that the server runs. It is the operator's to fix: exit 2, saying so.
+#[test_util::lane(postgres)]
 #[test]
 fn a_search_path_naming_no_schema_exits_2_saying_so() {
     let url = test_util::pg::url_with_search_path("nosuch_schema_d14");

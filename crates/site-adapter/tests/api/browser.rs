@@ -35,6 +35,7 @@ async fn conformance_kit_passes_against_the_shop_sim_http_adapter() {
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
+#[test_util::lane(browser)]
 #[tokio::test]
 async fn conformance_kit_passes_against_the_shop_sim_browser_adapter() {
     assert!(

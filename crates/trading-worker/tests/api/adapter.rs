@@ -220,10 +220,8 @@ async fn broken_adapter() -> String {
         )
         .route(
             "/v1/cart/add",
-            post(|| async {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                ""
-            }),
+            // Never answers: only the adapter client's own timeout ends the call.
+            post(std::future::pending::<&'static str>),
         );
     tokio::spawn(async move { axum::serve(listener, app).await });
     url

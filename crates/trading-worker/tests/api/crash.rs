@@ -3,7 +3,7 @@
 //! task, and the task must end in a correct state.
 
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::helpers::Harness;
 
@@ -27,32 +27,27 @@ pub(crate) fn spawn_worker_on(
 }
 
 pub(crate) async fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the worker did not hit its failpoint"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    test_util::wait_for_exit(
+        child,
+        Duration::from_secs(30),
+        "the worker, to hit its failpoint",
+    )
+    .await
 }
 
 pub(crate) async fn wait_terminal(h: &Harness, task_id: &str) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    test_util::wait_for("the task to end", Duration::from_secs(30), async || {
         let t = h.task(task_id).await;
         if matches!(
             t["status"].as_str(),
             Some("succeeded" | "failed" | "needs_human")
         ) {
-            return t;
+            Ok(t)
+        } else {
+            Err(t)
         }
-        assert!(Instant::now() < deadline, "task never ended: {t}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 async fn crash_then_restart(failpoint: &str, regrant: bool) {

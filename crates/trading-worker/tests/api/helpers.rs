@@ -164,6 +164,8 @@ async fn proxy_handler(State(st): State<Arc<ProxyState>>, req: Request) -> Respo
             st.refused.fetch_add(1, Ordering::SeqCst);
             let st2 = st.clone();
             tokio::spawn(async move {
+                // A real delay, the scenario: the gateway stays down for `d`, an outage the
+                // worker's retries must outlast.
                 tokio::time::sleep(d).await;
                 st2.down.store(false, Ordering::SeqCst);
             });

@@ -3,7 +3,7 @@
 //! and starts once the first is gone.
 
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use trading_worker::Worker;
@@ -20,11 +20,7 @@ fn worker_process(h: &Harness, stderr: Stdio) -> Child {
 }
 
 async fn until(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    test_util::wait_until(what, Duration::from_secs(30), async || ok()).await;
 }
 
 #[tokio::test]
@@ -85,19 +81,18 @@ async fn a_second_worker_process_on_the_same_journal_exits_with_a_clear_error() 
     first.wait().unwrap();
     let mut next = worker_process(&h, Stdio::null());
     h.submit_tea("t-after-kill").await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    test_util::wait_for("the task to finish", Duration::from_secs(30), async || {
         let t = h.task("t-after-kill").await;
         if t["status"] == "succeeded" {
-            break;
+            return Ok(());
         }
         assert!(
             next.try_wait().unwrap().is_none(),
             "the next worker must run"
         );
-        assert!(Instant::now() < deadline, "task never finished: {t}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        Err(t)
+    })
+    .await;
     let _ = next.kill();
     let _ = next.wait();
 }

@@ -3,7 +3,7 @@
 //! journal in the database file, and `VACUUM INTO` copies a live journal completely.
 
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rakuten_types::TaskId;
 use trading_worker::journal::Journal;
@@ -64,11 +64,10 @@ async fn a_clean_stop_leaves_the_whole_journal_in_the_database_file() {
         .expect("spawn trading-worker");
     drop(child.stdout.take());
     drop(child.stderr.take());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while h.task("t-backup").await["status"] != "succeeded" {
-        assert!(Instant::now() < deadline, "the task did not finish");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    test_util::wait_until("the task to finish", Duration::from_secs(30), async || {
+        h.task("t-backup").await["status"] == "succeeded"
+    })
+    .await;
 
     // While it runs: VACUUM INTO (the documented online backup) copies the whole journal.
     let live = h.dir.path().join("live-copy.db");
@@ -94,17 +93,12 @@ async fn a_clean_stop_leaves_the_whole_journal_in_the_database_file() {
         .status()
         .expect("kill -TERM");
     assert!(stopped.success());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "trading-worker still running 15 s after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = test_util::wait_for_exit(
+        &mut child,
+        Duration::from_secs(15),
+        "trading-worker after SIGTERM",
+    )
+    .await;
     assert!(status.success(), "{status}");
     let wal = h.db_path.with_file_name(format!(
         "{}-wal",

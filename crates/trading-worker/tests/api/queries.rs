@@ -413,23 +413,16 @@ async fn worker_errors_never_escape_the_loop_and_every_query_gets_one_result() {
         .await;
     let running = tokio::spawn(w.query_loop().run(shutdown.clone()));
     let ids = ["aq-panic", "aq-fail", "aq-ok", "aq-panic-2"];
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    test_util::wait_until("every query to finish", Duration::from_secs(20), async || {
         let mut done = 0;
         for id in ids {
             if h.query(id).await["finished_at"].is_string() {
                 done += 1;
             }
         }
-        if done == ids.len() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "queries not all finished"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        done == ids.len()
+    })
+    .await;
     assert!(!running.is_finished(), "the loop died");
     for id in ids {
         assert_eq!(h.result_calls(id).len(), 1, "{id}: exactly one result call");
@@ -512,16 +505,20 @@ async fn the_query_loop_runs_beside_the_order_loop() {
     let running = tokio::spawn(w.run());
     h.submit_tea("po-1").await;
     h.submit_query("aq-1", "order_list", json!({})).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let q = h.query("aq-1").await;
-        let t = h.task("po-1").await;
-        if q["status"] == "succeeded" && t["status"] != "queued" {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{q} {t}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    test_util::wait_for(
+        "the query to succeed and the task to be taken",
+        Duration::from_secs(30),
+        async || {
+            let q = h.query("aq-1").await;
+            let t = h.task("po-1").await;
+            if q["status"] == "succeeded" && t["status"] != "queued" {
+                Ok(())
+            } else {
+                Err(format!("{q} {t}"))
+            }
+        },
+    )
+    .await;
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(10), running)
         .await
