@@ -209,7 +209,10 @@ mod tests {
     fn a_name_that_is_no_lane_is_refused_with_the_lanes() {
         let e = lanes_on(Some("postgres,postgress")).unwrap_err();
         assert!(e.contains("`postgress`"), "{e}");
-        assert!(e.contains("postgres, redis, browser, faketime, chaos, soak"), "{e}");
+        assert!(
+            e.contains("postgres, redis, browser, faketime, chaos, soak"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -35,7 +35,10 @@ pub async fn wait_for_addr_file(
     seen.unwrap_or_else(|()| {
         let _ = child.kill();
         let _ = child.wait();
-        panic!("{name} did not come up within {within:?} (no {})", addr_file.display())
+        panic!(
+            "{name} did not come up within {within:?} (no {})",
+            addr_file.display()
+        )
     })
 }
 

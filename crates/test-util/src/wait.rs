@@ -21,7 +21,10 @@ const MAX_PAUSE: Duration = Duration::from_millis(100);
 /// `cond` still does not hold after `within`: the message names `what` (say what was awaited,
 /// "the task to go stale").
 pub async fn wait_until(what: &str, within: Duration, mut cond: impl AsyncFnMut() -> bool) {
-    wait_for(what, within, async || if cond().await { Ok(()) } else { Err("not yet") }).await;
+    wait_for(what, within, async || {
+        if cond().await { Ok(()) } else { Err("not yet") }
+    })
+    .await;
 }
 
 /// Waits until `poll` answers `Ok`, and returns its value; `Err` is what it saw instead, named in
@@ -86,18 +89,22 @@ mod tests {
     #[tokio::test]
     async fn a_condition_that_comes_true_ends_the_wait_with_its_value() {
         let polls = AtomicU32::new(0);
-        let v = wait_for("the third poll", Duration::from_secs(5), async || {
-            match polls.fetch_add(1, Ordering::SeqCst) {
+        let v = wait_for(
+            "the third poll",
+            Duration::from_secs(5),
+            async || match polls.fetch_add(1, Ordering::SeqCst) {
                 n if n >= 2 => Ok(n),
                 n => Err(n),
-            }
-        })
+            },
+        )
         .await;
         assert_eq!(v, 2);
     }
 
     #[tokio::test]
-    #[should_panic(expected = "timed out after 20ms waiting for the impossible; last seen: not yet")]
+    #[should_panic(
+        expected = "timed out after 20ms waiting for the impossible; last seen: not yet"
+    )]
     async fn a_condition_that_never_holds_fails_naming_what_was_awaited() {
         wait_until("the impossible", Duration::from_millis(20), async || false).await;
     }

@@ -413,15 +413,19 @@ async fn worker_errors_never_escape_the_loop_and_every_query_gets_one_result() {
         .await;
     let running = tokio::spawn(w.query_loop().run(shutdown.clone()));
     let ids = ["aq-panic", "aq-fail", "aq-ok", "aq-panic-2"];
-    test_util::wait_until("every query to finish", Duration::from_secs(20), async || {
-        let mut done = 0;
-        for id in ids {
-            if h.query(id).await["finished_at"].is_string() {
-                done += 1;
+    test_util::wait_until(
+        "every query to finish",
+        Duration::from_secs(20),
+        async || {
+            let mut done = 0;
+            for id in ids {
+                if h.query(id).await["finished_at"].is_string() {
+                    done += 1;
+                }
             }
-        }
-        done == ids.len()
-    })
+            done == ids.len()
+        },
+    )
     .await;
     assert!(!running.is_finished(), "the loop died");
     for id in ids {
