@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -90,6 +90,21 @@ def test_submit_without_a_task_id_sends_one_so_a_retry_cannot_duplicate(client: 
     ack = client.submit(intent())
     assert ack.created
     assert client.task(ack.task_id).task_id == ack.task_id
+
+
+def test_a_deadline_is_sent_read_back_and_refused_when_already_past(
+    client: Client, uid: str
+) -> None:
+    deadline = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
+    ack = client.submit(intent(), task_id=f"py-{uid}", not_after=deadline)
+    assert ack.created
+    assert client.task(ack.task_id).not_after == deadline
+    with pytest.raises(InvalidRequestError) as e:
+        client.submit(intent(), task_id=f"py-{uid}-late", not_after=deadline - timedelta(days=2))
+    assert "not_after" in e.value.msg
+    # A task that ended so is over: waiting on it returns.
+    assert TaskStatus("expired").is_terminal
+    assert not TaskStatus("expired").in_progress
 
 
 def test_a_changed_intent_under_the_same_task_id_is_its_own_exception(

@@ -143,7 +143,7 @@ def test_drift_is_reported_for_a_newly_required_field_a_type_change_and_a_new_st
         s["TaskSummary"]["properties"]["lease_count"] = {"type": "string"}
 
     def new_status(s: dict[str, Any], _: Any) -> None:
-        s["TaskStatus"]["enum"].append("expired")
+        s["TaskStatus"]["enum"].append("archived")
 
     def renamed_body_field(s: dict[str, Any], _: Any) -> None:
         s["CancelTask"]["properties"] = {"why": {"type": "string"}}
@@ -151,7 +151,7 @@ def test_drift_is_reported_for_a_newly_required_field_a_type_change_and_a_new_st
 
     assert any("`priority`" in p for p in problems(mutated(served, required_field)))
     assert any("lease_count" in p for p in problems(mutated(served, type_change)))
-    assert any("expired" in p for p in problems(mutated(served, new_status)))
+    assert any("archived" in p for p in problems(mutated(served, new_status)))
     found = problems(mutated(served, renamed_body_field))
     assert any("client sends `reason`" in p for p in found)
     assert any("requires `why`" in p for p in found)

@@ -292,7 +292,9 @@ pub fn check(ev: &Evidence) -> Findings {
         let st = d.task.status;
         *f.statuses.entry(st.as_str().to_owned()).or_default() += 1;
         match st {
-            TaskStatus::Succeeded | TaskStatus::Failed => {}
+            // Chaos submits without a `not_after`, so an expired task never arises; it would be
+            // terminal and never leased (nothing ordered), not a stuck one.
+            TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::Expired => {}
             TaskStatus::NeedsHuman => {
                 let reason = d.history.iter().any(|r| {
                     r.error_code.is_some() || r.detail.as_deref().is_some_and(|s| !s.is_empty())

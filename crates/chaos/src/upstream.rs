@@ -118,6 +118,7 @@ fn order(id: &str, intent: Value) -> SubmitOrder {
         task_id: TaskId::parse(id).ok(),
         site: SITE_RAKUTEN.to_owned(),
         intent,
+        not_after: None,
     }
 }
 

@@ -183,6 +183,7 @@ async fn run(browser: bool) -> anyhow::Result<bool> {
             task_id: Some(TaskId::parse(&task_id)?),
             site: SITE_RAKUTEN.to_owned(),
             intent: intent.clone(),
+            not_after: None,
         })
         .await?;
     println!(

@@ -239,7 +239,7 @@ pub struct AlertSettings {
     /// `json` (the notice) or `slack` (`{"text": …}`).
     #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_FORMAT", value_enum, default_value_t = WebhookFormat::Json)]
     pub webhook_format: WebhookFormat,
-    /// Per-request timeout, seconds.
+    /// Bound of one delivery attempt (connect, send, answer), seconds; at most 60.
     #[arg(
         long,
         env = "RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS",
@@ -389,6 +389,18 @@ impl AlertSettings {
                     reason: format!("must be a positive number of seconds, got {v}"),
                 });
             }
+        }
+        // One attempt's bound: it holds one of its receiver's slots that long
+        // (D-webhook-per-receiver-queues).
+        let max = crate::jobs::webhooks::MAX_ATTEMPT_SECONDS;
+        if self.webhook_timeout_seconds > max {
+            return Err(SettingsError {
+                name: "RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS",
+                reason: format!(
+                    "must be at most {max} seconds (one delivery attempt's bound), got {}",
+                    self.webhook_timeout_seconds
+                ),
+            });
         }
         if self.webhook_failing_after == 0 {
             return Err(SettingsError {
@@ -701,6 +713,17 @@ mod tests {
         s.db_url = Some(Secret::new("postgres://u:pw@127.0.0.1/db"));
         assert!(s.validate().is_ok());
         assert!(!format!("{s:?}").contains("pw@"));
+    }
+
+    #[test]
+    fn a_webhook_attempt_bound_over_a_minute_is_refused() {
+        let mut s = Settings::for_tests("x.db", "t");
+        s.alerts.webhook_timeout_seconds = 60.0;
+        assert!(s.validate().is_ok());
+        s.alerts.webhook_timeout_seconds = 61.0;
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.name, "RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS");
+        assert!(e.reason.contains("at most 60"), "{}", e.reason);
     }
 
     #[test]

@@ -59,11 +59,15 @@ pub enum AlertKind {
     /// `RAKUTEN_CLOCK_SKEW_ALERT_SECONDS`; it does not sweep leases meanwhile. Cleared when its
     /// offset is back within tolerance (or it stopped reporting). Subject: the instance id.
     ClockSkew,
+    /// A queued task's `not_after` passed before any worker leased it; the sweeper ended it
+    /// `expired` (nothing was ordered). An event, not a state: cleared `TASK_EXPIRED_SHOWN`
+    /// (10 min) after the expiry (D-task-not-after-expired). Subject: task.
+    TaskExpired,
 }
 
 impl AlertKind {
     /// Every kind.
-    pub const ALL: [AlertKind; 8] = [
+    pub const ALL: [AlertKind; 9] = [
         AlertKind::WorkerOffline,
         AlertKind::TaskQueuedTooLong,
         AlertKind::TaskStale,
@@ -72,6 +76,7 @@ impl AlertKind {
         AlertKind::WebhookFailing,
         AlertKind::ClockJump,
         AlertKind::ClockSkew,
+        AlertKind::TaskExpired,
     ];
 
     /// The wire and storage name.
@@ -85,6 +90,7 @@ impl AlertKind {
             AlertKind::WebhookFailing => "webhook_failing",
             AlertKind::ClockJump => "clock_jump",
             AlertKind::ClockSkew => "clock_skew",
+            AlertKind::TaskExpired => "task_expired",
         }
     }
 
@@ -92,7 +98,10 @@ impl AlertKind {
     pub const fn is_about_a_task(self) -> bool {
         matches!(
             self,
-            AlertKind::TaskQueuedTooLong | AlertKind::TaskStale | AlertKind::TaskNeedsHuman
+            AlertKind::TaskQueuedTooLong
+                | AlertKind::TaskStale
+                | AlertKind::TaskNeedsHuman
+                | AlertKind::TaskExpired
         )
     }
 }
@@ -279,6 +288,14 @@ pub struct AlertView {
 pub struct AlertNotice {
     /// Stable id of this event (the same on every retry and every receiver): deduplicate on it.
     pub event_id: String,
+    /// The event's place in the order events happened, assigned by the database when the event
+    /// is written (also the `X-Rakuten-Event-Sequence` header): strictly increasing across the
+    /// events of one alert, and never given to two events. A receiver keeps the highest
+    /// `sequence` seen per `alert_id` and drops an event at or below it (D-webhook-event-sequence).
+    /// Events stored before sequences existed read as 0 here and are sent with the one the
+    /// database gave them.
+    #[serde(default)]
+    pub sequence: i64,
     /// The alert.
     pub alert_id: String,
     /// Its kind.
@@ -301,21 +318,40 @@ pub struct AlertNotice {
 
 impl AlertNotice {
     /// The Slack-compatible rendering (`RAKUTEN_ALERT_WEBHOOK_FORMAT=slack`): one line of text.
+    /// The subject and the summary carry client text (task and worker ids, a worker's report
+    /// detail), so the whole line is escaped as Slack documents ([`slack_escape`]): no mention,
+    /// link or channel alert in it is ever live. The line itself uses no Slack markup.
     pub fn slack_text(&self) -> String {
         let mark = if self.state == "raised" {
             "ALERT"
         } else {
             "CLEARED"
         };
-        format!(
+        slack_escape(&format!(
             "[{mark}] {kind} {subject}: {summary} (alert {alert}, {at})",
             kind = self.kind,
             subject = self.subject,
             summary = self.summary,
             alert = self.alert_id,
             at = self.occurred_at
-        )
+        ))
     }
+}
+
+/// Escapes text for a Slack message the way Slack documents it: `&` → `&amp;`, `<` → `&lt;`,
+/// `>` → `&gt;` (every control sequence — `<!channel>`, `<@U…>`, `<url|label>` — starts with
+/// `<`, so none survives).
+pub fn slack_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// What an operator did.
@@ -471,6 +507,28 @@ mod tests {
             DeliveryState::Delivered
                 .transition(DeliveryEvent::Failed)
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn slack_text_leaves_no_mention_live() {
+        let n = AlertNotice {
+            event_id: "a:raised".into(),
+            sequence: 7,
+            alert_id: "a".into(),
+            kind: AlertKind::TaskStale,
+            state: "raised".into(),
+            subject: "po-37 <!channel> & <@U0ADMIN>".into(),
+            summary: "detail <https://x.example|click> &amp;".into(),
+            task_id: None,
+            worker_id: None,
+            occurred_at: crate::Timestamp::EPOCH,
+        };
+        let t = n.slack_text();
+        assert!(!t.contains('<') && !t.contains('>'), "{t}");
+        assert!(
+            t.contains("po-37 &lt;!channel&gt; &amp; &lt;@U0ADMIN&gt;: detail &lt;https://x.example|click&gt; &amp;amp;"),
+            "{t}"
         );
     }
 

@@ -24,6 +24,14 @@ pub struct SubmitOrder {
     /// Passed through untouched; must be a JSON object of at most 64 KiB.
     #[schema(value_type = Object)]
     pub intent: Value,
+    /// Optional deadline: the last instant a worker may lease the task (an RFC 3339 timestamp,
+    /// e.g. `2026-07-27T09:15:00.000Z`; any offset is read, answers show it in UTC). It must lie
+    /// in the future when the task is created (else 422). A task still queued after it is never
+    /// leased, and the gateway ends it `expired` (nothing was ordered; a `task_expired` alert
+    /// tells the operator). A task already leased is unaffected. Part of the request the
+    /// `task_id` stands for: the same id with another deadline is a 409. Absent: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<Timestamp>,
 }
 
 /// `POST /api/orders` answer (§4.2).
@@ -196,6 +204,10 @@ pub struct TaskSummary {
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
+    /// The upstream's deadline for a lease (`not_after` at submit); absent when none was given.
+    /// Still queued after it: the task ends `expired`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<Timestamp>,
     /// Why the gateway set the task aside as `needs_human` without a grant (`undecodable row`:
     /// its stored row could not be read back). Absent for every other task.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,6 +6,8 @@
 //!                     │  └───Regrant──────┘  │  (same owner asks again: new grant, count + 1)
 //!                     └──────Expire──────────┴──> stale ──Reclaim──> leased
 //! queued ──SetAside──> needs_human   (the gateway cannot decode the stored row: a poison row)
+//! queued ──NotAfterPassed──> expired  (the upstream's deadline passed before any lease; the
+//!                                      sweeper's transition, D-task-not-after-expired)
 //!
 //! Operator actions, each audited in `operator_actions`:
 //!   stale | needs_human ──Resolve(succeeded|failed)──> succeeded | failed
@@ -54,6 +56,10 @@ pub enum TaskStatus {
     NeedsHuman,
     /// The lease lapsed. Never handed out again except by an explicit reclaim (§5).
     Stale,
+    /// Terminal: the upstream's `not_after` passed while the task was still queued; it was never
+    /// handed to a worker, so nothing was ordered (D-task-not-after-expired). No outcome: no
+    /// worker or person concluded anything about an order.
+    Expired,
 }
 
 /// What happens to a task.
@@ -79,6 +85,8 @@ pub enum TaskEvent {
     Resolve(Outcome),
     /// An operator withdraws a task no worker has taken yet.
     Cancel,
+    /// The upstream's `not_after` passed before any worker leased the task (the sweeper).
+    NotAfterPassed,
 }
 
 /// The explicit terminal outcome of a task (§4.5).
@@ -175,7 +183,7 @@ pub struct InvalidTransition {
 
 impl TaskStatus {
     /// Every status.
-    pub const ALL: [TaskStatus; 7] = [
+    pub const ALL: [TaskStatus; 8] = [
         TaskStatus::Queued,
         TaskStatus::Leased,
         TaskStatus::Running,
@@ -183,6 +191,7 @@ impl TaskStatus {
         TaskStatus::Failed,
         TaskStatus::NeedsHuman,
         TaskStatus::Stale,
+        TaskStatus::Expired,
     ];
 
     /// The single transition function of the order task state machine.
@@ -204,6 +213,7 @@ impl TaskStatus {
                 o.status()
             }
             (S::Queued, E::Cancel) => S::Failed,
+            (S::Queued, E::NotAfterPassed) => S::Expired,
             (from, event) => return Err(InvalidTransition { from, event }),
         };
         Ok(next)
@@ -214,8 +224,20 @@ impl TaskStatus {
         matches!(self, TaskStatus::Leased | TaskStatus::Running)
     }
 
-    /// `succeeded`, `failed` or `needs_human`.
+    /// `succeeded`, `failed`, `needs_human` or `expired`.
     pub const fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Succeeded
+                | TaskStatus::Failed
+                | TaskStatus::NeedsHuman
+                | TaskStatus::Expired
+        )
+    }
+
+    /// Whether a task in this status carries an [`Outcome`]: the terminal statuses a worker or a
+    /// person concluded (`expired` concluded nothing about an order).
+    pub const fn has_outcome(self) -> bool {
         matches!(
             self,
             TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::NeedsHuman
@@ -232,6 +254,7 @@ impl TaskStatus {
             TaskStatus::Failed => "failed",
             TaskStatus::NeedsHuman => "needs_human",
             TaskStatus::Stale => "stale",
+            TaskStatus::Expired => "expired",
         }
     }
 }
@@ -273,6 +296,7 @@ mod tests {
             TaskEvent::SetAside,
             TaskEvent::Resolve(Outcome::Succeeded),
             TaskEvent::Cancel,
+            TaskEvent::NotAfterPassed,
         ];
         for from in TaskStatus::ALL {
             for e in events {
@@ -302,11 +326,32 @@ mod tests {
             TaskStatus::Succeeded,
             TaskStatus::Failed,
             TaskStatus::NeedsHuman,
+            TaskStatus::Expired,
         ] {
             assert!(s.transition(TaskEvent::Report).is_err());
             assert!(s.transition(TaskEvent::Expire).is_err());
             assert!(s.transition(TaskEvent::Reclaim).is_err());
+            assert!(s.transition(TaskEvent::NotAfterPassed).is_err());
         }
+        assert!(
+            TaskStatus::Expired
+                .transition(TaskEvent::Resolve(Outcome::Failed))
+                .is_err()
+        );
+        assert!(TaskStatus::Expired.transition(TaskEvent::Cancel).is_err());
+    }
+
+    #[test]
+    fn only_a_queued_task_expires_by_its_not_after() {
+        for from in TaskStatus::ALL {
+            assert_eq!(
+                from.transition(TaskEvent::NotAfterPassed).ok(),
+                (from == TaskStatus::Queued).then_some(TaskStatus::Expired),
+                "{from}"
+            );
+        }
+        assert!(TaskStatus::Expired.is_terminal());
+        assert!(!TaskStatus::Expired.has_outcome());
     }
 
     #[test]

@@ -84,14 +84,17 @@ def new_id() -> str:
 
 
 def op_submit(
-    intent: Mapping[str, Any] | m.OrderIntent, task_id: str, site: str
+    intent: Mapping[str, Any] | m.OrderIntent,
+    task_id: str,
+    site: str,
+    not_after: datetime | None = None,
 ) -> Op[m.SubmitOrderAck]:
     body_intent = (
         intent.model_dump(mode="json", exclude_none=True)
         if isinstance(intent, m.OrderIntent)
         else dict(intent)
     )
-    req = m.SubmitOrder(task_id=task_id, site=site, intent=body_intent)
+    req = m.SubmitOrder(task_id=task_id, site=site, intent=body_intent, not_after=not_after)
     return Op(
         "POST",
         "/api/orders",

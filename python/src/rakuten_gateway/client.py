@@ -114,11 +114,14 @@ class Client:
         *,
         task_id: str | None = None,
         site: str = c.SITE,
+        not_after: datetime | None = None,
     ) -> m.SubmitOrderAck:
         """Submits an order intent. Idempotent on ``task_id``: the same id with the same intent
-        answers the existing task (``created`` ``False``); with another intent it raises
-        :class:`~rakuten_gateway.errors.IntentChangedError` and changes nothing."""
-        return self._send(c.op_submit(intent, task_id or c.new_id(), site))
+        (and ``not_after``) answers the existing task (``created`` ``False``); with another it
+        raises :class:`~rakuten_gateway.errors.IntentChangedError` and changes nothing.
+        ``not_after`` (timezone-aware, in the future): the last instant a worker may lease the
+        task; still queued after it, the task ends ``expired`` and is never ordered."""
+        return self._send(c.op_submit(intent, task_id or c.new_id(), site, not_after))
 
     def task(self, task_id: str) -> m.TaskDetail:
         """The task with its latest state and every report (``TaskNotFoundError``: none)."""

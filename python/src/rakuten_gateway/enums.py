@@ -40,6 +40,8 @@ class TaskStatus(OpenStrEnum):
     FAILED = "failed"
     NEEDS_HUMAN = "needs_human"
     STALE = "stale"
+    #: Its ``not_after`` passed while it was queued: never leased, nothing was ordered.
+    EXPIRED = "expired"
 
     @property
     def in_progress(self) -> bool:
@@ -48,7 +50,8 @@ class TaskStatus(OpenStrEnum):
 
     @property
     def is_terminal(self) -> bool:
-        """A final status this package knows (``succeeded``, ``failed``, ``needs_human``)."""
+        """A final status this package knows (``succeeded``, ``failed``, ``needs_human``,
+        ``expired``)."""
         return self in _TASK_TERMINAL
 
     @property
@@ -58,7 +61,9 @@ class TaskStatus(OpenStrEnum):
 
 
 _TASK_IN_PROGRESS = frozenset({TaskStatus.QUEUED, TaskStatus.LEASED, TaskStatus.RUNNING})
-_TASK_TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.NEEDS_HUMAN})
+_TASK_TERMINAL = frozenset(
+    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.NEEDS_HUMAN, TaskStatus.EXPIRED}
+)
 _TASK_NEEDS_PERSON = frozenset({TaskStatus.NEEDS_HUMAN, TaskStatus.STALE})
 
 
@@ -116,6 +121,7 @@ class AlertKind(OpenStrEnum):
     WEBHOOK_FAILING = "webhook_failing"
     CLOCK_JUMP = "clock_jump"
     CLOCK_SKEW = "clock_skew"
+    TASK_EXPIRED = "task_expired"
 
 
 class AlertState(OpenStrEnum):

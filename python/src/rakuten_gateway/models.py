@@ -96,6 +96,9 @@ class SubmitOrder(Request):
     task_id: str | None = None
     site: str
     intent: dict[str, Any]
+    #: The last instant a worker may lease the task; still queued after it, the task ends
+    #: ``expired``. ``None``: no deadline.
+    not_after: datetime | None = None
 
 
 class SubmitOrderAck(Answer):
@@ -127,6 +130,8 @@ class TaskSummary(Answer):
     set_aside_reason: str | None = None
     created_at: datetime
     updated_at: datetime
+    #: The deadline given at submit, if any.
+    not_after: datetime | None = None
 
 
 class ReportView(Answer):

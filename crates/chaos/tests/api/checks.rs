@@ -29,6 +29,7 @@ fn task(id: &str, status: TaskStatus, history: Vec<ReportView>) -> TaskDetail {
             latest_state: history.last().map(|r| r.state),
             created_at: ts(),
             updated_at: ts(),
+            not_after: None,
             set_aside_reason: None,
         },
         history,

@@ -19,7 +19,7 @@ use web_console::layout::{
 
 use super::Signed;
 use crate::http::AppState;
-use crate::store::operator::LeaseGrantRecord;
+use crate::store::operator::{LeaseGrantRecord, stale_advice};
 use crate::store::{AttentionTask, COUNT_CAP, Seek, SeekCursor, SeekPage};
 
 /// Rows per list page.
@@ -167,7 +167,9 @@ fn task_link(id: &TaskId) -> Markup {
     html! { a.mono href={ "/console/tasks/" (enc(id.as_str())) } { (id.as_str()) } }
 }
 
-/// Why a task needs a person, in one sentence.
+/// Why a task needs a person, and what to check first. The words start from the worker's latest
+/// report (D-stale-words-follow-the-latest-report): a reported site order number means the order
+/// exists, nothing past the cart means checking whether a submit happened.
 pub fn reason(t: &AttentionTask) -> String {
     let s = &t.task;
     let said = match (&t.last_detail, t.last_error_code) {
@@ -176,17 +178,27 @@ pub fn reason(t: &AttentionTask) -> String {
         (None, Some(c)) => format!("code {c}"),
         (None, None) => "no detail reported".to_owned(),
     };
+    let order = t.last_site_order_id.as_deref();
     match s.status {
         TaskStatus::Stale => format!(
-            "The lease of {} lapsed{} without a final report after {} grant(s): the site may or \
-             may not have the order. Check the site's order list, then reclaim or resolve.",
+            "The lease of {} lapsed{} without a final report after {} grant(s). {}",
             s.lease_owner.as_deref().unwrap_or("a worker"),
             s.lease_expires_at
                 .map(|t| format!(" at {}", t.to_rfc3339()))
                 .unwrap_or_default(),
-            s.lease_count
+            s.lease_count,
+            stale_advice(s.latest_state, order)
         ),
-        TaskStatus::NeedsHuman => format!("The worker stopped for a person: {said}."),
+        TaskStatus::NeedsHuman => match s.latest_state.filter(|l| l.is_submitted()) {
+            Some(l) => format!(
+                "The worker stopped for a person: {said}. Its latest report says the order \
+                 exists ({l}{}).",
+                order
+                    .map(|n| format!(", site order {n}"))
+                    .unwrap_or_default()
+            ),
+            None => format!("The worker stopped for a person: {said}."),
+        },
         _ => match &t.ended_by {
             Some(by) => format!("Failed: {by}."),
             None => format!("Failed: {said}."),
@@ -499,7 +511,7 @@ pub async fn task(
         }
         section.card #actions {
             h2 { "Actions" }
-            (actions(t, &id_enc, &csrf))
+            (actions(t, known_order, &id_enc, &csrf))
         }
     };
     signed.page(
@@ -536,6 +548,7 @@ fn attention_reason(
             last_detail: last.and_then(|r| r.detail.clone()),
             ended_by,
             last_error_code: last.and_then(|r| r.error_code),
+            last_site_order_id: history.iter().rev().find_map(|r| r.site_order_id.clone()),
         })
     })
 }
@@ -629,11 +642,16 @@ fn reports_table(history: &[ReportView]) -> Markup {
     }
 }
 
-fn actions(t: &TaskSummary, id_enc: &str, csrf: &str) -> Markup {
+/// The task page's forms. The resolve form starts from the worker's latest report: its site
+/// order number, and its order state when the order was submitted (a state of the cart is not
+/// what the person will see on the site, so that one starts blank); the outcome stays the
+/// person's choice (D-stale-words-follow-the-latest-report).
+fn actions(t: &TaskSummary, known_order: Option<&str>, id_enc: &str, csrf: &str) -> Markup {
     let resolvable = matches!(t.status, TaskStatus::Stale | TaskStatus::NeedsHuman);
     if !resolvable && t.status != TaskStatus::Queued {
         return html! { p.muted { "No action applies to a " (t.status.as_str()) " task." } };
     }
+    let preset_state = t.latest_state.filter(|s| s.is_submitted());
     html! {
         div.actions {
             @if resolvable {
@@ -651,15 +669,22 @@ fn actions(t: &TaskSummary, id_enc: &str, csrf: &str) -> Markup {
                                     option value="failed" { "failed (no order)" }
                                 }
                             }
-                            label { "site order number" input name="site_order_id" maxlength="128" size="16"; }
+                            label { "site order number" input name="site_order_id" maxlength="128" size="28"
+                                value=[known_order]; }
                             label { "order state seen"
                                 select name="state" {
-                                    option value="" { "—" }
+                                    option value="" selected[preset_state.is_none()] { "—" }
                                     @for s in rakuten_types::OrderState::ALL {
-                                        option value=(s.as_str()) { (s.as_str()) }
+                                        option value=(s.as_str()) selected[preset_state == Some(s)] { (s.as_str()) }
                                     }
                                 }
                             }
+                        }
+                        @if known_order.is_some() || preset_state.is_some() {
+                            p.muted #resolve-preset { "Filled in from the worker's latest report"
+                                @if let Some(s) = t.latest_state { " (" (s.as_str())
+                                    @if let Some(n) = known_order { ", site order " (n) } ")" }
+                                ": change them to what you see on the site." }
                         }
                     },
                     false,

@@ -87,7 +87,9 @@ impl ApiError {
                     ErrorCode::Unavailable
                 }
                 StoreError::WorkerNotFound(_) => ErrorCode::NotFound,
-                StoreError::Contradicts(_) => ErrorCode::Validation,
+                StoreError::Contradicts(_) | StoreError::DeadlinePassed { .. } => {
+                    ErrorCode::Validation
+                }
                 StoreError::QueryNotFound(_) => ErrorCode::QueryNotFound,
                 StoreError::QueryLeaseInvalid(_) => ErrorCode::QueryLeaseInvalid,
                 StoreError::QueryTransition(_) => ErrorCode::QueryLeaseInvalid,

@@ -1,6 +1,7 @@
 //! The lease sweeper (§5): every `RAKUTEN_SWEEP_INTERVAL_SECONDS`, turns each active task whose
 //! lease lapsed into `stale` (never `queued`), logs a structured warning per task, wakes waiting
-//! long-polls (the gate is free again), then logs alerts that appeared. With several instances on
+//! long-polls (the gate is free again), ends each queued task whose `not_after` passed as
+//! `expired` (D-task-not-after-expired), then logs alerts that appeared. With several instances on
 //! one PostgreSQL database every instance sweeps (each lapsed lease turns stale once, and only the
 //! instance that turned it logs its warning); alerts are logged by the elected instance only.
 //!
@@ -253,6 +254,17 @@ impl Sweeper {
         }
         // Each staled task may have freed a gate.
         self.notifier.notify_leasable_n(staled.len());
+        // Queued tasks past their deadline end `expired` (D-task-not-after-expired); the lease
+        // already refused them, this says why to the upstream and raises `task_expired`.
+        for t in self.store.task_expire_past_not_after(now).await? {
+            tracing::warn!(
+                alert = "task_expired",
+                task_id = %t.task_id,
+                not_after = %t.not_after,
+                created_at = %t.created_at,
+                "not_after passed while queued; the task is expired and will never be leased"
+            );
+        }
         Ok(staled)
     }
 

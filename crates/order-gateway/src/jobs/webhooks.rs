@@ -6,12 +6,30 @@
 //! the row pending and delivers after restart. Receivers deduplicate on `event_id` (also in the
 //! `X-Rakuten-Event-Id` header).
 //!
-//! Body: the [`AlertNotice`] JSON, or `{"text": …}` with `RAKUTEN_ALERT_WEBHOOK_FORMAT=slack`.
-//! With `RAKUTEN_ALERT_WEBHOOK_SECRET`, `X-Rakuten-Signature: t=<unix seconds>,v1=<hex
-//! HMAC-SHA256(secret, "<t>.<body>")>` ([`sign`], [`verify`]): Stripe's scheme, so a receiver
-//! can refuse forged and replayed requests.
+//! What a receiver can rely on:
+//! - **Each receiver is its own queue** (D-webhook-per-receiver-queues): a run delivers to every
+//!   receiver with due rows independently, each with its own [`PER_RECEIVER_CONCURRENCY`] attempts
+//!   in flight, and a receiver whose previous run is still going (a hung one, waiting out its
+//!   timeouts) is skipped rather than started twice. One attempt takes at most
+//!   `RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS` (at most [`MAX_ATTEMPT_SECONDS`]); a slow or dead
+//!   receiver delays only its own events.
+//! - **The events of one alert arrive in the order they happened** (D-webhook-per-alert-order):
+//!   a later event (`cleared`) is not sent to a receiver while an earlier one (`raised`) to that
+//!   receiver is still pending; it waits, it does not supersede.
+//! - **`sequence`** (D-webhook-event-sequence): every event carries the number the database gave
+//!   it when it was written (`alert_events.seq`), in the body and in `X-Rakuten-Event-Sequence`;
+//!   strictly increasing across the events of one alert, never given to two events. Keep the
+//!   highest seen per `alert_id` and drop an event at or below it.
+//! - **Signed as sent** (D-webhook-sign-at-send): with `RAKUTEN_ALERT_WEBHOOK_SECRET`,
+//!   `X-Rakuten-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>` ([`sign`],
+//!   [`verify`]), Stripe's scheme, with `t` read from the clock as each attempt leaves, so a
+//!   receiver's replay window (commonly 300 s) never refuses a fresh attempt.
+//!
+//! Body: the [`AlertNotice`] JSON, or `{"text": …}` with `RAKUTEN_ALERT_WEBHOOK_FORMAT=slack`
+//! (client text escaped, [`AlertNotice::slack_text`]).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
@@ -31,10 +49,18 @@ use crate::telemetry::GatewayMetrics;
 pub const SIGNATURE_HEADER: &str = "X-Rakuten-Signature";
 /// The event id header (the same as the body's `event_id`).
 pub const EVENT_ID_HEADER: &str = "X-Rakuten-Event-Id";
-/// Rows attempted per run.
+/// The event sequence header (the same as the body's `sequence`).
+pub const SEQUENCE_HEADER: &str = "X-Rakuten-Event-Sequence";
+/// Rows one receiver's run takes from the outbox at a time.
 const BATCH: i64 = 100;
-/// Receivers called at once.
-const CONCURRENCY: usize = 8;
+/// Batches one receiver's run takes before it leaves the rest to the next tick.
+const MAX_BATCHES: usize = 10;
+/// Receivers with due rows one run looks at.
+const RECEIVERS: i64 = 1000;
+/// Attempts in flight to one receiver at once; every receiver has its own.
+pub const PER_RECEIVER_CONCURRENCY: usize = 4;
+/// The longest `RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS` accepted: one attempt's bound.
+pub const MAX_ATTEMPT_SECONDS: f64 = 60.0;
 
 /// `t=<unix>,v1=<hex HMAC-SHA256(secret, "t.body")>`.
 pub fn sign(secret: &[u8], unix_seconds: i64, body: &[u8]) -> String {
@@ -113,7 +139,7 @@ pub struct WebhookSettings {
     pub secret: Option<Secret>,
     /// Body shape.
     pub format: WebhookFormat,
-    /// Per-request timeout.
+    /// Bound of one attempt (connection, request and answer).
     pub timeout: Duration,
     /// Longest wait between two attempts.
     pub max_backoff: Duration,
@@ -141,6 +167,33 @@ pub struct DeliveryRun {
     pub failed: Vec<(String, String)>,
 }
 
+impl DeliveryRun {
+    fn merge(&mut self, other: DeliveryRun) {
+        self.delivered.extend(other.delivered);
+        self.failed.extend(other.failed);
+    }
+}
+
+/// The receivers with a run in flight in this process, so that a receiver is never delivered to
+/// by two runs at once (a hung receiver's run waits out its timeouts; the next tick skips it).
+type Busy = Arc<Mutex<HashSet<String>>>;
+
+/// One receiver's turn: holds its place in [`Busy`] until dropped.
+#[derive(Debug)]
+struct Lane {
+    url: String,
+    busy: Busy,
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        self.busy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.url);
+    }
+}
+
 /// The delivery service.
 #[derive(Debug, Clone)]
 pub struct WebhookDelivery {
@@ -150,6 +203,7 @@ pub struct WebhookDelivery {
     client: reqwest::Client,
     settings: WebhookSettings,
     metrics: Arc<GatewayMetrics>,
+    busy: Busy,
 }
 
 impl WebhookDelivery {
@@ -166,6 +220,7 @@ impl WebhookDelivery {
     ) -> anyhow::Result<Self> {
         let client = reqwest::Client::builder()
             .timeout(settings.timeout)
+            .connect_timeout(settings.timeout)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent("order-gateway-alerts")
             .build()?;
@@ -176,6 +231,7 @@ impl WebhookDelivery {
             client,
             settings,
             metrics,
+            busy: Busy::default(),
         })
     }
 
@@ -193,98 +249,199 @@ impl WebhookDelivery {
             .unwrap_or(self.settings.max_backoff)
     }
 
-    fn body(&self, item: &OutboxItem) -> Result<String, StoreError> {
-        Ok(match self.settings.format {
-            WebhookFormat::Json => item.body_json.clone(),
-            WebhookFormat::Slack => {
-                let n: AlertNotice = serde_json::from_str(&item.body_json)
-                    .map_err(|e| StoreError::Corrupt(format!("outbox body: {e}")))?;
-                serde_json::json!({ "text": n.slack_text() }).to_string()
-            }
-        })
+    /// The body sent: the stored notice with the sequence the database gave its event (events
+    /// stored before sequences existed carry none in their stored body), as JSON or Slack text.
+    fn body(&self, item: &OutboxItem) -> Result<String, String> {
+        let mut n: AlertNotice = serde_json::from_str(&item.body_json)
+            .map_err(|e| StoreError::Corrupt(format!("outbox body: {e}")).to_string())?;
+        n.sequence = item.sequence;
+        match self.settings.format {
+            WebhookFormat::Json => serde_json::to_string(&n).map_err(|e| e.to_string()),
+            WebhookFormat::Slack => Ok(serde_json::json!({ "text": n.slack_text() }).to_string()),
+        }
     }
 
-    /// One POST; `Err` says why it failed (no secrets: the URL is reduced to its host).
-    async fn post(&self, item: &OutboxItem, now: Timestamp) -> Result<(), String> {
-        let body = self.body(item).map_err(|e| e.to_string())?;
+    /// One POST; `Err` says why it failed (no secrets: the URL is reduced to its host). Signed
+    /// with the clock's time as it leaves (D-webhook-sign-at-send), and bounded by the timeout
+    /// as a whole.
+    async fn attempt(&self, item: &OutboxItem) -> Result<(), String> {
+        let body = self.body(item)?;
         let mut req = self
             .client
             .post(&item.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(EVENT_ID_HEADER, &item.event_id);
+            .header(EVENT_ID_HEADER, &item.event_id)
+            .header(SEQUENCE_HEADER, item.sequence.to_string());
         if let Some(secret) = &self.settings.secret {
-            let t = now.as_millis().div_euclid(1000);
+            let t = self.clock.now().as_millis().div_euclid(1000);
             req = req.header(
                 SIGNATURE_HEADER,
                 sign(secret.expose().as_bytes(), t, body.as_bytes()),
             );
         }
-        match req.body(body).send().await {
-            Ok(r) if r.status().is_success() => Ok(()),
-            Ok(r) => Err(format!("HTTP {}", r.status().as_u16())),
-            Err(e) if e.is_timeout() => Err("timed out".into()),
-            Err(e) if e.is_connect() => Err("connection failed".into()),
-            Err(_) => Err("request failed".into()),
+        match tokio::time::timeout(self.settings.timeout, req.body(body).send()).await {
+            Err(_) => Err("timed out".into()),
+            Ok(Ok(r)) if r.status().is_success() => Ok(()),
+            Ok(Ok(r)) => Err(format!("HTTP {}", r.status().as_u16())),
+            Ok(Err(e)) if e.is_timeout() => Err("timed out".into()),
+            Ok(Err(e)) if e.is_connect() => Err("connection failed".into()),
+            Ok(Err(_)) => Err("request failed".into()),
         }
     }
 
-    /// Attempts every pending delivery due at `now` once.
+    /// Records one attempt as soon as it ends (not when the batch ends), with the clock's time
+    /// then; returns whether it was delivered.
+    async fn record(
+        &self,
+        item: OutboxItem,
+        result: Result<(), String>,
+    ) -> Result<bool, StoreError> {
+        let host = crate::store::operator::webhook_host(&item.url);
+        self.metrics.webhook_delivery(result.is_ok());
+        let ok = result.is_ok();
+        let (event, error) = match result {
+            Ok(()) => {
+                tracing::info!(event_id = %item.event_id, sequence = item.sequence, host = %host, "alert delivered");
+                (DeliveryEvent::Delivered, None)
+            }
+            Err(e) => {
+                tracing::warn!(event_id = %item.event_id, sequence = item.sequence, host = %host, attempt = item.attempts + 1, error = %e, "alert delivery failed; will retry");
+                (DeliveryEvent::Failed, Some(e))
+            }
+        };
+        let at = self.clock.now();
+        self.ops
+            .outbox_record(
+                DeliveryAttempt {
+                    event_id: item.event_id,
+                    url: item.url,
+                    event,
+                    next_attempt_at: at.plus(self.backoff(item.attempts)),
+                    error,
+                },
+                at,
+            )
+            .await?;
+        Ok(ok)
+    }
+
+    /// The receiver's turn, unless a run of it is in flight already.
+    fn lane(&self, url: String) -> Option<Lane> {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        busy.insert(url.clone()).then(|| Lane {
+            url,
+            busy: self.busy.clone(),
+        })
+    }
+
+    /// Delivers one receiver's due rows, in `sequence` order, [`PER_RECEIVER_CONCURRENCY`] at a
+    /// time; after a batch in which something got through, looks again (an alert's next event
+    /// may be due now that its earlier one arrived), up to [`MAX_BATCHES`].
+    async fn run_receiver(&self, lane: Lane, now: Timestamp) -> Result<DeliveryRun, StoreError> {
+        let mut run = DeliveryRun::default();
+        let mut due_at = now;
+        for _ in 0..MAX_BATCHES {
+            let due = self.ops.outbox_due(&lane.url, due_at, BATCH).await?;
+            let full = due.len() as i64 == BATCH;
+            if due.is_empty() {
+                break;
+            }
+            let results: Vec<Result<(String, String, bool), StoreError>> =
+                futures::stream::iter(due)
+                    .map(|item| async move {
+                        let key = (item.event_id.clone(), item.url.clone());
+                        let r = self.attempt(&item).await;
+                        self.record(item, r).await.map(|ok| (key.0, key.1, ok))
+                    })
+                    .buffer_unordered(PER_RECEIVER_CONCURRENCY)
+                    .collect()
+                    .await;
+            let mut progress = false;
+            for r in results {
+                let (event_id, url, ok) = r?;
+                if ok {
+                    progress = true;
+                    run.delivered.push((event_id, url));
+                } else {
+                    run.failed.push((event_id, url));
+                }
+            }
+            if !progress && !full {
+                break;
+            }
+            due_at = now.max(self.clock.now());
+        }
+        drop(lane);
+        Ok(run)
+    }
+
+    /// Attempts every pending delivery due at `now` once, every receiver independently and at
+    /// the same time (a receiver with a run in flight already is skipped); returns when every
+    /// receiver's run has ended. Each attempt is signed when it leaves, not at `now`.
     ///
     /// # Errors
-    /// [`StoreError`] from the outbox.
+    /// [`StoreError`] from the outbox (every receiver's run still ends first).
     pub async fn run_once(&self, now: Timestamp) -> Result<DeliveryRun, StoreError> {
-        let due = self.ops.outbox_due(now, BATCH).await?;
-        let results: Vec<(OutboxItem, Result<(), String>)> = futures::stream::iter(due)
-            .map(|item| async move {
-                let r = self.post(&item, now).await;
-                (item, r)
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        let mut run = DeliveryRun::default();
-        for (item, result) in results {
-            let host = crate::store::operator::webhook_host(&item.url);
-            self.metrics.webhook_delivery(result.is_ok());
-            let (event, error) = match result {
-                Ok(()) => {
-                    tracing::info!(event_id = %item.event_id, host = %host, "alert delivered");
-                    run.delivered
-                        .push((item.event_id.clone(), item.url.clone()));
-                    (DeliveryEvent::Delivered, None)
-                }
+        let lanes: Vec<Lane> = self
+            .ops
+            .outbox_receivers_due(now, RECEIVERS)
+            .await?
+            .into_iter()
+            .filter_map(|url| self.lane(url))
+            .collect();
+        let runs =
+            futures::future::join_all(lanes.into_iter().map(|l| self.run_receiver(l, now))).await;
+        let mut all = DeliveryRun::default();
+        let mut first_error = None;
+        for r in runs {
+            match r {
+                Ok(r) => all.merge(r),
                 Err(e) => {
-                    tracing::warn!(event_id = %item.event_id, host = %host, attempt = item.attempts + 1, error = %e, "alert delivery failed; will retry");
-                    run.failed.push((item.event_id.clone(), item.url.clone()));
-                    (DeliveryEvent::Failed, Some(e))
+                    first_error.get_or_insert(e);
                 }
-            };
-            let next_attempt_at = now.plus(self.backoff(item.attempts));
-            self.ops
-                .outbox_record(
-                    DeliveryAttempt {
-                        event_id: item.event_id,
-                        url: item.url,
-                        event,
-                        next_attempt_at,
-                        error,
-                    },
-                    now,
-                )
-                .await?;
+            }
         }
-        Ok(run)
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(all),
+        }
+    }
+
+    /// Starts a run for every receiver with due rows and none in flight, each on a task of its
+    /// own, and returns at once: a tick never waits for a slow receiver, so the next tick serves
+    /// the others again (D-webhook-per-receiver-queues). Runs stop at `shutdown` (a row whose
+    /// attempt was cut off stays pending: at least once).
+    async fn start_receivers(&self, shutdown: &CancellationToken) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        let mut started = 0;
+        for url in self.ops.outbox_receivers_due(now, RECEIVERS).await? {
+            let Some(lane) = self.lane(url) else {
+                continue;
+            };
+            let (me, stop) = (self.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    r = me.run_receiver(lane, now) => if let Err(e) = r {
+                        tracing::error!(error = ?e, "alert delivery to a receiver failed; retried next tick");
+                    },
+                }
+            });
+            started += 1;
+        }
+        Ok(started)
     }
 
     /// Delivers every interval until `shutdown`, on the elected instance only when several share
     /// one database (another instance takes over when it dies; at least once either way).
     pub async fn run(self, shutdown: CancellationToken) {
+        let stop = shutdown.clone();
         super::every_tick_as_leader(
             self.settings.interval,
             shutdown,
             self.orders.clone(),
             "alert delivery",
-            || self.run_once(self.clock.now()),
+            || self.start_receivers(&stop),
         )
         .await;
     }

@@ -60,6 +60,9 @@ pub struct NewTask {
     pub site: String,
     /// The intent, serialized JSON object.
     pub intent_json: String,
+    /// The upstream's deadline for a lease, if any (D-task-not-after-expired). A new task is
+    /// created only while it lies ahead of `now` ([`StoreError::DeadlinePassed`] otherwise).
+    pub not_after: Option<Timestamp>,
 }
 
 /// A lease attempt by a worker (§4.3).
@@ -154,6 +157,18 @@ pub struct StaleTask {
     pub lease_expires_at: Option<Timestamp>,
     /// Grants so far.
     pub lease_count: i64,
+}
+
+/// A queued task the sweeper ended `expired`: its `not_after` passed before any lease
+/// (D-task-not-after-expired).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpiredTask {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its deadline.
+    pub not_after: Timestamp,
+    /// When it was submitted.
+    pub created_at: Timestamp,
 }
 
 /// Filter and page of `GET /api/orders`.
@@ -360,6 +375,8 @@ pub struct AttentionTask {
     pub ended_by: Option<String>,
     /// The latest report's error code.
     pub last_error_code: Option<i32>,
+    /// The latest site order number any report of the task carried.
+    pub last_site_order_id: Option<String>,
 }
 
 /// Why a store operation failed. Cloneable because one failed group commit answers many callers.
@@ -403,6 +420,17 @@ pub enum StoreError {
     /// `failed` without a state while the latest report is `paid`. The message says what to send.
     #[error("{0}")]
     Contradicts(String),
+    /// A new task's `not_after` is not in the future (422, 1003). Refused only when the task
+    /// would be created: an identical resubmit of an existing task answers that task.
+    #[error(
+        "not_after {not_after} is not in the future (now {now}); a task whose deadline has          passed would never be leased"
+    )]
+    DeadlinePassed {
+        /// The deadline sent.
+        not_after: Timestamp,
+        /// The gateway's clock.
+        now: Timestamp,
+    },
     /// No such worker (404, 1005).
     #[error("worker {0} not found")]
     WorkerNotFound(String),
@@ -644,6 +672,13 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Turns every active task whose lease lapsed at or before `now` into `stale` (§5).
     async fn task_mark_stale_expired(&self, now: Timestamp) -> Result<Vec<StaleTask>, StoreError>;
+
+    /// Ends every queued task whose `not_after` is before `now` as `expired`
+    /// (D-task-not-after-expired); a leased or running task is never touched.
+    async fn task_expire_past_not_after(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<ExpiredTask>, StoreError>;
 
     /// Shortens every active lease that expires after `limit` to `limit` (a
     /// grant stamped while the clock ran ahead must not outlive `now + TTL` by more than a small

@@ -167,6 +167,10 @@ pub struct AlertFilter {
 pub struct OutboxItem {
     /// The event (the same for every receiver and every retry).
     pub event_id: String,
+    /// The event's sequence (`alert_events.seq`, the wire's `sequence`).
+    pub sequence: i64,
+    /// The alert the event belongs to.
+    pub alert_id: String,
     /// The receiver.
     pub url: String,
     /// The notice, JSON ([`rakuten_types::alert::AlertNotice`]).
@@ -295,8 +299,23 @@ pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
         query_id: &QueryId,
     ) -> Result<(), StoreError>;
 
-    /// Pending deliveries due at `now`, oldest first (at most `limit`).
-    async fn outbox_due(&self, now: Timestamp, limit: i64) -> Result<Vec<OutboxItem>, StoreError>;
+    /// The receivers with a pending delivery due at `now` (at most `limit`): each is delivered to
+    /// as a queue of its own (D-webhook-per-receiver-queues).
+    async fn outbox_receivers_due(
+        &self,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// One receiver's pending deliveries due at `now`, in `sequence` order (at most `limit`),
+    /// without those whose alert has an earlier event still pending to that receiver: the events
+    /// of one alert reach a receiver in the order they happened (D-webhook-per-alert-order).
+    async fn outbox_due(
+        &self,
+        url: &str,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<OutboxItem>, StoreError>;
 
     /// Records one delivery attempt (a guarded update of a pending row).
     async fn outbox_record(
@@ -399,10 +418,22 @@ pub(crate) fn needs_human_summary(
     }
 }
 
-/// The notice of an alert in `state` at `at`, with its stable event id `{alert_id}:{raised|cleared}`.
-pub(crate) fn notice(alert: &AlertView, state: AlertState, at: Timestamp) -> AlertNotice {
+/// The stable id of an alert's event: `{alert_id}:{raised|cleared}`.
+pub(crate) fn event_id(alert: &AlertView, state: AlertState) -> String {
+    format!("{}:{}", alert.alert_id, state.notice())
+}
+
+/// The notice of an alert in `state` at `at`, with its stable event id ([`event_id`]) and the
+/// sequence the database gave the event.
+pub(crate) fn notice(
+    alert: &AlertView,
+    state: AlertState,
+    at: Timestamp,
+    sequence: i64,
+) -> AlertNotice {
     AlertNotice {
-        event_id: format!("{}:{}", alert.alert_id, state.notice()),
+        event_id: event_id(alert, state),
+        sequence,
         alert_id: alert.alert_id.clone(),
         kind: alert.kind,
         state: state.notice().to_owned(),
@@ -411,5 +442,45 @@ pub(crate) fn notice(alert: &AlertView, state: AlertState, at: Timestamp) -> Ale
         task_id: alert.task_id.clone(),
         worker_id: alert.worker_id.clone(),
         occurred_at: at,
+    }
+}
+
+/// How long a `task_expired` alert stays open after the expiry: it is an event, not a state (the
+/// task is over), so it clears by itself (D-task-not-after-expired).
+pub const TASK_EXPIRED_SHOWN: Duration = Duration::from_secs(600);
+
+/// What a stale task's latest report says about its order, and what to check first: the words an
+/// operator reads first (the `task_stale` alert, the console's Needs attention and the task
+/// page's banner) start from what the worker last told us (D-stale-words-follow-the-latest-report).
+/// `site_order_id` is the latest order number any report carried.
+pub fn stale_advice(latest: Option<OrderState>, site_order_id: Option<&str>) -> String {
+    let order = site_order_id
+        .map(|n| format!(", site order {n}"))
+        .unwrap_or_default();
+    match latest {
+        Some(OrderState::Cancelled) => format!(
+            "The worker reported the order cancelled (latest report cancelled{order}): confirm it \
+             on the site, then resolve failed."
+        ),
+        Some(s) if s.is_submitted() => match site_order_id {
+            Some(_) => format!(
+                "The worker reported the order placed (latest report {s}{order}): the order \
+                 exists. Check its payment and monitoring on the site, then resolve with the \
+                 state you see; do not reclaim (a new grant could order again)."
+            ),
+            None => format!(
+                "The worker reported the order placed (latest report {s}, no site order number): \
+                 the order exists. Find it in the site's order list, check its payment, then \
+                 resolve with the state you see; do not reclaim."
+            ),
+        },
+        Some(s) => format!(
+            "The worker reported nothing past the cart (latest report {s}): check the site's \
+             order list for whether a submit happened, then resolve if there is an order or \
+             reclaim if there is none."
+        ),
+        None => "The worker reported nothing: check the site's order list for whether a submit \
+                 happened, then resolve if there is an order or reclaim if there is none."
+            .to_owned(),
     }
 }

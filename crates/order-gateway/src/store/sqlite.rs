@@ -69,6 +69,11 @@ pub fn migrator() -> Migrator {
                 "alert paging, grant endings",
                 include_str!("../../migrations/sqlite/0009_alert_paging.sql"),
             ),
+            (
+                10,
+                "deadlines, event sequence",
+                include_str!("../../migrations/sqlite/0010_deadlines_event_sequence.sql"),
+            ),
         ],
         RELEASED,
     )

@@ -118,6 +118,7 @@ impl Harness {
                     task_id: tid(id),
                     site: site.into(),
                     intent_json: format!(r#"{{"id":"{id}"}}"#),
+                    not_after: None,
                 },
                 self.now(),
             )
@@ -716,6 +717,7 @@ async fn insert_is_idempotent_on_task_id(h: &Harness) {
         task_id: tid("po-1"),
         site: site.into(),
         intent_json: intent_json.into(),
+        not_after: None,
     };
     // The identical body (key order and spacing aside) is the idempotent resubmit.
     let again = h

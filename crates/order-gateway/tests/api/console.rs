@@ -658,3 +658,82 @@ async fn signing_in_with_another_roles_token_names_the_role_in_plain_words() {
         assert!(page.contains(words), "{page}");
     }
 }
+
+/// A task whose worker reported `ordered` with the site's order number and then lost its lease:
+/// the words an operator reads first (Needs attention, the task page's banner) say the order
+/// exists, and the resolve form starts from the reported state and order number. A task that got
+/// no further than the cart says to check whether a submit happened, and its form starts blank.
+#[test_util::lane(browser)]
+#[tokio::test]
+async fn console_words_and_resolve_form_start_from_the_latest_report() {
+    const ORDER: &str = "306087-20261204-0000001";
+    let app = spawn_app().await;
+    let g = app.leased("ordered-1", "w1").await;
+    app.report(
+        "ordered-1",
+        json!({"worker_id": "w1", "lease_token": g["lease_token"], "state": "ordered",
+               "site_order_id": ORDER, "evidence_ref": "ordered-1/04-order-submit"}),
+    )
+    .await
+    .assert_ok();
+    app.expire_leases();
+    assert_eq!(app.sweep().await.len(), 1);
+    stale_task(&app, "cart-1", "w2").await;
+
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    b.goto(&app.url("/console/attention")).await;
+    let rows = b
+        .eval(
+            "return [...document.querySelectorAll('#attention tbody tr')]\
+             .map(r => r.innerText);",
+        )
+        .await;
+    let rows: Vec<String> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_owned())
+        .collect();
+    let ordered = rows.iter().find(|r| r.contains("ordered-1")).unwrap();
+    assert!(
+        ordered.contains(ORDER) && ordered.contains("the order exists"),
+        "{ordered}"
+    );
+    assert!(ordered.contains("payment"), "{ordered}");
+    assert!(!ordered.contains("may or may not"), "{ordered}");
+    let cart = rows.iter().find(|r| r.contains("cart-1")).unwrap();
+    assert!(
+        cart.contains("nothing past the cart") && cart.contains("whether a submit happened"),
+        "{cart}"
+    );
+    b.screenshot("gateway-attention-latest-report").await;
+
+    b.goto(&app.url("/console/tasks/ordered-1")).await;
+    let why = b.find("#why").await.text().await.unwrap();
+    assert!(
+        why.contains(ORDER) && why.contains("the order exists") && !why.contains("may or may not"),
+        "{why}"
+    );
+    let field = |name: &'static str, tag: &'static str| {
+        format!("return document.querySelector('#form-resolve {tag}[name={name}]').value;")
+    };
+    assert_eq!(b.eval(&field("site_order_id", "input")).await, ORDER);
+    assert_eq!(b.eval(&field("state", "select")).await, "ordered");
+    assert_eq!(
+        b.eval(&field("outcome", "select")).await,
+        "",
+        "the verdict stays the person's"
+    );
+    b.screenshot("gateway-task-reported-order").await;
+    b.eval("document.querySelector('#actions').scrollIntoView(); return 1;")
+        .await;
+    b.screenshot("gateway-task-reported-order-form").await;
+
+    b.goto(&app.url("/console/tasks/cart-1")).await;
+    let why = b.find("#why").await.text().await.unwrap();
+    assert!(why.contains("whether a submit happened"), "{why}");
+    assert_eq!(b.eval(&field("site_order_id", "input")).await, "");
+    assert_eq!(b.eval(&field("state", "select")).await, "");
+    b.close().await;
+}

@@ -83,6 +83,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                             task_id: tid(t),
                             site: "rakuten".into(),
                             intent_json: "{}".into(),
+                            not_after: None,
                         },
                         now,
                     )
@@ -160,7 +161,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             if t.status.is_active() {
                 prop_assert!(t.lease_owner.is_some() && t.lease_expires_at.is_some());
             }
-            prop_assert_eq!(t.status.is_terminal(), t.outcome.is_some());
+            prop_assert_eq!(t.status.has_outcome(), t.outcome.is_some());
             let now_seen = Seen {
                 status: t.status,
                 lease_count: t.lease_count,

@@ -5,6 +5,7 @@
 //! `postgres://postgres@127.0.0.1:5432/test`), a fresh schema per test; it must be running.
 
 mod alert_crash;
+mod alert_delivery;
 mod bad_input;
 mod binary;
 mod clock_alerts;
@@ -23,6 +24,7 @@ mod logs;
 mod metrics;
 mod migrations;
 mod multi_instance;
+mod not_after;
 mod operator;
 mod ops_cli;
 mod ops_cli_operator;

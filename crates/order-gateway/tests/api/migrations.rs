@@ -113,3 +113,97 @@ async fn sqlite_binds_numbered_parameters_by_number() {
         assert_eq!(n, want, "site filter {site:?}");
     }
 }
+
+/// Migrations 1–9 only: a database as the previous release left it.
+fn up_to_0009(m: &Migrator) -> Migrator {
+    Migrator::with_migrations(m.iter().filter(|x| x.version <= 9).cloned().collect())
+}
+
+/// Rows a gateway at 0009 wrote: a queued and a stale task, and an alert raised and cleared in
+/// the same instant with an outbox row for each event, the cleared one written first.
+const DATA_0009: &[&str] = &[
+    "INSERT INTO tasks (task_id, site, intent_json, status, lease_count, created_at, updated_at) \
+     VALUES ('po-q', 'rakuten', '{}', 'queued', 0, '2026-07-27T00:00:00.000Z', '2026-07-27T00:00:00.000Z')",
+    "INSERT INTO alerts (alert_id, kind, subject, state, summary, task_id, raised_at, cleared_at) \
+     VALUES ('al-1', 'task_queued_too_long', 'po-q', 'cleared', 's', 'po-q', \
+             '2026-07-27T01:00:00.000Z', '2026-07-27T01:00:00.000Z')",
+    "INSERT INTO alert_outbox (event_id, url, alert_id, body_json, state, attempts, \
+     next_attempt_at, created_at) VALUES ('al-1:cleared', 'http://r.example/h', 'al-1', '{}', \
+     'pending', 0, '2026-07-27T01:00:00.000Z', '2026-07-27T01:00:00.000Z')",
+    "INSERT INTO alert_outbox (event_id, url, alert_id, body_json, state, attempts, \
+     next_attempt_at, created_at) VALUES ('al-1:raised', 'http://r.example/h', 'al-1', '{}', \
+     'pending', 0, '2026-07-27T01:00:00.000Z', '2026-07-27T01:00:00.000Z')",
+];
+
+const SEQS: &str = "SELECT event_id, seq FROM alert_outbox ORDER BY seq";
+const TASKS: &str = "SELECT task_id, status, not_after FROM tasks ORDER BY task_id";
+
+/// An upgrade keeps every task (no deadline) and numbers the events already written in the order
+/// they happened, a raise before its clear (D-webhook-event-sequence); SQLite's rebuild of
+/// `tasks` and `alerts` keeps their rows and keys.
+#[tokio::test]
+async fn migration_0010_keeps_tasks_and_numbers_existing_events_raise_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    {
+        let mut conn =
+            sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+                .await
+                .unwrap();
+        up_to_0009(&sqlite::migrator())
+            .run(&mut conn)
+            .await
+            .unwrap();
+        for sql in DATA_0009 {
+            sqlx::query(*sql).execute(&mut conn).await.unwrap();
+        }
+        conn.close().await.unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let seqs: Vec<(String, i64)> = sqlx::query_as(SEQS).fetch_all(&mut conn).await.unwrap();
+    assert_eq!(
+        seqs.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(),
+        ["al-1:raised", "al-1:cleared"]
+    );
+    assert!(seqs[0].1 >= 1 && seqs[0].1 < seqs[1].1, "{seqs:?}");
+    let tasks: Vec<(String, String, Option<String>)> =
+        sqlx::query_as(TASKS).fetch_all(&mut conn).await.unwrap();
+    assert_eq!(tasks, [("po-q".into(), "queued".into(), None)]);
+    let broken: Vec<(String,)> = sqlx::query_as("SELECT \"table\" FROM pragma_foreign_key_check")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert!(broken.is_empty(), "{broken:?}");
+    order_gateway::store::OrderStore::close(&store).await;
+}
+
+#[test_util::lane(postgres)]
+#[tokio::test]
+async fn postgres_migration_0010_keeps_tasks_and_numbers_existing_events_raise_first() {
+    let db = PgSchema::new().await;
+    {
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        up_to_0009(&postgres::migrator())
+            .run(&mut conn)
+            .await
+            .unwrap();
+        for sql in DATA_0009 {
+            sqlx::query(*sql).execute(&mut conn).await.unwrap();
+        }
+        conn.close().await.unwrap();
+    }
+    let store = PgStore::open(&db.url).await.unwrap();
+    let seqs: Vec<(String, i64)> = sqlx::query_as(SEQS).fetch_all(store.pool()).await.unwrap();
+    assert_eq!(
+        seqs.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(),
+        ["al-1:raised", "al-1:cleared"]
+    );
+    assert!(seqs[0].1 >= 1 && seqs[0].1 < seqs[1].1, "{seqs:?}");
+    let tasks: Vec<(String, String, Option<String>)> =
+        sqlx::query_as(TASKS).fetch_all(store.pool()).await.unwrap();
+    assert_eq!(tasks, [("po-q".into(), "queued".into(), None)]);
+    order_gateway::store::OrderStore::close(&store).await;
+}

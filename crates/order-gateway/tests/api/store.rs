@@ -18,6 +18,7 @@ fn new_task(id: &str) -> NewTask {
         task_id: TaskId::parse(id).unwrap(),
         site: "rakuten".into(),
         intent_json: "{}".into(),
+        not_after: None,
     }
 }
 

@@ -104,7 +104,7 @@ pub(crate) fn check_site(site: &str) -> Result<(), ApiError> {
         (status = 200, description = "created, or the existing task (`created: false`)", body = Envelope<SubmitOrderAck>),
         (status = 409, description = "task_id reused with a different site or intent (1006)", body = ErrorEnvelope),
         (status = 413, description = "intent over 64 KiB (1004)", body = ErrorEnvelope),
-        (status = 422, description = "invalid body, unknown site, intent that can never be executed (1003)", body = ErrorEnvelope),
+        (status = 422, description = "invalid body, unknown site, intent that can never be executed, `not_after` not an RFC 3339 timestamp or not in the future for a new task (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -140,6 +140,8 @@ pub async fn submit(
                 task_id,
                 site: body.site,
                 intent_json,
+                // Checked against the clock in the insert itself (D-task-not-after-expired).
+                not_after: body.not_after,
             },
             st.clock.now(),
         )

@@ -24,7 +24,8 @@ use crate::store::operator::{
 use super::{Conn, Db, Store, grants};
 use crate::store::dialect::Dialect;
 use crate::store::operator::{
-    Cause, LOGGED_OUT, OperatorStore, WATCHED_SITE, needs_human_summary, notice, webhook_host,
+    Cause, LOGGED_OUT, OperatorStore, TASK_EXPIRED_SHOWN, WATCHED_SITE, event_id,
+    needs_human_summary, notice, stale_advice, webhook_host,
 };
 use crate::store::sql::rows::{decode_ts, ts};
 use crate::store::{CLOCK_JUMP_QUIET, Seek, SeekPage, StoreError, clock_signal_fresh};
@@ -252,8 +253,12 @@ async fn causes(
         });
     }
     for row in sqlx::query(
-        "SELECT task_id, lease_owner, lease_count FROM tasks WHERE status = 'stale' \
-         ORDER BY updated_at LIMIT 1000",
+        "SELECT t.task_id, t.lease_owner, t.lease_count, \
+         (SELECT r.state FROM task_reports r WHERE r.task_id = t.task_id \
+          ORDER BY r.seq DESC LIMIT 1) AS latest_state, \
+         (SELECT r.site_order_id FROM task_reports r WHERE r.task_id = t.task_id \
+          AND r.site_order_id IS NOT NULL ORDER BY r.seq DESC LIMIT 1) AS site_order_id \
+         FROM tasks t WHERE t.status = 'stale' ORDER BY t.updated_at LIMIT 1000",
     )
     .fetch_all(&mut *conn)
     .await?
@@ -261,17 +266,50 @@ async fn causes(
         let t: String = row.try_get("task_id")?;
         let owner: Option<String> = row.try_get("lease_owner")?;
         let count: i64 = row.try_get("lease_count")?;
+        let latest: Option<OrderState> = row
+            .try_get::<Option<String>, _>("latest_state")?
+            .map(|s| s.parse().map_err(|e| corrupt("state", e)))
+            .transpose()?;
+        let order: Option<String> = row.try_get("site_order_id")?;
         out.push(Cause {
             kind: AlertKind::TaskStale,
+            // What the worker last reported decides the advice (D-stale-words-follow-the-latest-report).
             summary: format!(
-                "task {t} lease expired (owner {}, {count} {}): the order may or may \
-                 not be placed; check the site, then resolve or reclaim",
+                "task {t} lease expired (owner {}, {count} {}). {}",
                 owner.as_deref().unwrap_or("-"),
-                if count == 1 { "grant" } else { "grants" }
+                if count == 1 { "grant" } else { "grants" },
+                stale_advice(latest, order.as_deref())
             ),
             subject: t.clone(),
             task_id: Some(t),
             worker_id: owner,
+        });
+    }
+    // A queued task that reached its deadline unleased: an event, open for TASK_EXPIRED_SHOWN
+    // after the expiry (D-task-not-after-expired).
+    for row in sqlx::query(
+        "SELECT task_id, not_after, created_at, updated_at FROM tasks WHERE status = 'expired' \
+         AND updated_at >= $1 ORDER BY updated_at LIMIT 1000",
+    )
+    .bind(now.minus(TASK_EXPIRED_SHOWN).to_rfc3339())
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        let t: String = row.try_get("task_id")?;
+        let not_after = decode_ts(row.try_get("not_after")?)?;
+        let created = ts(&row.try_get::<String, _>("created_at")?)?;
+        out.push(Cause {
+            kind: AlertKind::TaskExpired,
+            summary: format!(
+                "task {t} expired: its not_after {} passed while it was queued ({:.0} s after \
+                 submit), so it was never leased and nothing was ordered; the upstream sees \
+                 status expired. Is a worker polling?",
+                not_after.map_or_else(|| "-".to_owned(), |n| n.to_rfc3339()),
+                not_after.map_or(0.0, |n| n.seconds_since(created))
+            ),
+            subject: t.clone(),
+            task_id: Some(t),
+            worker_id: None,
         });
     }
     for row in sqlx::query(
@@ -402,7 +440,8 @@ async fn causes(
     Ok(out)
 }
 
-/// One outbox row per receiver for an alert event.
+/// Writes an alert event: its `alert_events` row, whose `seq` the database gives as the event is
+/// written (the wire's `sequence`, D-webhook-event-sequence), and one outbox row per receiver.
 async fn enqueue(
     conn: &mut Conn,
     alert: &AlertView,
@@ -410,14 +449,33 @@ async fn enqueue(
     urls: &[String],
     now: Timestamp,
 ) -> Result<(), StoreError> {
-    let n = notice(alert, state, now);
-    let body = serde_json::to_string(&n).map_err(|e| corrupt("notice", e))?;
+    let event = event_id(alert, state);
     let now_s = now.to_rfc3339();
+    let seq: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO alert_events (event_id, alert_id, created_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (event_id) DO NOTHING RETURNING seq",
+    )
+    .bind(&event)
+    .bind(&alert.alert_id)
+    .bind(&now_s)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let seq = match seq {
+        Some(s) => s,
+        None => {
+            sqlx::query_scalar("SELECT seq FROM alert_events WHERE event_id = $1")
+                .bind(&event)
+                .fetch_one(&mut *conn)
+                .await?
+        }
+    };
+    let n = notice(alert, state, now, seq);
+    let body = serde_json::to_string(&n).map_err(|e| corrupt("notice", e))?;
     for url in urls {
         sqlx::query(
             "INSERT INTO alert_outbox (event_id, url, alert_id, body_json, state, \
-             attempts, next_attempt_at, created_at) \
-             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $5) \
+             attempts, next_attempt_at, created_at, seq) \
+             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $5, $6) \
              ON CONFLICT (event_id, url) DO NOTHING",
         )
         .bind(&n.event_id)
@@ -425,6 +483,7 @@ async fn enqueue(
         .bind(&alert.alert_id)
         .bind(&body)
         .bind(&now_s)
+        .bind(seq)
         .execute(&mut *conn)
         .await?;
     }
@@ -593,16 +652,37 @@ pub(crate) async fn alert_set_evidence(
     Ok(())
 }
 
-pub(crate) async fn outbox_due(
+pub(crate) async fn outbox_receivers_due(
     conn: &mut Conn,
     now: Timestamp,
     limit: i64,
-) -> Result<Vec<OutboxItem>, StoreError> {
-    sqlx::query(
-        "SELECT event_id, url, body_json, attempts FROM alert_outbox \
-         WHERE state = 'pending' AND next_attempt_at <= $1 \
-         ORDER BY next_attempt_at, created_at, event_id LIMIT $2",
+) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT DISTINCT url FROM alert_outbox WHERE state = 'pending' AND next_attempt_at <= $1 \
+         ORDER BY url LIMIT $2",
     )
+    .bind(now.to_rfc3339())
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?)
+}
+
+pub(crate) async fn outbox_due(
+    conn: &mut Conn,
+    url: &str,
+    now: Timestamp,
+    limit: i64,
+) -> Result<Vec<OutboxItem>, StoreError> {
+    // A later event of an alert waits while an earlier one to the same receiver is pending
+    // (D-webhook-per-alert-order): the receiver sees the alert's events in the order they happened.
+    sqlx::query(
+        "SELECT o.event_id, o.seq, o.alert_id, o.url, o.body_json, o.attempts FROM alert_outbox o \
+         WHERE o.state = 'pending' AND o.url = $1 AND o.next_attempt_at <= $2 \
+         AND NOT EXISTS (SELECT 1 FROM alert_outbox p WHERE p.url = o.url \
+           AND p.alert_id = o.alert_id AND p.state = 'pending' AND p.seq < o.seq) \
+         ORDER BY o.seq, o.event_id LIMIT $3",
+    )
+    .bind(url)
     .bind(now.to_rfc3339())
     .bind(limit)
     .fetch_all(&mut *conn)
@@ -611,6 +691,8 @@ pub(crate) async fn outbox_due(
     .map(|r| {
         Ok(OutboxItem {
             event_id: r.try_get("event_id")?,
+            sequence: r.try_get("seq")?,
+            alert_id: r.try_get("alert_id")?,
             url: r.try_get("url")?,
             body_json: r.try_get("body_json")?,
             attempts: r.try_get("attempts")?,
@@ -996,9 +1078,23 @@ impl OperatorStore for Store {
             .await
     }
 
-    async fn outbox_due(&self, now: Timestamp, limit: i64) -> Result<Vec<OutboxItem>, StoreError> {
+    async fn outbox_receivers_due(
+        &self,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<String>, StoreError> {
         let mut c = self.read_pool().acquire().await?;
-        outbox_due(&mut c, now, limit).await
+        outbox_receivers_due(&mut c, now, limit).await
+    }
+
+    async fn outbox_due(
+        &self,
+        url: &str,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<OutboxItem>, StoreError> {
+        let mut c = self.read_pool().acquire().await?;
+        outbox_due(&mut c, url, now, limit).await
     }
 
     async fn outbox_record(&self, attempt: DeliveryAttempt, now: Timestamp) -> Result<(), StoreError> {

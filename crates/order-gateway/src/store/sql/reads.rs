@@ -264,9 +264,10 @@ pub(crate) async fn task_leasable_exists(
     let sql = format!(
         "SELECT EXISTS (SELECT 1 FROM tasks WHERE status IN ('leased','running') \
            AND lease_owner = $1 AND lease_expires_at > $2) \
-         OR EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'queued' AND {} AND {})",
+         OR EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'queued' AND {} AND {} AND {})",
         eq_if_set("t.site", 3),
-        gate_free(scope)
+        gate_free(scope),
+        super::tasks::before_deadline("t", 2)
     );
     Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind(worker_id.as_str())
@@ -410,6 +411,8 @@ pub(crate) async fn task_attention(
              ORDER BY r.seq DESC LIMIT 1) AS last_detail, \
            (SELECT r.error_code FROM task_reports r WHERE r.task_id = t.task_id \
              ORDER BY r.seq DESC LIMIT 1) AS last_error_code, \
+           (SELECT r.site_order_id FROM task_reports r WHERE r.task_id = t.task_id \
+             AND r.site_order_id IS NOT NULL ORDER BY r.seq DESC LIMIT 1) AS last_site_order_id, \
            (SELECT CASE a.action WHEN 'cancel' THEN 'cancelled' ELSE 'resolved' END /* store::ended_by */ \
                    || ' by operator ' || a.actor || ': ' || a.reason \
              FROM operator_actions a WHERE a.task_id = t.task_id \
@@ -433,6 +436,7 @@ pub(crate) async fn task_attention(
                 last_detail: r.try_get("last_detail")?,
                 ended_by: r.try_get("ended_by")?,
                 last_error_code: r.try_get("last_error_code")?,
+                last_site_order_id: r.try_get("last_site_order_id")?,
             })
         })
         .collect()

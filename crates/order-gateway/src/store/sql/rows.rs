@@ -11,7 +11,7 @@ use crate::store::StoreError;
 /// The columns of `tasks` every task query selects, in this order, plus `latest_state`.
 pub(crate) const TASK_COLUMNS: &str = "t.task_id, t.site, t.intent_json, t.status, t.lease_owner, \
     t.lease_expires_at, t.lease_count, t.created_at, t.updated_at, t.outcome, t.lease_token, \
-    t.set_aside_reason, (SELECT r.state FROM task_reports r WHERE r.task_id = t.task_id ORDER BY r.seq DESC LIMIT 1) \
+    t.set_aside_reason, t.not_after, (SELECT r.state FROM task_reports r WHERE r.task_id = t.task_id ORDER BY r.seq DESC LIMIT 1) \
     AS latest_state";
 
 /// One `tasks` row.
@@ -30,6 +30,7 @@ pub(crate) struct TaskRow {
     pub lease_token: Option<String>,
     pub latest_state: Option<OrderState>,
     pub set_aside_reason: Option<String>,
+    pub not_after: Option<Timestamp>,
 }
 
 /// A stored value that does not parse back into its Rust type.
@@ -78,6 +79,7 @@ impl TaskRow {
             lease_token: row.try_get("lease_token")?,
             latest_state: latest.as_deref().map(order_state).transpose()?,
             set_aside_reason: row.try_get("set_aside_reason")?,
+            not_after: decode_ts(row.try_get("not_after")?)?,
         })
     }
 
@@ -101,6 +103,7 @@ impl TaskRow {
             latest_state: self.latest_state,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            not_after: self.not_after,
             set_aside_reason: self.set_aside_reason,
         })
     }
@@ -137,6 +140,7 @@ impl TaskRow {
             latest_state: text("latest_state").and_then(|s| s.parse().ok()),
             created_at: when("created_at").unwrap_or(epoch),
             updated_at: when("updated_at").unwrap_or(epoch),
+            not_after: when("not_after"),
             set_aside_reason: Some(format!("{UNDECODABLE_ROW}: {e}")),
         })
     }

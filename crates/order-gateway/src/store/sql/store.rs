@@ -23,7 +23,7 @@ use crate::store::queries::{
 use crate::store::observe::StoreCounts;
 use crate::store::{
     bounded,
-    AttentionTask, ClockSignal, HealthSnapshot, StatusCounts, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
+    AttentionTask, ClockSignal, ExpiredTask, HealthSnapshot, StatusCounts, LeaseAttempt, LeaseRequest, NewReport, NewTask, OrderStore, ReclaimRequest,
     RenewRequest, Seek, SeekPage, StaleTask, StoreError, TaskFilter,
 };
 
@@ -102,6 +102,16 @@ impl OrderStore for Store {
         // Each staled task may have freed a gate.
         self.notify_tasks(staled.len());
         Ok(staled)
+    }
+
+    async fn task_expire_past_not_after(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<ExpiredTask>, StoreError> {
+        self.write(Box::new(move |c| {
+            Box::pin(tasks::task_expire_past_not_after(c, now))
+        }))
+        .await
     }
 
     async fn task_clamp_leases(

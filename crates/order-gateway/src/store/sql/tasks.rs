@@ -23,11 +23,13 @@ use crate::settings::LeaseScope;
 use super::{grants, operator};
 use crate::store::dialect::Dialect;
 use crate::store::sql::eq_if_set;
-use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, UNDECODABLE_ROW, decode_ts, order_state};
+use crate::store::sql::rows::{
+    TASK_COLUMNS, TaskRow, UNDECODABLE_ROW, decode_ts, order_state, ts,
+};
 use crate::store::operator::{GrantEnd, GrantVia};
 use crate::store::{
-    LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, StaleTask,
-    StoreError,
+    ExpiredTask, LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest,
+    StaleTask, StoreError,
 };
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
@@ -89,20 +91,26 @@ fn new_token() -> String {
     Uuid::now_v7().to_string()
 }
 
-/// `POST /api/orders` (§4.2): insert or find.
+/// `POST /api/orders` (§4.2): insert or find. A new task is inserted only while its `not_after`
+/// (if any) lies ahead of `now`, decided in the same statement, so the retry of a submit whose
+/// answer was lost still finds its task after the deadline (D-task-not-after-expired).
 pub(crate) async fn task_insert(
     conn: &mut Conn,
     task: NewTask,
     now: Timestamp,
 ) -> Result<SubmitOrderAck, StoreError> {
+    let before_deadline = task.not_after.is_none_or(|t| t > now);
     let inserted = sqlx::query(
-        "INSERT INTO tasks (task_id, site, intent_json, status, lease_count, created_at, updated_at) \
-         VALUES ($1, $2, $3, 'queued', 0, $4, $4) ON CONFLICT (task_id) DO NOTHING",
+        "INSERT INTO tasks (task_id, site, intent_json, status, lease_count, created_at, updated_at, \
+         not_after) SELECT $1, $2, $3, 'queued', 0, $4, $4, $5 WHERE $6 = 1 \
+         ON CONFLICT (task_id) DO NOTHING",
     )
     .bind(task.task_id.as_str())
     .bind(&task.site)
     .bind(&task.intent_json)
     .bind(now.to_rfc3339())
+    .bind(task.not_after.map(|t| t.to_rfc3339()))
+    .bind(i32::from(before_deadline))
     .execute(&mut *conn)
     .await?
     .rows_affected();
@@ -113,11 +121,22 @@ pub(crate) async fn task_insert(
             created: true,
         });
     }
-    let existing = load_task(conn, &task.task_id, false)
-        .await?
-        .ok_or_else(|| StoreError::TaskNotFound(task.task_id.clone()))?;
-    // Same transaction as the insert: the row's site and intent never change after insert.
+    let Some(existing) = load_task(conn, &task.task_id, false).await? else {
+        return Err(match task.not_after {
+            Some(not_after) if !before_deadline => StoreError::DeadlinePassed { not_after, now },
+            _ => StoreError::TaskNotFound(task.task_id.clone()),
+        });
+    };
+    // Same transaction as the insert: the row's site, intent and deadline never change after
+    // insert.
     crate::store::check_same_task(&task, &existing.site, &existing.intent_json)?;
+    if existing.not_after != task.not_after {
+        return Err(crate::store::idempotency_mismatch(
+            "task_id",
+            task.task_id.as_str(),
+            "not_after",
+        ));
+    }
     Ok(SubmitOrderAck {
         task_id: existing.task_id,
         status: existing.status,
@@ -241,6 +260,13 @@ pub(crate) fn gate_free(scope: LeaseScope) -> &'static str {
     }
 }
 
+/// A queued task `alias` may still be leased at `$n` (now): it has no `not_after`, or the
+/// deadline has not passed (`not_after` is the last instant a lease may start). A task past it is
+/// never leased, even before the sweeper ends it `expired` (D-task-not-after-expired).
+pub(crate) fn before_deadline(alias: &str, n: usize) -> String {
+    format!("({alias}.not_after IS NULL OR {alias}.not_after >= ${n})")
+}
+
 /// One lease attempt (§4.3): re-grant of the worker's own task, else a claim, then the heartbeat.
 /// The heartbeat row is locked last, like renew and report do (task row first, then the worker
 /// row), so concurrent calls of one worker on two PostgreSQL instances cannot deadlock.
@@ -325,13 +351,15 @@ async fn lease_attempt(
         };
     }
 
-    // (c) Claim the oldest queued task whose gate is free. SKIP LOCKED: a row another instance is
-    // claiming right now is passed over, never handed out twice.
+    // (c) Claim the oldest queued task whose gate is free and whose deadline has not passed.
+    // SKIP LOCKED: a row another instance is claiming right now is passed over, never handed out
+    // twice.
     let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM tasks t WHERE t.status = 'queued' AND {} AND {} \
+        "SELECT {TASK_COLUMNS} FROM tasks t WHERE t.status = 'queued' AND {} AND {} AND {} \
          ORDER BY t.created_at, t.{order} LIMIT 1{}",
         eq_if_set("t.site", 1),
         gate_free(req.scope),
+        before_deadline("t", 2),
         Db::SKIP_LOCKED
     );
     // A poison row (it does not decode, or its intent is not JSON) is set aside and the next
@@ -340,6 +368,7 @@ async fn lease_attempt(
     for _ in 0..MAX_SET_ASIDE_PER_LEASE {
         let Some(raw) = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
             .bind(req.site.clone())
+            .bind(&now_s)
             .fetch_optional(&mut *conn)
             .await?
         else {
@@ -355,11 +384,13 @@ async fn lease_attempt(
     }
     let Some(row) = candidate else {
         let sql = format!(
-            "SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'queued' AND {})",
-            eq_if_set("site", 1)
+            "SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.status = 'queued' AND {} AND {})",
+            eq_if_set("t.site", 1),
+            before_deadline("t", 2)
         );
         let queued: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
             .bind(req.site)
+            .bind(&now_s)
             .fetch_one(&mut *conn)
             .await?;
         return Ok(if queued {
@@ -369,12 +400,14 @@ async fn lease_attempt(
         });
     };
     row.status.transition(TaskEvent::Lease)?;
+    // The deadline again in the guarded UPDATE, against the same `now`: the row as it is when
+    // written decides (D-task-not-after-expired).
     let grant = Grant {
         row: &row,
         worker_id: &req.worker_id,
         gate_key: req.scope.gate_key(&row.site),
-        guard: "status = 'queued'",
-        guard_binds: Vec::new(),
+        guard: "status = 'queued' AND (not_after IS NULL OR not_after >= $7)",
+        guard_binds: vec![now_s.clone()],
         expires,
     };
     match grant.set(conn, now).await {
@@ -697,6 +730,47 @@ pub(crate) async fn task_mark_stale_expired(
         (a.lease_expires_at, a.task_id.as_str()).cmp(&(b.lease_expires_at, b.task_id.as_str()))
     });
     Ok(staled)
+}
+
+/// The sweeper's other transition (D-task-not-after-expired): every queued task whose
+/// `not_after` is before `now` → `expired`, the terminal status that says why. Only `queued`
+/// takes the event (a leased task keeps running); on PostgreSQL rows a lease is claiming right
+/// now are skipped and looked at on the next tick (the lease's own guard refuses them anyway).
+pub(crate) async fn task_expire_past_not_after(
+    conn: &mut Conn,
+    now: Timestamp,
+) -> Result<Vec<ExpiredTask>, StoreError> {
+    // The status written is the transition function's answer; the guard is its `from`.
+    let next = TaskStatus::Queued.transition(TaskEvent::NotAfterPassed)?;
+    let sql = format!(
+        "UPDATE tasks SET status = $2, updated_at = $1 \
+         WHERE task_id IN (SELECT task_id FROM tasks \
+           WHERE status = 'queued' AND not_after IS NOT NULL AND not_after < $1 \
+           ORDER BY not_after LIMIT 1000{}) \
+         AND status = 'queued' AND not_after IS NOT NULL AND not_after < $1 \
+         RETURNING task_id, not_after, created_at",
+        Db::SKIP_LOCKED
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(now.to_rfc3339())
+        .bind(next.as_str())
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut expired = rows
+        .iter()
+        .map(|row| {
+            let task_id: String = row.try_get("task_id")?;
+            Ok(ExpiredTask {
+                task_id: TaskId::parse(&task_id)
+                    .map_err(|e| StoreError::Corrupt(format!("task_id: {e}")))?,
+                not_after: ts(&row.try_get::<String, _>("not_after")?)?,
+                created_at: ts(&row.try_get::<String, _>("created_at")?)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    // RETURNING has no order; the earliest deadline first.
+    expired.sort_by(|a, b| (a.not_after, a.task_id.as_str()).cmp(&(b.not_after, b.task_id.as_str())));
+    Ok(expired)
 }
 
 /// Clamps every active lease expiring after `limit` to `limit`; returns the
