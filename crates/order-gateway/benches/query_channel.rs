@@ -15,7 +15,8 @@ use order_gateway::{Application, Settings};
 use rakuten_types::SystemClock;
 use serde_json::{Value, json};
 
-const TOKEN: &str = "bench-token";
+/// At least 16 characters, as the binary requires of every token.
+const TOKEN: &str = "bench-token-0123456789";
 
 fn bench_seconds() -> f64 {
     std::env::var("BENCH_SECONDS")
