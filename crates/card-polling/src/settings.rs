@@ -258,11 +258,15 @@ pub struct Settings {
     /// Days interaction logs are kept; rows of an active item are kept longer.
     #[arg(long, env = "RAKUTEN_POLL_RETENTION_LOG_DAYS", default_value_t = 7, value_parser = rakuten_cli::number::whole::<u64>(1..=3650))]
     pub retention_log_days: u64,
-    /// Days ended priority items (with their sources), audit facts and trigger events are kept
-    /// after the item ended, and ordinary manual triggers after their request (at least 2: the
-    /// 24 h dedupe and the daily quota read them).
-    #[arg(long, env = "RAKUTEN_POLL_RETENTION_HISTORY_DAYS", default_value_t = 90, value_parser = rakuten_cli::number::whole::<u64>(2..=36500))]
-    pub retention_history_days: u64,
+    /// Unset (the default): priority facts (ended items with their sources, audit facts, trigger
+    /// events) are kept for good, as the spec requires. Set: DEPARTS FROM THE SPEC, they are
+    /// deleted this many days after the item ended (2 to 36500).
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_HISTORY_DAYS", value_parser = rakuten_cli::number::whole::<u64>(2..=36500))]
+    pub retention_history_days: Option<u64>,
+    /// Days done ordinary manual triggers (executed or refused) are kept after their request (at
+    /// least 2: the 24 h dedupe and the daily quota read them).
+    #[arg(long, env = "RAKUTEN_POLL_RETENTION_MANUAL_TRIGGER_DAYS", default_value_t = 90, value_parser = rakuten_cli::number::whole::<u64>(2..=36500))]
+    pub retention_manual_trigger_days: u64,
     /// Rows the retention job deletes per transaction.
     #[arg(long, env = "RAKUTEN_POLL_RETENTION_BATCH", default_value_t = 1000, value_parser = rakuten_cli::number::whole::<i64>(1..=100_000))]
     pub retention_batch: i64,
@@ -282,6 +286,11 @@ pub struct Settings {
     /// or written to interaction logs.
     #[arg(long, env = "RAKUTEN_POLL_CARRIER_TOKEN", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_carrier_token))]
     pub carrier_token: Option<Secret>,
+    /// Largest answer body read from the HTTP carrier, bytes (1024 to 16777216): the answer is read
+    /// in chunks and a longer one fails the call (`answer_too_large`, retried like any carrier
+    /// failure) without being read further, so no call holds more than this.
+    #[arg(long, env = "RAKUTEN_POLL_CARRIER_MAX_ANSWER_BYTES", default_value_t = crate::upstream::http::DEFAULT_MAX_ANSWER_BYTES, value_parser = rakuten_cli::number::whole::<usize>(1024..=16 * 1024 * 1024))]
+    pub carrier_max_answer_bytes: usize,
     /// Simulated carrier: latency per call, milliseconds.
     #[arg(long, env = "RAKUTEN_POLL_SIM_LATENCY_MS", default_value_t = 50, value_parser = rakuten_cli::number::whole::<u64>(0..=60_000))]
     pub sim_latency_ms: u64,
@@ -438,7 +447,8 @@ impl Settings {
             manual_daily_quota: 100,
             expiry_every_secs: 60,
             retention_log_days: 7,
-            retention_history_days: 90,
+            retention_history_days: None,
+            retention_manual_trigger_days: 90,
             retention_batch: 1000,
             retention_pause_ms: 0,
             retention_every_secs: 3600,
@@ -446,6 +456,7 @@ impl Settings {
             clock_max_skew_secs: 0,
             carrier_url: None,
             carrier_token: None,
+            carrier_max_answer_bytes: crate::upstream::http::DEFAULT_MAX_ANSWER_BYTES,
             sim_latency_ms: 0,
             sim_failure_rate: 0.0,
             sim_timeout_rate: 0.0,
@@ -510,7 +521,10 @@ impl Settings {
         const DAY: u64 = 24 * 3600;
         crate::jobs::retention::Retention {
             logs: Duration::from_secs(self.retention_log_days * DAY),
-            history: Duration::from_secs(self.retention_history_days * DAY),
+            history: self
+                .retention_history_days
+                .map(|days| Duration::from_secs(days * DAY)),
+            manual_triggers: Duration::from_secs(self.retention_manual_trigger_days * DAY),
             batch: self.retention_batch,
             pause: Duration::from_millis(self.retention_pause_ms),
             every: Duration::from_secs(self.retention_every_secs),
@@ -528,8 +542,9 @@ impl Settings {
                 let c = crate::upstream::HttpCarrier::new(
                     url.expose().clone(),
                     self.carrier_token.clone(),
-                )?;
-                tracing::info!(carrier = %c.redacted_url(), token = self.carrier_token.is_some(), "HTTP carrier");
+                )?
+                .with_max_answer_bytes(self.carrier_max_answer_bytes);
+                tracing::info!(carrier = %c.redacted_url(), token = self.carrier_token.is_some(), max_answer_bytes = c.max_answer_bytes(), "HTTP carrier");
                 std::sync::Arc::new(c)
             }
             None => std::sync::Arc::new(crate::upstream::SimCarrier::new(self.sim_config())),

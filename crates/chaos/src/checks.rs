@@ -243,7 +243,7 @@ pub fn check(ev: &Evidence) -> Findings {
     // 2. Every shop order known to the gateway, or its task flagged for a human.
     for (t, subs) in &by_task {
         let d = ev.gateway.get(*t);
-        let needs_human = d.is_some_and(|d| d.task.status == TaskStatus::NeedsHuman);
+        let needs_human = d.is_some_and(|d| d.status == TaskStatus::NeedsHuman);
         for s in subs {
             let reported = d.is_some_and(|d| {
                 d.history
@@ -257,7 +257,7 @@ pub fn check(ev: &Evidence) -> Findings {
                     format!(
                         "shop order {} is in no report and the task is {}",
                         s.order_number,
-                        d.map_or("unknown".into(), |d| d.task.status.as_str().to_owned())
+                        d.map_or("unknown".into(), |d| d.status.as_str().to_owned())
                     ),
                 );
             }
@@ -289,7 +289,7 @@ pub fn check(ev: &Evidence) -> Findings {
         );
     }
     for (t, d) in &ev.gateway {
-        let st = d.task.status;
+        let st = d.status;
         *f.statuses.entry(st.as_str().to_owned()).or_default() += 1;
         match st {
             // Chaos submits without a `not_after`, so an expired task never arises; it would be
@@ -319,8 +319,8 @@ pub fn check(ev: &Evidence) -> Findings {
             }
             TaskStatus::Stale => f.left_stale.push(format!(
                 "{t} (lease_count {}, latest state {})",
-                d.task.lease_count,
-                d.task.latest_state.map_or("none", |s| s.as_str())
+                d.lease_count,
+                d.latest_state.map_or("none", |s| s.as_str())
             )),
             TaskStatus::Queued | TaskStatus::Leased | TaskStatus::Running => f.add(
                 ViolationKind::StuckTask,
@@ -328,8 +328,8 @@ pub fn check(ev: &Evidence) -> Findings {
                 format!(
                     "still {} at the end (lease_count {}, latest state {:?})",
                     st.as_str(),
-                    d.task.lease_count,
-                    d.task.latest_state.map(|s| s.as_str())
+                    d.lease_count,
+                    d.latest_state.map(|s| s.as_str())
                 ),
             ),
         }
@@ -387,7 +387,7 @@ pub fn check(ev: &Evidence) -> Findings {
             .get(t.as_str())
             .map(|v| v.iter().map(|s| s.order_number.as_str()).collect())
             .unwrap_or_default();
-        if d.task.status == TaskStatus::Succeeded && shop_orders.is_empty() {
+        if d.status == TaskStatus::Succeeded && shop_orders.is_empty() {
             f.add(
                 ViolationKind::PhantomOrder,
                 Some(t),

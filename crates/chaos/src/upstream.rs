@@ -117,7 +117,7 @@ fn order(id: &str, intent: Value) -> SubmitOrder {
     SubmitOrder {
         task_id: TaskId::parse(id).ok(),
         site: SITE_RAKUTEN.to_owned(),
-        intent,
+        intent: intent.into(),
         not_after: None,
     }
 }

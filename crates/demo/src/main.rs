@@ -182,7 +182,7 @@ async fn run(browser: bool) -> anyhow::Result<bool> {
         .submit(&SubmitOrder {
             task_id: Some(TaskId::parse(&task_id)?),
             site: SITE_RAKUTEN.to_owned(),
-            intent: intent.clone(),
+            intent: intent.clone().into(),
             not_after: None,
         })
         .await?;

@@ -13,6 +13,20 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Error, Retry, backoff};
 
+/// The envelope `{success, msg, data, code}` as the client reads it: any field may be missing or
+/// of another type (then the answer is judged by its status), `data` kept as text.
+#[derive(Default, serde::Deserialize)]
+struct RawEnvelope {
+    #[serde(default)]
+    success: Value,
+    #[serde(default)]
+    msg: Value,
+    #[serde(default)]
+    code: Value,
+    #[serde(default)]
+    data: Option<Box<serde_json::value::RawValue>>,
+}
+
 /// A token that never prints.
 #[derive(Clone)]
 struct Token(String);
@@ -107,7 +121,9 @@ pub(crate) struct Call {
     pub method: Method,
     pub path: String,
     pub query: Vec<(&'static str, String)>,
-    pub body: Option<Value>,
+    /// The JSON body's bytes, encoded once: an intent's text goes out as it was given, never
+    /// through a `Value` that would turn its large numbers into floats (D-intent-verbatim-text).
+    pub body: Option<Vec<u8>>,
     pub timeout: Duration,
 }
 
@@ -128,7 +144,7 @@ impl Call {
     }
 
     pub fn json<B: Serialize + ?Sized>(mut self, body: &B) -> Result<Self, Error> {
-        let v = serde_json::to_value(body)
+        let v = serde_json::to_vec(body)
             .map_err(|e| Error::Transient(format!("cannot encode the request body: {e}")))?;
         self.body = Some(v);
         Ok(self)
@@ -184,7 +200,9 @@ impl Client {
             req = req.query(&call.query);
         }
         if let Some(b) = &call.body {
-            req = req.json(b);
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(b.clone());
         }
         let resp = tokio::select! {
             r = req.send() => r.map_err(|e| Error::Transient(e.to_string()))?,
@@ -198,31 +216,41 @@ impl Client {
         if status >= 500 {
             return Err(Error::Transient(format!("HTTP {status}")));
         }
-        let env: Value = serde_json::from_slice(&body).map_err(|e| {
-            if status < 300 {
-                Error::Transient(format!("HTTP {status}: not JSON: {e}"))
-            } else {
-                Error::Rejected {
-                    status,
-                    code: 0,
-                    msg: format!("not an envelope: {e}"),
+        // The envelope with `data` left as its text, decoded into `T` from that text: a `Value`
+        // in between would turn an intent's large numbers into floats (D-intent-verbatim-text).
+        let env: RawEnvelope = serde_json::from_slice(&body)
+            // JSON that is not an object: no envelope fields, judged by the status below.
+            .or_else(|e| {
+                serde_json::from_slice::<Value>(&body)
+                    .map(|_| RawEnvelope::default())
+                    .map_err(|_| e)
+            })
+            .map_err(|e| {
+                if status < 300 {
+                    Error::Transient(format!("HTTP {status}: not JSON: {e}"))
+                } else {
+                    Error::Rejected {
+                        status,
+                        code: 0,
+                        msg: format!("not an envelope: {e}"),
+                    }
                 }
-            }
-        })?;
-        let code = env["code"]
+            })?;
+        let code = env
+            .code
             .as_i64()
             .and_then(|c| i32::try_from(c).ok())
             .unwrap_or(0);
-        let msg = env["msg"].as_str().unwrap_or("").to_owned();
+        let msg = env.msg.as_str().unwrap_or("").to_owned();
         if code == ErrorCode::LeaseInvalid.as_i32() {
             return Err(Error::LeaseLost(msg));
         }
-        if !(200..300).contains(&status) || env["success"] != Value::Bool(true) {
+        if !(200..300).contains(&status) || env.success != Value::Bool(true) {
             return Err(Error::Rejected { status, code, msg });
         }
-        match env.get("data") {
-            None | Some(Value::Null) => Ok(None),
-            Some(d) => serde_json::from_value(d.clone())
+        match env.data {
+            None => Ok(None),
+            Some(d) => serde_json::from_str(d.get())
                 .map(Some)
                 .map_err(|e| Error::Transient(format!("unexpected data shape: {e}"))),
         }

@@ -218,7 +218,13 @@ impl Application {
                 retention: settings.query_retention(),
             },
         );
-        let credentials = Arc::new(settings.credentials()?);
+        // Console sessions carry a fingerprint of their token keyed like the session cookie
+        // (D-console-session-bound-to-token).
+        let credentials = Arc::new(
+            settings
+                .credentials()?
+                .with_session_key(settings.console_key.as_ref().map(|k| k.expose())),
+        );
         let console_key = ConsoleKey::new(settings.console_key.as_ref().map(|k| k.expose()));
         let ops = backend.operator_store();
         let alert_job = AlertJob::new(

@@ -11,13 +11,17 @@
 //!
 //! Tokens live in [`Secret`]s and are kept only as SHA-256 digests after start; a presented token
 //! is hashed once and compared with every digest in constant time (no early exit, no length
-//! leak). Which route takes which role is declared next to each router
+//! leak). A console session carries a keyed fingerprint of the token that opened it
+//! ([`Credentials::sign_in`]), checked against the configured tokens on every request
+//! ([`Credentials::session_role`]): replacing a token ends the sessions it opened
+//! (D-console-session-bound-to-token). Which route takes which role is declared next to each router
 //! ([`crate::http::auth::guarded`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -166,11 +170,40 @@ struct Entry {
     actor: Actor,
     /// The variable the token was configured in.
     var: &'static str,
+    /// What a console session opened with this token carries: HMAC-SHA256 of `digest` under
+    /// the session key.
+    session_fp: [u8; 32],
 }
 
 /// Every configured token as a digest, with the actor it stands for.
 pub struct Credentials {
     entries: Vec<Entry>,
+}
+
+/// The key of the console sessions' token fingerprints, from the console key (so every instance
+/// sharing `RAKUTEN_CONSOLE_KEY` agrees, and sessions survive a restart with the same tokens), or
+/// random per process without one (its sessions end at restart anyway).
+fn session_key(console_key: Option<&str>) -> [u8; 32] {
+    match console_key.map(str::trim).filter(|k| !k.is_empty()) {
+        Some(k) => {
+            let mut h = Sha256::new();
+            h.update(b"order-gateway console session token fingerprint\0");
+            h.update(k.as_bytes());
+            h.finalize().into()
+        }
+        None => rand::random(),
+    }
+}
+
+fn fingerprint(key: &[u8; 32], digest: &[u8; 32]) -> [u8; 32] {
+    // An HMAC takes a key of any length: `new_from_slice` cannot fail here.
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    m.update(digest);
+    m.finalize().into_bytes().into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl fmt::Debug for Credentials {
@@ -228,21 +261,53 @@ impl Credentials {
                 digest: d,
                 actor: Actor { name, role },
                 var,
+                session_fp: [0; 32],
             });
         }
         if entries.is_empty() {
             return Err(CredentialsError::Empty);
         }
-        Ok(Credentials { entries })
+        Ok(Credentials { entries }.with_session_key(None))
     }
 
-    /// The role of the actor named `name`, while any of its tokens is configured (the console
-    /// checks its sessions against it on every request).
-    pub fn role_of(&self, name: &str) -> Option<Role> {
-        self.entries
-            .iter()
-            .find(|e| e.actor.name == name)
-            .map(|e| e.actor.role)
+    /// Keys the console sessions' token fingerprints with `console_key` (`RAKUTEN_CONSOLE_KEY`);
+    /// without one (the default of [`Credentials::build`]) the key is random per process.
+    pub fn with_session_key(mut self, console_key: Option<&str>) -> Self {
+        let key = session_key(console_key);
+        for e in &mut self.entries {
+            e.session_fp = fingerprint(&key, &e.digest);
+        }
+        self
+    }
+
+    /// The actor whose token `presented` is, and the fingerprint of that token a console session
+    /// carries (hex; a keyed hash, never the token or its plain digest).
+    pub fn sign_in(&self, presented: &str) -> Option<(Actor, String)> {
+        let d = digest(presented);
+        let mut found: Option<&Entry> = None;
+        for e in &self.entries {
+            let hit = bool::from(e.digest.ct_eq(&d));
+            if hit && found.is_none() {
+                found = Some(e);
+            }
+        }
+        found.map(|e| (e.actor.clone(), hex(&e.session_fp)))
+    }
+
+    /// The role of a console session's actor `name` while the very token that opened it (its
+    /// `fingerprint`) is still configured for that name: a session ends when its token is
+    /// removed or replaced, even under the same name (D-console-session-bound-to-token). Every
+    /// entry is compared, in constant time.
+    pub fn session_role(&self, name: &str, fingerprint: &str) -> Option<Role> {
+        let mut found: Option<Role> = None;
+        for e in &self.entries {
+            let fp = hex(&e.session_fp);
+            let same_token = bool::from(fp.as_bytes().ct_eq(fingerprint.as_bytes()));
+            if same_token && e.actor.name == name && found.is_none() {
+                found = Some(e.actor.role);
+            }
+        }
+        found
     }
 
     /// The actor whose token `presented` is, if any. Compares against every entry in constant
@@ -321,5 +386,37 @@ mod tests {
             Credentials::build(None, &[(Role::Upstream, &a), (Role::Worker, &c)]).unwrap_err(),
             CredentialsError::DuplicateToken(..)
         ));
+    }
+
+    #[test]
+    fn a_session_fingerprint_names_one_token_and_never_shows_it() {
+        let ops = list("alice:old-token-0123456789,bob:bob-token-0123456789");
+        let c = Credentials::build(None, &[(Role::Operator, &ops)])
+            .unwrap()
+            .with_session_key(Some("a console key of at least 32 characters"));
+        let (actor, fp) = c.sign_in("old-token-0123456789").unwrap();
+        assert_eq!(actor.name, "alice");
+        assert_eq!(fp.len(), 64);
+        assert!(!fp.contains("old-token"));
+        let plain: [u8; 32] = Sha256::digest(b"old-token-0123456789").into();
+        assert_ne!(
+            fp,
+            hex(&plain),
+            "a keyed hash, not the token's plain digest"
+        );
+        assert_eq!(c.session_role("alice", &fp), Some(Role::Operator));
+        assert_eq!(c.session_role("bob", &fp), None, "another name's session");
+        assert_eq!(c.session_role("alice", ""), None);
+        // The same token and key after a restart: the same fingerprint.
+        let again = Credentials::build(None, &[(Role::Operator, &ops)])
+            .unwrap()
+            .with_session_key(Some("a console key of at least 32 characters"));
+        assert_eq!(again.session_role("alice", &fp), Some(Role::Operator));
+        // The name's token replaced: the session is not the new token's.
+        let replaced = list("alice:new-token-0123456789,bob:bob-token-0123456789");
+        let after = Credentials::build(None, &[(Role::Operator, &replaced)])
+            .unwrap()
+            .with_session_key(Some("a console key of at least 32 characters"));
+        assert_eq!(after.session_role("alice", &fp), None);
     }
 }

@@ -12,8 +12,18 @@
 //!   bidirectional controls;
 //! - `max_total_yen`: optional JSON integer > 0 (or null), yen;
 //! - `options`: any JSON, passed to the site untouched.
+//!
+//! The intent travels as [`IntentJson`]: the JSON text exactly as the upstream sent it, stored and
+//! handed to the worker byte for byte (D-intent-verbatim-text); the checks read a parsed copy.
+//! Lists show an [`IntentSummary`] of it, the task's detail and its lease the whole text
+//! (D-list-pages-bounded).
 
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Longest `item_url`, characters.
 pub const MAX_ITEM_URL_CHARS: usize = 2048;
@@ -40,6 +50,189 @@ pub struct OrderIntent {
     pub options: Value,
     /// Amount limit for this order, yen (> 0); overrides the worker's default limit.
     pub max_total_yen: Option<i64>,
+}
+
+/// An intent's JSON text exactly as received: numbers (`123456789012345678901234567890`,
+/// `0.1000000000000000055511151231257827`), key order and spacing are kept, never re-encoded
+/// through a float (D-intent-verbatim-text). Serializes as that JSON value, written out as is.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct IntentJson(Box<RawValue>);
+
+impl IntentJson {
+    /// The intent from its JSON text.
+    ///
+    /// # Errors
+    /// The text is not one JSON value.
+    pub fn from_text(text: String) -> Result<Self, serde_json::Error> {
+        RawValue::from_string(text).map(IntentJson)
+    }
+
+    /// The JSON `null` (what an undecodable row shows instead of its intent).
+    pub fn null() -> Self {
+        Self::from(&Value::Null)
+    }
+
+    /// The JSON text, byte for byte as received.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.as_str().len()
+    }
+
+    /// Whether the text is empty (never, for a valid value).
+    pub fn is_empty(&self) -> bool {
+        self.as_str().is_empty()
+    }
+
+    /// A parsed copy, for reading fields: numbers beyond `i64`/`u64` become floats here, so use
+    /// it to check and show, never to pass the intent on.
+    ///
+    /// # Errors
+    /// A number out of a float's range (`1e400`).
+    pub fn value(&self) -> Result<Value, serde_json::Error> {
+        serde_json::from_str(self.as_str())
+    }
+
+    /// The first top-level field where `other` is a different JSON value (`intent.quantity`, under
+    /// `prefix`), `prefix` itself when the difference is not inside an object's field, `None` when
+    /// both are the same value. The same value: object key order and spacing aside, strings
+    /// compared after unescaping, numbers compared as written (`1` is not `1.0`, and
+    /// `123456789012345678901234567890` is not `…891` even though both round to one float)
+    /// (D-intent-resubmit-same-value).
+    pub fn first_difference(&self, other: &IntentJson, prefix: &str) -> Option<String> {
+        let (a, b) = (self.as_str(), other.as_str());
+        if a == b {
+            return None;
+        }
+        if let (Ok(ma), Ok(mb)) = (object(a), object(b)) {
+            let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let same = match (ma.get(k), mb.get(k)) {
+                    (Some(x), Some(y)) => same_value(x.get(), y.get()),
+                    _ => false,
+                };
+                if !same {
+                    let name: String = k.chars().take(64).collect();
+                    return Some(format!("{prefix}.{name}"));
+                }
+            }
+            return None;
+        }
+        (!same_value(a, b)).then(|| prefix.to_owned())
+    }
+}
+
+type RawObject = BTreeMap<String, Box<RawValue>>;
+
+fn object(text: &str) -> Result<RawObject, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+/// Whether two JSON texts are the same value, as [`IntentJson::first_difference`] defines it.
+fn same_value(a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim(), b.trim());
+    if a == b {
+        return true;
+    }
+    match (a.as_bytes().first(), b.as_bytes().first()) {
+        (Some(b'{'), Some(b'{')) => match (object(a), object(b)) {
+            (Ok(ma), Ok(mb)) => {
+                ma.len() == mb.len()
+                    && ma
+                        .iter()
+                        .all(|(k, x)| mb.get(k).is_some_and(|y| same_value(x.get(), y.get())))
+            }
+            _ => false,
+        },
+        (Some(b'['), Some(b'[')) => {
+            match (
+                serde_json::from_str::<Vec<Box<RawValue>>>(a),
+                serde_json::from_str::<Vec<Box<RawValue>>>(b),
+            ) {
+                (Ok(va), Ok(vb)) => {
+                    va.len() == vb.len()
+                        && va
+                            .iter()
+                            .zip(&vb)
+                            .all(|(x, y)| same_value(x.get(), y.get()))
+                }
+                _ => false,
+            }
+        }
+        (Some(b'"'), Some(b'"')) => matches!(
+            (serde_json::from_str::<String>(a), serde_json::from_str::<String>(b)),
+            (Ok(x), Ok(y)) if x == y
+        ),
+        // Numbers, true, false, null: as written (spacing is trimmed above).
+        _ => false,
+    }
+}
+
+impl From<&Value> for IntentJson {
+    /// The compact JSON text of `v` (a value built in code, e.g. with `json!`).
+    fn from(v: &Value) -> Self {
+        // A `Value` always serializes (string keys, finite numbers); `null` keeps this total.
+        IntentJson(serde_json::value::to_raw_value(v).unwrap_or_default())
+    }
+}
+
+impl From<Value> for IntentJson {
+    fn from(v: Value) -> Self {
+        IntentJson::from(&v)
+    }
+}
+
+impl PartialEq for IntentJson {
+    /// Byte equality of the texts (for the semantic comparison: [`IntentJson::first_difference`]).
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for IntentJson {}
+
+impl fmt::Debug for IntentJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IntentJson({})", self.as_str())
+    }
+}
+
+impl fmt::Display for IntentJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a list shows of an intent (D-list-pages-bounded): the fields the gateway checks, as the
+/// worker reads them; the whole intent (`options` and any other field) is in the task's detail.
+/// At most about 9 KiB of JSON: `item_url` ≤ 2048 characters, `variant_id` ≤ 256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct IntentSummary {
+    /// Item page URL.
+    pub item_url: String,
+    /// Units (1 when the intent leaves it out).
+    pub quantity: u32,
+    /// Variant, when given.
+    pub variant_id: Option<String>,
+    /// Amount limit, yen, when given.
+    pub max_total_yen: Option<i64>,
+}
+
+impl From<&OrderIntent> for IntentSummary {
+    fn from(i: &OrderIntent) -> Self {
+        IntentSummary {
+            item_url: i.item_url.clone(),
+            quantity: i.quantity,
+            variant_id: i.variant_id.clone(),
+            max_total_yen: i.max_total_yen,
+        }
+    }
 }
 
 fn err(msg: impl Into<String>) -> IntentError {
@@ -97,6 +290,23 @@ fn integer(v: &Value) -> Option<i64> {
 }
 
 impl OrderIntent {
+    /// Parses and checks an intent's JSON text (the checks read a parsed copy; the text itself is
+    /// what is stored and passed on).
+    ///
+    /// # Errors
+    /// [`IntentError`] naming the first offending field, or saying the text is not JSON.
+    pub fn parse_json(intent: &IntentJson) -> Result<Self, IntentError> {
+        let v = intent
+            .value()
+            .map_err(|e| err(format!("the intent is not JSON a worker can read: {e}")))?;
+        Self::parse(&v)
+    }
+
+    /// What a list shows of it.
+    pub fn summary(&self) -> IntentSummary {
+        IntentSummary::from(self)
+    }
+
     /// Parses and checks an intent against the rules in the module doc. Unknown fields are
     /// ignored (the intent is the trading side's; the gateway stores it as sent).
     ///
@@ -237,6 +447,66 @@ mod tests {
             "https://ITEM.Rakuten.co.jp:443/a?b#c",
         ] {
             assert!(OrderIntent::parse(&json!({"item_url": u})).is_ok(), "{u}");
+        }
+    }
+
+    const VERBATIM: &str = r#"{"item_url":"https://item.rakuten.co.jp/shop/a/", "options": {"big":123456789012345678901234567890,"u64p1":18446744073709551616,"tenth":0.1000000000000000055511151231257827}}"#;
+
+    #[test]
+    fn intent_text_survives_a_round_trip_inside_a_body_byte_for_byte() {
+        #[derive(Serialize, Deserialize)]
+        struct Body {
+            intent: IntentJson,
+            n: u8,
+        }
+        let body = format!(r#"{{"n":1,"intent":{VERBATIM}}}"#);
+        let parsed: Body = serde_json::from_str(&body).unwrap();
+        assert_eq!(parsed.intent.as_str(), VERBATIM);
+        let again = serde_json::to_string(&parsed).unwrap();
+        assert!(again.contains(VERBATIM), "{again}");
+        // A `Value` would have read the numbers as floats.
+        assert!(
+            !serde_json::to_string(&parsed.intent.value().unwrap())
+                .unwrap()
+                .contains("123456789012345678901234567890")
+        );
+        let i = OrderIntent::parse_json(&parsed.intent).unwrap();
+        assert_eq!(i.quantity, 1);
+    }
+
+    #[test]
+    fn the_same_intent_is_the_same_value_with_numbers_as_written() {
+        let t = |s: &str| IntentJson::from_text(s.to_owned()).unwrap();
+        let a = t(r#"{"a":1,"b":{"x":[1,"é"],"y":null},"n":123456789012345678901234567890}"#);
+        let same = t(
+            r#"{ "n" : 123456789012345678901234567890, "b": {"y":null, "x":[ 1 , "é" ]}, "a": 1 }"#,
+        );
+        assert_eq!(a.first_difference(&same, "intent"), None);
+        for (other, field) in [
+            (
+                r#"{"a":1,"b":{"x":[1,"é"],"y":null},"n":123456789012345678901234567891}"#,
+                "intent.n",
+            ),
+            (
+                r#"{"a":1.0,"b":{"x":[1,"é"],"y":null},"n":123456789012345678901234567890}"#,
+                "intent.a",
+            ),
+            (
+                r#"{"a":1,"b":{"x":[1,"e"],"y":null},"n":123456789012345678901234567890}"#,
+                "intent.b",
+            ),
+            (
+                r#"{"a":1,"b":{"x":[1,"é"]},"n":123456789012345678901234567890}"#,
+                "intent.b",
+            ),
+            (r#"{"a":1,"b":{"x":[1,"é"],"y":null}}"#, "intent.n"),
+            (r#"[]"#, "intent"),
+        ] {
+            assert_eq!(
+                a.first_difference(&t(other), "intent").as_deref(),
+                Some(field),
+                "{other}"
+            );
         }
     }
 }

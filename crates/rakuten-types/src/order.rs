@@ -2,11 +2,11 @@
 //! the spec's; additions (`lease_token`, `outcome`, `error_code`) are optional for clients.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
+use crate::intent::{IntentJson, IntentSummary};
 use crate::{OrderState, Outcome, TaskId, TaskStatus, Timestamp, WorkerId};
 
-/// Largest accepted `intent`, serialized, in bytes: 64 KiB.
+/// Largest accepted `intent`, its JSON text as sent, in bytes: 64 KiB.
 pub const MAX_INTENT_BYTES: usize = 64 * 1024;
 /// Longest accepted free-text field of a report (`detail`, `site_order_id`, `evidence_ref`), in
 /// characters.
@@ -21,9 +21,10 @@ pub struct SubmitOrder {
     pub task_id: Option<TaskId>,
     /// Must be `rakuten`.
     pub site: String,
-    /// Passed through untouched; must be a JSON object of at most 64 KiB.
+    /// Passed through untouched: its JSON text is stored and handed to the worker byte for byte
+    /// (numbers, key order, spacing); must be a JSON object of at most 64 KiB.
     #[schema(value_type = Object)]
-    pub intent: Value,
+    pub intent: IntentJson,
     /// Optional deadline: the last instant a worker may lease the task (an RFC 3339 timestamp,
     /// e.g. `2026-07-27T09:15:00.000Z`; any offset is read, answers show it in UTC). It must lie
     /// in the future when the task is created (else 422). A task still queued after it is never
@@ -52,9 +53,9 @@ pub struct LeaseGrant {
     pub task_id: TaskId,
     /// Its site.
     pub site: String,
-    /// The upstream intent, as submitted.
+    /// The upstream intent, its JSON text exactly as submitted.
     #[schema(value_type = Object)]
-    pub intent: Value,
+    pub intent: IntentJson,
     /// When this lease lapses unless renewed.
     pub lease_expires_at: Timestamp,
     /// How many grants this task has had; `> 1` means the worker must verify on the site first (§5).
@@ -178,16 +179,22 @@ pub struct ReportView {
     pub reported_at: Timestamp,
 }
 
-/// A task without its history, as listed by `GET /api/orders`.
+/// A task without its history, as listed by `GET /api/orders` (and `/health`, the console's
+/// lists): the intent as an [`IntentSummary`], never the whole intent, so a page stays small
+/// whatever the intents hold (D-list-pages-bounded). One summary is at most
+/// [`MAX_TASK_SUMMARY_BYTES`] of JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskSummary {
     /// Id.
     pub task_id: TaskId,
     /// Site.
     pub site: String,
-    /// The intent as submitted.
-    #[schema(value_type = Object)]
-    pub intent: Value,
+    /// The checked fields of the intent (`GET /api/orders/{task_id}` has the whole intent);
+    /// `null` when the stored intent cannot be read.
+    pub intent: Option<IntentSummary>,
+    /// Size of the whole intent's JSON text, bytes.
+    #[serde(default)]
+    pub intent_bytes: i64,
     /// Status.
     pub status: TaskStatus,
     /// Current or last lease holder.
@@ -214,12 +221,49 @@ pub struct TaskSummary {
     pub set_aside_reason: Option<String>,
 }
 
-/// `GET /api/orders/{id}`: the task, its latest state and every report, oldest first (§4.6).
+/// Most bytes of one [`TaskSummary`]'s JSON: `item_url` (2,048 characters of up to 4 bytes),
+/// `variant_id` (256), the task id and holder (128 each), a set-aside reason (at most 300
+/// characters) and the fixed fields.
+pub const MAX_TASK_SUMMARY_BYTES: usize = 12 * 1024;
+
+/// `GET /api/orders/{id}`: the task with its whole intent, its latest state and every report,
+/// oldest first (§4.6). Its fields are [`TaskSummary`]'s, with `intent` the whole JSON text as
+/// submitted instead of its summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskDetail {
-    /// The task's fields.
-    #[serde(flatten)]
-    pub task: TaskSummary,
+    /// Id.
+    pub task_id: TaskId,
+    /// Site.
+    pub site: String,
+    /// The intent, its JSON text exactly as submitted (`null` when the stored row cannot be
+    /// read: see `set_aside_reason`).
+    #[schema(value_type = Object)]
+    pub intent: IntentJson,
+    /// Size of the intent's JSON text, bytes.
+    #[serde(default)]
+    pub intent_bytes: i64,
+    /// Status.
+    pub status: TaskStatus,
+    /// Current or last lease holder.
+    pub lease_owner: Option<String>,
+    /// Current lease expiry.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Number of grants so far.
+    pub lease_count: i64,
+    /// Terminal outcome, once terminal.
+    pub outcome: Option<Outcome>,
+    /// Latest reported order state.
+    pub latest_state: Option<OrderState>,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// The upstream's deadline for a lease (`not_after` at submit); absent when none was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<Timestamp>,
+    /// Why the gateway set the task aside as `needs_human` without a grant (`undecodable row`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_aside_reason: Option<String>,
     /// Every report, oldest first. A report made by an operator's resolve has `worker_id`
     /// `null` and `operator` set to the actor.
     pub history: Vec<ReportView>,
@@ -232,14 +276,45 @@ pub struct TaskDetail {
     pub evidence_queries: Vec<crate::QueryId>,
 }
 
-/// A page of a list endpoint: `{"items": [...], "total": N, "limit": L, "offset": O}`.
+impl TaskDetail {
+    /// The task as a list shows it (the intent summarized).
+    pub fn summary(&self) -> TaskSummary {
+        TaskSummary {
+            task_id: self.task_id.clone(),
+            site: self.site.clone(),
+            intent: crate::intent::OrderIntent::parse_json(&self.intent)
+                .ok()
+                .map(|i| i.summary()),
+            intent_bytes: self.intent_bytes,
+            status: self.status,
+            lease_owner: self.lease_owner.clone(),
+            lease_expires_at: self.lease_expires_at,
+            lease_count: self.lease_count,
+            outcome: self.outcome,
+            latest_state: self.latest_state,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            not_after: self.not_after,
+            set_aside_reason: self.set_aside_reason.clone(),
+        }
+    }
+}
+
+/// Most bytes of a list page's `items` (their JSON): a page ends before the item that would pass
+/// it (but holds at least one item), and its `limit` then says how many it holds
+/// (D-list-pages-bounded).
+pub const MAX_PAGE_ITEMS_BYTES: usize = 1024 * 1024;
+
+/// A page of a list endpoint: `{"items": [...], "total": N, "limit": L, "offset": O}`. The next
+/// page starts at `offset + limit`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Page<T> {
     /// This page's items.
     pub items: Vec<T>,
     /// Items matching the filter, all pages.
     pub total: i64,
-    /// Page size used (default 50, at most 200).
+    /// Page size used: the request's (default 50, at most 200), or fewer when the items would
+    /// pass 1 MiB of JSON ([`MAX_PAGE_ITEMS_BYTES`]); the next page starts at `offset + limit`.
     pub limit: i64,
     /// Offset used.
     pub offset: i64,
@@ -331,4 +406,41 @@ pub struct Alert {
     pub subject: String,
     /// Human-readable.
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intent::IntentSummary;
+
+    /// The bound [`MAX_TASK_SUMMARY_BYTES`] states holds for the largest summary the checks let
+    /// through: every text at its longest, in 4-byte characters.
+    #[test]
+    fn the_largest_task_summary_stays_under_its_stated_bound() {
+        let wide = |n: usize| "\u{1D11E}".repeat(n);
+        let ts = Timestamp::parse("2026-07-27T09:15:00.000Z").unwrap();
+        let s = TaskSummary {
+            task_id: TaskId::parse(&wide(128)).unwrap(),
+            site: "rakuten".into(),
+            intent: Some(IntentSummary {
+                item_url: format!("https://item.rakuten.co.jp/{}", wide(2048 - 27)),
+                quantity: 99,
+                variant_id: Some(wide(256)),
+                max_total_yen: Some(i64::MAX),
+            }),
+            intent_bytes: 65_536,
+            status: TaskStatus::NeedsHuman,
+            lease_owner: Some(wide(128)),
+            lease_expires_at: Some(ts),
+            lease_count: i64::MAX,
+            outcome: Some(Outcome::NeedsHuman),
+            latest_state: Some(OrderState::AwaitingPayment),
+            created_at: ts,
+            updated_at: ts,
+            not_after: Some(ts),
+            set_aside_reason: Some(wide(300)),
+        };
+        let n = serde_json::to_vec(&s).unwrap().len();
+        assert!(n <= MAX_TASK_SUMMARY_BYTES, "{n}");
+    }
 }

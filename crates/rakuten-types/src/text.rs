@@ -54,19 +54,29 @@ fn is_nonspacing_mark(c: char) -> bool {
     )
 }
 
-/// Pretty JSON text (as `serde_json` writes it) with every raw control character but the
-/// structural line break, every bidirectional control and the line and paragraph separators
+/// JSON text (as `serde_json` writes it, or an intent's text as received) with every raw control
+/// character, every bidirectional control and the line and paragraph separators inside a string
 /// written as `\uXXXX` escapes. `serde_json` escapes only U+0000–U+001F inside strings, so a
 /// stored U+009B (a terminal's one-byte CSI) or U+202E reached the terminal raw through
-/// `ops … --json`. Outside strings JSON text is ASCII, so every character replaced
-/// here sits inside a string and the result is the same JSON value.
+/// `ops … --json`. Outside strings JSON text is ASCII structure and whitespace (tabs
+/// and carriage returns included), left as it is, so the result is the same JSON value.
 pub fn json_printable(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
     for c in json.chars() {
-        if (c.is_control() && c != '\n')
-            || is_bidi_control(c)
-            || matches!(c, '\u{2028}' | '\u{2029}')
-        {
+        if !in_string {
+            in_string = c == '"';
+            out.push(c);
+            continue;
+        }
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            in_string = false;
+        }
+        if c.is_control() || is_bidi_control(c) || matches!(c, '\u{2028}' | '\u{2029}') {
             let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
                 out.push_str(&format!("\\u{u:04x}"));
@@ -163,6 +173,15 @@ mod tests {
         );
         assert!(!text.chars().any(|c| c.is_control() && c != '\n'));
         assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), v);
+        // An intent's text as received may space its tokens with tabs and carriage returns: they
+        // stay, and an escaped quote does not end a string.
+        let sent = "{\t\"a\" :\r\n\"x\\\"\u{202e}\"}";
+        let text = json_printable(sent);
+        assert_eq!(text, "{\t\"a\" :\r\n\"x\\\"\\u202e\"}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()["a"],
+            "x\"\u{202e}"
+        );
     }
 
     #[test]

@@ -853,7 +853,7 @@ mod tests {
         let grant = LeaseGrant {
             task_id: id.clone(),
             site: "rakuten".into(),
-            intent: json!({"item_url": "u"}),
+            intent: json!({"item_url": "u"}).into(),
             lease_expires_at: Timestamp::EPOCH,
             lease_count: 1,
             known_state: None,

@@ -158,7 +158,7 @@ async fn verify_inner(
     let purchase = match purchase {
         Some(p) => p,
         None => {
-            let intent = serde_json::from_str(&row.intent_json)
+            let intent = rakuten_types::intent::IntentJson::from_text(row.intent_json.clone())
                 .map_err(|e| e.to_string())
                 .and_then(|v| Intent::parse(&v));
             let intent = match intent {

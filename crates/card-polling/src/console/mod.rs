@@ -2,17 +2,21 @@
 //!
 //! | path | page | who |
 //! |---|---|---|
-//! | `GET /console` | queue depths per task type and lane, the last cycle's decisions | super_admin, platform (agents: their item counts only) |
-//! | `GET /console/items` | items, filters: status, task type, ICCID, shop (and its sub-shops) | scoped |
-//! | `GET /console/exceptions` | failed, expired, attempts at the limit, with a failure reason | scoped |
-//! | `GET /console/items/{id}` | the item, its audit trail and carrier-call log, close/retrigger | scoped |
-//! | `POST /console/items/{id}/close`, `…/retrigger` | with a reason; the same rules as the API | scoped, by permission |
+//! | `GET /console` | queue depths per task type and lane, the last cycle's decisions | `ReadQueues` (super_admin, platform); others: links only |
+//! | `GET /console/items` | items, filters: status, task type, ICCID, shop (and its sub-shops) | `ReadItems`, scoped |
+//! | `GET /console/exceptions` | failed, expired, attempts at the limit, with a failure reason | `ReadItems`, scoped |
+//! | `GET /console/items/{id}` | the item, its audit trail and carrier-call log, close/retrigger | `ReadItems`, scoped |
+//! | `POST /console/items/{id}/close`, `…/retrigger` | with a reason | `Close`, `Enqueue`, scoped |
 //! | `GET/POST /console/sign-in`, `POST /console/sign-out` | session | any account but enterprise |
 //!
-//! Sign-in takes an account token (or the bootstrap admin token). The session carries the
-//! account as it was at sign-in (id, role, shop, permissions); every read and write goes through
-//! the account's [`Scope`], pushed down into SQL by the store, so an agent sees exactly its shop
-//! tree, and an item outside it answers exactly like a missing one.
+//! Sign-in takes an account token (or the bootstrap admin token). The session carries the account
+//! id and a keyed fingerprint of that token ([`CredentialKey`]); every request reads the account
+//! as it is now and ends the session when the token that opened it no longer signs it in
+//! (replaced, revoked, or a changed admin token). Every page asks the API's rule
+//! ([`authorize`], [`Signed::allowed`]) for the same action as its API route, and reads in the
+//! scope it answers, pushed down into SQL by the store: an agent sees exactly its shop tree, an
+//! item outside it answers exactly like a missing one, and an account without the manual trigger
+//! permission reads no item here either.
 
 pub mod pages;
 
@@ -21,15 +25,14 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use web_console::ConsoleForm;
 use web_console::layout::{self, Chrome, Notice};
 use web_console::session::Session;
 
-use crate::domain::{Account, Role, Scope};
+use crate::domain::{Account, Action, Role, Scope, TokenHash, authorize};
 use crate::http::AppState;
-use crate::http::auth::account_of_token;
+use crate::http::auth::{account_of_token, bootstrap_admin};
 
 /// The service name in the console's frame.
 pub const SERVICE: &str = "card-polling";
@@ -40,50 +43,121 @@ const NAV: &[(&str, &str)] = &[
     ("/console/exceptions", "Exceptions"),
 ];
 
+/// The console's pages and forms (method, path, handler): the router is built from this list,
+/// and [`crate::http::served_routes`] lists it.
+pub(crate) fn routes() -> Vec<crate::http::Route> {
+    use axum::http::Method;
+    use axum::routing::MethodFilter as M;
+    use axum::routing::on;
+    vec![
+        (Method::GET, "/console", on(M::GET, pages::overview)),
+        (Method::GET, "/console/sign-in", on(M::GET, sign_in_form)),
+        (Method::POST, "/console/sign-in", on(M::POST, sign_in)),
+        (Method::POST, "/console/sign-out", on(M::POST, sign_out)),
+        (Method::GET, "/console/items", on(M::GET, pages::items)),
+        (
+            Method::GET,
+            "/console/exceptions",
+            on(M::GET, pages::exceptions),
+        ),
+        (Method::GET, "/console/items/{id}", on(M::GET, pages::item)),
+        (
+            Method::POST,
+            "/console/items/{id}/close",
+            on(M::POST, pages::close),
+        ),
+        (
+            Method::POST,
+            "/console/items/{id}/retrigger",
+            on(M::POST, pages::retrigger),
+        ),
+    ]
+}
+
+/// The console's static files (web-console's stylesheet and script, open to anyone).
+pub(crate) const STATIC_ROUTES: [&str; 2] =
+    ["/console/static/console.css", "/console/static/console.js"];
+
 /// The console's routes.
 pub fn router() -> Router<AppState> {
-    Router::new()
+    routes()
+        .into_iter()
+        .fold(Router::new(), |r, (_, path, handler)| {
+            r.route(path, handler)
+        })
         .merge(layout::static_router())
-        .route("/console", get(pages::overview))
-        .route("/console/sign-in", get(sign_in_form).post(sign_in))
-        .route("/console/sign-out", post(sign_out))
-        .route("/console/items", get(pages::items))
-        .route("/console/exceptions", get(pages::exceptions))
-        .route("/console/items/{id}", get(pages::item))
-        .route("/console/items/{id}/close", post(pages::close))
-        .route("/console/items/{id}/retrigger", post(pages::retrigger))
 }
 
-/// The account a session belongs to, as it was at sign-in.
+/// What a session cookie holds: whose it is and a keyed fingerprint of the credential that opened
+/// it, never the credential (D-access-console-session-credential).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionAccount {
+    /// The account id (`admin` for the bootstrap admin).
     id: String,
-    role: Role,
-    shop_id: Option<String>,
-    perm_manual_trigger: bool,
-    perm_card_data: bool,
+    /// Opened with the bootstrap admin token (`RAKUTEN_POLL_ADMIN_TOKEN`).
+    bootstrap: bool,
+    /// [`CredentialKey::fingerprint`] of the token it was opened with, hex.
+    credential: String,
 }
 
-impl From<Account> for SessionAccount {
-    fn from(a: Account) -> Self {
-        SessionAccount {
-            id: a.id,
-            role: a.role,
-            shop_id: a.shop_id,
-            perm_manual_trigger: a.perm_manual_trigger,
-            perm_card_data: a.perm_card_data,
-        }
+/// The key of the credential fingerprints sessions carry: derived from `RAKUTEN_POLL_CONSOLE_KEY`
+/// (so every instance sharing that key computes the same), or random per process like the cookie
+/// key when it is unset.
+#[derive(Clone)]
+pub struct CredentialKey([u8; 32]);
+
+impl std::fmt::Debug for CredentialKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CredentialKey(***)")
     }
 }
 
-/// A signed-in account: the extractor of every console page (else: to the sign-in page).
+impl CredentialKey {
+    /// The key of console key `secret` (`None` or blank: random).
+    pub fn new(secret: Option<&str>) -> Self {
+        use sha2::{Digest, Sha256};
+        match secret.map(str::trim).filter(|s| !s.is_empty()) {
+            Some(s) => {
+                let mut h = Sha256::new();
+                // Its own derivation: not the bytes that sign the cookie.
+                h.update(b"card-polling console credential fingerprint\0");
+                h.update(s.as_bytes());
+                CredentialKey(h.finalize().into())
+            }
+            None => CredentialKey(rand::random()),
+        }
+    }
+
+    /// HMAC-SHA256 of the token's hash under this key: the cookie is signed, not encrypted, so it
+    /// holds this rather than anything a token could be guessed from offline.
+    pub fn fingerprint(&self, token: &TokenHash) -> [u8; 32] {
+        use hmac::{Hmac, Mac};
+        let mut mac =
+            <Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key");
+        mac.update(&token.0);
+        mac.finalize().into_bytes().into()
+    }
+
+    /// Whether `presented` (hex, from a session) is the fingerprint of `token`, in constant time.
+    pub fn matches(&self, token: &TokenHash, presented: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        let want = hex(&self.fingerprint(token));
+        want.len() == presented.len() && bool::from(want.as_bytes().ct_eq(presented.as_bytes()))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A signed-in account: the extractor of every console page (else: to the sign-in page). The
+/// account is read as it is now on every request, and the session ends when the credential that
+/// opened it has been replaced or revoked, or the admin token changed.
 #[derive(Debug, Clone)]
 pub struct Signed {
     session: Session<SessionAccount>,
     /// The account.
     pub account: Account,
-    /// What it may see.
-    pub scope: Scope,
     role_label: String,
 }
 
@@ -119,6 +193,27 @@ impl Signed {
         )
     }
 
+    /// The scope this account does `action` in ([`authorize`], the API's rule), or the 403 page.
+    ///
+    /// # Errors
+    /// The 403 page (boxed: a page is large), when the account may not.
+    pub fn allowed(&self, action: Action) -> Result<Scope, Box<Response>> {
+        authorize(&self.account, action).map_err(|_| Box::new(self.forbidden()))
+    }
+
+    /// Whether this account may do `action` ([`authorize`]).
+    pub fn may(&self, action: Action) -> bool {
+        authorize(&self.account, action).is_ok()
+    }
+
+    /// The answer to what this account may not do.
+    pub fn forbidden(&self) -> Response {
+        self.error(
+            StatusCode::FORBIDDEN,
+            "Your account may not do this (role or permission).",
+        )
+    }
+
     /// The session's CSRF token.
     pub fn csrf(&self) -> &str {
         &self.session.csrf
@@ -130,6 +225,28 @@ impl Signed {
     }
 }
 
+/// The account a session names, as stored now, when the credential that opened the session still
+/// signs it in; `None` otherwise (the session has ended).
+async fn current_account(
+    st: &AppState,
+    who: &SessionAccount,
+) -> Result<Option<Account>, crate::store::StoreError> {
+    if who.bootstrap {
+        let admin = &st.admin_token_hash;
+        return Ok(st
+            .credential_key
+            .matches(admin, &who.credential)
+            .then(bootstrap_admin));
+    }
+    let Some(record) = st.store.account_get(&who.id).await? else {
+        return Ok(None);
+    };
+    Ok(record
+        .token
+        .filter(|token| st.credential_key.matches(token, &who.credential))
+        .map(|_| record.account))
+}
+
 impl FromRequestParts<AppState> for Signed {
     type Rejection = Response;
 
@@ -139,23 +256,27 @@ impl FromRequestParts<AppState> for Signed {
             .console_key
             .session(&parts.headers, st.clock.now())
             .ok_or_else(to_sign_in)?;
-        let a = &session.who;
-        let account = Account {
-            id: a.id.clone(),
-            role: a.role,
-            shop_id: a.shop_id.clone(),
-            perm_manual_trigger: a.perm_manual_trigger,
-            perm_card_data: a.perm_card_data,
+        let account = match current_account(st, &session.who).await {
+            Ok(Some(account)) => account,
+            Ok(None) => return Err(to_sign_in()),
+            Err(e) => {
+                tracing::error!(error = %e, "console: reading the session's account failed");
+                return Err(layout::sign_in_page(
+                    SERVICE,
+                    "Account token",
+                    Some("The database did not answer."),
+                ));
+            }
         };
-        let scope = account.scope().ok_or_else(to_sign_in)?;
-        let role_label = match &scope {
-            Scope::All => account.role.as_str().to_owned(),
-            Scope::ShopTree(shop) => format!("{}, shop {shop}", account.role.as_str()),
+        // The console is for accounts that may use the service at all (not enterprise).
+        authorize(&account, Action::ReadConfig).map_err(|_| to_sign_in())?;
+        let role_label = match (&account.role, &account.shop_id) {
+            (Role::Agent, Some(shop)) => format!("{}, shop {shop}", account.role.as_str()),
+            (role, _) => role.as_str().to_owned(),
         };
         Ok(Signed {
             session,
             account,
-            scope,
             role_label,
         })
     }
@@ -183,11 +304,15 @@ async fn sign_in(
         account_of_token(&st, token).await
     };
     match account {
-        Ok(Some(a)) if a.scope().is_some() => {
+        Ok(Some(a)) if authorize(&a, Action::ReadConfig).is_ok() => {
             tracing::info!(account = %a.id, "console sign-in");
-            let jar = st
-                .console_key
-                .sign_in(&headers, SessionAccount::from(a), st.clock.now());
+            let hash = TokenHash::of(token);
+            let who = SessionAccount {
+                bootstrap: st.admin_token_hash.ct_eq(&hash.0),
+                credential: hex(&st.credential_key.fingerprint(&hash)),
+                id: a.id,
+            };
+            let jar = st.console_key.sign_in(&headers, who, st.clock.now());
             (jar, Redirect::to("/console")).into_response()
         }
         Ok(Some(_)) => layout::sign_in_page(

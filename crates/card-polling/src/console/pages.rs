@@ -1,5 +1,6 @@
-//! The card-polling console's pages and forms. Every item read goes through the signed-in
-//! account's scope; a missing item and an out-of-scope item get the same page.
+//! The card-polling console's pages and forms. Each asks the API's rule for its action
+//! ([`Signed::allowed`]: reading items needs what `GET /api/priority-items` needs) and reads in the
+//! scope it answers; a missing item and an out-of-scope item get the same page.
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -10,6 +11,7 @@ use web_console::ConsoleForm;
 use web_console::layout::{self, Notice, action_form, badge, capped_count, enc, opt, ts, ts_opt};
 
 use super::{Signed, csrf_refused};
+use crate::domain::Action;
 use crate::http::AppState;
 use crate::http::extract::canonical_id;
 use crate::priority::item_status::ItemStatus;
@@ -21,12 +23,18 @@ pub const PAGE: i64 = 50;
 
 /// `GET /console`: queue depths per task type and lane, and the last cycle's decisions.
 pub async fn overview(State(st): State<AppState>, signed: Signed) -> Response {
-    if !signed.account.may_administer() {
+    // The queues of every shop are for the accounts `/health` and `/metrics` show them to.
+    if !signed.may(Action::ReadQueues) {
+        let reads = signed.may(Action::ReadItems);
         let body = html! {
             h1 { "Overview" }
             section.card {
-                p { "Queue depths and scheduling decisions are shown to platform operators. Your items: " }
-                p { a href="/console/items" { "all items" } " · " a href="/console/exceptions" { "exceptions" } }
+                p { "Queue depths and scheduling decisions are shown to platform operators." }
+                @if reads {
+                    p { "Your items: " a href="/console/items" { "all items" } " · " a href="/console/exceptions" { "exceptions" } }
+                } @else {
+                    p { "Your account may not read priority items (it lacks the manual trigger permission)." }
+                }
             }
         };
         return signed.page("/console", "Overview", None, body);
@@ -173,6 +181,10 @@ pub async fn exceptions(
 }
 
 async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> Response {
+    let scope = match signed.allowed(Action::ReadItems) {
+        Ok(scope) => scope,
+        Err(forbidden) => return *forbidden,
+    };
     let status = match nonempty(&q.status).map(|s| ItemStatus::parse(&s)) {
         Some(None) => return signed.error(StatusCode::BAD_REQUEST, "Unknown status."),
         Some(s) => s,
@@ -215,7 +227,7 @@ async fn list(st: AppState, signed: Signed, q: ItemQuery, exceptions: bool) -> R
         limit: PAGE + 1,
         ..ItemFilter::default()
     };
-    let scope = &signed.scope;
+    let scope = &scope;
     let (rows, total) = match tokio::try_join!(
         st.store.item_list(scope, &filter),
         st.store.item_count(scope, &filter)
@@ -392,10 +404,14 @@ pub async fn item(
     Path(id): Path<String>,
     Query(done): Query<Done>,
 ) -> Response {
+    let scope = match signed.allowed(Action::ReadItems) {
+        Ok(scope) => scope,
+        Err(forbidden) => return *forbidden,
+    };
     let Some(id) = canonical_id(&id) else {
         return no_such_item(&signed);
     };
-    let d = match st.store.item_get(&signed.scope, id).await {
+    let d = match st.store.item_get(&scope, id).await {
         Ok(Some(d)) => d,
         Ok(None) | Err(StoreError::NotFound) => return no_such_item(&signed),
         Err(e) => return store_error(&signed, e),
@@ -493,9 +509,9 @@ pub async fn item(
         }
         section.card #actions {
             h2 { "Actions" }
-            @let may_close = i.status.is_active() && signed.account.may_close();
+            @let may_close = i.status.is_active() && signed.may(Action::Close);
             @let may_retrigger = matches!(i.status, ItemStatus::Failed | ItemStatus::Expired)
-                && signed.account.may_enqueue();
+                && signed.may(Action::Enqueue);
             @if !may_close && !may_retrigger {
                 p.muted { "No action applies to this item for your account." }
             }
@@ -543,10 +559,7 @@ fn manual_refused(signed: &Signed, id: i64, typed: Option<&str>, e: ManualError)
     };
     match e {
         ManualError::Store(StoreError::NotFound) => no_such_item(signed),
-        ManualError::Forbidden => signed.error(
-            StatusCode::FORBIDDEN,
-            "Your account may not do this (role or permission).",
-        ),
+        ManualError::Forbidden => signed.forbidden(),
         ManualError::Invalid(m) => refused(StatusCode::UNPROCESSABLE_ENTITY, &m),
         ManualError::Store(StoreError::Conflict(m)) => {
             refused(StatusCode::CONFLICT, &format!("Refused: {m}."))
@@ -564,6 +577,9 @@ pub async fn close(
 ) -> Response {
     if !signed.csrf_ok(f.csrf.as_deref()) {
         return csrf_refused(&signed);
+    }
+    if let Err(forbidden) = signed.allowed(Action::Close) {
+        return *forbidden;
     }
     let Some(id) = canonical_id(&id) else {
         return no_such_item(&signed);
@@ -591,6 +607,9 @@ pub async fn retrigger(
 ) -> Response {
     if !signed.csrf_ok(f.csrf.as_deref()) {
         return csrf_refused(&signed);
+    }
+    if let Err(forbidden) = signed.allowed(Action::Enqueue) {
+        return *forbidden;
     }
     let Some(id) = canonical_id(&id) else {
         return no_such_item(&signed);

@@ -4,13 +4,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// Account role (spec "优先轮询事实与查询的可追溯": permissions match manual enqueue).
+/// Account role (spec "优先轮询事实与查询的可追溯": permissions match manual enqueue). What each
+/// role may do, with its permissions, is [`super::access::authorize`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
-    /// Sees and may do everything.
+    /// Sees every shop; the only role that imports and manages accounts.
     SuperAdmin,
-    /// Platform operator: sees everything; closes items with the card data permission.
+    /// Platform operator: sees every shop.
     Platform,
     /// Agent bound to a shop: sees its shop and every descendant shop.
     Agent,
@@ -86,38 +87,4 @@ pub enum Scope {
     All,
     /// An agent: rows whose shop descends from (or is) this shop.
     ShopTree(String),
-}
-
-impl Account {
-    /// The data scope for queries and manual writes; `None` for enterprise accounts (refused).
-    pub fn scope(&self) -> Option<Scope> {
-        match self.role {
-            Role::SuperAdmin | Role::Platform => Some(Scope::All),
-            Role::Agent => self.shop_id.clone().map(Scope::ShopTree),
-            Role::Enterprise => None,
-        }
-    }
-
-    /// May enqueue by hand and retrigger: an operator role with the manual trigger permission.
-    pub fn may_enqueue(&self) -> bool {
-        match self.role {
-            Role::SuperAdmin => true,
-            Role::Platform | Role::Agent => self.perm_manual_trigger,
-            Role::Enterprise => false,
-        }
-    }
-
-    /// May close items: super_admin, or platform with the card data permission.
-    pub fn may_close(&self) -> bool {
-        match self.role {
-            Role::SuperAdmin => true,
-            Role::Platform => self.perm_card_data,
-            Role::Agent | Role::Enterprise => false,
-        }
-    }
-
-    /// May load and change the host domain (import, orders, payments, switches).
-    pub fn may_administer(&self) -> bool {
-        matches!(self.role, Role::SuperAdmin | Role::Platform)
-    }
 }

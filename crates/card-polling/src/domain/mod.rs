@@ -2,12 +2,14 @@
 //! hierarchy, accounts and roles, cards, devices and bindings, package orders and usage records,
 //! and the configured polling task types.
 
+pub mod access;
 pub mod account;
 pub mod asset;
 pub mod package;
 pub mod shop;
 pub mod task_type;
 
+pub use access::{Action, Denied, authorize};
 pub use account::{Account, Role, Scope, TokenHash};
 pub use asset::{AssetRef, AssetType};
 pub use package::{OrderStatus, PackageKind, PaymentStatus, UsageStatus};

@@ -1,12 +1,20 @@
 //! Bearer authentication: the token's SHA-256 is compared in constant time with the bootstrap
-//! admin token, else looked up among the accounts. Tokens are never logged.
+//! admin token, else looked up among the accounts (a revoked account's is not found). Tokens are
+//! never logged.
+//!
+//! [`Auth`] is the authenticated account; [`Allowed`] is an account the route's [`rule`] allows,
+//! checked by [`crate::domain::access::authorize`] (the rule the console asks too) before the
+//! handler reads its path, query or body, so an account that may not call a route gets its 403
+//! whatever it sent.
+
+use std::marker::PhantomData;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::domain::{Account, Role, TokenHash};
+use crate::domain::{Account, Action, Role, Scope, TokenHash, authorize};
 
 /// Longest accepted Authorization header value, bytes.
 const MAX_AUTH_HEADER: usize = 300;
@@ -59,27 +67,83 @@ pub async fn account_of_token(
 ) -> Result<Option<Account>, crate::store::StoreError> {
     let hash = TokenHash::of(token);
     if state.admin_token_hash.ct_eq(&hash.0) {
-        return Ok(Some(Account {
-            id: "admin".into(),
-            role: Role::SuperAdmin,
-            shop_id: None,
-            perm_manual_trigger: true,
-            perm_card_data: true,
-        }));
+        return Ok(Some(bootstrap_admin()));
     }
     state.store.account_find_by_token(&hash).await
 }
 
-impl Auth {
-    /// Refuses accounts that may not administer the host domain.
-    ///
-    /// # Errors
-    /// 403.
-    pub fn require_admin(&self) -> Result<&Account, ApiError> {
-        if self.0.may_administer() {
-            Ok(&self.0)
-        } else {
-            Err(ApiError::forbidden())
-        }
+/// The bootstrap admin (`RAKUTEN_POLL_ADMIN_TOKEN`): account `admin`, super_admin with every
+/// permission.
+pub fn bootstrap_admin() -> Account {
+    Account {
+        id: "admin".into(),
+        role: Role::SuperAdmin,
+        shop_id: None,
+        perm_manual_trigger: true,
+        perm_card_data: true,
+    }
+}
+
+/// A route's rule: the [`Action`] it does ([`Allowed`]).
+pub trait Rule: Send + Sync + 'static {
+    /// What the route does.
+    const ACTION: Action;
+}
+
+/// The rules of the routes, one type per [`Action`].
+pub mod rule {
+    use super::{Action, Rule};
+
+    macro_rules! rules {
+        ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
+            $(#[$doc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $name;
+            impl Rule for $name {
+                const ACTION: Action = Action::$name;
+            }
+        )*};
+    }
+
+    rules!(
+        /// [`Action::ReadItems`].
+        ReadItems,
+        /// [`Action::Enqueue`].
+        Enqueue,
+        /// [`Action::Close`].
+        Close,
+        /// [`Action::ReadQueues`].
+        ReadQueues,
+        /// [`Action::Administer`].
+        Administer,
+        /// [`Action::ManageAccounts`].
+        ManageAccounts,
+        /// [`Action::ReadConfig`].
+        ReadConfig,
+    );
+}
+
+/// An account that rule `R` allows, with the scope it acts in: 401 without a valid token, 403
+/// when the account may not (before anything else of the request is read).
+#[derive(Debug, Clone)]
+pub struct Allowed<R> {
+    /// The account.
+    pub account: Account,
+    /// The rows it may see or change.
+    pub scope: Scope,
+    rule: PhantomData<R>,
+}
+
+impl<R: Rule> FromRequestParts<AppState> for Allowed<R> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Auth(account) = Auth::from_request_parts(parts, state).await?;
+        let scope = authorize(&account, R::ACTION).map_err(|_| ApiError::forbidden())?;
+        Ok(Allowed {
+            account,
+            scope,
+            rule: PhantomData,
+        })
     }
 }

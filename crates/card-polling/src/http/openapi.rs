@@ -178,7 +178,21 @@ fn ops() -> Vec<Op> {
                 "get",
                 "/health",
                 "health",
-                "database reachability (503 when it cannot be read), open items by status, oldest pending age, queue depths",
+                "database reachability (503 when it cannot be read); with a super_admin or platform token also open items by status, oldest pending age, queue depths (an agent's token: the status alone)",
+                None,
+                &[
+                    ("401", "a token was sent and is not an account's (1001)"),
+                    ("403", "an enterprise account's token (1002)"),
+                ],
+            )
+        },
+        Op {
+            auth: false,
+            ..op(
+                "get",
+                "/livez",
+                "health",
+                "the process answers (no database, no channel)",
                 None,
                 &[],
             )
@@ -187,13 +201,29 @@ fn ops() -> Vec<Op> {
             auth: false,
             ..op(
                 "get",
-                "/api/task-types",
+                "/readyz",
                 "health",
-                "configured task types",
+                "the database answers within 2 s and takes writes (else 503, code 1503)",
                 None,
                 &[],
             )
         },
+        op(
+            "get",
+            "/metrics",
+            "health",
+            "Prometheus text (`text/plain; version=0.0.4`), not the envelope: open items, lane depths, cycles, carrier calls (super_admin, platform)",
+            None,
+            &[],
+        ),
+        op(
+            "get",
+            "/api/task-types",
+            "health",
+            "configured task types (any account but enterprise)",
+            None,
+            &[],
+        ),
         Op {
             query: json!([
                 {"name": "existing", "in": "query", "schema": {"type": "string", "enum": ["refuse", "skip"]},
@@ -208,6 +238,28 @@ fn ops() -> Vec<Op> {
                 &[CONFLICT],
             )
         },
+        op(
+            "put",
+            "/api/admin/accounts/{id}/token",
+            "admin",
+            "replace an imported account's token: the old one signs nothing in any more and the console sessions it opened end; gives a revoked account a token again (super_admin)",
+            Some(object(
+                &["token"],
+                json!({"token": {"type": "string", "minLength": 16, "maxLength": 256}}),
+            )),
+            &[
+                ("404", "unknown account (1005)"),
+                ("409", "the token is another account's (1006)"),
+            ],
+        ),
+        op(
+            "delete",
+            "/api/admin/accounts/{id}/token",
+            "admin",
+            "revoke an imported account's token: it signs nothing in any more and the console sessions it opened end (super_admin)",
+            None,
+            &[("404", "unknown account (1005)")],
+        ),
         op(
             "post",
             "/api/orders",
@@ -492,13 +544,15 @@ mod tests {
     fn the_document_lists_every_route_with_the_edge_statuses() {
         let doc = super::openapi();
         let paths = doc["paths"].as_object().unwrap();
-        assert_eq!(paths.len(), 19);
+        // Every route outside the console (`tests/api/access.rs` compares them with the router).
+        assert_eq!(paths.len(), 23);
         let import = &doc["paths"]["/api/admin/import"]["post"]["responses"];
         for s in ["200", "401", "403", "409", "413", "422", "503"] {
             assert!(import.get(s).is_some(), "import lacks {s}");
         }
         let health = &doc["paths"]["/health"]["get"]["responses"];
-        assert!(health.get("503").is_some() && health.get("401").is_none());
+        assert!(health.get("503").is_some() && health.get("401").is_some());
+        assert!(doc["paths"]["/health"]["get"].get("security").is_none());
         // A body may be refused for its content coding; a route without one never is.
         assert!(import.get("415").is_some());
         assert!(health.get("415").is_none());

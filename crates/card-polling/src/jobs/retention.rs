@@ -1,10 +1,18 @@
-//! The retention job: keeps the history tables bounded. Interaction logs older
-//! than [`Retention::logs`] go; audit facts and trigger events of items that ended longer than
-//! [`Retention::history`] ago go, then those items themselves with their source rows (unless a
-//! later retrigger still points at one, D-retrigger-predecessor-kept), and ordinary manual triggers (done ones)
-//! requested before it. Rows of an active item are never deleted. Each batch is its own short
-//! write transaction of at most [`Retention::batch`] rows (items), with [`Retention::pause`]
-//! between batches, so enqueues, claims and outcomes wait for one batch at most.
+//! The retention job: keeps the tables that are not facts bounded, and never
+//! deletes a priority fact unless the operator asked it to.
+//!
+//! - Interaction logs older than [`Retention::logs`] go (an item keeps naming its last log,
+//!   `last_log_id`); done ordinary manual triggers requested before [`Retention::manual_triggers`].
+//! - Priority facts — ended items with their source rows, their audit facts and trigger events —
+//!   are kept for good by default: the spec requires them persisted and queryable and never
+//!   deleted automatically ("MUST NOT 自动删除事实"). Only [`Retention::history`] set
+//!   (`RAKUTEN_POLL_RETENTION_HISTORY_DAYS`, a departure from the spec the operator opts into)
+//!   deletes the audit facts and trigger events of items that ended longer ago, then those items
+//!   (unless a later retrigger still points at one, D-retrigger-predecessor-kept) (D-retention-keeps-facts).
+//!
+//! Rows of an active item are never deleted. Each batch is its own short write transaction of at
+//! most [`Retention::batch`] rows (items), with [`Retention::pause`] between batches, so enqueues,
+//! claims and outcomes wait for one batch at most.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,9 +29,12 @@ use crate::telemetry::PollMetrics;
 pub struct Retention {
     /// How long interaction logs are kept (default 7 days).
     pub logs: Duration,
-    /// How long ended items, their audit facts and trigger events are kept after the item ended,
-    /// and manual triggers after their request (default 90 days).
-    pub history: Duration,
+    /// `None` (the default): ended items, their audit facts and trigger events are kept for good.
+    /// `Some`: deleted this long after the item ended — a departure from the spec, set by the
+    /// operator.
+    pub history: Option<Duration>,
+    /// How long done ordinary manual triggers are kept after their request (default 90 days).
+    pub manual_triggers: Duration,
     /// Rows deleted per transaction (default 1,000).
     pub batch: i64,
     /// Pause between two batches (default 100 ms; zero in tests).
@@ -123,15 +134,23 @@ impl RetentionJob {
     ) -> StoreResult<PruneReport> {
         let mut report = PruneReport::default();
         let r = &self.retention;
-        // Items after their facts and trigger events: an item is deleted only once nothing
-        // names it, so its history must be gone first.
-        for (table, keep) in [
-            (PruneTable::InteractionLogs, r.logs),
-            (PruneTable::AuditFacts, r.history),
-            (PruneTable::TriggerEvents, r.history),
-            (PruneTable::Items, r.history),
-            (PruneTable::ManualTriggers, r.history),
-        ] {
+        // Facts only when the operator set a history retention; items after their facts and
+        // trigger events: an item is deleted only once nothing names it, so its history must be
+        // gone first.
+        let facts = r.history.map(|history| {
+            [
+                (PruneTable::AuditFacts, history),
+                (PruneTable::TriggerEvents, history),
+                (PruneTable::Items, history),
+            ]
+        });
+        let stages = std::iter::once((PruneTable::InteractionLogs, r.logs))
+            .chain(facts.into_iter().flatten())
+            .chain(std::iter::once((
+                PruneTable::ManualTriggers,
+                r.manual_triggers,
+            )));
+        for (table, keep) in stages {
             let cutoff = now.minus(keep);
             loop {
                 // Wall time, not the injected clock: this is how long the writer was held.

@@ -37,10 +37,7 @@ pub async fn request(
     daily_quota: u32,
     now: Timestamp,
 ) -> Result<ManualTriggerOutcome, ManualError> {
-    let scope = who.scope().ok_or(ManualError::Forbidden)?;
-    if !who.may_enqueue() {
-        return Err(ManualError::Forbidden);
-    }
+    let scope = crate::domain::authorize(who, crate::domain::Action::Enqueue)?;
     let mut types = if task_types.is_empty() {
         configured.names()
     } else {

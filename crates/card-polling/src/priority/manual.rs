@@ -5,8 +5,14 @@
 use rakuten_types::Timestamp;
 
 use super::{MAX_REASON_CHARS, TriggerType};
-use crate::domain::{Account, AssetRef, TaskTypes};
+use crate::domain::{Account, Action, AssetRef, Denied, TaskTypes, authorize};
 use crate::store::{Demand, EnqueuedItem, Store, StoreError};
+
+impl From<Denied> for ManualError {
+    fn from(_: Denied) -> Self {
+        ManualError::Forbidden
+    }
+}
 
 /// Why a manual write was refused before reaching the store.
 #[derive(Debug, thiserror::Error)]
@@ -69,10 +75,7 @@ pub async fn enqueue(
         reason,
         event_id,
     } = req;
-    let scope = who.scope().ok_or(ManualError::Forbidden)?;
-    if !who.may_enqueue() {
-        return Err(ManualError::Forbidden);
-    }
+    let scope = authorize(who, Action::Enqueue)?;
     let reason = parse_reason(reason)?;
     let task_types = if task_types.is_empty() {
         configured.names()
@@ -118,10 +121,7 @@ pub async fn close(
     reason: Option<&str>,
     now: Timestamp,
 ) -> Result<(), ManualError> {
-    let scope = who.scope().ok_or(ManualError::Forbidden)?;
-    if !who.may_close() {
-        return Err(ManualError::Forbidden);
-    }
+    let scope = authorize(who, Action::Close)?;
     let reason = parse_reason(reason)?;
     Ok(store.item_close(&scope, id, &who.id, &reason, now).await?)
 }
@@ -139,10 +139,7 @@ pub async fn retrigger(
     reason: Option<&str>,
     now: Timestamp,
 ) -> Result<EnqueuedItem, ManualError> {
-    let scope = who.scope().ok_or(ManualError::Forbidden)?;
-    if !who.may_enqueue() {
-        return Err(ManualError::Forbidden);
-    }
+    let scope = authorize(who, Action::Enqueue)?;
     let reason = parse_reason(reason)?;
     let item = store
         .item_get(&scope, id)

@@ -56,10 +56,14 @@ pub(crate) mod sql {
            (item_id, kind, trigger_type, source, operator, reason, result, at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
-    /// An audit fact of a system transition.
+    /// An audit fact of a system transition: `$1` item, `$2` kind, `$3` reason, `$4` result,
+    /// `$5` now, `$6` instance, `$7` claim fingerprint; its trigger type and source are the
+    /// item's latest trigger, read from the item row in the same statement
+    /// (D-audit-system-facts-trigger).
     pub(crate) const AUDIT_SYSTEM: &str = "INSERT INTO priority_item_events \
-           (item_id, kind, reason, result, at, actor, claim_fingerprint) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)";
+           (item_id, kind, trigger_type, source, reason, result, at, actor, claim_fingerprint) \
+         SELECT id, $2, last_trigger_type, last_trigger_source, $3, $4, $5, $6, $7 \
+         FROM priority_items WHERE id = $1";
 
     /// A card's snapshot, its shop included (`$active` the engine's active-binding test).
     macro_rules! snapshot_card {
@@ -102,16 +106,18 @@ pub(crate) mod sql {
     pub(crate) const ACTIVE: &str = "SELECT id FROM priority_items WHERE iccid = $1 \
          AND task_type = $2 AND status IN ('pending', 'running')";
 
-    /// Enqueue-or-merge on the partial unique index.
+    /// Enqueue-or-merge on the partial unique index; `$14` is the trigger's source, kept as the
+    /// item's latest (`last_trigger_source`) beside its latest trigger type.
     pub(crate) const UPSERT: &str = "INSERT INTO priority_items (iccid, task_type, asset_type, \
            asset_id, device_no, shop_id, status, trigger_type, last_trigger_type, trigger_count, \
            enqueued_at, last_triggered_at, attempts, max_attempts, next_run_at, operator, reason, \
-           retriggered_from) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, 1, $9, $9, 0, $10, $9, $11, $12, $13) \
+           retriggered_from, last_trigger_source) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, 1, $9, $9, 0, $10, $9, $11, $12, $13, $14) \
          ON CONFLICT (iccid, task_type) WHERE status IN ('pending', 'running') DO UPDATE SET \
            trigger_count = priority_items.trigger_count + 1, \
            last_triggered_at = excluded.last_triggered_at, \
-           last_trigger_type = excluded.last_trigger_type \
+           last_trigger_type = excluded.last_trigger_type, \
+           last_trigger_source = excluded.last_trigger_source \
          RETURNING id, trigger_count";
 
     /// Adds a source to an item's set.
@@ -127,8 +133,9 @@ pub(crate) mod sql {
 }
 
 /// An audit fact of a system transition (claim, takeover, retry, failure, complete, expire,
-/// set-aside): no trigger, source or operator, but the acting `instance` and the fingerprint of
-/// the claim `token` involved (never the token itself).
+/// set-aside): no operator, but the acting `instance` and the fingerprint of the claim `token`
+/// involved (so a takeover is traceable; never the token itself); its trigger type and source are the
+/// item's latest trigger, which [`sql::AUDIT_SYSTEM`] reads from the item row.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SystemFact<'a> {
     pub item_id: i64,
@@ -340,6 +347,7 @@ pub(crate) struct Upsert<'a> {
     pub target: &'a CardTarget,
     pub task_type: &'a str,
     pub trigger_type: &'a str,
+    pub source: &'a str,
     pub now: &'a str,
     pub operator: Option<&'a str>,
     pub reason: Option<&'a str>,
@@ -525,6 +533,7 @@ pub(crate) async fn enqueue<S: EnqueueStatements>(
                 target,
                 task_type,
                 trigger_type: trig,
+                source: &demand.source,
                 now: &now_text,
                 operator: demand.operator.as_deref(),
                 reason: demand.reason.as_deref(),

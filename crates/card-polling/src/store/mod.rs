@@ -266,6 +266,16 @@ fn yes() -> bool {
     true
 }
 
+/// An account as stored, with the hash of the token that signs it in now: `None` once revoked
+/// (`DELETE /api/admin/accounts/{id}/token`). The console checks every session against it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountRecord {
+    /// The account.
+    pub account: Account,
+    /// Its current token's hash; `None`: revoked.
+    pub token: Option<TokenHash>,
+}
+
 /// Rows inserted by an import, and rows it found already stored and skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImportCounts {
@@ -914,8 +924,24 @@ pub trait Store: Send + Sync + 'static {
     async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp>;
 
     // ---- host domain
-    /// Finds the account whose token hashes to `hash` (constant-time compare of the hash).
+    /// Finds the account whose token hashes to `hash` (constant-time compare of the hash); a
+    /// revoked account is not found.
     async fn account_find_by_token(&self, hash: &TokenHash) -> StoreResult<Option<Account>>;
+    /// The account `id` as stored now, with its current token's hash (`None` when revoked).
+    async fn account_get(&self, id: &str) -> StoreResult<Option<AccountRecord>>;
+    /// Gives account `id` the token hashing to `token` (a revoked account signs in again with
+    /// it). [`StoreError::NotFound`] for an unknown account, [`StoreError::Conflict`] when another
+    /// account holds that token.
+    async fn account_set_token(
+        &self,
+        id: &str,
+        token: &TokenHash,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// Revokes account `id`'s token: it signs nothing in any more, and the console sessions it
+    /// opened end. Revoking a revoked account changes nothing. [`StoreError::NotFound`] for an
+    /// unknown account.
+    async fn account_revoke(&self, id: &str, now: Timestamp) -> StoreResult<()>;
     /// Loads shops, accounts, cards, devices and bindings in one transaction; new cards get their
     /// ordinary polling schedule rows (first poll spread over each task type's interval from `now`).
     /// A row whose key is already stored is refused ([`ImportExisting::Refuse`]).

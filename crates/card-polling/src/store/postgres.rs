@@ -55,6 +55,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "item retention",
         include_str!("../../migrations/postgres/0006_item_retention.sql"),
     ),
+    (
+        7,
+        "facts and credentials",
+        include_str!("../../migrations/postgres/0007_facts_and_credentials.sql"),
+    ),
 ];
 
 /// Migrations whose comments were reworded after release (D-released-migrations-pinned).

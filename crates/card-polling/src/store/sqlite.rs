@@ -60,6 +60,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "item retention",
         include_str!("../../migrations/sqlite/0006_item_retention.sql"),
     ),
+    (
+        7,
+        "facts and credentials",
+        include_str!("../../migrations/sqlite/0007_facts_and_credentials.sql"),
+    ),
 ];
 
 /// Migrations whose comments were reworded after release (D-released-migrations-pinned).

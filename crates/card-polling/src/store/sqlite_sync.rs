@@ -327,6 +327,7 @@ impl hot::EnqueueStatements for Rusqlite<'_> {
                 &u.operator,
                 &u.reason,
                 &u.retriggered_from,
+                &u.source,
             ],
             |r| Ok((col(r, "id")?, col(r, "trigger_count")?)),
         )?;

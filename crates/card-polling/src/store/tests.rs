@@ -850,7 +850,8 @@ async fn retention_prunes_an_item_ended_91_days_ago_with_its_sources_and_facts_a
         Arc::new(crate::telemetry::PollMetrics::new()),
         Retention {
             logs: 7 * DAY,
-            history: 90 * DAY,
+            history: Some(90 * DAY),
+            manual_triggers: 90 * DAY,
             batch: 1000,
             pause: Duration::ZERO,
             every: DAY,

@@ -10,10 +10,15 @@
 //! - Failure: any status with `{"error": {"kind", "message"}}` ([`ErrorBody`]); `kind` maps onto
 //!   [`UpstreamError`] by [`error_of_kind`] and so onto the spec's retry rules ("上游调用超时、
 //!   失败或响应无效" are recoverable; an unknown card is a business failure, never retried).
-//! - No answer within the spec's upstream timeout ([`crate::priority::UPSTREAM_TIMEOUT`], 30 s,
-//!   below the 90 s claim lease) is [`UpstreamError::Timeout`]; a 5xx/4xx without a typed body is
-//!   [`UpstreamError::Failed`]; a 2xx that is not the answer's shape is
-//!   [`UpstreamError::InvalidResponse`].
+//! - No complete answer within the spec's upstream timeout ([`crate::priority::UPSTREAM_TIMEOUT`],
+//!   30 s, below the 90 s claim lease; counted to the end of the body) is
+//!   [`UpstreamError::Timeout`]; a 5xx/4xx without a typed body is [`UpstreamError::Failed`]; a
+//!   2xx that is not the answer's shape is [`UpstreamError::InvalidResponse`].
+//! - The answer is read in chunks and never past [`HttpCarrier::max_answer_bytes`]
+//!   (`RAKUTEN_POLL_CARRIER_MAX_ANSWER_BYTES`, default [`DEFAULT_MAX_ANSWER_BYTES`]): a longer one
+//!   (announced by `Content-Length` or found while reading) is
+//!   [`UpstreamError::AnswerTooLarge`], recoverable, and its connection is dropped there, so a
+//!   carrier that streams without end costs each call at most the cap (D-carrier-answer-cap).
 //!
 //! Credentials never leave this module: the token is a [`Secret`], the URL (which may carry
 //! userinfo or an API key in its query) is kept private and only its redacted form
@@ -34,6 +39,47 @@ use crate::settings::Secret;
 
 /// Longest carrier-supplied text (summary, error message) kept, in characters.
 pub const MAX_TEXT_CHARS: usize = 200;
+
+/// Largest answer body read by default, bytes (`RAKUTEN_POLL_CARRIER_MAX_ANSWER_BYTES`): the
+/// contract's answers are a summary cut to [`MAX_TEXT_CHARS`] and a flag, a few hundred bytes;
+/// 64 KiB leaves room for a verbose gateway and holds at most 8 MiB at the default 128 calls in
+/// flight per task type.
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Reads a body from `chunks` into memory, at most `cap` bytes: the first chunk that would pass
+/// it ends the read with [`UpstreamError::AnswerTooLarge`], and the rest is never pulled (the
+/// caller then drops the connection). `announced` is the `Content-Length`, when sent: one above
+/// the cap fails before anything is read, and a smaller one sizes the buffer (never above the
+/// cap, whatever a carrier announces).
+///
+/// # Errors
+/// [`UpstreamError::AnswerTooLarge`], or the stream's own error mapped by `transport`.
+pub async fn read_capped<S, B, E>(
+    mut chunks: S,
+    cap: usize,
+    announced: Option<u64>,
+    transport: impl Fn(E) -> UpstreamError,
+) -> Result<Vec<u8>, UpstreamError>
+where
+    S: futures::Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+{
+    use futures::StreamExt;
+    let too_large = UpstreamError::AnswerTooLarge { limit: cap };
+    if announced.is_some_and(|n| n > cap as u64) {
+        return Err(too_large);
+    }
+    let mut body = Vec::with_capacity(announced.map_or(0, |n| n as usize).min(cap));
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(&transport)?;
+        let chunk = chunk.as_ref();
+        if chunk.len() > cap - body.len() {
+            return Err(too_large);
+        }
+        body.extend_from_slice(chunk);
+    }
+    Ok(body)
+}
 
 /// Body of `POST {base}/poll`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,6 +200,10 @@ pub struct HttpCarrier {
     // Text that must never appear in a summary or reason: the token, the URL's password and
     // query string.
     secrets: Vec<String>,
+    // The whole call (request, answer head, body) ends within this.
+    timeout: Duration,
+    // The largest answer body read, bytes.
+    max_answer: usize,
 }
 
 impl std::fmt::Debug for HttpCarrier {
@@ -161,6 +211,7 @@ impl std::fmt::Debug for HttpCarrier {
         f.debug_struct("HttpCarrier")
             .field("url", &self.redacted)
             .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("max_answer_bytes", &self.max_answer)
             .finish_non_exhaustive()
     }
 }
@@ -175,7 +226,8 @@ fn join(base: &Url, leaf: &str) -> Url {
 impl HttpCarrier {
     /// A carrier at `base` (`{base}/poll`, `{base}/resume`; a query string of `base` is kept on
     /// both), sending `token` as a Bearer header, bounded by the spec's
-    /// [`UPSTREAM_TIMEOUT`].
+    /// [`UPSTREAM_TIMEOUT`] and reading answers up to [`DEFAULT_MAX_ANSWER_BYTES`]
+    /// ([`Self::with_max_answer_bytes`] sets another cap).
     ///
     /// # Errors
     /// The HTTP client cannot be built (TLS roots).
@@ -239,7 +291,21 @@ impl HttpCarrier {
             token,
             basic,
             secrets,
+            timeout,
+            max_answer: DEFAULT_MAX_ANSWER_BYTES,
         })
+    }
+
+    /// The same carrier reading answers up to `bytes` (at least 1).
+    #[must_use]
+    pub fn with_max_answer_bytes(mut self, bytes: usize) -> Self {
+        self.max_answer = bytes.max(1);
+        self
+    }
+
+    /// The largest answer body this carrier reads, bytes.
+    pub fn max_answer_bytes(&self) -> usize {
+        self.max_answer
     }
 
     /// The printable form of the carrier URL ([`redact_url`]).
@@ -262,8 +328,21 @@ impl HttpCarrier {
             .collect()
     }
 
-    /// One POST; the typed error when the answer is one, else the 2xx body.
+    /// One POST; the typed error when the answer is one, else the 2xx body. The whole call, body
+    /// included, ends within the timeout (the client's own bound says the same; this one does not
+    /// depend on how the client counts), and the body is read only up to the cap
+    /// ([`read_capped`]): past it the answer is dropped unread, which closes its connection.
     async fn call<B: Serialize + Sync>(
+        &self,
+        url: &Url,
+        body: &B,
+    ) -> Result<Vec<u8>, UpstreamError> {
+        tokio::time::timeout(self.timeout, self.exchange(url, body))
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout))
+    }
+
+    async fn exchange<B: Serialize + Sync>(
         &self,
         url: &Url,
         body: &B,
@@ -276,7 +355,11 @@ impl HttpCarrier {
         }
         let resp = req.send().await.map_err(transport_error)?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(transport_error)?;
+        let announced = resp.content_length();
+        let chunks = Box::pin(futures::stream::unfold(resp, |mut resp| async move {
+            resp.chunk().await.transpose().map(|c| (c, resp))
+        }));
+        let bytes = read_capped(chunks, self.max_answer, announced, transport_error).await?;
         if let Ok(e) = serde_json::from_slice::<ErrorBody>(&bytes) {
             return Err(self.typed(e));
         }
@@ -384,6 +467,39 @@ mod tests {
         let s = c.clean("echo Bearer tok-secret-123456 urlpass1 querykey9\nnext");
         assert_eq!(s, "echo Bearer *** *** ***next");
         assert_eq!(c.clean(&"x".repeat(500)).chars().count(), MAX_TEXT_CHARS);
+    }
+
+    /// An answer without end is read up to the cap and no further: the error comes at the first
+    /// chunk past it, and no chunk after that one is ever pulled.
+    #[tokio::test]
+    async fn an_endless_answer_is_read_only_up_to_the_cap() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let pulled = AtomicUsize::new(0);
+        let chunks = futures::stream::repeat_with(|| {
+            pulled.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ()>(vec![b'x'; 1000])
+        });
+        let e = read_capped(chunks, 10_500, None, |()| UpstreamError::InvalidResponse)
+            .await
+            .unwrap_err();
+        assert_eq!(e, UpstreamError::AnswerTooLarge { limit: 10_500 });
+        assert_eq!(e.label(), "answer_too_large");
+        assert!(e.is_retryable());
+        // Ten chunks fit, the eleventh does not; nothing past it.
+        assert_eq!(pulled.load(Ordering::SeqCst), 11);
+        // An announced length past the cap fails before any chunk is pulled.
+        let untouched = futures::stream::iter([Ok::<_, ()>(vec![b'x'; 10])]);
+        let announced = read_capped(untouched, 100, Some(101), |()| UpstreamError::Timeout).await;
+        assert_eq!(announced, Err(UpstreamError::AnswerTooLarge { limit: 100 }));
+        // An answer of exactly the cap is read whole.
+        let exact = futures::stream::iter([Ok::<_, ()>(vec![1u8; 60]), Ok(vec![2u8; 40])]);
+        assert_eq!(
+            read_capped(exact, 100, Some(100), |()| UpstreamError::Timeout)
+                .await
+                .unwrap()
+                .len(),
+            100
+        );
     }
 
     #[test]

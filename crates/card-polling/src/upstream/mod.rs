@@ -8,8 +8,9 @@
 //! every call by the spec's upstream timeout and writes one interaction-log row per call from
 //! the safe summaries returned here — never a credential or the raw answer.
 //!
-//! Errors say whether to retry ([`UpstreamError::is_retryable`]): timeouts, failures and invalid
-//! responses are recoverable; an unknown card is a business failure that is never retried.
+//! Errors say whether to retry ([`UpstreamError::is_retryable`]): timeouts, failures, invalid
+//! responses and answers past the size cap are recoverable; an unknown card is a business failure
+//! that is never retried.
 
 pub mod http;
 pub mod sim;
@@ -59,6 +60,13 @@ pub enum UpstreamError {
     /// The carrier does not know the card.
     #[error("carrier does not know the card")]
     UnknownCard,
+    /// The answer grew past the size the adapter reads
+    /// (`RAKUTEN_POLL_CARRIER_MAX_ANSWER_BYTES`): the call was cut there, the rest never read.
+    #[error("carrier answer larger than {limit} bytes")]
+    AnswerTooLarge {
+        /// The cap, bytes.
+        limit: usize,
+    },
 }
 
 impl UpstreamError {
@@ -74,6 +82,7 @@ impl UpstreamError {
             UpstreamError::Failed(_) => "failed",
             UpstreamError::InvalidResponse => "invalid_response",
             UpstreamError::UnknownCard => "unknown_card",
+            UpstreamError::AnswerTooLarge { .. } => "answer_too_large",
         }
     }
 }

@@ -190,3 +190,122 @@ async fn manual_enqueue_reusing_an_ended_items_event_id_merges_into_a_later_acti
     assert_eq!(app.detail(second).await["item"]["trigger_count"], 2);
     app.assert_invariants().await;
 }
+
+/// The spec asks every fact for its trigger type, trigger source, operation source, time and
+/// result; system facts (claim, failure, retry, complete, expire, fail_dequeue) and the close named
+/// the acting instance or operator but left trigger type and source empty. Each now carries the
+/// item's trigger as it stood (the latest merged in), on both engines.
+#[super::lane]
+#[tokio::test]
+async fn system_facts_carry_their_trigger() {
+    let app = spawn_named().await;
+    // Created by a purchase; fails once, is retried.
+    let paid = app.buy("card", "CA1", "addon").await;
+    let order_source = format!("order:{}", paid["order_id"].as_str().unwrap());
+    let bought = app.item_of("CA1", "card_status").await;
+    let bought = id_of(&bought);
+    // Every item of the purchase fails once.
+    app.sim.set_behavior("CA1", SimBehavior::Fail);
+    app.run_executor().await;
+    app.sim.set_behavior("CA1", SimBehavior::Ok);
+    // A manual enqueue merges in, then the next run completes it.
+    let (merged, action) = enqueue_one(
+        &app,
+        json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"], "reason": "merge"}),
+    )
+    .await;
+    assert_eq!((merged, action.as_str()), (bought, "merged"));
+    app.advance(3600);
+    app.run_executor().await;
+    // An unknown card fails at once; another item expires; another is closed.
+    let (unknown, _) = enqueue_one(
+        &app,
+        json!({"asset_type": "card", "asset_id": "CB1", "task_types": ["data_usage"], "reason": "unknown"}),
+    )
+    .await;
+    app.sim.script("CB1", &[SimBehavior::Unknown]);
+    app.run_executor().await;
+    let (closed, _) = enqueue_one(
+        &app,
+        json!({"asset_type": "card", "asset_id": "D1C1", "task_types": ["package"], "reason": "to close"}),
+    )
+    .await;
+    app.post_ok(
+        &format!("/api/priority-items/{closed}/close"),
+        PLATFORM,
+        json!({"reason": "not needed"}),
+    )
+    .await;
+    let (expired, _) = enqueue_one(
+        &app,
+        json!({"asset_type": "card", "asset_id": "CA11", "task_types": ["package"], "reason": "to expire"}),
+    )
+    .await;
+    app.store
+        .item_claim(expired, "holder-token", app.clock.now(), CLAIM_LEASE)
+        .await
+        .unwrap()
+        .expect("claim");
+    app.advance(25 * 3600);
+    assert!(app.expiry.run_once(app.clock.now()).await.unwrap() >= 1);
+
+    let manual = ("manual_trigger", "manual:plat");
+    let purchase = ("addon_activated", order_source.as_str());
+    // Per item: each fact's kind with the (trigger type, trigger source) it names.
+    type Facts<'a> = Vec<(&'a str, (&'a str, &'a str))>;
+    let want: Vec<(i64, Facts)> = vec![
+        (
+            bought,
+            vec![
+                ("enqueue", purchase),
+                ("claim", purchase),
+                ("failure", purchase),
+                ("retry", purchase),
+                ("merge", manual),
+                ("claim", manual),
+                ("complete", manual),
+            ],
+        ),
+        (
+            unknown,
+            vec![
+                ("enqueue", manual),
+                ("claim", manual),
+                ("failure", manual),
+                ("fail_dequeue", manual),
+            ],
+        ),
+        (closed, vec![("enqueue", manual), ("close", manual)]),
+        (
+            expired,
+            vec![("enqueue", manual), ("claim", manual), ("expire", manual)],
+        ),
+    ];
+    for (id, facts) in want {
+        let d = app.detail(id).await;
+        let ev = events(&d);
+        let got: Vec<(String, (String, String))> = ev
+            .iter()
+            .map(|e| {
+                let text = |k: &str| e[k].as_str().unwrap_or("(empty)").to_owned();
+                (text("kind"), (text("trigger_type"), text("source")))
+            })
+            .collect();
+        let want: Vec<(String, (String, String))> = facts
+            .iter()
+            .map(|(k, (t, s))| ((*k).to_owned(), ((*t).to_owned(), (*s).to_owned())))
+            .collect();
+        assert_eq!(got, want, "item {id}: {d}");
+        // Every fact has its operation source (the operator, the acting instance on a system
+        // fact, the business fact of an automatic trigger), its time and its result.
+        for e in &ev {
+            let system = !matches!(e["kind"].as_str(), Some("enqueue" | "merge" | "close"));
+            if system {
+                assert_eq!(e["actor"], INSTANCE, "item {id}: {e}");
+            } else {
+                assert!(e["operator"].is_string() || e["source"].is_string(), "item {id}: {e}");
+            }
+            assert!(e["at"].is_string() && e["result"].is_string(), "item {id}: {e}");
+        }
+    }
+}

@@ -38,6 +38,10 @@ enum Fake {
     Malformed,
     /// Answers a typed failure whose message echoes the Authorization header and the query.
     EchoCredentials,
+    /// Answers 200 and streams its body without end, as fast as it is read.
+    Endless,
+    /// Answers 200 and sends its body one byte every 50 ms, without end.
+    Trickle,
 }
 
 #[derive(Default)]
@@ -45,6 +49,45 @@ struct FakeState {
     behaviour: Mutex<HashMap<String, Fake>>,
     /// (path, Authorization header, body) of every call.
     calls: Mutex<Vec<(String, Option<String>, Value)>>,
+    /// Bytes an endless answer handed to the connection so far.
+    streamed: std::sync::atomic::AtomicUsize,
+    /// Set when the reader of an endless answer went away (its stream was dropped).
+    abandoned: tokio::sync::Notify,
+}
+
+/// An endless body: chunks of 16 KiB for as long as they are read. For the machine's sake it stops
+/// producing after [`ENDLESS_SAFETY_STOP`] bytes and then waits forever (a reader that read that
+/// far already failed the test).
+const CHUNK: usize = 16 * 1024;
+const ENDLESS_SAFETY_STOP: usize = 64 * 1024 * 1024;
+
+/// Counts the bytes handed out and says when it is dropped (the client closed the connection).
+struct Endless(Shared);
+
+impl Drop for Endless {
+    fn drop(&mut self) {
+        self.0.abandoned.notify_one();
+    }
+}
+
+fn endless_body(st: &Shared, every: Option<Duration>) -> axum::body::Body {
+    let guard = Endless(st.clone());
+    let stream = futures::stream::unfold(guard, move |guard| async move {
+        use std::sync::atomic::Ordering;
+        if let Some(pause) = every {
+            tokio::time::sleep(pause).await;
+            guard.0.streamed.fetch_add(1, Ordering::SeqCst);
+            return Some((Ok::<_, std::io::Error>(vec![b' ']), guard));
+        }
+        if guard.0.streamed.load(Ordering::SeqCst) >= ENDLESS_SAFETY_STOP {
+            futures::future::pending::<()>().await;
+        }
+        guard.0.streamed.fetch_add(CHUNK, Ordering::SeqCst);
+        // Valid JSON so far: an object whose string never ends.
+        Some((Ok(vec![b'x'; CHUNK]), guard))
+    });
+    let head = futures::stream::once(async { Ok(b"{\"summary\": \"".to_vec()) });
+    axum::body::Body::from_stream(futures::StreamExt::chain(head, stream))
 }
 
 type Shared = Arc<FakeState>;
@@ -87,6 +130,12 @@ async fn answer(
         Fake::Hang => std::future::pending().await,
         Fake::Status(s) => (StatusCode::from_u16(s).unwrap(), "<html>upstream down</html>").into_response(),
         Fake::Malformed => (StatusCode::OK, "{\"summ").into_response(),
+        Fake::Endless => (StatusCode::OK, endless_body(st, None)).into_response(),
+        Fake::Trickle => (
+            StatusCode::OK,
+            endless_body(st, Some(Duration::from_millis(50))),
+        )
+            .into_response(),
         Fake::EchoCredentials => (
             StatusCode::BAD_GATEWAY,
             Json(json!({"error": {"kind": "unavailable", "message": format!(
@@ -417,4 +466,75 @@ async fn http_carrier_credentials_never_reach_tracing_logs_interaction_rows_or_r
             assert!(!t.contains(secret), "{secret} leaked into: {t}");
         }
     }
+}
+
+/// A carrier that streams its answer without end took the service from 20 MiB to 1 GiB in under
+/// a second (up to 128 calls at once per task type): the answer is read in chunks and the call
+/// fails with a typed error (`answer_too_large`, recoverable) once it passes
+/// `RAKUTEN_POLL_CARRIER_MAX_ANSWER_BYTES`, well before the timeout, and the connection is dropped
+/// there, so no more than the cap is ever held.
+#[super::lane]
+#[tokio::test]
+async fn a_carrier_answer_past_the_cap_fails_the_call_without_holding_it() {
+    let app = spawn_seeded().await;
+    let (url, fake) = fake_carrier().await;
+    fake.behaviour.lock().unwrap().insert("CA1".into(), Fake::Endless);
+    // A timeout far longer than the read of the cap: the cap, not the clock, ends the call.
+    let exec = executor_with(&app, &url, None, Duration::from_secs(20));
+    let id = one_item(&app, "CA1", "card_status").await;
+    let started = std::time::Instant::now();
+    run(&app, &exec).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the call ran to the timeout: {:?}",
+        started.elapsed()
+    );
+    // The carrier sees its connection closed: nobody reads the rest.
+    tokio::time::timeout(Duration::from_secs(10), fake.abandoned.notified())
+        .await
+        .expect("the endless answer is abandoned");
+    let streamed = fake.streamed.load(std::sync::atomic::Ordering::SeqCst);
+    // The cap (64 KiB by default) plus what the sockets' buffers took in: far below the 64 MiB
+    // a reader of the whole answer takes before the fake stops.
+    assert!(streamed < 32 * 1024 * 1024, "{streamed} bytes were read");
+    let d = app.detail(id).await;
+    assert_eq!(d["item"]["status"], "pending", "recoverable: {d}");
+    let log = &logs_of(&app, id).await[0];
+    assert_eq!(log.3, "answer_too_large", "{log:?}");
+    assert_eq!(
+        log.2, "carrier answer larger than 65536 bytes",
+        "{log:?}"
+    );
+    // Below the limit of attempts it is retried like any recoverable failure, then failed.
+    for _ in 0..2 {
+        app.advance(3600);
+        run(&app, &exec).await;
+    }
+    let d = app.detail(id).await;
+    assert_eq!(d["item"]["status"], "failed", "{d}");
+    assert_eq!(
+        d["item"]["failure_reason"],
+        "maximum attempts reached; last error: carrier answer larger than 65536 bytes"
+    );
+    app.assert_invariants().await;
+}
+
+/// An answer that never ends but stays under the cap (a trickle) is cut by the call's timeout,
+/// which counts to the end of the body.
+#[super::lane]
+#[tokio::test]
+async fn a_carrier_answer_that_trickles_without_end_is_cut_at_the_timeout() {
+    let app = spawn_seeded().await;
+    let (url, fake) = fake_carrier().await;
+    fake.behaviour.lock().unwrap().insert("CA1".into(), Fake::Trickle);
+    let exec = executor_with(&app, &url, None, Duration::from_millis(500));
+    let id = one_item(&app, "CA1", "card_status").await;
+    let started = std::time::Instant::now();
+    run(&app, &exec).await;
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let log = &logs_of(&app, id).await[0];
+    assert_eq!(log.3, "timeout", "{log:?}");
+    tokio::time::timeout(Duration::from_secs(10), fake.abandoned.notified())
+        .await
+        .expect("the trickling answer is abandoned");
 }

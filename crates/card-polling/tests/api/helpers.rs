@@ -206,6 +206,11 @@ impl TestApp {
     /// `CB1` (B); device `DEV1` (A1) with active cards `D1C1`, `D1C2`, `D1C3` and an inactive
     /// binding to `D1C4`.
     pub async fn seed(&self) {
+        self.seed_as(ADMIN).await;
+    }
+
+    /// [`Self::seed`] by the bootstrap admin holding `admin_token`.
+    pub async fn seed_as(&self, admin_token: &str) {
         let body = json!({
             "shops": [
                 {"id": "A11", "parent_id": "A1", "name": "A11"},
@@ -238,7 +243,7 @@ impl TestApp {
                 {"device_no": "DEV1", "iccid": "D1C4", "active": false}
             ]
         });
-        self.post_ok("/api/admin/import", ADMIN, body).await;
+        self.post_ok("/api/admin/import", admin_token, body).await;
     }
 
     /// Creates an order and returns its id.

@@ -18,6 +18,8 @@ macro_rules! scenarios {
         #[path = "helpers.rs"]
         mod helpers;
 
+        #[path = "access.rs"]
+        mod access;
         #[path = "audit.rs"]
         mod audit;
         #[path = "carrier.rs"]

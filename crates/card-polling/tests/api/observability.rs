@@ -133,7 +133,14 @@ async fn probes_answer_and_anonymous_health_shows_only_the_status() {
         (s, &v["data"]),
         (200, &json!({"status": "ok", "database": "reachable"}))
     );
+    // An agent sees what an anonymous probe sees; the queues are an operator's
+    // (D-access-health-by-role).
     let (s, v) = app.get("/health", AGENT_A).await;
+    assert_eq!(
+        (s, &v["data"]),
+        (200, &json!({"status": "ok", "database": "reachable"}))
+    );
+    let (s, v) = app.get("/health", PLATFORM).await;
     assert_eq!(s, 200);
     assert!(v["data"]["queues"].is_array(), "{v}");
     let (s, _) = app.get("/health", "not-a-token").await;
@@ -171,7 +178,7 @@ async fn the_bearer_scheme_is_matched_case_insensitively() {
 #[tokio::test]
 async fn health_counts_open_items_by_status_and_ages_the_oldest_pending_one() {
     let app = spawn_seeded().await;
-    let (s, v) = app.get("/health", AGENT_A).await;
+    let (s, v) = app.get("/health", PLATFORM).await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(
         v["data"]["database"],
@@ -194,7 +201,7 @@ async fn health_counts_open_items_by_status_and_ages_the_oldest_pending_one() {
         .await;
     assert_eq!(st, 200, "{v}");
     app.advance(10);
-    let (s, v) = app.get("/health", AGENT_A).await;
+    let (s, v) = app.get("/health", PLATFORM).await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["data"]["status"], "ok");
     assert_eq!(
@@ -223,7 +230,7 @@ async fn health_is_503_with_its_state_when_the_items_table_is_gone() {
         json!({"status": "unavailable", "database": "unreachable"})
     );
 
-    let (s, v) = app.get("/health", AGENT_A).await;
+    let (s, v) = app.get("/health", PLATFORM).await;
     assert_eq!((s, v["code"].as_i64()), (503, Some(1503)), "{v}");
     assert_eq!(v["data"]["status"], "unavailable", "{v}");
     assert_eq!(

@@ -1,8 +1,10 @@
-//! The retention job keeps the history tables bounded — interaction logs past
-//! their retention, audit facts, trigger events and then the items themselves (with their
-//! sources) of items that ended before the history retention, done manual triggers — in batches,
-//! and never a row of an active item. An item a later retrigger points at is kept until that
-//! retrigger goes (D-retrigger-predecessor-kept).
+//! The retention job keeps the tables that are not facts bounded — interaction
+//! logs past their retention, done manual triggers — in batches, and never a row of an active
+//! item. Priority facts (items, audit facts, trigger events) are kept for good by default
+//! ([`retention_keeps_facts_by_default`]); only the operator's `RAKUTEN_POLL_RETENTION_HISTORY_DAYS`
+//! (a departure from the spec, D-retention-keeps-facts) deletes those of items that ended before
+//! it, and then an item a later retrigger points at is kept until that retrigger goes
+//! (D-retrigger-predecessor-kept).
 
 use std::time::Duration;
 
@@ -69,6 +71,17 @@ async fn enqueue(app: &TestApp, iccid: &str) -> i64 {
     v["data"]["items"][0]["item_id"].as_i64().unwrap()
 }
 
+/// A test app whose operator opted into deleting facts 90 days after their item ended.
+async fn spawn_deleting_facts(f: impl FnOnce(&mut card_polling::settings::Settings)) -> TestApp {
+    let app = spawn_with(Backend::Memory, |s| {
+        s.retention_history_days = Some(90);
+        f(s);
+    })
+    .await;
+    app.seed().await;
+    app
+}
+
 const LOGS_OF: &str = "SELECT count(*) FROM integration_logs WHERE item_id = $1";
 const FACTS_OF: &str = "SELECT count(*) FROM priority_item_events WHERE item_id = $1";
 const EVENTS_OF: &str = "SELECT count(*) FROM priority_trigger_events WHERE item_id = $1";
@@ -76,7 +89,7 @@ const EVENTS_OF: &str = "SELECT count(*) FROM priority_trigger_events WHERE item
 #[super::lane]
 #[tokio::test]
 async fn retention_prunes_old_history_but_never_a_row_of_an_active_item() {
-    let app = spawn_seeded().await;
+    let app = spawn_deleting_facts(|_| {}).await;
     // Item A runs and ends now; item B stays pending.
     let ended = enqueue(&app, "CA1").await;
     app.cycle_and_drain().await;
@@ -177,8 +190,7 @@ async fn retention_deletes_in_batches_and_counts_the_rows_in_metrics() {
 async fn retention_reports_every_batch_to_its_observer_with_the_rows_it_deleted() {
     // The retention benchmark reads the writer hold from this hook: one call per batch (the
     // last, short one included), in table order, rows summing to the report.
-    let app = spawn_with(Backend::Memory, |s| s.retention_batch = 2).await;
-    app.seed().await;
+    let app = spawn_deleting_facts(|s| s.retention_batch = 2).await;
     let old = days_ago(&app, 30);
     for _ in 0..5 {
         old_log(&app, None, &old).await;
@@ -237,7 +249,7 @@ async fn read_both_ways(app: &TestApp, id: i64) -> (u16, serde_json::Value, u16,
 #[super::lane]
 #[tokio::test]
 async fn a_retriggered_items_predecessor_stays_readable_until_the_retrigger_is_pruned() {
-    let app = spawn_seeded().await;
+    let app = spawn_deleting_facts(|_| {}).await;
     // A expires a day after its enqueue; 60 days later an operator retriggers it as B, which runs.
     let a = enqueue(&app, "CA1").await;
     app.advance(DAY);
@@ -289,4 +301,53 @@ async fn a_retriggered_items_predecessor_stays_readable_until_the_retrigger_is_p
     for gone in [a, b] {
         assert!(!list.contains(&format!("/console/items/{gone}\"")), "{list}");
     }
+}
+
+/// The spec keeps priority facts ("MUST NOT 自动删除事实"): the retention job deleted audit facts,
+/// trigger events and ended items 90 days after they ended, by default. By default it now keeps
+/// them for good; interaction logs still go on their schedule, and the item keeps naming its last
+/// log (`last_log_id`).
+#[super::lane]
+#[tokio::test]
+async fn retention_keeps_facts_by_default() {
+    let app = spawn_seeded().await;
+    let ended = enqueue(&app, "CA1").await;
+    app.cycle_and_drain().await;
+    let d = app.detail(ended).await;
+    assert_eq!(d["item"]["status"], "completed", "{d}");
+    let last_log = d["item"]["last_log_id"].as_i64().expect("a log id");
+    let facts = count(&app, FACTS_OF, Some(ended)).await;
+    assert!(facts >= 3, "{facts}");
+    // Ten years on.
+    app.advance(3650 * DAY);
+    let r = app.retention.run_once(app.clock.now()).await.unwrap();
+    assert_eq!(
+        (r.audit_facts, r.trigger_events, r.priority_items),
+        (0, 0, 0),
+        "{r:?}"
+    );
+    assert!(r.interaction_logs >= 1, "{r:?}");
+    assert_eq!(count(&app, FACTS_OF, Some(ended)).await, facts);
+    assert_eq!(count(&app, EVENTS_OF, Some(ended)).await, 1);
+    assert_eq!(count(&app, LOGS_OF, Some(ended)).await, 0);
+    let d = app.detail(ended).await;
+    assert_eq!(d["item"]["status"], "completed", "{d}");
+    assert_eq!(d["item"]["last_log_id"], last_log, "{d}");
+    assert_eq!(d["events"].as_array().unwrap().len() as i64, facts, "{d}");
+    // The trigger event is remembered too: the same event id again names the ended item.
+    let (s, v) = app
+        .enqueue(
+            PLATFORM,
+            json!({"asset_type": "card", "asset_id": "CA1", "task_types": ["card_status"],
+                   "reason": "retention", "event_id": "ev-CA1"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let again = v["data"]["items"][0]["item_id"].as_i64().unwrap();
+    let d = app.detail(again).await;
+    assert_eq!(
+        d["events"][0]["result"],
+        format!("created_after_end,previous_item={ended}"),
+        "{d}"
+    );
 }

@@ -3,7 +3,7 @@
 
 use chaos::checks::{Evidence, ShopSubmission, ViolationKind, check};
 use chaos::proxy::ObservedAck;
-use rakuten_types::order::{ReportView, TaskDetail, TaskSummary};
+use rakuten_types::order::{ReportView, TaskDetail};
 use rakuten_types::{OrderState, Outcome, TaskId, TaskStatus, Timestamp};
 
 fn ts() -> Timestamp {
@@ -12,26 +12,25 @@ fn ts() -> Timestamp {
 
 fn task(id: &str, status: TaskStatus, history: Vec<ReportView>) -> TaskDetail {
     TaskDetail {
-        task: TaskSummary {
-            task_id: TaskId::parse(id).unwrap(),
-            site: "rakuten".into(),
-            intent: serde_json::json!({}),
-            status,
-            lease_owner: None,
-            lease_expires_at: None,
-            lease_count: 1,
-            outcome: match status {
-                TaskStatus::Succeeded => Some(Outcome::Succeeded),
-                TaskStatus::Failed => Some(Outcome::Failed),
-                TaskStatus::NeedsHuman => Some(Outcome::NeedsHuman),
-                _ => None,
-            },
-            latest_state: history.last().map(|r| r.state),
-            created_at: ts(),
-            updated_at: ts(),
-            not_after: None,
-            set_aside_reason: None,
+        task_id: TaskId::parse(id).unwrap(),
+        site: "rakuten".into(),
+        intent: serde_json::json!({}).into(),
+        intent_bytes: 2,
+        status,
+        lease_owner: None,
+        lease_expires_at: None,
+        lease_count: 1,
+        outcome: match status {
+            TaskStatus::Succeeded => Some(Outcome::Succeeded),
+            TaskStatus::Failed => Some(Outcome::Failed),
+            TaskStatus::NeedsHuman => Some(Outcome::NeedsHuman),
+            _ => None,
         },
+        latest_state: history.last().map(|r| r.state),
+        created_at: ts(),
+        updated_at: ts(),
+        not_after: None,
+        set_aside_reason: None,
         history,
         operator_actions: Vec::new(),
         evidence_queries: Vec::new(),
@@ -133,14 +132,14 @@ fn a_shop_order_unknown_to_the_gateway_is_flagged_unless_a_human_has_it() {
     ev.shop.push(sub(2, "o-2", "t2"));
     // t2 is needs_human: allowed.
     assert_eq!(kinds(&ev), vec![]);
-    ev.gateway.get_mut("t2").unwrap().task.status = TaskStatus::Failed;
+    ev.gateway.get_mut("t2").unwrap().status = TaskStatus::Failed;
     assert_eq!(kinds(&ev), vec![ViolationKind::OrderUnknownToGateway]);
 }
 
 #[test]
 fn a_task_left_running_is_stuck_and_needs_human_needs_a_reason() {
     let mut ev = clean();
-    ev.gateway.get_mut("t1").unwrap().task.status = TaskStatus::Running;
+    ev.gateway.get_mut("t1").unwrap().status = TaskStatus::Running;
     ev.gateway.get_mut("t2").unwrap().history[0].detail = None;
     assert_eq!(
         kinds(&ev),

@@ -14,9 +14,10 @@
 //! | `GET/POST /console/sign-in`, `POST /console/sign-out` | session |
 //!
 //! Who may sign in: an operator token ([`crate::roles::Role::Operator`]). The session (a signed
-//! cookie, [`web_console::session`]) names the token's actor; each request checks that an
-//! operator of that name is still configured, so removing a name from the settings ends its
-//! sessions. Every action form carries the session's CSRF token and a reason; the actor's name
+//! cookie, [`web_console::session`]) names the token's actor and carries a keyed fingerprint of
+//! the token itself (never the token); each request checks that this very token is still
+//! configured for that operator, so removing a name, or replacing its token (a leaked one
+//! rotated), ends the sessions it opened (D-console-session-bound-to-token). Every action form carries the session's CSRF token and a reason; the actor's name
 //! and the reason go with the action to the store.
 //!
 //! Files: [`pages`] (the read pages), [`actions`] (the forms' POST handlers).
@@ -29,7 +30,7 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use serde::{Deserialize, Serialize};
 use web_console::ConsoleForm;
 use web_console::layout::{self, Chrome, Notice};
@@ -52,29 +53,46 @@ pub const NAV: &[(&str, &str)] = &[
 
 /// The console's routes.
 pub fn router() -> Router<AppState> {
-    Router::new()
+    routes()
+        .into_iter()
+        .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
         .merge(layout::static_router())
-        .route("/console", get(pages::overview))
-        .route("/console/", get(|| async { Redirect::to("/console") }))
-        .route("/console/sign-in", get(sign_in_form).post(sign_in))
-        .route("/console/sign-out", post(sign_out))
-        .route("/console/attention", get(pages::attention))
-        .route("/console/tasks", get(pages::tasks))
-        .route("/console/tasks/{task_id}", get(pages::task))
-        .route("/console/tasks/{task_id}/reclaim", post(actions::reclaim))
-        .route("/console/tasks/{task_id}/resolve", post(actions::resolve))
-        .route("/console/tasks/{task_id}/cancel", post(actions::cancel))
-        .route("/console/workers/{worker_id}/retire", post(actions::retire))
-        .route("/console/alerts", get(pages::alerts))
-        .route("/console/queries", get(pages::queries))
-        .route("/console/queries/{query_id}", get(pages::query))
 }
 
-/// Who a console session belongs to: the operator token's actor name.
+/// The console's pages and forms (path, handlers): [`router`] is built from this list, and
+/// [`crate::http::served_paths`] lists it.
+pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/console", get(pages::overview)),
+        ("/console/", get(|| async { Redirect::to("/console") })),
+        ("/console/sign-in", get(sign_in_form).post(sign_in)),
+        ("/console/sign-out", post(sign_out)),
+        ("/console/attention", get(pages::attention)),
+        ("/console/tasks", get(pages::tasks)),
+        ("/console/tasks/{task_id}", get(pages::task)),
+        ("/console/tasks/{task_id}/reclaim", post(actions::reclaim)),
+        ("/console/tasks/{task_id}/resolve", post(actions::resolve)),
+        ("/console/tasks/{task_id}/cancel", post(actions::cancel)),
+        ("/console/workers/{worker_id}/retire", post(actions::retire)),
+        ("/console/alerts", get(pages::alerts)),
+        ("/console/queries", get(pages::queries)),
+        ("/console/queries/{query_id}", get(pages::query)),
+    ]
+}
+
+/// The console's static files (web-console's stylesheet and script, open to anyone).
+pub const STATIC_PATHS: [&str; 2] = ["/console/static/console.css", "/console/static/console.js"];
+
+/// Who a console session belongs to: the operator token's actor name, and which token.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Operator {
     /// The token's name (recorded with every action).
     pub name: String,
+    /// The keyed fingerprint of the token that opened the session
+    /// ([`crate::roles::Credentials::sign_in`]); a session without one (signed before it
+    /// existed) is no session.
+    #[serde(default)]
+    pub credential: String,
 }
 
 /// A signed-in operator: the extractor of every console page. Without a valid session the
@@ -126,8 +144,11 @@ impl FromRequestParts<AppState> for Signed {
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
         let session: Option<Session<Operator>> =
             st.console_key.session(&parts.headers, st.clock.now());
-        match session {
-            Some(s) if st.credentials.role_of(&s.who.name) == Some(Role::Operator) => Ok(Signed(s)),
+        let role = session
+            .as_ref()
+            .and_then(|s| st.credentials.session_role(&s.who.name, &s.who.credential));
+        match (session, role) {
+            (Some(s), Some(Role::Operator)) => Ok(Signed(s)),
             _ => Err(Redirect::to("/console/sign-in").into_response()),
         }
     }
@@ -148,15 +169,17 @@ async fn sign_in(
     headers: HeaderMap,
     ConsoleForm(form): ConsoleForm<SignInForm>,
 ) -> Response {
-    match st.credentials.identify(form.token.trim()) {
-        Some(actor) if actor.role == Role::Operator => {
+    match st.credentials.sign_in(form.token.trim()) {
+        Some((actor, credential)) if actor.role == Role::Operator => {
             tracing::info!(actor = %actor.name, "console sign-in");
-            let jar =
-                st.console_key
-                    .sign_in(&headers, Operator { name: actor.name }, st.clock.now());
+            let who = Operator {
+                name: actor.name,
+                credential,
+            };
+            let jar = st.console_key.sign_in(&headers, who, st.clock.now());
             (jar, Redirect::to("/console")).into_response()
         }
-        Some(actor) => layout::sign_in_page(
+        Some((actor, _)) => layout::sign_in_page(
             SERVICE,
             "Operator token",
             Some(&format!(

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{Markup, html};
 use rakuten_types::alert::{AlertView, OperatorActionKind, OperatorActionView};
+use rakuten_types::intent::IntentSummary;
 use rakuten_types::order::{ReportView, TaskSummary};
 use rakuten_types::query::{OrderListResult, QueryKind, QueryStatus, QueryView};
 use rakuten_types::{QueryId, TaskId, TaskStatus, Timestamp};
@@ -247,12 +248,16 @@ pub async fn attention(State(st): State<AppState>, signed: Signed) -> Response {
 }
 
 /// `item × quantity (≤ limit)` from an intent.
-fn intent_line(intent: &serde_json::Value) -> Markup {
-    let url = shown(intent["item_url"].as_str().unwrap_or("?"));
-    let qty = intent["quantity"].as_i64().unwrap_or(1);
+/// A list line's intent: its summary (D-list-pages-bounded), `?` when the stored intent cannot be
+/// read.
+fn intent_line(intent: &Option<IntentSummary>) -> Markup {
+    let Some(intent) = intent else {
+        return html! { span.muted { "?" } };
+    };
+    let url = shown(&intent.item_url);
     html! {
-        span.mono { (short_url(&url)) } " × " (qty)
-        @if let Some(max) = intent["max_total_yen"].as_i64() { " (≤ ¥" (max) ")" }
+        span.mono { (short_url(&url)) } " × " (intent.quantity)
+        @if let Some(max) = intent.max_total_yen { " (≤ ¥" (max) ")" }
     }
 }
 
@@ -423,7 +428,11 @@ pub async fn task(
         Err(e) => return store_error(&signed, e),
     }
     let now = st.clock.now();
-    let t = &detail.task;
+    let summary = detail.summary();
+    let t = &summary;
+    // Shown field by field from a parsed copy (also for a stored intent the checks would refuse);
+    // the text itself is shown as submitted (D-intent-verbatim-text).
+    let intent = detail.intent.value().unwrap_or_default();
     let known_order = detail
         .history
         .iter()
@@ -453,16 +462,17 @@ pub async fn task(
             section.card #intent {
                 h2 { "What it wanted" }
                 dl.kv {
-                    dt { "item" } dd.mono { (shown(t.intent["item_url"].as_str().unwrap_or("?"))) }
-                    dt { "quantity" } dd { (t.intent["quantity"].as_i64().unwrap_or(1)) }
-                    dt { "variant" } dd { (opt(t.intent["variant_id"].as_str())) }
-                    dt { "amount limit" } dd { @match t.intent["max_total_yen"].as_i64() {
+                    dt { "item" } dd.mono { (shown(intent["item_url"].as_str().unwrap_or("?"))) }
+                    dt { "quantity" } dd { (intent["quantity"].as_i64().unwrap_or(1)) }
+                    dt { "variant" } dd { (opt(intent["variant_id"].as_str())) }
+                    dt { "amount limit" } dd { @match intent["max_total_yen"].as_i64() {
                         Some(y) => { "¥" (y) }, None => span.muted { "worker default" } } }
                     dt { "site" } dd { (t.site) }
                     dt { "created" } dd { (ts(t.created_at)) " (" (age(now, t.created_at)) " ago)" }
                     dt { "last change" } dd { (ts(t.updated_at)) }
                 }
-                (raw_json("Intent as submitted (JSON)", &t.intent))
+                details { summary { "Intent as submitted (JSON)" }
+                    pre { (rakuten_types::text::json_printable(detail.intent.as_str())) } }
             }
             section.card #lease {
                 h2 { "Lease" }

@@ -6,6 +6,7 @@
 //!   [`auth::guarded`], which builds each router from its table of who may call what.
 //! - [`extract`]: extractors whose rejections are envelopes.
 //! - [`openapi`]: the generated OpenAPI document at `/openapi.json`.
+//! - [`page`]: the byte bound of every list page.
 //! - [`routes`]: one module per route group (`orders`, `queries` — the account-query channel —,
 //!   `operator` — alerts, resolve, cancel, workers —, `health`).
 //!
@@ -19,6 +20,7 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod openapi;
+pub mod page;
 pub mod routes;
 
 use std::sync::Arc;
@@ -72,6 +74,30 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Signs the console's session cookies.
     pub console_key: ConsoleKey,
+}
+
+/// Every path pattern the service serves: the API's access tables, the public probes and
+/// `/health`, `/openapi.json`, the console's pages and static files. The route × role matrix test
+/// (`tests/api/access.rs`) fails for a path served here without rows of its own, so a route added
+/// to a table cannot miss its check.
+pub fn served_paths() -> Vec<&'static str> {
+    let guarded = routes::orders::table()
+        .into_iter()
+        .chain(routes::queries::table(0))
+        .chain(routes::operator::table())
+        .chain(routes::probes::metrics_table())
+        .map(|(path, _, _)| path);
+    let public = routes::health::routes()
+        .into_iter()
+        .chain(routes::probes::routes())
+        .chain(crate::console::routes())
+        .map(|(path, _)| path);
+    let mut all: Vec<&'static str> = guarded.chain(public).collect();
+    all.push("/openapi.json");
+    all.extend(crate::console::STATIC_PATHS);
+    all.sort_unstable();
+    all.dedup();
+    all
 }
 
 /// The whole application router.

@@ -76,9 +76,10 @@ pub fn tasks(page: &Page<TaskSummary>) -> String {
 
 /// One task: its fields, then its history (every reported state, with evidence).
 pub fn task_detail(d: &TaskDetail) -> String {
-    let s = &d.task;
+    let s = d;
     let mut fields = table(&["field", "value"]);
-    let intent = serde_json::to_string(&s.intent).unwrap_or_default();
+    // The text as submitted (D-intent-verbatim-text), cut for the table; `--json` has it whole.
+    let intent = s.intent.as_str();
     for (k, v) in [
         ("task", s.task_id.to_string()),
         ("site", s.site.clone()),
@@ -90,7 +91,7 @@ pub fn task_detail(d: &TaskDetail) -> String {
         ("leases", s.lease_count.to_string()),
         ("created", s.created_at.to_string()),
         ("updated", s.updated_at.to_string()),
-        ("intent", cut(&intent)),
+        ("intent", cut(intent)),
     ] {
         fields.add_row(vec![k.to_owned(), v]);
     }

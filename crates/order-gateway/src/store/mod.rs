@@ -58,7 +58,8 @@ pub struct NewTask {
     pub task_id: TaskId,
     /// The site (`rakuten`).
     pub site: String,
-    /// The intent, serialized JSON object.
+    /// The intent's JSON text exactly as received: stored and handed out byte for byte
+    /// (D-intent-verbatim-text).
     pub intent_json: String,
     /// The upstream's deadline for a lease, if any (D-task-not-after-expired). A new task is
     /// created only while it lies ahead of `now` ([`StoreError::DeadlinePassed`] otherwise).
@@ -502,21 +503,25 @@ pub(crate) fn idempotency_mismatch(key: &str, id: &str, field: &str) -> StoreErr
     ))
 }
 
-/// Checks a resubmitted order against the stored row (site, then intent).
+/// Checks a resubmitted order against the stored row (site, then intent). The intent is the same
+/// when it is the same JSON value, numbers as written (D-intent-resubmit-same-value): key order,
+/// spacing and string escapes may differ, and the first submit's text is the one kept.
 pub(crate) fn check_same_task(
     task: &NewTask,
     stored_site: &str,
     stored_intent_json: &str,
 ) -> Result<(), StoreError> {
+    use rakuten_types::intent::IntentJson;
     let id = task.task_id.as_str();
     if stored_site != task.site {
         return Err(idempotency_mismatch("task_id", id, "site"));
     }
-    let stored: serde_json::Value = serde_json::from_str(stored_intent_json)
-        .map_err(|e| StoreError::Corrupt(format!("intent_json: {e}")))?;
-    let sent: serde_json::Value = serde_json::from_str(&task.intent_json)
-        .map_err(|e| StoreError::Corrupt(format!("intent_json: {e}")))?;
-    match json_difference("intent", &stored, &sent) {
+    let text = |t: &str| {
+        IntentJson::from_text(t.to_owned())
+            .map_err(|e| StoreError::Corrupt(format!("intent_json: {e}")))
+    };
+    let (stored, sent) = (text(stored_intent_json)?, text(&task.intent_json)?);
+    match stored.first_difference(&sent, "intent") {
         Some(f) => Err(idempotency_mismatch("task_id", id, &f)),
         None => Ok(()),
     }

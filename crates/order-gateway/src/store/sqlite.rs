@@ -74,6 +74,11 @@ pub fn migrator() -> Migrator {
                 "deadlines, event sequence",
                 include_str!("../../migrations/sqlite/0010_deadlines_event_sequence.sql"),
             ),
+            (
+                11,
+                "intent summary",
+                include_str!("../../migrations/sqlite/0011_intent_summary.sql"),
+            ),
         ],
         RELEASED,
     )

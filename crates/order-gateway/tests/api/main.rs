@@ -4,10 +4,12 @@
 //! gateways on one PostgreSQL schema. PostgreSQL: `DATABASE_URL_TEST` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), a fresh schema per test; it must be running.
 
+mod access;
 mod alert_crash;
 mod alert_delivery;
 mod bad_input;
 mod binary;
+mod bounded;
 mod clock_alerts;
 mod conformance;
 mod console;
@@ -39,3 +41,4 @@ mod soak;
 mod startup;
 mod store;
 mod submit;
+mod verbatim;

@@ -70,7 +70,7 @@ impl TaskRun<'_> {
         loop {
             self.check_lease()?;
             let err = match self.ctx.gateway.task(self.task_id()).await {
-                Ok(t) => return Ok(Ok(t.task.created_at)),
+                Ok(t) => return Ok(Ok(t.created_at)),
                 Err(e @ GatewayError::Transient(_)) => e,
                 Err(e @ (GatewayError::LeaseLost(_) | GatewayError::ShuttingDown)) => {
                     return Err(e.into());

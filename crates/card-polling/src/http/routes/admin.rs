@@ -1,5 +1,6 @@
 //! `POST /api/admin/import`: bulk import of shops, accounts, cards, devices and bindings
-//! (super_admin only). Bounded: 32 MiB body, 200,000 rows per kind. `?existing=skip` skips rows
+//! (super_admin only); `PUT`/`DELETE /api/admin/accounts/{id}/token`: replace or revoke an
+//! account's token (super_admin only). Bounded: 32 MiB body, 200,000 rows per kind. `?existing=skip` skips rows
 //! already stored as sent, so that a lost answer is recovered by sending the same rows again
 //! (D-import-existing-skip).
 
@@ -12,9 +13,9 @@ use rakuten_types::text::is_bidi_control;
 
 use super::key;
 use crate::domain::{Role, TokenHash};
-use crate::http::auth::Auth;
+use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
-use crate::http::extract::{Json as Body, Query};
+use crate::http::extract::{Json as Body, Path, Query};
 use crate::http::{AppState, ok};
 use crate::store::{ImportBatch, ImportCounts, ImportExisting, import_row};
 
@@ -55,6 +56,26 @@ fn listed_once<'a>(
             ))
         }
     }
+}
+
+/// The rules of an account's token, imported or replaced: 16–256 characters without spaces or
+/// control characters, and not the admin token. The message never repeats the token.
+fn check_token(token: &str, admin: &TokenHash) -> Result<(), ApiError> {
+    let n = token.chars().count();
+    if !(16..=256).contains(&n) || token.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(ApiError::invalid(
+            "token must be 16-256 characters without spaces",
+        ));
+    }
+    // The admin token is checked first at sign-in, so an account holding it could never act as
+    // itself: the two roles would collapse into super_admin (D-admin-token-is-nobody-elses).
+    if admin.ct_eq(&TokenHash::of(token).0) {
+        return Err(ApiError::invalid(
+            "token is the admin token (RAKUTEN_POLL_ADMIN_TOKEN): every account needs a token of \
+             its own",
+        ));
+    }
+    Ok(())
 }
 
 fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
@@ -110,20 +131,7 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
         if a.id == "admin" {
             return Err(at(ApiError::invalid("account id admin is reserved")));
         }
-        let n = a.token.chars().count();
-        if !(16..=256).contains(&n) || a.token.chars().any(|c| c.is_control() || c == ' ') {
-            return Err(at(ApiError::invalid(
-                "token must be 16-256 characters without spaces",
-            )));
-        }
-        // The admin token is checked first at sign-in, so an account holding it could never
-        // act as itself: the two roles would collapse into super_admin (D-admin-token-is-nobody-elses).
-        if admin.ct_eq(&TokenHash::of(&a.token).0) {
-            return Err(at(ApiError::invalid(
-                "token is the admin token (RAKUTEN_POLL_ADMIN_TOKEN): every account needs a \
-                 token of its own",
-            )));
-        }
+        check_token(&a.token, admin).map_err(at)?;
         if let Some(s) = &a.shop_id {
             key("account shop id", s).map_err(at)?;
         }
@@ -252,13 +260,10 @@ pub struct ImportQuery {
 /// import is told so (403), not what is wrong with a request it may not make.
 pub async fn import(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::ManageAccounts>,
     query: Result<Query<ImportQuery>, ApiError>,
     body: Result<Body<ImportBatch>, ApiError>,
 ) -> Result<Json<Envelope<ImportCounts>>, ApiError> {
-    if auth.0.role != Role::SuperAdmin {
-        return Err(ApiError::forbidden());
-    }
     let (Query(q), Body(batch)) = (query?, body?);
     check(&batch, &st.admin_token_hash)?;
     st.store
@@ -266,4 +271,75 @@ pub async fn import(
         .await
         .map(ok)
         .map_err(|e| ApiError::from_store(e, Some("row")))
+}
+
+/// `PUT /api/admin/accounts/{id}/token` body.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewToken {
+    /// The account's new Bearer token (only its SHA-256 is stored).
+    pub token: String,
+}
+
+/// What a token route did.
+#[derive(Debug, serde::Serialize)]
+pub struct TokenChanged {
+    /// The account.
+    pub id: String,
+    /// `replaced` or `revoked`.
+    pub token: &'static str,
+}
+
+/// An account id from a path (the bootstrap `admin` is no stored account: its token is
+/// `RAKUTEN_POLL_ADMIN_TOKEN`, changed by restarting with another).
+fn account_id(id: &str) -> Result<String, ApiError> {
+    let id = key("account id", id)?;
+    if id == "admin" {
+        return Err(ApiError::invalid(
+            "account admin is the bootstrap admin: change RAKUTEN_POLL_ADMIN_TOKEN and restart",
+        ));
+    }
+    Ok(id)
+}
+
+/// `PUT /api/admin/accounts/{id}/token` (super_admin): the account signs in with this token from
+/// now on, its old token is refused, and the console sessions the old one opened end; a revoked
+/// account is given back a token this way (D-access-account-tokens).
+pub async fn replace_token(
+    State(st): State<AppState>,
+    Allowed { account: who, .. }: Allowed<rule::ManageAccounts>,
+    Path(id): Path<String>,
+    Body(b): Body<NewToken>,
+) -> Result<Json<Envelope<TokenChanged>>, ApiError> {
+    let id = account_id(&id)?;
+    check_token(&b.token, &st.admin_token_hash)?;
+    st.store
+        .account_set_token(&id, &TokenHash::of(&b.token), st.clock.now())
+        .await
+        .map_err(|e| ApiError::from_store(e, Some("account")))?;
+    tracing::info!(account = %id, by = %who.id, "account token replaced");
+    Ok(ok(TokenChanged {
+        id,
+        token: "replaced",
+    }))
+}
+
+/// `DELETE /api/admin/accounts/{id}/token` (super_admin): the account's token signs nothing in any
+/// more and the console sessions it opened end; the account stays (its id names it in the audit
+/// trail). Revoking a revoked account changes nothing (D-access-account-tokens).
+pub async fn revoke_token(
+    State(st): State<AppState>,
+    Allowed { account: who, .. }: Allowed<rule::ManageAccounts>,
+    Path(id): Path<String>,
+) -> Result<Json<Envelope<TokenChanged>>, ApiError> {
+    let id = account_id(&id)?;
+    st.store
+        .account_revoke(&id, st.clock.now())
+        .await
+        .map_err(|e| ApiError::from_store(e, Some("account")))?;
+    tracing::info!(account = %id, by = %who.id, "account token revoked");
+    Ok(ok(TokenChanged {
+        id,
+        token: "revoked",
+    }))
 }

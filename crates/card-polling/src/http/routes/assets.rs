@@ -8,7 +8,7 @@ use rakuten_types::Envelope;
 
 use super::key;
 use crate::domain::asset::BindingRow;
-use crate::http::auth::Auth;
+use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path};
 use crate::http::{AppState, ok};
@@ -54,11 +54,10 @@ fn done(r: Result<(), crate::store::StoreError>, what: &str) -> Answer {
 /// `PUT /api/cards/{iccid}/polling`.
 pub async fn card_polling(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::Administer>,
     Path(iccid): Path<String>,
     Body(b): Body<Switch>,
 ) -> Answer {
-    auth.require_admin()?;
     let iccid = key("iccid", &iccid)?;
     done(st.store.card_set_polling(&iccid, b.enabled).await, "card")
 }
@@ -66,11 +65,10 @@ pub async fn card_polling(
 /// `PUT /api/cards/{iccid}/stop-lock`.
 pub async fn card_stop_lock(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::Administer>,
     Path(iccid): Path<String>,
     Body(b): Body<Lock>,
 ) -> Answer {
-    auth.require_admin()?;
     let iccid = key("iccid", &iccid)?;
     done(st.store.card_set_stop_lock(&iccid, b.locked).await, "card")
 }
@@ -78,10 +76,9 @@ pub async fn card_stop_lock(
 /// `DELETE /api/cards/{iccid}`: removes the card and its bindings; its items stay.
 pub async fn card_delete(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::Administer>,
     Path(iccid): Path<String>,
 ) -> Answer {
-    auth.require_admin()?;
     let iccid = key("iccid", &iccid)?;
     done(st.store.card_delete(&iccid).await, "card")
 }
@@ -89,11 +86,10 @@ pub async fn card_delete(
 /// `PUT /api/devices/{device_no}/polling`.
 pub async fn device_polling(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::Administer>,
     Path(device_no): Path<String>,
     Body(b): Body<Switch>,
 ) -> Answer {
-    auth.require_admin()?;
     let d = key("device_no", &device_no)?;
     done(st.store.device_set_polling(&d, b.enabled).await, "device")
 }
@@ -101,11 +97,10 @@ pub async fn device_polling(
 /// `PUT /api/devices/{device_no}/reported-slot`.
 pub async fn device_reported_slot(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::Administer>,
     Path(device_no): Path<String>,
     Body(b): Body<Slot>,
 ) -> Answer {
-    auth.require_admin()?;
     let d = key("device_no", &device_no)?;
     let slot = b.iccid.as_deref().map(|s| key("iccid", s)).transpose()?;
     done(
@@ -115,8 +110,11 @@ pub async fn device_reported_slot(
 }
 
 /// `PUT /api/bindings`: creates or changes a binding.
-pub async fn binding(State(st): State<AppState>, auth: Auth, Body(b): Body<BindingRow>) -> Answer {
-    auth.require_admin()?;
+pub async fn binding(
+    State(st): State<AppState>,
+    _: Allowed<rule::Administer>,
+    Body(b): Body<BindingRow>,
+) -> Answer {
     key("device_no", &b.device_no)?;
     key("iccid", &b.iccid)?;
     done(st.store.binding_upsert(&b).await, "binding")

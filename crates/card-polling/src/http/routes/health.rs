@@ -10,10 +10,11 @@ use serde::Serialize;
 
 use rakuten_types::{Envelope, ErrorCode};
 
+use crate::domain::{Action, authorize};
 use crate::executor::clock_guard::ClockHealth;
 use crate::executor::pool::QueueDepth;
 use crate::hints::ChannelLane;
-use crate::http::auth::Auth;
+use crate::http::auth::{Allowed, Auth, rule};
 use crate::http::error::ApiError;
 use crate::http::{AppState, ok};
 use crate::jobs::schedule_config::ScheduleConfigHealth;
@@ -98,16 +99,25 @@ pub enum HealthView {
     },
 }
 
-/// `GET /health`: with a valid token (any account), the database's state (open items by status,
-/// oldest pending age), liveness and queue depths per task type and lane; without an
-/// `Authorization` header only the status and whether the database answers;
-/// a wrong token is 401. When the database cannot be read within [`READY_TIMEOUT`] the answer is
+/// `GET /health`: with the token of an account that may read the queues (super_admin, platform),
+/// the database's state (open items by status, oldest pending age), liveness and queue depths per
+/// task type and lane; without an `Authorization` header, or with an agent's token, only the
+/// status and whether the database answers; an enterprise account's token is
+/// 403, a wrong token 401. When the database cannot be read within [`READY_TIMEOUT`] the answer is
 /// 503 with code 1503, `success: false`, and `data` still describing the state.
 pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response, ApiError> {
+    // The queues' state across every shop is for operators; an agent sees what an anonymous
+    // probe sees; an enterprise account is refused (D-access-health-by-role).
     let full = if parts.headers.contains_key(AUTHORIZATION) {
         let mut parts = parts;
-        Auth::from_request_parts(&mut parts, &st).await?;
-        true
+        let Auth(who) = Auth::from_request_parts(&mut parts, &st).await?;
+        if authorize(&who, Action::ReadQueues).is_ok() {
+            true
+        } else if authorize(&who, Action::ReadConfig).is_ok() {
+            false
+        } else {
+            return Err(ApiError::forbidden());
+        }
     } else {
         false
     };
@@ -215,8 +225,10 @@ pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeSta
 /// the scrape: the item counts are left out and `cardpoll_database_up` is 0, so the outage is
 /// itself on the dashboard (D-metrics); a hint channel that does not answer leaves out its
 /// lane depths and sets `cardpoll_hint_channel_up` to 0.
-pub async fn metrics(auth: Auth, State(st): State<AppState>) -> Result<Response, ApiError> {
-    auth.require_admin()?;
+pub async fn metrics(
+    _: Allowed<rule::ReadQueues>,
+    State(st): State<AppState>,
+) -> Result<Response, ApiError> {
     let items = within_ready_timeout("metrics", st.store.item_counts())
         .await
         .map(|found| {
@@ -325,8 +337,11 @@ pub struct TaskTypeView {
     pub interval_secs: u64,
 }
 
-/// `GET /api/task-types` (no auth): the configured task types.
-pub async fn task_types(State(st): State<AppState>) -> Json<Envelope<Vec<TaskTypeView>>> {
+/// `GET /api/task-types` (any account but enterprise): the configured task types.
+pub async fn task_types(
+    _: Allowed<rule::ReadConfig>,
+    State(st): State<AppState>,
+) -> Json<Envelope<Vec<TaskTypeView>>> {
     ok(st
         .task_types
         .all()

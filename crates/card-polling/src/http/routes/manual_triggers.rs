@@ -11,7 +11,7 @@ use serde::Deserialize;
 use rakuten_types::Envelope;
 
 use super::key;
-use crate::http::auth::Auth;
+use crate::http::auth::{Allowed, rule};
 use crate::http::error::{ApiError, PollCode};
 use crate::http::extract::Json as Body;
 use crate::http::{AppState, ok};
@@ -32,12 +32,9 @@ pub struct TriggerBody {
 /// Queues an immediate ordinary poll of a card.
 pub async fn create(
     State(st): State<AppState>,
-    Auth(who): Auth,
+    Allowed { account: who, .. }: Allowed<rule::Enqueue>,
     Body(b): Body<TriggerBody>,
 ) -> Result<Json<Envelope<ManualTriggerOutcome>>, ApiError> {
-    if who.scope().is_none() {
-        return Err(ApiError::forbidden());
-    }
     let iccid = key("iccid", &b.iccid)?;
     let task_types = super::task_type_list(b.task_types)?;
     let now = st.clock.now();

@@ -9,7 +9,7 @@ use rakuten_types::Envelope;
 
 use super::key;
 use crate::domain::{AssetRef, AssetType, PackageKind};
-use crate::http::auth::Auth;
+use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path};
 use crate::http::{AppState, ok};
@@ -43,10 +43,9 @@ impl NewOrder {
 /// Creates an unpaid order.
 pub async fn create(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::Administer>,
     Body(b): Body<NewOrder>,
 ) -> Result<Json<Envelope<OrderView>>, ApiError> {
-    auth.require_admin()?;
     let id = match &b.id {
         Some(id) => key("order id", id)?,
         None => uuid::Uuid::now_v7().to_string(),
@@ -62,10 +61,9 @@ pub async fn create(
 /// The payment callback: idempotent by `payment_id`.
 pub async fn payment_callback(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::Administer>,
     Body(cb): Body<PaymentCallback>,
 ) -> Result<Json<Envelope<PaymentOutcome>>, ApiError> {
-    auth.require_admin()?;
     key("payment_id", &cb.payment_id)?;
     key("order_id", &cb.order_id)?;
     let out = st
@@ -87,10 +85,9 @@ pub struct Activated {
 /// `POST /api/usages/{id}/activate`: pending → active, must hit one row (else 409).
 pub async fn activate_queued(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::Administer>,
     Path(id): Path<String>,
 ) -> Result<Json<Envelope<Activated>>, ApiError> {
-    auth.require_admin()?;
     let id = key("usage id", &id)?;
     let items = st
         .store
@@ -124,10 +121,9 @@ impl PackagePoll {
 /// The ordinary package poll's verdict for one asset.
 pub async fn package_poll(
     State(st): State<AppState>,
-    auth: Auth,
+    _: Allowed<rule::Administer>,
     Body(b): Body<PackagePoll>,
 ) -> Result<Json<Envelope<PackagePollOutcome>>, ApiError> {
-    auth.require_admin()?;
     key("asset_id", &b.asset_id)?;
     let out = st
         .store

@@ -18,7 +18,8 @@ use crate::domain::package::{OrderStatus, PACKAGE_PERIOD_DAYS, PackageKind, Paym
 use crate::priority::TriggerType;
 use crate::store::common::account_from_row;
 use crate::store::{
-    Demand, EnqueuedItem, ImportBatch, ImportCounts, ImportExisting, OrderView, PackagePollOutcome,
+    AccountRecord, Demand, EnqueuedItem, ImportBatch, ImportCounts, ImportExisting, OrderView,
+    PackagePollOutcome,
     PaymentCallback, PaymentOutcome, StoreError, StoreResult, import_row,
 };
 
@@ -39,13 +40,80 @@ pub(crate) async fn account_find_by_token(
 ) -> StoreResult<Option<Account>> {
     let row = sqlx::query(
         "SELECT id, role, shop_id, token_sha256, perm_manual_trigger, perm_card_data \
-         FROM accounts WHERE token_sha256 = $1",
+         FROM accounts WHERE token_sha256 = $1 AND revoked_at IS NULL",
     )
     .bind(hash.0.as_slice())
     .fetch_optional(pool)
     .await?;
     let Some(row) = row else { return Ok(None) };
     account_from_row(&row, hash)
+}
+
+/// Account `id` with its current token's hash (`None` when revoked).
+pub(crate) async fn account_get(pool: &Pool, id: &str) -> StoreResult<Option<AccountRecord>> {
+    let row = sqlx::query(
+        "SELECT id, role, shop_id, token_sha256, perm_manual_trigger, perm_card_data, revoked_at \
+         FROM accounts WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let stored: Vec<u8> = row.try_get("token_sha256")?;
+    let Ok(hash) = <[u8; 32]>::try_from(stored.as_slice()) else {
+        return Ok(None);
+    };
+    let hash = TokenHash(hash);
+    let Some(account) = account_from_row(&row, &hash)? else {
+        return Ok(None);
+    };
+    let revoked: Option<String> = row.try_get("revoked_at")?;
+    Ok(Some(AccountRecord {
+        account,
+        token: revoked.is_none().then_some(hash),
+    }))
+}
+
+/// Gives account `id` the token hash `token` and lifts a revocation.
+pub(crate) async fn account_set_token(
+    conn: &mut Conn,
+    id: &str,
+    token: &[u8],
+    now: Timestamp,
+) -> StoreResult<()> {
+    let holder: Option<String> =
+        sqlx::query_scalar("SELECT id FROM accounts WHERE token_sha256 = $1")
+            .bind(token)
+            .fetch_optional(&mut *conn)
+            .await?;
+    if holder.as_deref().is_some_and(|h| h != id) {
+        return Err(StoreError::Conflict(
+            "the token is already another account's".into(),
+        ));
+    }
+    one_row(
+        sqlx::query(
+            "UPDATE accounts SET token_sha256 = $1, revoked_at = NULL, token_changed_at = $2 \
+             WHERE id = $3",
+        )
+        .bind(token)
+        .bind(t(now))
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| map_constraint(e, "the token"))?,
+    )
+}
+
+/// Revokes account `id` (a revoked one keeps its first revocation time).
+pub(crate) async fn account_revoke(conn: &mut Conn, id: &str, now: Timestamp) -> StoreResult<()> {
+    one_row(
+        sqlx::query("UPDATE accounts SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2")
+            .bind(t(now))
+            .bind(id)
+            .execute(&mut *conn)
+            .await?,
+    )
 }
 
 async fn shop_exists(conn: &mut Conn, id: &str) -> StoreResult<bool> {
@@ -85,8 +153,8 @@ impl RowBase {
 }
 
 /// An account's row as an import with [`ImportExisting::Skip`] compares it: role, shop, token
-/// hash, manual-trigger and card-data permissions.
-type StoredAccount = (String, Option<String>, Vec<u8>, bool, bool);
+/// hash, manual-trigger and card-data permissions, and whether it was revoked.
+type StoredAccount = (String, Option<String>, Vec<u8>, bool, bool, Option<String>);
 
 /// An import's `INSERT` (a literal): as it is, so that a stored key is a unique violation
 /// (refused), or with `ON CONFLICT DO NOTHING` ([`ImportExisting::Skip`]), so that it changes no
@@ -248,8 +316,8 @@ pub(crate) async fn import(
         if inserted.rows_affected() == 0 {
             // Found by id; none means the token is another account's.
             let stored: Option<StoredAccount> = sqlx::query_as(
-                "SELECT role, shop_id, token_sha256, perm_manual_trigger, perm_card_data \
-                 FROM accounts WHERE id = $1",
+                "SELECT role, shop_id, token_sha256, perm_manual_trigger, perm_card_data, \
+                   revoked_at FROM accounts WHERE id = $1",
             )
             .bind(&a.id)
             .fetch_optional(&mut *tx)
@@ -262,13 +330,16 @@ pub(crate) async fn import(
             }
             same_as_stored(
                 "account",
-                stored.map(|(role, shop_id, hash, manual, card_data)| {
+                stored.map(|(role, shop_id, hash, manual, card_data, revoked_at)| {
+                    // A revoked account is not brought back by an import: its token is given
+                    // back with `PUT /api/admin/accounts/{id}/token` (D-access-account-tokens).
                     vec![
                         ("role", role == a.role.as_str()),
                         ("shop_id", shop_id == a.shop_id),
                         ("token", hash == token.0.as_slice()),
                         ("perm_manual_trigger", manual == a.perm_manual_trigger),
                         ("perm_card_data", card_data == a.perm_card_data),
+                        ("revoked", revoked_at.is_none()),
                     ]
                 }),
             )

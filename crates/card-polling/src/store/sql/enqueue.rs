@@ -78,6 +78,7 @@ impl hot::EnqueueStatements for Sqlx<'_> {
             .bind(u.operator)
             .bind(u.reason)
             .bind(u.retriggered_from)
+            .bind(u.source)
             .fetch_one(&mut *self.0)
             .await?)
     }

@@ -308,7 +308,7 @@ pub(crate) async fn close(
     // Locked (PostgreSQL, waiting for a claim or finish in flight) so the 409 names the status
     // the item really has when the close is decided (D-poll-postgres-concurrent-writes).
     let row = sqlx::query(concat!(
-        "SELECT shop_id, status FROM priority_items WHERE id = $1",
+        "SELECT shop_id, status, last_trigger_type, last_trigger_source FROM priority_items WHERE id = $1",
         dialect::lock_row!()
     ))
     .bind(id)
@@ -338,12 +338,15 @@ pub(crate) async fn close(
     if hit.rows_affected() != 1 {
         return Err(StoreError::Conflict("item is no longer active".into()));
     }
+    // The close names the trigger it ends, as every fact does (D-audit-system-facts-trigger).
+    let trigger_type: String = row.try_get("last_trigger_type")?;
+    let source: Option<String> = row.try_get("last_trigger_source")?;
     audit(
         tx,
         id,
         "close",
-        None,
-        None,
+        Some(&trigger_type),
+        source.as_deref(),
         Some(operator),
         Some(reason),
         Some("closed"),

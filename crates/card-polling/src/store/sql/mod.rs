@@ -294,6 +294,30 @@ impl Store for SqlStore {
         domain::account_find_by_token(&self.pool, hash).await
     }
 
+    async fn account_get(&self, id: &str) -> StoreResult<Option<AccountRecord>> {
+        domain::account_get(&self.pool, id).await
+    }
+
+    async fn account_set_token(
+        &self,
+        id: &str,
+        token: &TokenHash,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        self.write(
+            (id.to_owned(), token.0.to_vec(), now),
+            |c, (id, token, now)| domain::account_set_token(c, id, token, *now).boxed(),
+        )
+        .await
+    }
+
+    async fn account_revoke(&self, id: &str, now: Timestamp) -> StoreResult<()> {
+        self.write((id.to_owned(), now), |c, (id, now)| {
+            domain::account_revoke(c, id, *now).boxed()
+        })
+        .await
+    }
+
     async fn domain_import_with(
         &self,
         batch: &ImportBatch,

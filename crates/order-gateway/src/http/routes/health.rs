@@ -1,17 +1,19 @@
-//! `GET /health` (§4.6, §4.7): counts, active tasks, workers and raised alerts for a caller with
-//! a valid token of any role; an anonymous caller gets only the overall `status` (ids
-//! are not for everyone). A wrong token is 401.
+//! `GET /health` (§4.6, §4.7): counts, active tasks, workers and raised alerts for an operator;
+//! every other caller — no token, an upstream, worker or metrics token — gets only the overall
+//! `status`, the probe (D-health-detail-for-operators: the detail names tasks, workers and alert
+//! summaries, which only operators may read through the API; a metrics token is for `/metrics`).
+//! A wrong token is 401.
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 use axum::{Json, Router};
 use rakuten_types::Envelope;
 use rakuten_types::alert::AlertKind;
 use rakuten_types::order::{Alert, Health};
 
 use crate::http::AppState;
-use crate::http::auth::actor_of;
+use crate::http::auth::{Role, actor_of};
 use crate::http::error::ApiError;
 use crate::http::error::ErrorEnvelope;
 use crate::http::routes::orders::ApiResult;
@@ -20,11 +22,18 @@ use crate::store::operator::AlertFilter;
 
 /// The health route.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/health", get(health))
+    routes()
+        .into_iter()
+        .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
 }
 
-/// What `/health` shows: everything to a caller with a token, the status alone otherwise.
-#[derive(Debug, serde::Serialize)]
+/// The routes of [`router`] (path, handlers).
+pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![("/health", get(health))]
+}
+
+/// What `/health` shows: everything to an operator, the status alone to anyone else.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum HealthView {
     /// The spec's content (§4.6).
@@ -41,7 +50,7 @@ pub enum HealthView {
 #[utoipa::path(
     get, path = "/health", tag = "health",
     responses(
-        (status = 200, description = "with a valid token: the whole answer; without: only `status`", body = Envelope<Health>),
+        (status = 200, description = "with an operator token: the whole answer (`Health`); without a token, or with an upstream, worker or metrics token: only `status`", body = Envelope<HealthView>),
         (status = 401, description = "an Authorization header that is not a valid token (1001)", body = ErrorEnvelope),
     )
 )]
@@ -60,8 +69,8 @@ pub async fn health(State(st): State<AppState>, headers: HeaderMap) -> ApiResult
         h.status = "degraded".into();
     }
     Ok(Json(Envelope::ok(match caller {
-        Some(_) => HealthView::Full(h),
-        None => HealthView::Summary { status: h.status },
+        Some(a) if a.role == Role::Operator => HealthView::Full(h),
+        _ => HealthView::Summary { status: h.status },
     })))
 }
 

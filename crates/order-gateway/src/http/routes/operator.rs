@@ -17,7 +17,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::http::AppState;
-use crate::http::auth::{Actor, OPERATOR_ONLY, guarded};
+use crate::http::auth::{Actor, Guarded, OPERATOR_ONLY, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::http::routes::orders::ApiResult;
@@ -25,7 +25,12 @@ use crate::store::operator::{AlertFilter, CancelRequest, ResolveRequest, RetireR
 
 /// The operator routes (under `/api`, behind the Bearer middleware): operators only.
 pub fn router() -> Router<AppState> {
-    guarded(vec![
+    guarded(table())
+}
+
+/// The access table of [`router`]: operators only.
+pub fn table() -> Vec<Guarded> {
+    vec![
         ("/api/alerts", get(list_alerts), OPERATOR_ONLY),
         (
             "/api/orders/{task_id}/resolve",
@@ -35,7 +40,7 @@ pub fn router() -> Router<AppState> {
         ("/api/orders/{task_id}/cancel", post(cancel), OPERATOR_ONLY),
         ("/api/workers", get(list_workers), OPERATOR_ONLY),
         ("/api/workers/{worker_id}", delete(retire), OPERATOR_ONLY),
-    ])
+    ]
 }
 
 /// A required operator `reason`: 1–1000 characters, not blank or invisible only, no control
@@ -53,7 +58,9 @@ pub struct AlertQuery {
     pub state: Option<String>,
     /// Only this kind.
     pub kind: Option<String>,
-    /// Page size, default 50, larger values are clamped to 200.
+    /// Page size, default 50, larger values are clamped to 200. A page also ends before its
+    /// items pass 1 MiB of JSON; the answer's `limit` is the size used: continue at
+    /// `offset + limit`.
     pub limit: Option<i64>,
     /// Items to skip, default 0.
     pub offset: Option<i64>,
@@ -104,7 +111,9 @@ pub async fn list_alerts(
             offset,
         })
         .await?;
-    Ok(Json(Envelope::ok(page)))
+    Ok(Json(Envelope::ok(crate::http::page::within_byte_bound(
+        page,
+    ))))
 }
 
 /// Resolve a `stale` or `needs_human` task by hand, after checking the site: `succeeded` or

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::http::AppState;
-use crate::http::auth::{Actor, OPERATOR_ONLY, Role, guarded};
+use crate::http::auth::{Actor, Guarded, OPERATOR_ONLY, Role, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
 use crate::http::routes::operator::check_reason;
@@ -43,8 +43,13 @@ const MAX_TOKEN_CHARS: usize = 128;
 /// The order routes (all under `/api`, behind the Bearer middleware) and who besides operators
 /// may call each.
 pub fn router() -> Router<AppState> {
+    guarded(table())
+}
+
+/// The access table of [`router`]: path, handlers, who besides operators may call it.
+pub fn table() -> Vec<Guarded> {
     use Role::{Upstream, Worker};
-    guarded(vec![
+    vec![
         ("/api/orders", post(submit), &[Upstream]),
         ("/api/orders", get(list), &[Upstream]),
         (
@@ -60,7 +65,7 @@ pub fn router() -> Router<AppState> {
             post(reclaim),
             OPERATOR_ONLY,
         ),
-    ])
+    ]
 }
 
 /// Checks the query of both lease long-polls (orders §4.3, account queries §11.2): `wait` in
@@ -113,21 +118,22 @@ pub async fn submit(
     ApiJson(body): ApiJson<SubmitOrder>,
 ) -> ApiResult<SubmitOrderAck> {
     check_site(&body.site)?;
-    if !body.intent.is_object() {
-        return Err(ApiError::Validation("intent must be a JSON object".into()));
-    }
-    let intent_json = serde_json::to_string(&body.intent)
-        .map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?;
+    // Pass-through (§4.2): the intent's text is stored exactly as sent, its numbers, key order
+    // and spacing untouched (D-intent-verbatim-text); a parsed copy is only checked against the
+    // worker's own rules so that what can never be executed is refused now (D-order-intent-rules).
+    let intent_json = body.intent.as_str();
     if intent_json.len() > MAX_INTENT_BYTES {
         return Err(ApiError::PayloadTooLarge(format!(
-            "intent is {} bytes serialized; the limit is {MAX_INTENT_BYTES}",
+            "intent is {} bytes as sent; the limit is {MAX_INTENT_BYTES}",
             intent_json.len()
         )));
     }
-    // Pass-through (§4.2): the intent is stored exactly as sent; it is only checked against the
-    // worker's own rules so that what can never be executed is refused now (D-order-intent-rules).
-    rakuten_types::intent::OrderIntent::parse(&body.intent)
+    if !intent_json.starts_with('{') {
+        return Err(ApiError::Validation("intent must be a JSON object".into()));
+    }
+    rakuten_types::intent::OrderIntent::parse_json(&body.intent)
         .map_err(|e| ApiError::Validation(e.to_string()))?;
+    let intent_json = intent_json.to_owned();
     let task_id = match body.task_id {
         Some(id) => id,
         None => TaskId::parse(&uuid::Uuid::now_v7().to_string())
@@ -474,8 +480,8 @@ pub async fn reclaim(
     Ok(Json(Envelope::ok(grant)))
 }
 
-/// A task with its latest state and every report, oldest first (§4.6), its operator actions and
-/// the evidence queries gathered when it went stale.
+/// A task with its whole intent (its JSON text as submitted), its latest state and every report,
+/// oldest first (§4.6), its operator actions and the evidence queries gathered when it went stale.
 #[utoipa::path(
     get, path = "/api/orders/{task_id}", tag = "orders",
     params(("task_id" = String, Path, description = "task id")),
@@ -505,18 +511,23 @@ pub struct ListQuery {
     pub status: Option<String>,
     /// Only this site.
     pub site: Option<String>,
-    /// Page size, default 50, larger values are clamped to 200.
+    /// Page size, default 50, larger values are clamped to 200. A page also ends before its
+    /// items pass 1 MiB of JSON; the answer's `limit` is the size used: continue at
+    /// `offset + limit`.
     pub limit: Option<i64>,
     /// Items to skip, default 0.
     pub offset: Option<i64>,
 }
 
-/// List tasks, oldest first (§4.6).
+/// List tasks, oldest first (§4.6). Each item carries a summary of its intent (`item_url`,
+/// `quantity`, `variant_id`, `max_total_yen`) and the intent's size, never the whole intent:
+/// `GET /api/orders/{task_id}` has it, as submitted. One item is at most 12 KiB, a page's items
+/// at most 1 MiB (D-list-pages-bounded).
 #[utoipa::path(
     get, path = "/api/orders", tag = "orders",
     params(ListQuery),
     responses(
-        (status = 200, body = Envelope<Page<TaskSummary>>),
+        (status = 200, description = "a page of task summaries (intents summarized; at most 1 MiB of items)", body = Envelope<Page<TaskSummary>>),
         (status = 422, description = "unknown status or site, bad limit/offset (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
@@ -549,5 +560,7 @@ pub async fn list(
             offset,
         })
         .await?;
-    Ok(Json(Envelope::ok(page)))
+    Ok(Json(Envelope::ok(crate::http::page::within_byte_bound(
+        page,
+    ))))
 }

@@ -7,13 +7,13 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 use axum::{Json, Router};
 use rakuten_types::Envelope;
 use serde::Serialize;
 
 use crate::http::AppState;
-use crate::http::auth::{Role, guarded};
+use crate::http::auth::{Guarded, Role, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::store::StoreError;
 
@@ -29,14 +29,24 @@ pub struct ProbeStatus {
 
 /// `/livez` and `/readyz` (no token).
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/livez", get(livez))
-        .route("/readyz", get(readyz))
+    routes()
+        .into_iter()
+        .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
+}
+
+/// The routes of [`router`] (path, handlers).
+pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![("/livez", get(livez)), ("/readyz", get(readyz))]
 }
 
 /// `/metrics`, behind the Bearer middleware: operators and metrics tokens (D-metrics).
 pub fn metrics_router() -> Router<AppState> {
-    guarded(vec![("/metrics", get(metrics), &[Role::Metrics])])
+    guarded(metrics_table())
+}
+
+/// The access table of [`metrics_router`].
+pub fn metrics_table() -> Vec<Guarded> {
+    vec![("/metrics", get(metrics), &[Role::Metrics])]
 }
 
 /// Liveness: the process answers HTTP. Never touches the database.

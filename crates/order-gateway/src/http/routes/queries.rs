@@ -16,7 +16,7 @@ use utoipa::IntoParams;
 
 use super::orders::{ApiResult, check_site, lease_wait_and_site};
 use crate::http::AppState;
-use crate::http::auth::{Role, guarded};
+use crate::http::auth::{Guarded, Role, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::query_queue::{lease_with_wait, prepare_result, validate_submit};
@@ -32,9 +32,14 @@ const MAX_TOKEN_CHARS: usize = 128;
 /// operators may call each. The result route takes bodies up to
 /// [`Settings::query_result_body_limit`].
 pub fn router(settings: &Settings) -> Router<AppState> {
+    guarded(table(settings.query_result_body_limit()))
+}
+
+/// The access table of [`router`], the result route taking bodies up to `result_limit` bytes.
+pub fn table(result_limit: usize) -> Vec<Guarded> {
     use Role::{Upstream, Worker};
-    let result_limit = rakuten_edge::body::BodyLimit::layer(settings.query_result_body_limit());
-    guarded(vec![
+    let result_limit = rakuten_edge::body::BodyLimit::layer(result_limit);
+    vec![
         ("/api/account/queries", post(submit), &[Upstream]),
         ("/api/account/queries", get(list), &[Upstream]),
         (
@@ -52,7 +57,7 @@ pub fn router(settings: &Settings) -> Router<AppState> {
             post(result).layer(result_limit),
             &[Worker],
         ),
-    ])
+    ]
 }
 
 /// Submit an account query (§11.2). Idempotent on `query_id`; `kind` and `params` are checked
@@ -248,7 +253,9 @@ pub struct QueryListQuery {
     pub status: Option<String>,
     /// Only this kind (`order_list`, `order_detail`).
     pub kind: Option<String>,
-    /// Page size, default 50, larger values are clamped to 200.
+    /// Page size, default 50, larger values are clamped to 200. A page also ends before its
+    /// items pass 1 MiB of JSON; the answer's `limit` is the size used: continue at
+    /// `offset + limit`.
     pub limit: Option<i64>,
     /// Items to skip, default 0.
     pub offset: Option<i64>,
@@ -299,5 +306,7 @@ pub async fn list(
             offset,
         })
         .await?;
-    Ok(Json(Envelope::ok(page)))
+    Ok(Json(Envelope::ok(crate::http::page::within_byte_bound(
+        page,
+    ))))
 }

@@ -10,7 +10,7 @@ use super::tasks::gate_free;
 use super::{Conn, Db, Pool};
 use crate::settings::LeaseScope;
 use crate::store::dialect::Dialect;
-use crate::store::sql::rows::{TASK_COLUMNS, TaskRow, decode_report, ts};
+use crate::store::sql::rows::{TASK_COLUMNS, TASK_LIST_COLUMNS, TaskRow, decode_report, ts};
 use crate::store::sql::{eq_if_set, oldest_first_page};
 use crate::store::{
     AttentionTask, COUNT_CAP, HEALTH_WORKERS_LISTED, HealthSnapshot, Seek, SeekCursor, SeekPage,
@@ -30,8 +30,8 @@ pub(crate) async fn task_get(
     else {
         return Ok(None);
     };
-    let task = TaskRow::summary_or_undecodable(&row)?;
-    let history = sqlx::query(
+    let mut detail = TaskRow::detail_or_undecodable(&row)?;
+    detail.history = sqlx::query(
         "SELECT state, payable_yen, pay_deadline, site_order_id, evidence_ref, detail, \
          error_code, worker_id, operator, reported_at FROM task_reports WHERE task_id = $1 ORDER BY seq",
     )
@@ -42,13 +42,9 @@ pub(crate) async fn task_get(
     .map(decode_report)
     .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
-    Ok(Some(TaskDetail {
-        task,
-        history,
-        // Filled by the HTTP layer from the operator store.
-        operator_actions: Vec::new(),
-        evidence_queries: Vec::new(),
-    }))
+    // `operator_actions` and `evidence_queries` are filled by the HTTP layer from the operator
+    // store.
+    Ok(Some(detail))
 }
 
 pub(crate) async fn task_list(pool: &Pool, f: TaskFilter) -> Result<Page<TaskSummary>, StoreError> {
@@ -56,7 +52,7 @@ pub(crate) async fn task_list(pool: &Pool, f: TaskFilter) -> Result<Page<TaskSum
     let filters = [("t.status", status), ("t.site", f.site.as_deref())];
     let page = (f.limit, f.offset);
     // A poison row shows up (set aside, or undecodable), never fails the page.
-    filtered_page(pool, TASK_COLUMNS, "tasks t", "t.", filters, page, TaskRow::summary_or_undecodable).await
+    filtered_page(pool, TASK_LIST_COLUMNS, "tasks t", "t.", filters, page, TaskRow::summary_or_undecodable).await
 }
 
 /// One page of `SELECT columns FROM from_table` where each `(column, value)` filter that is set
@@ -112,7 +108,7 @@ pub(crate) async fn task_seek(
     limit: i64,
 ) -> Result<SeekPage<TaskSummary>, StoreError> {
     let filters = [("t.status", status.map(|s| s.as_str())), ("t.site", site.as_deref())];
-    seek_page(pool, TASK_COLUMNS, "tasks t", "t.", filters, (&seek, limit), TaskRow::summary_or_undecodable).await
+    seek_page(pool, TASK_LIST_COLUMNS, "tasks t", "t.", filters, (&seek, limit), TaskRow::summary_or_undecodable).await
 }
 
 /// `SELECT COUNT(*)` of at most [`COUNT_CAP`] + 1 rows of `FROM {from_where}` taken in
@@ -284,7 +280,7 @@ async fn summaries(
     bind: Option<String>,
 ) -> Result<Vec<TaskSummary>, StoreError> {
     let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM tasks t WHERE {where_sql} ORDER BY t.created_at, t.{} LIMIT 100",
+        "SELECT {TASK_LIST_COLUMNS} FROM tasks t WHERE {where_sql} ORDER BY t.created_at, t.{} LIMIT 100",
         Db::INSERTION_ORDER
     );
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -406,7 +402,7 @@ pub(crate) async fn task_attention(
         )
     };
     let sql = format!(
-        "SELECT {TASK_COLUMNS}, \
+        "SELECT {TASK_LIST_COLUMNS}, \
            (SELECT r.detail FROM task_reports r WHERE r.task_id = t.task_id \
              ORDER BY r.seq DESC LIMIT 1) AS last_detail, \
            (SELECT r.error_code FROM task_reports r WHERE r.task_id = t.task_id \
@@ -432,7 +428,7 @@ pub(crate) async fn task_attention(
         .iter()
         .map(|r| {
             Ok(AttentionTask {
-                task: TaskRow::decode(r)?.into_summary()?,
+                task: TaskRow::decode(r)?.into_summary(),
                 last_detail: r.try_get("last_detail")?,
                 ended_by: r.try_get("ended_by")?,
                 last_error_code: r.try_get("last_error_code")?,

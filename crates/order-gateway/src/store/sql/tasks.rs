@@ -100,14 +100,24 @@ pub(crate) async fn task_insert(
     now: Timestamp,
 ) -> Result<SubmitOrderAck, StoreError> {
     let before_deadline = task.not_after.is_none_or(|t| t > now);
+    // What lists show of the intent, written once (D-list-pages-bounded); none for a text that is
+    // not a checked intent (only a store-level caller can send one).
+    let summary = rakuten_types::intent::IntentJson::from_text(task.intent_json.clone())
+        .ok()
+        .and_then(|i| rakuten_types::intent::OrderIntent::parse_json(&i).ok())
+        .and_then(|i| serde_json::to_string(&i.summary()).ok());
+    let bytes = i64::try_from(task.intent_json.len()).unwrap_or(i64::MAX);
     let inserted = sqlx::query(
-        "INSERT INTO tasks (task_id, site, intent_json, status, lease_count, created_at, updated_at, \
-         not_after) SELECT $1, $2, $3, 'queued', 0, $4, $4, $5 WHERE $6 = 1 \
+        "INSERT INTO tasks (task_id, site, intent_json, intent_summary, intent_bytes, status, \
+         lease_count, created_at, updated_at, not_after) \
+         SELECT $1, $2, $3, $4, $5, 'queued', 0, $6, $6, $7 WHERE $8 = 1 \
          ON CONFLICT (task_id) DO NOTHING",
     )
     .bind(task.task_id.as_str())
     .bind(&task.site)
     .bind(&task.intent_json)
+    .bind(summary)
+    .bind(bytes)
     .bind(now.to_rfc3339())
     .bind(task.not_after.map(|t| t.to_rfc3339()))
     .bind(i32::from(before_deadline))
@@ -129,7 +139,8 @@ pub(crate) async fn task_insert(
     };
     // Same transaction as the insert: the row's site, intent and deadline never change after
     // insert.
-    crate::store::check_same_task(&task, &existing.site, &existing.intent_json)?;
+    let stored = existing.intent_json.as_deref().unwrap_or_default();
+    crate::store::check_same_task(&task, &existing.site, stored)?;
     if existing.not_after != task.not_after {
         return Err(crate::store::idempotency_mismatch(
             "task_id",
