@@ -1,5 +1,5 @@
-//! Test lanes. `cargo test --workspace` runs every test that needs only the Rust toolchain; a
-//! test that needs more — a service, a browser, libfaketime, or minutes of running — belongs to a
+//! Test lanes (D-test-lanes). `cargo test --workspace` runs every test that needs only the Rust
+//! toolchain; a test that needs more — a service, a browser, libfaketime, or minutes of running — belongs to a
 //! lane and is ignored, with the way to turn it on as the reason, unless `RAKUTEN_TEST_LANES`
 //! names its lane:
 //!

@@ -67,7 +67,7 @@ async fn the_same_task_type_twice_in_one_enqueue_counts_once_with_one_audit_fact
 #[super::lane]
 #[tokio::test]
 async fn reading_items_needs_the_permission_that_enqueueing_needs() {
-    // D-poll-permissions: an account without the manual trigger permission could
+    // D-access-one-rule: an account without the manual trigger permission could
     // read every item in its scope.
     let app = spawn_seeded().await;
     let token = "tok-platform-notrigger-1";
