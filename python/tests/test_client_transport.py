@@ -139,8 +139,8 @@ def test_a_conflict_code_keeps_its_class_on_any_route() -> None:
 def test_a_newer_gateways_status_and_fields_are_kept_not_refused() -> None:
     newer = {
         **TASK,
-        "status": "expired",
-        "not_after": "2026-07-28T00:00:00.000Z",
+        "status": "archived",
+        "archived_at": "2026-07-28T00:00:00.000Z",
         "latest_state": "returned",
         "outcome": "failed",
     }
@@ -150,16 +150,16 @@ def test_a_newer_gateways_status_and_fields_are_kept_not_refused() -> None:
     c, clock = client_with(lambda req: httpx.Response(200, json=envelope(newer)))
     task = c.wait("t-1", timeout=60)
     assert clock.pauses == []  # not in progress: returned at once, not waited on
-    assert task.status == "expired"
+    assert task.status == "archived"
     assert not task.status.is_known
     assert not task.status.in_progress
     assert str(task.latest_state) == "returned"
     assert task.intent is None
     assert task.model_extra == {
-        "not_after": "2026-07-28T00:00:00.000Z",
+        "archived_at": "2026-07-28T00:00:00.000Z",
         "intent_summary": {"item_url": "https://item.rakuten.co.jp/s/c/"},
     }
-    assert task.model_dump(mode="json")["status"] == "expired"
+    assert task.model_dump(mode="json")["status"] == "archived"
     assert TaskStatus("queued") is TaskStatus.QUEUED
 
 

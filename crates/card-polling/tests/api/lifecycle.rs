@@ -570,7 +570,7 @@ async fn every_request_is_one_access_log_line_without_its_token_or_query() {
     assert_eq!(s, 404, "{v}");
     // The access line is written when the response body has ended, which the client can see
     // first: wait (boundedly) for the second request's line; the checks below say what is missing.
-    let _ = test_util::poll_within(std::time::Duration::from_secs(2), async || {
+    let _ = test_util::poll_within(std::time::Duration::from_secs(20), async || {
         logs.text().contains("params=id=987654").then_some(()).ok_or(())
     })
     .await;
