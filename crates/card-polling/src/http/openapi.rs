@@ -63,6 +63,8 @@ struct Op {
     errors: &'static [(&'static str, &'static str)],
     query: Value,
     data: Option<Value>,
+    /// The 200 answer is Prometheus text, not the JSON envelope (`/metrics`).
+    plain_text: bool,
 }
 
 /// `/health`'s `data`: the status alone without a token, everything with one. Its `clock` and
@@ -169,6 +171,7 @@ fn ops() -> Vec<Op> {
         errors,
         query: json!([]),
         data: None,
+        plain_text: false,
     };
     vec![
         Op {
@@ -208,14 +211,17 @@ fn ops() -> Vec<Op> {
                 &[],
             )
         },
-        op(
-            "get",
-            "/metrics",
-            "health",
-            "Prometheus text (`text/plain; version=0.0.4`), not the envelope: open items, lane depths, cycles, carrier calls (super_admin, platform)",
-            None,
-            &[],
-        ),
+        Op {
+            plain_text: true,
+            ..op(
+                "get",
+                "/metrics",
+                "health",
+                "Prometheus text (`text/plain; version=0.0.4`), not the envelope: open items, lane depths, cycles, carrier calls (super_admin, platform)",
+                None,
+                &[],
+            )
+        },
         op(
             "get",
             "/api/task-types",
@@ -452,8 +458,11 @@ pub fn document() -> Value {
             Some(data) => json!({"allOf": [envelope, {"properties": {"data": data}}]}),
             None => envelope,
         };
-        let mut responses =
-            json!({"200": {"description": "ok", "content": {"application/json": {"schema": ok}}}});
+        let mut responses = if o.plain_text {
+            json!({"200": {"description": "ok", "content": {"text/plain": {"schema": {"type": "string"}}}}})
+        } else {
+            json!({"200": {"description": "ok", "content": {"application/json": {"schema": ok}}}})
+        };
         let mut errors = o.errors.to_vec();
         if o.body.is_some() {
             errors.push(UNSUPPORTED_ENCODING);
@@ -583,6 +592,16 @@ mod tests {
             crate::http::routes::MAX_TASK_TYPES,
             "{body}"
         );
+    }
+
+    /// `/metrics` answers Prometheus text; documented as the JSON envelope, every answer broke
+    /// the document (schemathesis: undocumented content type).
+    #[test]
+    fn metrics_is_documented_as_prometheus_text() {
+        let doc = super::openapi();
+        let ok = &doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"];
+        assert!(ok["text/plain"].is_object(), "{ok}");
+        assert!(ok.get("application/json").is_none(), "{ok}");
     }
 
     #[test]

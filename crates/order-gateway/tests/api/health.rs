@@ -175,3 +175,27 @@ async fn an_offline_worker_and_its_alert_stay_in_view_past_a_thousand_workers() 
     assert_eq!(ws[0]["worker_id"], "zz-real", "offline first: {}", ws[0]);
     assert_eq!(ws[0]["offline"], true);
 }
+
+/// An operator's whole `/health` answer also has `status`: with an open summary schema it matched
+/// both branches of the document's `oneOf`, which a schema-checking client (schemathesis) refuses.
+/// The summary admits no other property, so each answer matches exactly one branch.
+#[tokio::test]
+async fn the_health_summary_schema_is_closed_so_a_whole_answer_matches_one_branch() {
+    let app = spawn_app().await;
+    let doc: serde_json::Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let summary = &doc["components"]["schemas"]["HealthSummary"];
+    assert_eq!(summary["additionalProperties"], false, "{summary}");
+    assert_eq!(
+        summary["required"],
+        serde_json::json!(["status"]),
+        "{summary}"
+    );
+}

@@ -39,10 +39,17 @@ pub enum HealthView {
     /// The spec's content (§4.6).
     Full(Health),
     /// `{"status": "ok" | "degraded"}`.
-    Summary {
-        /// `ok` or `degraded`.
-        status: String,
-    },
+    Summary(HealthSummary),
+}
+
+/// What every caller but an operator sees of `/health`. Its schema admits no other property, so
+/// the operator's whole answer (which also has `status`) is never read as a summary: a client
+/// validating against the document finds exactly one of the two.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HealthSummary {
+    /// `ok` or `degraded`.
+    pub status: String,
 }
 
 /// Health and alerts; `status` is `degraded` while any alert is raised or writes fail (HTTP 200
@@ -70,7 +77,7 @@ pub async fn health(State(st): State<AppState>, headers: HeaderMap) -> ApiResult
     }
     Ok(Json(Envelope::ok(match caller {
         Some(a) if a.role == Role::Operator => HealthView::Full(h),
-        _ => HealthView::Summary { status: h.status },
+        _ => HealthView::Summary(HealthSummary { status: h.status }),
     })))
 }
 
