@@ -424,7 +424,7 @@ pub enum StoreError {
     /// A new task's `not_after` is not in the future (422, 1003). Refused only when the task
     /// would be created: an identical resubmit of an existing task answers that task.
     #[error(
-        "not_after {not_after} is not in the future (now {now}); a task whose deadline has          passed would never be leased"
+        "not_after {not_after} is not in the future (now {now}); a task whose deadline has passed would never be leased"
     )]
     DeadlinePassed {
         /// The deadline sent.

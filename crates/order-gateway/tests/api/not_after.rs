@@ -158,11 +158,10 @@ async fn a_not_after_in_the_past_or_malformed_is_refused(e: Engine) {
             Some(now.minus(Duration::from_secs(3600))),
         ))
         .await;
-    assert!(
-        a.body["msg"].as_str().unwrap().contains("in the future"),
-        "{:?}",
-        a.body
-    );
+    let msg = a.body["msg"].as_str().unwrap();
+    assert!(msg.contains("in the future"), "{:?}", a.body);
+    // The message reads as one sentence: no run of spaces inside it.
+    assert!(!msg.contains("  "), "{msg:?}");
     // Any RFC 3339 offset is read; the task shows it in the canonical form.
     let mut body = order("po-offset", None);
     body["not_after"] = json!("2026-07-27T10:00:00+09:00");
