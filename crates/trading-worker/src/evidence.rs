@@ -19,6 +19,24 @@ pub struct EvidenceStore {
     root: PathBuf,
 }
 
+/// What one evidence write records besides the page: the task's step it belongs to and the
+/// order state the worker held when it wrote it.
+#[derive(Debug, Clone)]
+pub struct EvidenceOf {
+    /// Task.
+    pub task_id: TaskId,
+    /// Sequence number: `NN` in the file names.
+    pub seq: i64,
+    /// Step name: lower-case ASCII letters, digits and `-`, 1..=64 (anything else is refused).
+    pub step: String,
+    /// The local order state, written into `.meta.json`.
+    pub local_state: OrderState,
+    /// What the step saw, written into `.meta.json`.
+    pub note: Option<String>,
+    /// When.
+    pub at: Timestamp,
+}
+
 /// What one evidence write produced.
 #[derive(Debug, Clone)]
 pub struct EvidenceEntry {
@@ -82,37 +100,15 @@ impl EvidenceStore {
     ///
     /// # Errors
     /// As [`EvidenceStore::write`].
-    #[allow(clippy::too_many_arguments)]
     pub async fn write_async(
         &self,
-        task_id: &TaskId,
-        seq: i64,
-        step: &str,
-        page: Option<&PageSnapshot>,
-        local_state: OrderState,
-        note: Option<&str>,
-        at: Timestamp,
+        about: EvidenceOf,
+        page: Option<PageSnapshot>,
     ) -> std::io::Result<EvidenceEntry> {
-        let (store, id, step, page, note) = (
-            self.clone(),
-            task_id.clone(),
-            step.to_owned(),
-            page.cloned(),
-            note.map(str::to_owned),
-        );
-        tokio::task::spawn_blocking(move || {
-            store.write(
-                &id,
-                seq,
-                &step,
-                page.as_ref(),
-                local_state,
-                note.as_deref(),
-                at,
-            )
-        })
-        .await
-        .map_err(std::io::Error::other)?
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.write(&about, page.as_ref()))
+            .await
+            .map_err(std::io::Error::other)?
     }
 
     /// The root directory.
@@ -132,17 +128,20 @@ impl EvidenceStore {
     ///
     /// # Errors
     /// Any I/O error; the caller must then not report the step.
-    #[allow(clippy::too_many_arguments)]
     pub fn write(
         &self,
-        task_id: &TaskId,
-        seq: i64,
-        step: &str,
+        about: &EvidenceOf,
         page: Option<&PageSnapshot>,
-        local_state: OrderState,
-        note: Option<&str>,
-        at: Timestamp,
     ) -> std::io::Result<EvidenceEntry> {
+        let EvidenceOf {
+            task_id,
+            seq,
+            step,
+            local_state,
+            note,
+            at,
+        } = about;
+        let (seq, local_state, at) = (*seq, *local_state, *at);
         check_step(step)?;
         let dir = self.task_dir(task_id);
         if !dir.exists() {
@@ -208,17 +207,15 @@ mod tests {
             html: Some("<html></html>".into()),
             png: None,
         };
-        let e = store
-            .write(
-                &id,
-                1,
-                "cart-add",
-                Some(&page),
-                OrderState::InCart,
-                None,
-                Timestamp::EPOCH,
-            )
-            .unwrap();
+        let about = |seq: i64, step: &str| EvidenceOf {
+            task_id: id.clone(),
+            seq,
+            step: step.to_owned(),
+            local_state: OrderState::InCart,
+            note: None,
+            at: Timestamp::EPOCH,
+        };
+        let e = store.write(&about(1, "cart-add"), Some(&page)).unwrap();
         assert_eq!(e.evidence_ref, "po-1/01-cart-add");
         assert!(dir.path().join("po-1/01-cart-add.html").exists());
         assert!(!dir.path().join("po-1/01-cart-add.png").exists());
@@ -229,20 +226,7 @@ mod tests {
         assert_eq!(meta["http_status"], 200);
         assert_eq!(meta["local_order_state"], "in_cart");
         for bad in ["../x", "a/b", "", "UPPER"] {
-            assert!(
-                store
-                    .write(
-                        &id,
-                        2,
-                        bad,
-                        None,
-                        OrderState::InCart,
-                        None,
-                        Timestamp::EPOCH
-                    )
-                    .is_err(),
-                "{bad}"
-            );
+            assert!(store.write(&about(2, bad), None).is_err(), "{bad}");
         }
     }
 }

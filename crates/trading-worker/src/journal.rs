@@ -17,7 +17,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, SqlSafeStr, SqlitePool};
 
-use crate::evidence::EvidenceEntry;
+use crate::evidence::{EvidenceEntry, EvidenceOf};
 
 /// Journal failures.
 #[derive(Debug, thiserror::Error)]
@@ -211,6 +211,18 @@ pub struct StepRecord {
 }
 
 impl StepRecord {
+    /// What the evidence of this step records besides the page, under number `seq`.
+    pub fn evidence_of(&self, seq: i64) -> EvidenceOf {
+        EvidenceOf {
+            task_id: self.task_id.clone(),
+            seq,
+            step: self.step.clone(),
+            local_state: self.state,
+            note: self.detail.clone(),
+            at: self.at,
+        }
+    }
+
     /// A record with only the essentials set; the rest default to "nothing new".
     pub fn new(task_id: &TaskId, step: &str, state: OrderState, at: Timestamp) -> Self {
         StepRecord {

@@ -143,15 +143,7 @@ impl Monitor {
             .await?;
         let entry = ctx
             .evidence
-            .write_async(
-                &rec.task_id,
-                seq,
-                &rec.step,
-                page,
-                rec.state,
-                rec.detail.as_deref(),
-                rec.at,
-            )
+            .write_async(rec.evidence_of(seq), page.cloned())
             .await?;
         let mut rec = rec.clone();
         rec.evidence = Some(entry);

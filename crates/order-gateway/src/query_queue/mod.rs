@@ -241,6 +241,11 @@ pub fn prepare_result(
 ///
 /// # Errors
 /// [`StoreError`] from the store.
+// The order long-poll's six arguments (`lease::long_poll::lease_with_wait`) plus `query_ttl`,
+// which moves `req.created_after` forward at each attempt. Four are the shared services the
+// route holds (store, notifier, clock, shutdown) and the rest say what to lease and for how
+// long; both long-polls take the same services the same way, so a struct for this one alone
+// would only rename them.
 #[allow(clippy::too_many_arguments)]
 pub async fn lease_with_wait(
     store: &dyn QueryStore,

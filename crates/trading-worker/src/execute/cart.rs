@@ -3,7 +3,7 @@
 
 use rakuten_types::{ErrorCode, OrderState, Outcome};
 
-use super::{SEQ_CART_ADD, SEQ_CART_CHECK, Stop, TaskRun};
+use super::{Ending, SEQ_CART_ADD, SEQ_CART_CHECK, Stop, TaskRun};
 use crate::site::{CartLine, item_text};
 
 impl TaskRun<'_> {
@@ -78,13 +78,15 @@ impl TaskRun<'_> {
             let msg = format!("cart does not hold exactly the intended line; it holds {held}");
             return self
                 .finish(
-                    Some(SEQ_CART_CHECK),
-                    "cart-check",
-                    Some(&step.page),
-                    OrderState::InCart,
-                    Outcome::Failed,
-                    Some(ErrorCode::SiteUnexpectedPage),
-                    msg,
+                    Ending {
+                        seq: Some(SEQ_CART_CHECK),
+                        step: "cart-check",
+                        page: Some(&step.page),
+                        state: OrderState::InCart,
+                        outcome: Outcome::Failed,
+                        code: Some(ErrorCode::SiteUnexpectedPage),
+                        detail: msg,
+                    },
                     |_| {},
                 )
                 .await

@@ -33,6 +33,8 @@ mod cart;
 mod confirm;
 mod pay;
 mod record;
+
+use record::Ending;
 mod recovery;
 mod safe_step;
 mod submit;
@@ -168,13 +170,15 @@ impl<'a> TaskRun<'a> {
             Err(msg) => {
                 return self
                     .finish(
-                        None,
-                        "intent",
-                        None,
-                        OrderState::Created,
-                        Outcome::Failed,
-                        Some(ErrorCode::Validation),
-                        msg,
+                        Ending {
+                            seq: None,
+                            step: "intent",
+                            page: None,
+                            state: OrderState::Created,
+                            outcome: Outcome::Failed,
+                            code: Some(ErrorCode::Validation),
+                            detail: msg,
+                        },
                         |_| {},
                     )
                     .await;
@@ -207,13 +211,15 @@ impl<'a> TaskRun<'a> {
                 format!("invalid intent: {wanted} does not match the item's variants ({offered})");
             return self
                 .finish(
-                    None,
-                    "intent",
-                    None,
-                    OrderState::Created,
-                    Outcome::Failed,
-                    Some(ErrorCode::Validation),
-                    msg,
+                    Ending {
+                        seq: None,
+                        step: "intent",
+                        page: None,
+                        state: OrderState::Created,
+                        outcome: Outcome::Failed,
+                        code: Some(ErrorCode::Validation),
+                        detail: msg,
+                    },
                     |_| {},
                 )
                 .await;

@@ -1,11 +1,31 @@
 //! Evidence → journal → report of one step ([`TaskRun::record`]), and ending a task
-//! ([`TaskRun::finish`]).
+//! ([`TaskRun::finish`] with an [`Ending`]).
 
 use rakuten_types::{ErrorCode, OrderState, Outcome};
 
 use super::{Stop, TaskRun, clip, outcome_before_submit};
 use crate::journal::StepRecord;
 use crate::site::{PageSnapshot, SiteError};
+
+/// How a task ends ([`TaskRun::finish`]): the step that ends it and the page it read, the order
+/// state it leaves, the outcome and error code the terminal report carries, and why.
+#[derive(Debug)]
+pub(super) struct Ending<'a> {
+    /// The §6.1 number of a main step; `None` takes the task's next free evidence number.
+    pub(super) seq: Option<i64>,
+    /// The step's name, as in the evidence file name.
+    pub(super) step: &'a str,
+    /// The page the step read, kept as evidence.
+    pub(super) page: Option<&'a PageSnapshot>,
+    /// The order's state at the end.
+    pub(super) state: OrderState,
+    /// The task's outcome.
+    pub(super) outcome: Outcome,
+    /// The error code reported, if the outcome is not a success.
+    pub(super) code: Option<ErrorCode>,
+    /// Why the task ended, for the report and the logs (clipped to 1,000 characters).
+    pub(super) detail: String,
+}
 
 impl TaskRun<'_> {
     pub(super) fn rec(&self, step: &str, state: OrderState) -> StepRecord {
@@ -27,15 +47,7 @@ impl TaskRun<'_> {
         let entry = self
             .ctx
             .evidence
-            .write_async(
-                self.task_id(),
-                seq,
-                &rec.step,
-                page,
-                rec.state,
-                rec.detail.as_deref(),
-                rec.at,
-            )
+            .write_async(rec.evidence_of(seq), page.cloned())
             .await?;
         rec.evidence = Some(entry);
         self.ctx
@@ -49,18 +61,21 @@ impl TaskRun<'_> {
     }
 
     /// Ends the task: evidence (the page, if any) → journal (finished) → terminal report.
-    #[allow(clippy::too_many_arguments)]
+    /// `extra` fills the rest of the record (intents resolved, monitoring, pay deadline).
     pub(super) async fn finish(
         &self,
-        seq: Option<i64>,
-        step: &str,
-        page: Option<&PageSnapshot>,
-        state: OrderState,
-        outcome: Outcome,
-        code: Option<ErrorCode>,
-        detail: String,
-        mut extra: impl FnMut(&mut StepRecord),
+        end: Ending<'_>,
+        extra: impl FnOnce(&mut StepRecord),
     ) -> Result<(), Stop> {
+        let Ending {
+            seq,
+            step,
+            page,
+            state,
+            outcome,
+            code,
+            detail,
+        } = end;
         let mut rec = self.rec(step, state);
         rec.finish = Some((outcome, code.map(ErrorCode::as_i32)));
         rec.detail = Some(clip(&detail));
@@ -77,13 +92,15 @@ impl TaskRun<'_> {
         e: &SiteError,
     ) -> Result<(), Stop> {
         self.finish(
-            seq,
-            step,
-            e.page.as_ref(),
-            state,
-            outcome_before_submit(e.kind),
-            Some(e.kind.code()),
-            e.message.clone(),
+            Ending {
+                seq,
+                step,
+                page: e.page.as_ref(),
+                state,
+                outcome: outcome_before_submit(e.kind),
+                code: Some(e.kind.code()),
+                detail: e.message.clone(),
+            },
             |_| {},
         )
         .await

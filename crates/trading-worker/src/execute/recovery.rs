@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rakuten_types::{OrderState, Outcome};
 
-use super::{Stop, TaskRun, clip};
+use super::{Ending, Stop, TaskRun, clip};
 use crate::gateway_client::{GatewayError, backoff};
 use crate::journal::{Action, IntentResolution, OrderRow, StepRecord};
 use crate::verify::{self, Verdict};
@@ -27,13 +27,15 @@ impl TaskRun<'_> {
                 Err(msg) => {
                     return self
                         .finish(
-                            None,
-                            "verify",
-                            None,
-                            row.state,
-                            Outcome::NeedsHuman,
-                            None,
-                            msg,
+                            Ending {
+                                seq: None,
+                                step: "verify",
+                                page: None,
+                                state: row.state,
+                                outcome: Outcome::NeedsHuman,
+                                code: None,
+                                detail: msg,
+                            },
                             |_| {},
                         )
                         .await;
@@ -186,13 +188,15 @@ impl TaskRun<'_> {
                     | OrderState::Delivered
                     | OrderState::AwaitingPayment => {
                         self.finish(
-                            None,
-                            &vstep,
-                            vpage.as_ref(),
-                            state,
-                            Outcome::Succeeded,
-                            None,
-                            found.clone(),
+                            Ending {
+                                seq: None,
+                                step: &vstep,
+                                page: vpage.as_ref(),
+                                state,
+                                outcome: Outcome::Succeeded,
+                                code: None,
+                                detail: found.clone(),
+                            },
                             |r| {
                                 base(r);
                                 if pay_pending {
@@ -211,13 +215,15 @@ impl TaskRun<'_> {
                     }
                     OrderState::Cancelled => {
                         self.finish(
-                            None,
-                            &vstep,
-                            vpage.as_ref(),
-                            state,
-                            Outcome::Failed,
-                            None,
-                            found.clone(),
+                            Ending {
+                                seq: None,
+                                step: &vstep,
+                                page: vpage.as_ref(),
+                                state,
+                                outcome: Outcome::Failed,
+                                code: None,
+                                detail: found.clone(),
+                            },
                             |r| {
                                 base(r);
                                 if pay_pending {
@@ -236,13 +242,15 @@ impl TaskRun<'_> {
                             "{found}; a payment was started before the restart and the site shows it unpaid: not retried"
                         );
                         self.finish(
-                            None,
-                            &vstep,
-                            vpage.as_ref(),
-                            OrderState::Ordered,
-                            Outcome::NeedsHuman,
-                            None,
-                            msg.clone(),
+                            Ending {
+                                seq: None,
+                                step: &vstep,
+                                page: vpage.as_ref(),
+                                state: OrderState::Ordered,
+                                outcome: Outcome::NeedsHuman,
+                                code: None,
+                                detail: msg.clone(),
+                            },
                             |r| {
                                 base(r);
                                 r.intents.push(IntentResolution {
@@ -272,13 +280,15 @@ impl TaskRun<'_> {
                     );
                     return self
                         .finish(
-                            None,
-                            &vstep,
-                            vpage.as_ref(),
-                            row.state,
-                            Outcome::NeedsHuman,
-                            None,
-                            msg,
+                            Ending {
+                                seq: None,
+                                step: &vstep,
+                                page: vpage.as_ref(),
+                                state: row.state,
+                                outcome: Outcome::NeedsHuman,
+                                code: None,
+                                detail: msg,
+                            },
                             |_| {},
                         )
                         .await;
@@ -293,13 +303,15 @@ impl TaskRun<'_> {
                     );
                     return self
                         .finish(
-                            None,
-                            &vstep,
-                            vpage.as_ref(),
-                            row.state,
-                            Outcome::NeedsHuman,
-                            None,
-                            msg,
+                            Ending {
+                                seq: None,
+                                step: &vstep,
+                                page: vpage.as_ref(),
+                                state: row.state,
+                                outcome: Outcome::NeedsHuman,
+                                code: None,
+                                detail: msg,
+                            },
                             |_| {},
                         )
                         .await;
@@ -324,13 +336,15 @@ impl TaskRun<'_> {
                     "recovery: cannot tell whether the order was placed: {reason}; needs a human"
                 );
                 self.finish(
-                    None,
-                    &vstep,
-                    vpage.as_ref(),
-                    row.state,
-                    Outcome::NeedsHuman,
-                    code,
-                    msg,
+                    Ending {
+                        seq: None,
+                        step: &vstep,
+                        page: vpage.as_ref(),
+                        state: row.state,
+                        outcome: Outcome::NeedsHuman,
+                        code,
+                        detail: msg,
+                    },
                     |_| {},
                 )
                 .await

@@ -3,7 +3,7 @@
 
 use rakuten_types::{OrderState, Outcome};
 
-use super::{SEQ_SUBMIT, Stop, TaskRun, clip, outcome_before_submit};
+use super::{Ending, SEQ_SUBMIT, Stop, TaskRun, clip, outcome_before_submit};
 use crate::failpoint::Point;
 use crate::journal::{Action, IntentResolution, JournalError};
 use crate::site::{ConfirmView, SiteErrorKind};
@@ -70,13 +70,15 @@ impl TaskRun<'_> {
                 }
                 let reason = format!("site refused the submit: {}", e.message);
                 self.finish(
-                    Some(SEQ_SUBMIT),
-                    "order-submit",
-                    e.page.as_ref(),
-                    OrderState::InCart,
-                    rec_outcome,
-                    Some(e.kind.code()),
-                    reason.clone(),
+                    Ending {
+                        seq: Some(SEQ_SUBMIT),
+                        step: "order-submit",
+                        page: e.page.as_ref(),
+                        state: OrderState::InCart,
+                        outcome: rec_outcome,
+                        code: Some(e.kind.code()),
+                        detail: reason.clone(),
+                    },
                     |r| {
                         r.intents.push(IntentResolution {
                             action: Action::Submit,
