@@ -11,7 +11,9 @@
 //! - [`scraper`]: the item's `purchase` block from the scraper's `POST /api/item_detail`.
 //! - [`intent`]: the order intent's shape.
 //! - [`instance_lock`]: one process per journal (`{db}.lock`, OS lock, D-worker-journal-lock).
-//! - [`journal`]: local SQLite: orders, state events, evidence index, write-ahead intents, outbox.
+//! - [`journal`]: local SQLite, one file per table the worker reasons about: `orders.rs`,
+//!   `intents.rs` (write-ahead), `step.rs` (one step's transaction: order row, evidence index,
+//!   state event, intents, report), `outbox.rs`.
 //! - [`evidence`]: `{task_id}/NN-step.html|.meta.json`, fsynced (§6.1); `.png` only when the
 //!   site seam took a screenshot (neither seam does yet).
 //! - [`ctx`]: the shared context ([`ctx::WorkerCtx`]: settings, clients, journal, evidence,
@@ -19,7 +21,8 @@
 //!   none of them.
 //! - [`execute`]: the steps of one task, one file per step of §6: `execute/cart.rs`,
 //!   `confirm.rs` (with the amount guard), `submit.rs`, `pay.rs`, `recovery.rs` (the recovery
-//!   hand-off), over `record.rs` (evidence → journal → report) and `safe_step.rs` (retries).
+//!   hand-off), over `record.rs` (evidence → journal → report, and a task's ending) and
+//!   `safe_step.rs` (retries).
 //! - [`verify`]: the recovery check on the site's order list (§5).
 //! - [`order_loop`]: the serial loop of §6 (`run_once`, `run`).
 //! - [`query_loop`]: the account-query loop of §11 (`run_once`, `run`): its own lease polling,

@@ -140,6 +140,8 @@ async fn detail_verdict(
     }
 }
 
+/// With a known site order id its detail page decides; otherwise the item's orders in the window
+/// are listed, attributed, and the verdict drawn from what was found.
 async fn verify_inner(
     ctx: &WorkerCtx,
     row: &OrderRow,
@@ -150,35 +152,106 @@ async fn verify_inner(
     if let Some(id) = known_order_id {
         return detail_verdict(ctx, id, pages).await;
     }
-    // The item: from the journal, else from the scraper.
-    let purchase: Option<Purchase> = row
+    let purchase = match purchase_of(ctx, row).await {
+        Ok(p) => p,
+        Err(v) => return v,
+    };
+    let window_start = since.minus(WINDOW_SLACK);
+    let listing = match list_candidates(ctx, purchase.item_id, window_start, pages).await {
+        Ok(l) => l,
+        Err(v) => return v,
+    };
+    let found = match attribute_candidates(ctx, &row.task_id, listing.candidates).await {
+        Ok(f) => f,
+        Err(v) => return v,
+    };
+    if found.ours.len() > 1 {
+        return Verdict::Unknown {
+            reason: format!(
+                "several orders are attributed to this task: {}",
+                found.ours.join(", ")
+            ),
+            code: None,
+        };
+    }
+    if let Some(n) = found.ours.first() {
+        // Positively ours (journal or remark). Undetermined others are not claimed.
+        return detail_verdict(ctx, n, pages).await;
+    }
+    if !found.undetermined.is_empty() {
+        return Verdict::Unknown {
+            reason: format!(
+                "order(s) of item {} in the window that cannot be attributed to this task or another: {}",
+                purchase.item_id,
+                found.undetermined.join(", ")
+            ),
+            code: None,
+        };
+    }
+    let Some(pages_read) = listing.covered_in else {
+        return Verdict::Unknown {
+            reason: format!(
+                "the order list was not covered back to {window_start} within {} pages",
+                ctx.settings.verify_max_pages
+            ),
+            code: None,
+        };
+    };
+    let others = if found.excluded.is_empty() {
+        String::new()
+    } else {
+        format!(" (other tasks' orders: {})", found.excluded.join(", "))
+    };
+    Verdict::NotOrdered {
+        detail: format!(
+            "no order of item {} for this task since {window_start} in {pages_read} list page(s){others}",
+            purchase.item_id
+        ),
+    }
+}
+
+/// The task's item: the purchase block the journal keeps, else the scraper's answer for the
+/// intent's item URL. `Err` is the verdict when neither can be had.
+async fn purchase_of(ctx: &WorkerCtx, row: &OrderRow) -> Result<Purchase, Verdict> {
+    let kept: Option<Purchase> = row
         .purchase_json
         .as_deref()
         .and_then(|j| serde_json::from_str(j).ok());
-    let purchase = match purchase {
-        Some(p) => p,
-        None => {
-            let intent = rakuten_types::intent::IntentJson::from_text(row.intent_json.clone())
-                .map_err(|e| e.to_string())
-                .and_then(|v| Intent::parse(&v));
-            let intent = match intent {
-                Ok(i) => i,
-                Err(e) => {
-                    return Verdict::Unknown {
-                        reason: format!("intent unreadable: {e}"),
-                        code: None,
-                    };
-                }
-            };
-            match ctx.scraper.item_detail(&intent.item_url).await {
-                Ok(p) => p,
-                Err(e) => return unknown_from(&e, "item detail"),
-            }
-        }
-    };
-    let window_start = since.minus(WINDOW_SLACK);
+    if let Some(p) = kept {
+        return Ok(p);
+    }
+    let intent = rakuten_types::intent::IntentJson::from_text(row.intent_json.clone())
+        .map_err(|e| e.to_string())
+        .and_then(|v| Intent::parse(&v))
+        .map_err(|e| Verdict::Unknown {
+            reason: format!("intent unreadable: {e}"),
+            code: None,
+        })?;
+    ctx.scraper
+        .item_detail(&intent.item_url)
+        .await
+        .map_err(|e| unknown_from(&e, "item detail"))
+}
+
+/// The orders of one item found in the order list inside the window.
+struct Listing {
+    /// `(order number, remark)` of each order of the item dated inside the window.
+    candidates: Vec<(String, Remark)>,
+    /// The number of list pages read when the listing reached an order older than the window or
+    /// the last page; `None` when the page limit came first.
+    covered_in: Option<u32>,
+}
+
+/// Reads the order list newest first, up to `RAKUTEN_VERIFY_MAX_PAGES` pages, until an order
+/// older than `window_start` or the last page. `Err` is the verdict when a page cannot be read
+/// or shows an unreadable date.
+async fn list_candidates(
+    ctx: &WorkerCtx,
+    item_id: i64,
+    window_start: Timestamp,
+    pages: &mut Vec<(String, PageSnapshot)>,
+) -> Result<Listing, Verdict> {
     let mut candidates: Vec<(String, Remark)> = Vec::new();
-    let mut covered = false;
     let mut page_no = 1;
     while page_no <= ctx.settings.verify_max_pages {
         let r = {
@@ -191,105 +264,81 @@ async fn verify_inner(
                 if let Some(p) = &e.page {
                     pages.push((format!("verify-list-p{page_no}"), p.clone()));
                 }
-                return unknown_from(&e, &format!("order list page {page_no}"));
+                return Err(unknown_from(&e, &format!("order list page {page_no}")));
             }
         };
         pages.push((format!("verify-list-p{page_no}"), step.page.clone()));
         let mut older_seen = false;
         for (i, o) in step.value.orders.iter().enumerate() {
             let Ok(date) = Timestamp::parse(&o.order_date) else {
-                return Verdict::Unknown {
+                return Err(Verdict::Unknown {
                     reason: format!(
                         "order {} has an unreadable date {:?}",
                         o.order_number, o.order_date
                     ),
                     code: Some(ErrorCode::SiteUnexpectedPage),
-                };
+                });
             };
             if date < window_start {
                 older_seen = true;
                 continue;
             }
-            if o.items.iter().any(|i| i.item_id == purchase.item_id) {
+            if o.items.iter().any(|i| i.item_id == item_id) {
                 candidates.push((o.order_number.clone(), step.value.remark(i).clone()));
             }
         }
         if older_seen || !step.value.has_next {
-            covered = true;
-            break;
+            return Ok(Listing {
+                candidates,
+                covered_in: Some(page_no),
+            });
         }
         page_no += 1;
     }
+    Ok(Listing {
+        candidates,
+        covered_in: None,
+    })
+}
 
-    // Attribution (D-recovery-verdicts): an order is this task's only on positive evidence.
-    let mut ours: Vec<String> = Vec::new();
-    let mut excluded: Vec<String> = Vec::new();
-    let mut undetermined: Vec<String> = Vec::new();
+/// The candidates sorted by [`attribute`]: this task's, other tasks' (with why) and those that
+/// cannot be attributed (with why).
+struct Attributed {
+    ours: Vec<String>,
+    excluded: Vec<String>,
+    undetermined: Vec<String>,
+}
+
+/// Attributes each candidate (D-recovery-verdicts): an order is this task's only on positive
+/// evidence, the journal's or the remark's. `Err` is the verdict when the journal cannot be read.
+async fn attribute_candidates(
+    ctx: &WorkerCtx,
+    task_id: &TaskId,
+    candidates: Vec<(String, Remark)>,
+) -> Result<Attributed, Verdict> {
+    let mut found = Attributed {
+        ours: Vec::new(),
+        excluded: Vec::new(),
+        undetermined: Vec::new(),
+    };
     for (order_number, remark) in candidates {
-        let owners = match ctx
+        let owners = ctx
             .journal
             .order_tasks_by_site_order_id(&order_number)
             .await
-        {
-            Ok(o) => o,
-            Err(e) => {
-                return Verdict::Unknown {
-                    reason: format!("journal lookup of order {order_number}: {e}"),
-                    code: None,
-                };
-            }
-        };
-        match attribute(&row.task_id, &owners, &remark) {
-            Attribution::Ours => ours.push(order_number),
-            Attribution::NotOurs(why) => excluded.push(format!("{order_number} ({why})")),
+            .map_err(|e| Verdict::Unknown {
+                reason: format!("journal lookup of order {order_number}: {e}"),
+                code: None,
+            })?;
+        match attribute(task_id, &owners, &remark) {
+            Attribution::Ours => found.ours.push(order_number),
+            Attribution::NotOurs(why) => found.excluded.push(format!("{order_number} ({why})")),
             Attribution::Undetermined(why) => {
-                undetermined.push(format!("{order_number} ({why})"));
+                found.undetermined.push(format!("{order_number} ({why})"));
             }
         }
     }
-    if ours.len() > 1 {
-        return Verdict::Unknown {
-            reason: format!(
-                "several orders are attributed to this task: {}",
-                ours.join(", ")
-            ),
-            code: None,
-        };
-    }
-    if let Some(n) = ours.first() {
-        // Positively ours (journal or remark). Undetermined others are not claimed.
-        return detail_verdict(ctx, n, pages).await;
-    }
-    if !undetermined.is_empty() {
-        return Verdict::Unknown {
-            reason: format!(
-                "order(s) of item {} in the window that cannot be attributed to this task or another: {}",
-                purchase.item_id,
-                undetermined.join(", ")
-            ),
-            code: None,
-        };
-    }
-    if !covered {
-        return Verdict::Unknown {
-            reason: format!(
-                "the order list was not covered back to {window_start} within {} pages",
-                ctx.settings.verify_max_pages
-            ),
-            code: None,
-        };
-    }
-    let others = if excluded.is_empty() {
-        String::new()
-    } else {
-        format!(" (other tasks' orders: {})", excluded.join(", "))
-    };
-    Verdict::NotOrdered {
-        detail: format!(
-            "no order of item {} for this task since {window_start} in {page_no} list page(s){others}",
-            purchase.item_id
-        ),
-    }
+    Ok(found)
 }
 
 /// Whose order a listed candidate is, by the journal and the remark.

@@ -8,7 +8,8 @@ use rakuten_types::{OrderState, Outcome};
 
 use super::{Ending, Stop, TaskRun, clip};
 use crate::gateway_client::{GatewayError, backoff};
-use crate::journal::{Action, IntentResolution, OrderRow, StepRecord};
+use crate::journal::{Action, IntentResolution, IntentRow, OrderRow, StepRecord};
+use crate::site::PageSnapshot;
 use crate::verify::{self, Verdict};
 
 /// How long the recovery branch keeps retrying the task read while it holds the lease before it
@@ -126,6 +127,8 @@ impl TaskRun<'_> {
         }
     }
 
+    /// Verifies on the site ([`crate::verify`], window from `since`), keeps every page it read
+    /// as evidence, then acts on the verdict.
     pub(super) async fn recover_with(
         &self,
         row: &OrderRow,
@@ -134,221 +137,214 @@ impl TaskRun<'_> {
         let task_id = self.task_id().clone();
         self.check_lease()?;
         let intents = self.ctx.journal.intents(&task_id).await?;
-        let pending = |a: Action| {
-            intents
-                .iter()
-                .any(|i| i.action == a.as_str() && i.status == "pending")
-        };
         let known_id = row
             .site_order_id
             .clone()
             .or_else(|| intents.iter().find_map(|i| i.site_order_id.clone()));
         let v = verify::verify_on_site(self.ctx, row, known_id.as_deref(), since).await;
-        // Evidence of every page read; the verdict's record points at the last one.
-        let n = v.pages.len();
-        let mut last_page = None;
-        for (i, (step, page)) in v.pages.iter().enumerate() {
-            if i + 1 == n {
-                last_page = Some((step.clone(), page.clone()));
-                break;
-            }
-            let mut rec = self.rec(step, row.state);
-            rec.report = false;
-            rec.detail = Some("recovery check: page read".into());
-            self.record(None, Some(page), rec).await?;
-        }
-        let (vstep, vpage) = match last_page {
-            Some((s, p)) => (s, Some(p)),
-            None => ("verify".to_owned(), None),
+        let (step, page) = self.record_check_pages(row, v.pages).await?;
+        let checked = Checked {
+            row,
+            intents,
+            step,
+            page,
         };
         tracing::info!(task_id = %task_id, verdict = %v.verdict, "recovery check");
         match v.verdict {
             Verdict::AlreadyOrdered {
                 order_number,
                 state,
-            } => {
-                let submit_pending = pending(Action::Submit);
-                let pay_pending = pending(Action::Pay);
-                let found = format!(
-                    "recovery: order {order_number} found on the site ({state}); not submitted again"
-                );
-                let base = |r: &mut StepRecord| {
-                    r.site_order_id = Some(order_number.clone());
-                    if submit_pending {
-                        r.intents.push(IntentResolution {
-                            action: Action::Submit,
-                            done: true,
-                            reason: Some("found on the site by the recovery check".into()),
-                        });
-                    }
-                };
-                match state {
-                    OrderState::Paid
-                    | OrderState::Shipped
-                    | OrderState::Delivered
-                    | OrderState::AwaitingPayment => {
-                        self.finish(
-                            Ending {
-                                seq: None,
-                                step: &vstep,
-                                page: vpage.as_ref(),
-                                state,
-                                outcome: Outcome::Succeeded,
-                                code: None,
-                                detail: found.clone(),
-                            },
-                            |r| {
-                                base(r);
-                                if pay_pending {
-                                    r.intents.push(IntentResolution {
-                                        action: Action::Pay,
-                                        done: true,
-                                        reason: Some(
-                                            "site shows the order paid/awaiting payment".into(),
-                                        ),
-                                    });
-                                }
-                                r.monitoring = Some(state != OrderState::Delivered);
-                            },
-                        )
-                        .await
-                    }
-                    OrderState::Cancelled => {
-                        self.finish(
-                            Ending {
-                                seq: None,
-                                step: &vstep,
-                                page: vpage.as_ref(),
-                                state,
-                                outcome: Outcome::Failed,
-                                code: None,
-                                detail: found.clone(),
-                            },
-                            |r| {
-                                base(r);
-                                if pay_pending {
-                                    r.intents.push(IntentResolution {
-                                        action: Action::Pay,
-                                        done: false,
-                                        reason: Some("order cancelled on the site".into()),
-                                    });
-                                }
-                            },
-                        )
-                        .await
-                    }
-                    _ if pay_pending => {
-                        let msg = format!(
-                            "{found}; a payment was started before the restart and the site shows it unpaid: not retried"
-                        );
-                        self.finish(
-                            Ending {
-                                seq: None,
-                                step: &vstep,
-                                page: vpage.as_ref(),
-                                state: OrderState::Ordered,
-                                outcome: Outcome::NeedsHuman,
-                                code: None,
-                                detail: msg.clone(),
-                            },
-                            |r| {
-                                base(r);
-                                r.intents.push(IntentResolution {
-                                    action: Action::Pay,
-                                    done: false,
-                                    reason: Some(clip(&msg)),
-                                });
-                                r.monitoring = Some(true);
-                            },
-                        )
-                        .await
-                    }
-                    _ => {
-                        // Ordered and no payment was ever started: paying is the next step.
-                        let mut rec = self.rec(&vstep, OrderState::Ordered);
-                        rec.detail = Some(found);
-                        base(&mut rec);
-                        self.record(None, vpage.as_ref(), rec).await?;
-                        self.pay(&order_number).await
-                    }
-                }
-            }
-            Verdict::NotOrdered { detail } => {
-                if let Some(k) = self.grant.known_state.filter(|k| k.is_submitted()) {
-                    let msg = format!(
-                        "recovery: the gateway knows state {k} but the site lists no order ({detail}); needs a human"
-                    );
-                    return self
-                        .finish(
-                            Ending {
-                                seq: None,
-                                step: &vstep,
-                                page: vpage.as_ref(),
-                                state: row.state,
-                                outcome: Outcome::NeedsHuman,
-                                code: None,
-                                detail: msg,
-                            },
-                            |_| {},
-                        )
-                        .await;
-                }
-                let aborted_submits = intents
-                    .iter()
-                    .filter(|i| i.action == "submit" && i.status == "aborted")
-                    .count();
-                if aborted_submits >= 2 {
-                    let msg = format!(
-                        "recovery: not ordered on the site ({detail}), but submits were already attempted {aborted_submits} times; needs a human"
-                    );
-                    return self
-                        .finish(
-                            Ending {
-                                seq: None,
-                                step: &vstep,
-                                page: vpage.as_ref(),
-                                state: row.state,
-                                outcome: Outcome::NeedsHuman,
-                                code: None,
-                                detail: msg,
-                            },
-                            |_| {},
-                        )
-                        .await;
-                }
-                let mut rec = self.rec(&vstep, row.state);
-                rec.report = false;
-                rec.detail = Some(clip(&format!(
-                    "recovery: not ordered on the site ({detail}); executing from the start"
-                )));
-                if pending(Action::Submit) {
-                    rec.intents.push(IntentResolution {
-                        action: Action::Submit,
-                        done: false,
-                        reason: Some(clip(&format!("verified not ordered on the site: {detail}"))),
-                    });
-                }
-                self.record(None, vpage.as_ref(), rec).await?;
-                Box::pin(self.execute()).await
-            }
+            } => self.already_ordered(&checked, &order_number, state).await,
+            Verdict::NotOrdered { detail } => self.not_ordered(&checked, &detail).await,
             Verdict::Unknown { reason, code } => {
                 let msg = format!(
                     "recovery: cannot tell whether the order was placed: {reason}; needs a human"
                 );
-                self.finish(
-                    Ending {
-                        seq: None,
-                        step: &vstep,
-                        page: vpage.as_ref(),
-                        state: row.state,
-                        outcome: Outcome::NeedsHuman,
-                        code,
-                        detail: msg,
-                    },
-                    |_| {},
-                )
+                let end = checked.ending(row.state, Outcome::NeedsHuman, code, msg);
+                self.finish(end, |_| {}).await
+            }
+        }
+    }
+
+    /// Evidence of every page the check read but the last, unreported; the verdict's record
+    /// points at the last one, whose step and page are returned (`verify` and none when the check
+    /// read no page).
+    async fn record_check_pages(
+        &self,
+        row: &OrderRow,
+        mut pages: Vec<(String, PageSnapshot)>,
+    ) -> Result<(String, Option<PageSnapshot>), Stop> {
+        let last = pages.pop();
+        for (step, page) in &pages {
+            let mut rec = self.rec(step, row.state);
+            rec.report = false;
+            rec.detail = Some("recovery check: page read".into());
+            self.record(None, Some(page), rec).await?;
+        }
+        Ok(match last {
+            Some((step, page)) => (step, Some(page)),
+            None => ("verify".to_owned(), None),
+        })
+    }
+
+    /// The site lists the order: it is never submitted again. Paid or further ends the task as
+    /// done, cancelled as failed; placed but unpaid continues to the payment, unless a payment
+    /// was already started, which a human settles.
+    async fn already_ordered(
+        &self,
+        checked: &Checked<'_>,
+        order_number: &str,
+        state: OrderState,
+    ) -> Result<(), Stop> {
+        let submit_pending = checked.pending(Action::Submit);
+        let pay_pending = checked.pending(Action::Pay);
+        let found = format!(
+            "recovery: order {order_number} found on the site ({state}); not submitted again"
+        );
+        let base = |r: &mut StepRecord| {
+            r.site_order_id = Some(order_number.to_owned());
+            if submit_pending {
+                r.intents.push(IntentResolution {
+                    action: Action::Submit,
+                    done: true,
+                    reason: Some("found on the site by the recovery check".into()),
+                });
+            }
+        };
+        match state {
+            OrderState::Paid
+            | OrderState::Shipped
+            | OrderState::Delivered
+            | OrderState::AwaitingPayment => {
+                let end = checked.ending(state, Outcome::Succeeded, None, found.clone());
+                self.finish(end, |r| {
+                    base(r);
+                    if pay_pending {
+                        r.intents.push(IntentResolution {
+                            action: Action::Pay,
+                            done: true,
+                            reason: Some("site shows the order paid/awaiting payment".into()),
+                        });
+                    }
+                    r.monitoring = Some(state != OrderState::Delivered);
+                })
                 .await
             }
+            OrderState::Cancelled => {
+                let end = checked.ending(state, Outcome::Failed, None, found.clone());
+                self.finish(end, |r| {
+                    base(r);
+                    if pay_pending {
+                        r.intents.push(IntentResolution {
+                            action: Action::Pay,
+                            done: false,
+                            reason: Some("order cancelled on the site".into()),
+                        });
+                    }
+                })
+                .await
+            }
+            _ if pay_pending => {
+                let msg = format!(
+                    "{found}; a payment was started before the restart and the site shows it unpaid: not retried"
+                );
+                let end =
+                    checked.ending(OrderState::Ordered, Outcome::NeedsHuman, None, msg.clone());
+                self.finish(end, |r| {
+                    base(r);
+                    r.intents.push(IntentResolution {
+                        action: Action::Pay,
+                        done: false,
+                        reason: Some(clip(&msg)),
+                    });
+                    r.monitoring = Some(true);
+                })
+                .await
+            }
+            _ => {
+                // Ordered and no payment was ever started: paying is the next step.
+                let mut rec = self.rec(&checked.step, OrderState::Ordered);
+                rec.detail = Some(found);
+                base(&mut rec);
+                self.record(None, checked.page.as_ref(), rec).await?;
+                self.pay(order_number).await
+            }
+        }
+    }
+
+    /// The site lists no such order: the task runs again from the start, unless the gateway
+    /// already knows it submitted or two submits were already aborted, which a human settles.
+    async fn not_ordered(&self, checked: &Checked<'_>, detail: &str) -> Result<(), Stop> {
+        let row = checked.row;
+        if let Some(k) = self.grant.known_state.filter(|k| k.is_submitted()) {
+            let msg = format!(
+                "recovery: the gateway knows state {k} but the site lists no order ({detail}); needs a human"
+            );
+            let end = checked.ending(row.state, Outcome::NeedsHuman, None, msg);
+            return self.finish(end, |_| {}).await;
+        }
+        let aborted_submits = checked
+            .intents
+            .iter()
+            .filter(|i| i.action == "submit" && i.status == "aborted")
+            .count();
+        if aborted_submits >= 2 {
+            let msg = format!(
+                "recovery: not ordered on the site ({detail}), but submits were already attempted {aborted_submits} times; needs a human"
+            );
+            let end = checked.ending(row.state, Outcome::NeedsHuman, None, msg);
+            return self.finish(end, |_| {}).await;
+        }
+        let mut rec = self.rec(&checked.step, row.state);
+        rec.report = false;
+        rec.detail = Some(clip(&format!(
+            "recovery: not ordered on the site ({detail}); executing from the start"
+        )));
+        if checked.pending(Action::Submit) {
+            rec.intents.push(IntentResolution {
+                action: Action::Submit,
+                done: false,
+                reason: Some(clip(&format!("verified not ordered on the site: {detail}"))),
+            });
+        }
+        self.record(None, checked.page.as_ref(), rec).await?;
+        Box::pin(self.execute()).await
+    }
+}
+
+/// What the recovery check leaves to act on: the task's row and intents as the journal holds
+/// them, and the step and page the verdict's record points at.
+struct Checked<'r> {
+    row: &'r OrderRow,
+    intents: Vec<IntentRow>,
+    step: String,
+    page: Option<PageSnapshot>,
+}
+
+impl Checked<'_> {
+    /// Whether an intent of `action` is still pending.
+    fn pending(&self, action: Action) -> bool {
+        self.intents
+            .iter()
+            .any(|i| i.action == action.as_str() && i.status == "pending")
+    }
+
+    /// The task's ending on the verdict's record.
+    fn ending(
+        &self,
+        state: OrderState,
+        outcome: Outcome,
+        code: Option<rakuten_types::ErrorCode>,
+        detail: String,
+    ) -> Ending<'_> {
+        Ending {
+            seq: None,
+            step: &self.step,
+            page: self.page.as_ref(),
+            state,
+            outcome,
+            code,
+            detail,
         }
     }
 }

@@ -19,9 +19,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use rakuten_types::Timestamp;
-use sqlx::{SqlSafeStr, SqlitePool};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{SqlSafeStr, SqlitePool};
 
 mod intents;
 mod orders;
