@@ -199,10 +199,22 @@ fn reason_gist(detail: &str) -> String {
 /// Runs every check.
 pub fn check(ev: &Evidence) -> Findings {
     let mut f = Findings::default();
-    let known: BTreeSet<&str> = ev.submitted.iter().map(String::as_str).collect();
+    let by_task = one_order_per_task(ev, &mut f);
+    orders_known_to_gateway(ev, &by_task, &mut f);
+    tasks_settled(ev, &mut f);
+    no_acknowledged_report_lost(ev, &mut f);
+    no_phantom_orders(ev, &by_task, &mut f);
+    orders_hold_the_intent_item(ev, &by_task, &mut f);
+    f
+}
 
-    // 1. At most one shop order per task; every order attributable.
-    let mut by_task: BTreeMap<&str, Vec<&ShopSubmission>> = BTreeMap::new();
+/// The shop's orders by the task their remark names.
+type ByTask<'e> = BTreeMap<&'e str, Vec<&'e ShopSubmission>>;
+
+/// Check 1: at most one shop order per task; every order attributable. Returns the orders by task.
+fn one_order_per_task<'e>(ev: &'e Evidence, f: &mut Findings) -> ByTask<'e> {
+    let known: BTreeSet<&str> = ev.submitted.iter().map(String::as_str).collect();
+    let mut by_task: ByTask<'e> = BTreeMap::new();
     for s in &ev.shop {
         match s.note.as_deref() {
             Some(t) if known.contains(t) || ev.gateway.contains_key(t) => {
@@ -239,9 +251,12 @@ pub fn check(ev: &Evidence) -> Findings {
             );
         }
     }
+    by_task
+}
 
-    // 2. Every shop order known to the gateway, or its task flagged for a human.
-    for (t, subs) in &by_task {
+/// Check 2: every shop order known to the gateway, or its task flagged for a human.
+fn orders_known_to_gateway(ev: &Evidence, by_task: &ByTask<'_>, f: &mut Findings) {
+    for (t, subs) in by_task {
         let d = ev.gateway.get(*t);
         let needs_human = d.is_some_and(|d| d.status == TaskStatus::NeedsHuman);
         for s in subs {
@@ -263,8 +278,10 @@ pub fn check(ev: &Evidence) -> Findings {
             }
         }
     }
+}
 
-    // 3. Every task accounted for and settled.
+/// Check 3: every task accounted for and settled.
+fn tasks_settled(ev: &Evidence, f: &mut Findings) {
     for t in &ev.submitted {
         if !ev.gateway.contains_key(t) {
             f.add(
@@ -334,8 +351,10 @@ pub fn check(ev: &Evidence) -> Findings {
             ),
         }
     }
+}
 
-    // 4. No acknowledged report lost.
+/// Check 4: no acknowledged report lost.
+fn no_acknowledged_report_lost(ev: &Evidence, f: &mut Findings) {
     let mut acked: BTreeMap<(String, String), Option<String>> = BTreeMap::new();
     for a in &ev.proxy_acks {
         let e = acked
@@ -380,8 +399,10 @@ pub fn check(ev: &Evidence) -> Findings {
             }
         }
     }
+}
 
-    // 5. No phantom orders.
+/// Check 5: no phantom orders.
+fn no_phantom_orders(ev: &Evidence, by_task: &ByTask<'_>, f: &mut Findings) {
     for (t, d) in &ev.gateway {
         let shop_orders: BTreeSet<&str> = by_task
             .get(t.as_str())
@@ -409,8 +430,11 @@ pub fn check(ev: &Evidence) -> Findings {
             }
         }
     }
-    // 6. Every order holds exactly the task's item.
-    for (t, subs) in &by_task {
+}
+
+/// Check 6: every order holds exactly the task's item.
+fn orders_hold_the_intent_item(ev: &Evidence, by_task: &ByTask<'_>, f: &mut Findings) {
+    for (t, subs) in by_task {
         let Some(want) = ev.items.get(*t) else {
             continue;
         };
@@ -427,5 +451,4 @@ pub fn check(ev: &Evidence) -> Findings {
             }
         }
     }
-    f
 }
