@@ -286,154 +286,202 @@ impl Injector {
     /// # Errors
     /// A process could not be restarted.
     pub async fn inject(&mut self, kind: FaultKind) -> anyhow::Result<()> {
-        let ttl = self.ttl.as_secs_f64();
         match kind {
-            FaultKind::WorkerKill => {
-                let pause = self.rng.random_range(0.0..1.5 * ttl);
-                self.note(kind, format!("kill -9 worker, restart after {pause:.1}s"));
-                let mut c = self.cluster.lock().await;
-                c.worker.kill9().await;
-                drop(c);
-                tokio::time::sleep(Duration::from_secs_f64(pause)).await;
-                self.cluster.lock().await.worker.start(None).await?;
-            }
-            FaultKind::WorkerFailpoint => {
-                let fp = FAILPOINTS[self.rng.random_range(0..FAILPOINTS.len())];
-                self.note(kind, format!("restart worker with failpoint {fp}"));
-                let mut c = self.cluster.lock().await;
-                c.worker.kill9().await;
-                c.worker.start(Some(fp)).await?;
-                drop(c);
-                // Wait (bounded) for the abort; the failpoint only fires when a task reaches it.
-                let mut hit = false;
-                for _ in 0..(ttl * 6.0 * 10.0) as u32 {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    if self.cluster.lock().await.worker.exited() {
-                        hit = true;
-                        break;
-                    }
-                }
-                if hit {
-                    self.log.failpoints_hit += 1;
-                }
-                let mut c = self.cluster.lock().await;
-                c.worker.kill9().await;
-                c.worker.start(None).await?;
-            }
-            FaultKind::GatewayKill => {
-                let pause = self.rng.random_range(0.0..2.0);
-                let mut c = self.cluster.lock().await;
-                let i = self.rng.random_range(0..c.gateways.len());
-                drop(c);
-                self.note(
-                    kind,
-                    format!("kill -9 gateway #{i}, restart after {pause:.1}s"),
-                );
-                c = self.cluster.lock().await;
-                c.gateways[i].kill9().await;
-                drop(c);
-                tokio::time::sleep(Duration::from_secs_f64(pause)).await;
-                self.cluster.lock().await.gateways[i].start().await?;
-            }
-            FaultKind::GatewayKillAfterAck => {
-                let pause = self.rng.random_range(0.0..1.0);
-                let i = self
-                    .rng
-                    .random_range(0..self.cluster.lock().await.gateways.len());
-                let acked = self.proxy.next_ack(self.ttl.mul_f64(3.0)).await;
-                let mut c = self.cluster.lock().await;
-                c.gateways[i].kill9().await;
-                drop(c);
-                self.note(
-                    kind,
-                    format!(
-                        "kill -9 gateway #{i} {}, restart after {pause:.1}s",
-                        if acked {
-                            "right after an ack"
-                        } else {
-                            "(no ack came)"
-                        }
-                    ),
-                );
-                tokio::time::sleep(Duration::from_secs_f64(pause)).await;
-                self.cluster.lock().await.gateways[i].start().await?;
-            }
-            FaultKind::WorkerPause => {
-                let secs = self.rng.random_range(0.5 * ttl..2.0 * ttl);
-                self.note(kind, format!("SIGSTOP worker for {secs:.1}s, then SIGCONT"));
-                let paused = self.cluster.lock().await.worker.proc_.signal("STOP").await;
-                if paused.is_ok() {
-                    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-                    // Another injector may have killed and restarted it meanwhile.
-                    let _ = self.cluster.lock().await.worker.proc_.signal("CONT").await;
-                }
-            }
-            FaultKind::ProxyDrop => {
-                let rate = self.rng.random_range(0.1..0.5);
-                let secs = self.rng.random_range(1.0..4.0);
-                self.note(kind, format!("drop rate {rate:.2} for {secs:.1}s"));
-                self.proxy.set_drop_rate(rate);
-                tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-                self.proxy.set_drop_rate(0.0);
-            }
-            FaultKind::ShopAnswerDrop => {
-                let rate = self.rng.random_range(0.1..0.4);
-                let secs = self.rng.random_range(1.0..4.0);
-                self.note(kind, format!("shop drop rate {rate:.2} for {secs:.1}s"));
-                self.shop_proxy.set_drop_rate(rate);
-                tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-                self.shop_proxy.set_drop_rate(0.0);
-            }
-            FaultKind::ProxyDelay => {
-                let ms = self.rng.random_range(50..800);
-                let secs = self.rng.random_range(1.0..4.0);
-                self.note(kind, format!("delay {ms}ms per message for {secs:.1}s"));
-                self.proxy.set_delay(Duration::from_millis(ms));
-                tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-                self.proxy.set_delay(Duration::ZERO);
-            }
-            FaultKind::ProxyBlackhole => {
-                let secs = self.rng.random_range(0.5..ttl + 2.0);
-                self.note(kind, format!("black-hole for {secs:.1}s"));
-                let d = Duration::from_secs_f64(secs);
-                self.proxy.blackhole_all(d);
-                tokio::time::sleep(d).await;
-            }
-            FaultKind::LeaseExpiry => {
-                let slow_ms = (ttl * 400.0) as u64;
-                let secs = ttl + 2.0 + self.rng.random_range(0.0..2.0);
-                self.note(
-                    kind,
-                    format!("shop slow {slow_ms}ms/page, renewals swallowed for {secs:.1}s"),
-                );
-                self.shop_faults(serde_json::json!({"slow_ms": slow_ms}))
-                    .await;
-                let d = Duration::from_secs_f64(secs);
-                self.proxy.blackhole_renewals(d);
-                tokio::time::sleep(d).await;
-                self.shop_faults(serde_json::json!({"slow_ms": 0})).await;
-            }
-            FaultKind::ShopDropAfterOrder => {
-                let before = self.shop_dropped_count().await.unwrap_or(0);
-                self.note(
-                    kind,
-                    "shop breaks the connection after the next order".into(),
-                );
-                self.shop_faults(serde_json::json!({"drop_after_order": true}))
-                    .await;
-                // Until one submission was broken, bounded (the queue may be empty).
-                let until = tokio::time::Instant::now() + Duration::from_secs_f64(4.0 * ttl);
-                while tokio::time::Instant::now() < until {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    if self.shop_dropped_count().await.unwrap_or(0) > before {
-                        self.log.shop_drops_hit += 1;
-                        break;
-                    }
-                }
-                self.shop_faults(serde_json::json!({"drop_after_order": false}))
-                    .await;
+            FaultKind::WorkerKill => self.kill_worker(kind).await,
+            FaultKind::WorkerFailpoint => self.worker_failpoint(kind).await,
+            FaultKind::GatewayKill => self.kill_gateway(kind).await,
+            FaultKind::GatewayKillAfterAck => self.kill_gateway_after_ack(kind).await,
+            FaultKind::WorkerPause => self.pause_worker(kind).await,
+            FaultKind::ProxyDrop => self.drop_gateway_messages(kind).await,
+            FaultKind::ShopAnswerDrop => self.drop_shop_answers(kind).await,
+            FaultKind::ProxyDelay => self.delay_gateway_messages(kind).await,
+            FaultKind::ProxyBlackhole => self.blackhole_gateway(kind).await,
+            FaultKind::LeaseExpiry => self.expire_lease(kind).await,
+            FaultKind::ShopDropAfterOrder => self.shop_drop_after_order(kind).await,
+        }
+    }
+
+    /// `kill -9` the worker, restart it after up to 1.5 lease terms.
+    async fn kill_worker(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let ttl = self.ttl.as_secs_f64();
+        let pause = self.rng.random_range(0.0..1.5 * ttl);
+        self.note(kind, format!("kill -9 worker, restart after {pause:.1}s"));
+        let mut c = self.cluster.lock().await;
+        c.worker.kill9().await;
+        drop(c);
+        tokio::time::sleep(Duration::from_secs_f64(pause)).await;
+        self.cluster.lock().await.worker.start(None).await?;
+        Ok(())
+    }
+
+    /// Restart the worker armed with a random failpoint, wait (bounded) for it to fire, then restart it unarmed.
+    async fn worker_failpoint(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let ttl = self.ttl.as_secs_f64();
+        let fp = FAILPOINTS[self.rng.random_range(0..FAILPOINTS.len())];
+        self.note(kind, format!("restart worker with failpoint {fp}"));
+        let mut c = self.cluster.lock().await;
+        c.worker.kill9().await;
+        c.worker.start(Some(fp)).await?;
+        drop(c);
+        // Wait (bounded) for the abort; the failpoint only fires when a task reaches it.
+        let mut hit = false;
+        for _ in 0..(ttl * 6.0 * 10.0) as u32 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if self.cluster.lock().await.worker.exited() {
+                hit = true;
+                break;
             }
         }
+        if hit {
+            self.log.failpoints_hit += 1;
+        }
+        let mut c = self.cluster.lock().await;
+        c.worker.kill9().await;
+        c.worker.start(None).await?;
+        Ok(())
+    }
+
+    /// `kill -9` a random gateway, restart it after up to 2 s.
+    async fn kill_gateway(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let pause = self.rng.random_range(0.0..2.0);
+        let mut c = self.cluster.lock().await;
+        let i = self.rng.random_range(0..c.gateways.len());
+        drop(c);
+        self.note(
+            kind,
+            format!("kill -9 gateway #{i}, restart after {pause:.1}s"),
+        );
+        c = self.cluster.lock().await;
+        c.gateways[i].kill9().await;
+        drop(c);
+        tokio::time::sleep(Duration::from_secs_f64(pause)).await;
+        self.cluster.lock().await.gateways[i].start().await?;
+        Ok(())
+    }
+
+    /// `kill -9` a random gateway right after the proxy delivered a report acknowledgement, restart it after up to 1 s.
+    async fn kill_gateway_after_ack(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let pause = self.rng.random_range(0.0..1.0);
+        let i = self
+            .rng
+            .random_range(0..self.cluster.lock().await.gateways.len());
+        let acked = self.proxy.next_ack(self.ttl.mul_f64(3.0)).await;
+        let mut c = self.cluster.lock().await;
+        c.gateways[i].kill9().await;
+        drop(c);
+        self.note(
+            kind,
+            format!(
+                "kill -9 gateway #{i} {}, restart after {pause:.1}s",
+                if acked {
+                    "right after an ack"
+                } else {
+                    "(no ack came)"
+                }
+            ),
+        );
+        tokio::time::sleep(Duration::from_secs_f64(pause)).await;
+        self.cluster.lock().await.gateways[i].start().await?;
+        Ok(())
+    }
+
+    /// `SIGSTOP` the worker for 0.5 to 2 lease terms, then `SIGCONT`.
+    async fn pause_worker(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let ttl = self.ttl.as_secs_f64();
+        let secs = self.rng.random_range(0.5 * ttl..2.0 * ttl);
+        self.note(kind, format!("SIGSTOP worker for {secs:.1}s, then SIGCONT"));
+        let paused = self.cluster.lock().await.worker.proc_.signal("STOP").await;
+        if paused.is_ok() {
+            tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+            // Another injector may have killed and restarted it meanwhile.
+            let _ = self.cluster.lock().await.worker.proc_.signal("CONT").await;
+        }
+        Ok(())
+    }
+
+    /// Drop a share of the worker–gateway messages for a few seconds.
+    async fn drop_gateway_messages(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let rate = self.rng.random_range(0.1..0.5);
+        let secs = self.rng.random_range(1.0..4.0);
+        self.note(kind, format!("drop rate {rate:.2} for {secs:.1}s"));
+        self.proxy.set_drop_rate(rate);
+        tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+        self.proxy.set_drop_rate(0.0);
+        Ok(())
+    }
+
+    /// Drop a share of the worker–shop messages for a few seconds.
+    async fn drop_shop_answers(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let rate = self.rng.random_range(0.1..0.4);
+        let secs = self.rng.random_range(1.0..4.0);
+        self.note(kind, format!("shop drop rate {rate:.2} for {secs:.1}s"));
+        self.shop_proxy.set_drop_rate(rate);
+        tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+        self.shop_proxy.set_drop_rate(0.0);
+        Ok(())
+    }
+
+    /// Delay every worker–gateway message for a few seconds.
+    async fn delay_gateway_messages(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let ms = self.rng.random_range(50..800);
+        let secs = self.rng.random_range(1.0..4.0);
+        self.note(kind, format!("delay {ms}ms per message for {secs:.1}s"));
+        self.proxy.set_delay(Duration::from_millis(ms));
+        tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+        self.proxy.set_delay(Duration::ZERO);
+        Ok(())
+    }
+
+    /// Black-hole the worker–gateway link for up to a lease term and 2 s.
+    async fn blackhole_gateway(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let ttl = self.ttl.as_secs_f64();
+        let secs = self.rng.random_range(0.5..ttl + 2.0);
+        self.note(kind, format!("black-hole for {secs:.1}s"));
+        let d = Duration::from_secs_f64(secs);
+        self.proxy.blackhole_all(d);
+        tokio::time::sleep(d).await;
+        Ok(())
+    }
+
+    /// Slow the shop and swallow lease renewals past a lease term, so that a lease expires under a working worker.
+    async fn expire_lease(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let ttl = self.ttl.as_secs_f64();
+        let slow_ms = (ttl * 400.0) as u64;
+        let secs = ttl + 2.0 + self.rng.random_range(0.0..2.0);
+        self.note(
+            kind,
+            format!("shop slow {slow_ms}ms/page, renewals swallowed for {secs:.1}s"),
+        );
+        self.shop_faults(serde_json::json!({"slow_ms": slow_ms}))
+            .await;
+        let d = Duration::from_secs_f64(secs);
+        self.proxy.blackhole_renewals(d);
+        tokio::time::sleep(d).await;
+        self.shop_faults(serde_json::json!({"slow_ms": 0})).await;
+        Ok(())
+    }
+
+    /// Have the shop break the connection after the next order it creates, waiting (bounded) for one.
+    async fn shop_drop_after_order(&mut self, kind: FaultKind) -> anyhow::Result<()> {
+        let ttl = self.ttl.as_secs_f64();
+        let before = self.shop_dropped_count().await.unwrap_or(0);
+        self.note(
+            kind,
+            "shop breaks the connection after the next order".into(),
+        );
+        self.shop_faults(serde_json::json!({"drop_after_order": true}))
+            .await;
+        // Until one submission was broken, bounded (the queue may be empty).
+        let until = tokio::time::Instant::now() + Duration::from_secs_f64(4.0 * ttl);
+        while tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if self.shop_dropped_count().await.unwrap_or(0) > before {
+                self.log.shop_drops_hit += 1;
+                break;
+            }
+        }
+        self.shop_faults(serde_json::json!({"drop_after_order": false}))
+            .await;
         Ok(())
     }
 }

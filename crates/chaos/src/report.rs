@@ -67,6 +67,14 @@ impl RunReport {
 
     /// The summary table and the violations.
     pub fn table(&self) -> String {
+        let mut s = self.counts_table();
+        self.write_details(&mut s);
+        s
+    }
+
+    /// The table of counts: the run, the tasks by status, the faults, the processes, the proxies,
+    /// the checks.
+    fn counts_table(&self) -> String {
         let mut s = String::new();
         let f = &self.findings;
         let row = |s: &mut String, k: &str, v: String| {
@@ -180,6 +188,13 @@ impl RunReport {
         row(&mut s, "LOST REPORTS", f.lost_reports.to_string());
         row(&mut s, "VIOLATIONS", f.violations.len().to_string());
         row(&mut s, "deadline hit", self.deadline_hit.to_string());
+        s
+    }
+
+    /// Below the table: the reasons of `needs_human`, the tasks left stale, the violations, the
+    /// fault timeline, and how to repeat the run.
+    fn write_details(&self, s: &mut String) {
+        let f = &self.findings;
         if !f.needs_human_reasons.is_empty() {
             let _ = writeln!(s, "\nneeds_human, by reason:");
             let mut v: Vec<_> = f.needs_human_reasons.iter().collect();
@@ -217,6 +232,5 @@ impl RunReport {
             if self.ok() { "OK" } else { "FAILED" },
             self.dir.display()
         );
-        s
     }
 }
