@@ -18,7 +18,7 @@
 //! - [`gateway_api`]: the harness's HTTP client of the gateway (retries through restarts).
 //! - [`checks`]: the end-of-run checks.
 //! - [`report`]: the summary table.
-//! - [`run`]: one run, start to end.
+//! - [`run`](mod@run): one run, start to end.
 //!
 //! Storage-agnostic by design: the gateway is only read over HTTP, its database is chosen by
 //! `--gateway-db-url` (passed as `RAKUTEN_GATEWAY_DB_URL`), and `--gateways N` starts several

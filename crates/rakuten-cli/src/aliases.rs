@@ -1,5 +1,5 @@
 //! Deprecated environment variable names still honoured: when only the old name is set, the
-//! argument reads it (and [`crate::start`] logs each use as a warning).
+//! argument reads it (and [`crate::start()`] logs each use as a warning).
 
 use std::ffi::OsString;
 

@@ -1,7 +1,7 @@
 //! What every binary of the workspace does at start, written once so that they all behave alike.
 //! One module per concept, everything re-exported at the crate root:
 //!
-//! - `start.rs` — [`start`]: reads `.env` (all of it or nothing, D-env-file-all-or-nothing; the
+//! - `start.rs` — [`start()`]: reads `.env` (all of it or nothing, D-env-file-all-or-nothing; the
 //!   environment wins over it), parses the command line, lists the logging variables in every
 //!   subcommand's `--help`, and starts the logs;
 //! - `aliases.rs` — [`Alias`]: the binary's deprecated variable names still honoured, each use

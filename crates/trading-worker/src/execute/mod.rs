@@ -11,13 +11,14 @@
 //! One file per step of §6, each an `impl TaskRun` block:
 //! - `mod.rs`: [`TaskRun`], [`Stop`], the lease checks, and [`TaskRun::execute`], which reads the
 //!   item detail and then runs the steps in order;
-//! - `record.rs`: evidence → journal → report of one step, and ending a task;
+//! - `record.rs`: evidence → journal → report of one step, and ending a task (`Ending`);
 //! - `safe_step.rs`: the retry of a step before the submit (D-pre-submit-retries);
 //! - `cart.rs`: `01-cart-add`, `02-cart-check`;
 //! - `confirm.rs`: `03-order-confirm` and the amount guard;
 //! - `submit.rs`: `04-order-submit` (irreversible);
-//! - `pay.rs`: `05-payment` (irreversible);
-//! - `recovery.rs`: the recovery hand-off, acting on [`crate::verify`]'s verdict.
+//! - `pay.rs`: `05-payment` (irreversible): act, then answered, answer lost or refused;
+//! - `recovery.rs`: the recovery hand-off, acting on [`crate::verify`]'s verdict, one function
+//!   per verdict.
 
 use rakuten_types::order::LeaseGrant;
 use rakuten_types::{ErrorCode, OrderState, Outcome, TaskId};
