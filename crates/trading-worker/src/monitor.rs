@@ -7,11 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rakuten_types::OrderState;
+use rakuten_types::{OrderState, Timestamp};
 use tokio_util::sync::CancellationToken;
 
 use crate::ctx::WorkerCtx;
-use crate::journal::{LocalStatus, RecordMode, StepRecord};
+use crate::journal::{LocalStatus, OrderRow, RecordMode, StepRecord};
+use crate::site::{OrderStatus, PageSnapshot, Step};
 
 /// How long before the pay deadline the warning is reported.
 pub const DEADLINE_WARNING: Duration = Duration::from_secs(24 * 3600);
@@ -32,15 +33,8 @@ impl Monitor {
     /// Returns how many state changes were recorded. Errors are logged per order; a pass never
     /// fails as a whole.
     pub async fn run_once(&self) -> usize {
-        let ctx = &self.ctx;
-        if let Ok(ids) = ctx.journal.outbox_finished_tasks().await {
-            for id in ids {
-                if let Err(e) = ctx.flush(&id).await {
-                    tracing::warn!(task_id = %id, error = %e, "monitor: pending reports not delivered yet");
-                }
-            }
-        }
-        let rows = match ctx.journal.orders_monitored().await {
+        self.flush_finished().await;
+        let rows = match self.ctx.journal.orders_monitored().await {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "monitor: cannot read the journal");
@@ -52,90 +46,143 @@ impl Monitor {
             if row.status != LocalStatus::Finished {
                 continue;
             }
-            let Some(order_number) = row.site_order_id.clone() else {
-                continue;
-            };
-            let r = {
-                let _g = ctx.locks.lock(ctx.site.account()).await;
-                ctx.site.order_status(&order_number).await
-            };
-            let step = match r {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(task_id = %row.task_id, order_number = %order_number, error = %e, "monitor: cannot read the order");
-                    continue;
-                }
-            };
-            let now = ctx.clock.now();
-            let mut result = Ok(());
-            // A site shows an order stopped by a payment challenge as plain `ordered`; the
-            // journal calls it `awaiting_payment` (§10.1): not a change.
-            let same = |s: &OrderState| {
-                *s == row.state
-                    || (*s == OrderState::Ordered && row.state == OrderState::AwaitingPayment)
-            };
-            if let Some(state) = step.value.state.filter(|s| !same(s)) {
-                let mut rec = StepRecord::new(
-                    &row.task_id,
-                    &format!("monitor-{}", state.as_str().replace('_', "-")),
-                    state,
-                    now,
-                );
-                rec.mode = RecordMode::Monitoring;
-                rec.detail = Some(format!(
-                    "monitor: order {order_number} now {} ({state})",
-                    step.value
-                        .stage_label
-                        .as_deref()
-                        .unwrap_or("without a stage label")
-                ));
-                rec.monitoring = Some(!matches!(
-                    state,
-                    OrderState::Delivered | OrderState::Cancelled
-                ));
-                result = self.record(&rec, Some(&step.page)).await;
-                if result.is_ok() {
-                    changes += 1;
-                }
-            }
-            let waiting = step.value.state.unwrap_or(row.state) == OrderState::AwaitingPayment;
-            if let (true, false, Some(deadline)) = (waiting, row.deadline_alerted, row.pay_deadline)
-                && deadline.minus(DEADLINE_WARNING) <= now
-            {
-                let what = if deadline <= now {
-                    "has passed"
-                } else {
-                    "is less than 24 h away"
-                };
-                let msg = format!(
-                    "monitor: pay deadline {deadline} of order {order_number} {what}; payment still outstanding"
-                );
-                tracing::warn!(task_id = %row.task_id, "{msg}");
-                let mut rec = StepRecord::new(
-                    &row.task_id,
-                    "monitor-pay-deadline",
-                    OrderState::AwaitingPayment,
-                    now,
-                );
-                rec.mode = RecordMode::Monitoring;
-                rec.detail = Some(msg);
-                result = self.record(&rec, Some(&step.page)).await;
-                if result.is_ok() {
-                    let _ = ctx.journal.order_mark_deadline_alerted(&row.task_id).await;
-                }
-            }
-            if let Err(e) = result {
-                tracing::error!(task_id = %row.task_id, error = %e, "monitor: change not recorded");
+            if self.watch_order(&row).await {
+                changes += 1;
             }
         }
         changes
     }
 
-    async fn record(
+    /// Sends the pending reports of finished tasks (an executing task's go out with its next
+    /// grant); what is not delivered stays in the outbox for the next pass.
+    async fn flush_finished(&self) {
+        let ctx = &self.ctx;
+        if let Ok(ids) = ctx.journal.outbox_finished_tasks().await {
+            for id in ids {
+                if let Err(e) = ctx.flush(&id).await {
+                    tracing::warn!(task_id = %id, error = %e, "monitor: pending reports not delivered yet");
+                }
+            }
+        }
+    }
+
+    /// Reads one monitored order on the site, records a new state, and warns once when its pay
+    /// deadline is near or past. Returns whether a state change was recorded.
+    async fn watch_order(&self, row: &OrderRow) -> bool {
+        let ctx = &self.ctx;
+        let Some(order_number) = row.site_order_id.clone() else {
+            return false;
+        };
+        let r = {
+            let _g = ctx.locks.lock(ctx.site.account()).await;
+            ctx.site.order_status(&order_number).await
+        };
+        let step = match r {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(task_id = %row.task_id, order_number = %order_number, error = %e, "monitor: cannot read the order");
+                return false;
+            }
+        };
+        let now = ctx.clock.now();
+        let mut result = Ok(());
+        let mut changed = false;
+        // A site shows an order stopped by a payment challenge as plain `ordered`; the
+        // journal calls it `awaiting_payment` (§10.1): not a change.
+        let same = |s: &OrderState| {
+            *s == row.state
+                || (*s == OrderState::Ordered && row.state == OrderState::AwaitingPayment)
+        };
+        if let Some(state) = step.value.state.filter(|s| !same(s)) {
+            result = self
+                .record_change(row, &order_number, state, &step, now)
+                .await;
+            changed = result.is_ok();
+        }
+        let waiting = step.value.state.unwrap_or(row.state) == OrderState::AwaitingPayment;
+        if let (true, false, Some(deadline)) = (waiting, row.deadline_alerted, row.pay_deadline)
+            && deadline.minus(DEADLINE_WARNING) <= now
+        {
+            result = self
+                .warn_pay_deadline(row, &order_number, deadline, &step.page, now)
+                .await;
+        }
+        if let Err(e) = result {
+            tracing::error!(task_id = %row.task_id, error = %e, "monitor: change not recorded");
+        }
+        changed
+    }
+
+    /// Records and reports the order's new `state` on the site; monitoring ends once it is
+    /// delivered or cancelled.
+    async fn record_change(
         &self,
-        rec: &StepRecord,
-        page: Option<&crate::site::PageSnapshot>,
+        row: &OrderRow,
+        order_number: &str,
+        state: OrderState,
+        step: &Step<OrderStatus>,
+        now: Timestamp,
     ) -> anyhow::Result<()> {
+        let mut rec = StepRecord::new(
+            &row.task_id,
+            &format!("monitor-{}", state.as_str().replace('_', "-")),
+            state,
+            now,
+        );
+        rec.mode = RecordMode::Monitoring;
+        rec.detail = Some(format!(
+            "monitor: order {order_number} now {} ({state})",
+            step.value
+                .stage_label
+                .as_deref()
+                .unwrap_or("without a stage label")
+        ));
+        rec.monitoring = Some(!matches!(
+            state,
+            OrderState::Delivered | OrderState::Cancelled
+        ));
+        self.record(&rec, Some(&step.page)).await
+    }
+
+    /// Records and reports, once, that the pay `deadline` of an order still awaiting payment is
+    /// less than [`DEADLINE_WARNING`] away or past.
+    async fn warn_pay_deadline(
+        &self,
+        row: &OrderRow,
+        order_number: &str,
+        deadline: Timestamp,
+        page: &PageSnapshot,
+        now: Timestamp,
+    ) -> anyhow::Result<()> {
+        let what = if deadline <= now {
+            "has passed"
+        } else {
+            "is less than 24 h away"
+        };
+        let msg = format!(
+            "monitor: pay deadline {deadline} of order {order_number} {what}; payment still outstanding"
+        );
+        tracing::warn!(task_id = %row.task_id, "{msg}");
+        let mut rec = StepRecord::new(
+            &row.task_id,
+            "monitor-pay-deadline",
+            OrderState::AwaitingPayment,
+            now,
+        );
+        rec.mode = RecordMode::Monitoring;
+        rec.detail = Some(msg);
+        let result = self.record(&rec, Some(page)).await;
+        if result.is_ok() {
+            let _ = self
+                .ctx
+                .journal
+                .order_mark_deadline_alerted(&row.task_id)
+                .await;
+        }
+        result
+    }
+
+    async fn record(&self, rec: &StepRecord, page: Option<&PageSnapshot>) -> anyhow::Result<()> {
         let ctx = &self.ctx;
         let seq = ctx
             .journal
