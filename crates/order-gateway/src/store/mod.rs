@@ -8,7 +8,9 @@
 //!   `query_row.rs` the row decoders), compiled once per engine;
 //! - `dialect.rs`: the few SQL fragments the engines force apart, each with its reason;
 //! - [`sqlite`]: the embedded default engine (opens the file, read pool, and starts its
-//!   group-commit writer from the shared `sqlite_writer` crate, D-sqlite-writer-group-commit); [`postgres`]: several instances sharing one queue (pool,
+//!   group-commit writer from the shared `sqlite_writer` crate, D-sqlite-writer-group-commit);
+//!   `sqlite_sync.rs`: its submit, lease, renew and report, run on the writer's own thread
+//!   (D-gateway-hot-path-on-writer-thread); [`postgres`]: several instances sharing one queue (pool,
 //!   `LISTEN/NOTIFY` wake-ups, the alert-leader advisory lock).
 //!
 //! Migrations stay per engine (`migrations/sqlite`, `migrations/postgres`, same numbering): the
