@@ -453,6 +453,8 @@ struct Served {
     store: Arc<order_gateway::store::sqlite::SqliteStore>,
     stop: tokio_util::sync::CancellationToken,
     server: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// The orders' long-poll notifier (a submit's hand-off can be turned off on it).
+    notifier: order_gateway::lease::notify::LeaseNotifier,
 }
 
 /// Starts a gateway on the database file `db` (long-polls may wait 60 s); the client keeps up
@@ -464,6 +466,7 @@ async fn serve_sqlite(db: &std::path::Path, idle_per_host: usize) -> Served {
         .await
         .unwrap();
     let store = app.sqlite_store();
+    let notifier = app.state().lease_notifier.clone();
     let base = format!("http://127.0.0.1:{}", app.port());
     let stop = tokio_util::sync::CancellationToken::new();
     let server = tokio::spawn({
@@ -483,6 +486,7 @@ async fn serve_sqlite(db: &std::path::Path, idle_per_host: usize) -> Served {
         store,
         stop,
         server,
+        notifier,
     }
 }
 
@@ -511,6 +515,7 @@ async fn run() {
         store,
         stop,
         server,
+        ..
     } = serve_sqlite(&dir.path().join("bench.db"), 64).await;
 
     fsync_line(dir.path(), "before submit x1");
@@ -549,6 +554,7 @@ async fn run() {
         store,
         stop,
         server,
+        ..
     } = serve_sqlite(&dir.path().join("bench2.db"), 0).await;
 
     // Hand-off latency.
@@ -741,7 +747,12 @@ mod handoff {
             store,
             stop,
             server,
+            notifier,
         } = super::serve_sqlite(&dir.path().join("handoff.db"), 0).await;
+        // The steps below are the wake-up path's (the path of a poll on another PostgreSQL
+        // instance); a submit's hand-off (D-handoff-in-submit-commit) has none of them.
+        notifier.set_handoff(false);
+        println!("(the wake-up path: submits' hand-offs turned off)");
 
         let fsync = fsync_line(dir.path(), "before the hand-off breakdown");
         let rounds = 300;

@@ -38,8 +38,7 @@ impl<E> WriteOp<E> {
     fn abandoned(&self) -> bool {
         match self {
             WriteOp::Async(op) => op.abandoned(),
-            // Never abandonable: `Writer::write_sync` is the only way in.
-            WriteOp::Sync(_) => false,
+            WriteOp::Sync(op) => op.abandoned(),
         }
     }
 }
@@ -52,6 +51,7 @@ pub(crate) trait Job<E>: Send {
 
 /// A synchronous operation: run (possibly twice, [`sync_segment`]) and then answered.
 pub(crate) trait SyncJob<E>: Send {
+    fn abandoned(&self) -> bool;
     fn fail(self: Box<Self>, e: E);
     /// Runs the operation; a later run replaces an earlier run's result (that run's writes were
     /// rolled back).
@@ -98,9 +98,14 @@ pub(crate) struct SyncPending<T, E> {
     pub(crate) run: SyncTransition<T, E>,
     pub(crate) reply: Reply<T, E>,
     pub(crate) result: Option<Result<T, E>>,
+    pub(crate) abandonable: bool,
 }
 
 impl<T: Send + 'static, E: WriterError> SyncJob<E> for SyncPending<T, E> {
+    fn abandoned(&self) -> bool {
+        self.abandonable && self.reply.is_closed()
+    }
+
     fn fail(self: Box<Self>, e: E) {
         let _ = self.reply.send(Err(e));
     }

@@ -1,5 +1,5 @@
 //! The checkpoint thread of [`sync_after_commit`](crate::Settings::sync_after_commit)
-//! (D-wal-checkpoint-thread).
+//! (D-wal-checkpoint-thread), also started by a store of its own ([`Checkpointer::spawn`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,15 +23,29 @@ pub const BACKSTOP_CHECKPOINT_PAGES: u32 = 10_000;
 /// a connection of its own runs `PRAGMA wal_checkpoint(PASSIVE)` every [`CHECKPOINT_EVERY`], so the
 /// writer no longer stops every 1,000 pages to copy the WAL into the database file and `fsync` both
 /// (SQLite's default autocheckpoint, on the committing connection). A passive checkpoint waits for
-/// no reader or writer; it copies what no reader still needs.
-pub(crate) struct Checkpointer {
+/// no reader or writer; it copies what no reader still needs. A writer without
+/// [`sync_after_commit`](crate::Settings::sync_after_commit) (the gateway's) gets the same by
+/// starting one itself and opening its write connection with `wal_autocheckpoint` at
+/// [`BACKSTOP_CHECKPOINT_PAGES`].
+pub struct Checkpointer {
     stop: std::sync::mpsc::Sender<()>,
     /// Answered when the thread has ended.
     done: oneshot::Receiver<()>,
 }
 
+impl std::fmt::Debug for Checkpointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpointer").finish_non_exhaustive()
+    }
+}
+
 impl Checkpointer {
-    pub(crate) fn spawn(
+    /// Starts the thread `sqlite-checkpointer` on a connection of its own to `db_file` (a
+    /// database in WAL mode), checkpointing every `every`.
+    ///
+    /// # Errors
+    /// When the file cannot be opened or the thread cannot be started.
+    pub fn spawn(
         db_file: PathBuf,
         every: Duration,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
@@ -74,7 +88,7 @@ impl Checkpointer {
     }
 
     /// Stops the thread (after the checkpoint it may be running) and waits for it to end.
-    pub(crate) async fn finish(self) {
+    pub async fn finish(self) {
         drop(self.stop);
         if self.done.await.is_err() {
             tracing::error!(

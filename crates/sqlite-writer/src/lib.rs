@@ -11,7 +11,8 @@
 //! few thousand fsyncs per second. Batching makes durable throughput a multiple of the fsync rate,
 //! and a single writer connection means no "database is locked" between our own writers.
 //!
-//! An operation sent with [`Writer::write_abandonable`] (the gateway's lease attempts) is skipped
+//! An operation sent with [`Writer::write_abandonable`] or [`Writer::write_sync_abandonable`] (the
+//! gateway's lease attempts) is skipped
 //! before it runs when its caller has gone away (its reply channel is closed: the HTTP request was
 //! dropped), so a disconnected long-poll never takes a lease.
 //!
@@ -59,10 +60,9 @@ mod raw;
 mod syncer;
 
 use batch::{Pending, SyncPending, WriteOp, run};
-use checkpointer::Checkpointer;
 use syncer::Syncer;
 
-pub use checkpointer::{BACKSTOP_CHECKPOINT_PAGES, CHECKPOINT_EVERY};
+pub use checkpointer::{BACKSTOP_CHECKPOINT_PAGES, CHECKPOINT_EVERY, Checkpointer};
 pub use lock::{FileLock, real_path};
 pub use raw::{RawSqliteError, sqlx_error};
 
@@ -356,11 +356,33 @@ impl<E: WriterError> Writer<E> {
     /// # Errors
     /// As [`Self::write`].
     pub async fn write_sync<T: Send + 'static>(&self, op: SyncTransition<T, E>) -> Result<T, E> {
+        self.send_sync(op, false).await
+    }
+
+    /// [`Self::write_sync`] for an operation nobody needs once its caller has gone (the gateway's
+    /// lease attempts on the writer's thread): skipped, never run, when the caller dropped the
+    /// future before the writer reached it, as [`Self::write_abandonable`].
+    ///
+    /// # Errors
+    /// As [`Self::write`].
+    pub async fn write_sync_abandonable<T: Send + 'static>(
+        &self,
+        op: SyncTransition<T, E>,
+    ) -> Result<T, E> {
+        self.send_sync(op, true).await
+    }
+
+    async fn send_sync<T: Send + 'static>(
+        &self,
+        op: SyncTransition<T, E>,
+        abandonable: bool,
+    ) -> Result<T, E> {
         let (reply, answer) = oneshot::channel();
         self.enqueue(WriteOp::Sync(Box::new(SyncPending {
             run: op,
             reply,
             result: None,
+            abandonable,
         })))
         .await?;
         // A dropped reply means the writer task ended without answering (it panicked).

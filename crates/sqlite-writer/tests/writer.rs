@@ -98,6 +98,31 @@ async fn an_abandoned_write_is_skipped_and_the_rest_of_its_batch_commits() {
     assert!(commits >= 1);
 }
 
+/// A synchronous write whose caller has gone before the writer reached it (a lease attempt of a
+/// disconnected long-poll) is skipped like an asynchronous one; the rest of its batch commits.
+#[tokio::test]
+async fn an_abandoned_synchronous_write_is_skipped_and_the_rest_of_its_batch_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let writer = Writer::start(open(&path).await, Settings::default());
+    let mut gone = Box::pin(writer.write_sync_abandonable(insert_sync(1, Ok(()))));
+    let mut kept = Box::pin(writer.write_sync_abandonable(insert_sync(2, Ok(()))));
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(gone.as_mut().poll(&mut cx).is_pending());
+    assert!(kept.as_mut().poll(&mut cx).is_pending());
+    drop(gone);
+    kept.await.unwrap();
+    writer.write_sync(insert_sync(3, Ok(()))).await.unwrap();
+    writer.shutdown().await;
+    assert_eq!(
+        committed(&path).await,
+        vec![2, 3],
+        "the abandoned write never ran"
+    );
+    assert_eq!(writer.stats().1, 2, "the abandoned write is not counted");
+}
+
 /// One batch of five: ok, failed after writing, abandoned, ok, abandoned (last). Each operation's
 /// end releases its savepoint and opens the next one in one round trip; an abandoned operation in
 /// the middle or at the end leaves no savepoint open and the batch commits once.

@@ -1,13 +1,15 @@
-//! The lease long-poll (§4.3): try once; if nothing can be granted, wait for an in-process
-//! wake-up ([`LeaseNotifier`]) or the periodic database check ([`FALLBACK_CHECK`]), try again, until
-//! `wait` elapses.
+//! The lease long-poll (§4.3): try once; if nothing can be granted, wait for a submit's hand-off
+//! (the submit runs this poll's attempt in its own transaction and sends the grant after that one
+//! commit, D-handoff-in-submit-commit), an in-process wake-up ([`LeaseNotifier`]) or the periodic
+//! database check ([`FALLBACK_CHECK`]), try again, until `wait` elapses.
 //!
 //! Disconnects: the whole poll runs inside the HTTP handler's future. When the client goes away,
 //! hyper drops that future, so no further attempt is made; an attempt already queued at the
 //! writer is skipped because its reply channel is closed. Only an attempt that already ran when the
 //! client vanished can commit a grant nobody receives: that task stays leased to the same worker,
 //! whose next poll gets it back as a new grant (`lease_count + 1`, so it verifies on the site
-//! first), or it expires to `stale` and waits for a reclaim. Never a silent second execution.
+//! first), or it expires to `stale` and waits for a reclaim. The same holds for a grant a submit's
+//! hand-off committed for a poll that has gone meanwhile. Never a silent second execution.
 
 use std::time::Duration;
 
@@ -16,6 +18,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::notify::{AttemptCause, LeaseNotifier};
+use rakuten_types::order::LeaseGrant;
+
 use crate::store::{LeaseAttempt, LeaseRequest, OrderStore, StoreError};
 
 /// Period of the database re-check while waiting (the spec asks for at most 1 s).
@@ -50,27 +54,64 @@ pub async fn lease_with_wait(
         if matches!(attempt, LeaseAttempt::Granted(_)) {
             return Ok(attempt);
         }
+        // From here a submit may run this poll's next attempt in its own transaction and hand
+        // the grant over (D-handoff-in-submit-commit). Whatever ends the wait first leaves the
+        // queue; if a submit took the poll meanwhile, its answer is awaited instead of running
+        // an attempt of our own.
+        let mut slot = notifier.wait_for_handoff(req.clone());
+        let handed = |grant: Option<LeaseGrant>| {
+            notifier.count_attempt(AttemptCause::Woken);
+            grant.map(LeaseAttempt::Granted)
+        };
         loop {
             let now = Instant::now();
             if now >= deadline {
-                return Ok(attempt);
+                return Ok(match slot.leave().await {
+                    Some(grant) => handed(grant).unwrap_or(attempt),
+                    None => attempt,
+                });
             }
             let tick = (now + FALLBACK_CHECK).min(deadline);
             tokio::select! {
-                _ = &mut notified => {
-                    super::probe::mark(super::probe::Step::PollWoken);
+                grant = slot.handed() => {
+                    super::probe::mark(super::probe::Step::LeaseReturned);
+                    if let Some(granted) = handed(grant) {
+                        return Ok(granted);
+                    }
+                    // The submit's attempt granted nothing to this poll (or failed): try again.
                     cause = AttemptCause::Woken;
                     break;
                 }
-                _ = shutdown.cancelled() => return Ok(attempt),
+                _ = &mut notified => {
+                    super::probe::mark(super::probe::Step::PollWoken);
+                    if let Some(grant) = slot.leave().await
+                        && let Some(granted) = handed(grant)
+                    {
+                        return Ok(granted);
+                    }
+                    cause = AttemptCause::Woken;
+                    break;
+                }
+                _ = shutdown.cancelled() => {
+                    return Ok(match slot.leave().await {
+                        Some(grant) => handed(grant).unwrap_or(attempt),
+                        None => attempt,
+                    });
+                }
                 _ = tokio::time::sleep_until(tick) => {
                     if tick >= deadline {
-                        return Ok(attempt);
+                        continue;
                     }
                     let leasable = store
                         .task_leasable_exists(&req.worker_id, req.site.as_deref(), req.scope, clock.now())
-                        .await?;
-                    if leasable {
+                        .await;
+                    if !matches!(leasable, Ok(false)) {
+                        if let Some(grant) = slot.leave().await
+                            && let Some(granted) = handed(grant)
+                        {
+                            return Ok(granted);
+                        }
+                        leasable?;
                         cause = AttemptCause::Rechecked;
                         break;
                     }

@@ -79,6 +79,8 @@ mod tests {
         .await
         .unwrap();
         let state = app.state();
+        // The wake-up path (a submit's hand-off would run the poll's attempt in its own commit).
+        state.lease_notifier.set_handoff(false);
         let base = format!("http://127.0.0.1:{}", app.port());
         tokio::spawn(app.run_until_stopped(std::future::pending()));
         let client = reqwest::Client::new();

@@ -8,7 +8,9 @@
 //!   `query_row.rs` the row decoders), compiled once per engine;
 //! - `dialect.rs`: the few SQL fragments the engines force apart, each with its reason;
 //! - [`sqlite`]: the embedded default engine (opens the file, read pool, and starts its
-//!   group-commit writer from the shared `sqlite_writer` crate, D-sqlite-writer-group-commit); [`postgres`]: several instances sharing one queue (pool,
+//!   group-commit writer from the shared `sqlite_writer` crate, D-sqlite-writer-group-commit);
+//!   `sqlite_sync.rs`: its submit, lease, renew and report, run on the writer's own thread
+//!   (D-gateway-hot-path-on-writer-thread); [`postgres`]: several instances sharing one queue (pool,
 //!   `LISTEN/NOTIFY` wake-ups, the alert-leader advisory lock).
 //!
 //! Migrations stay per engine (`migrations/sqlite`, `migrations/postgres`, same numbering): the
@@ -33,6 +35,7 @@ pub mod postgres;
 pub mod queries;
 pub(crate) mod sql;
 pub mod sqlite;
+mod sqlite_sync;
 
 pub use operator::OperatorStore;
 pub use queries::QueryStore;
@@ -640,6 +643,22 @@ pub trait OrderStore: Send + Sync + std::fmt::Debug + 'static {
         task: NewTask,
         now: Timestamp,
     ) -> Result<SubmitOrderAck, StoreError>;
+
+    /// [`Self::task_insert`], and — only when it created the task — the lease attempt
+    /// [`Self::task_lease`] would run for `waiter` (a long-poll waiting in this process), in the
+    /// same transaction: the task and its grant commit together, so the submit's answer and the
+    /// grant both leave after one commit (D-handoff-in-submit-commit). The attempt's answer is
+    /// `None` when the task existed already or the attempt failed (rolled back alone; the submit
+    /// still commits). By default an engine inserts only and answers `None`.
+    async fn task_insert_handing(
+        &self,
+        task: NewTask,
+        waiter: LeaseRequest,
+        now: Timestamp,
+    ) -> Result<(SubmitOrderAck, Option<LeaseAttempt>), StoreError> {
+        let _ = waiter;
+        Ok((self.task_insert(task, now).await?, None))
+    }
 
     /// One lease attempt (§4.3): refreshes the worker's heartbeat; re-grants the worker's own
     /// unexpired active task if it has one (`lease_count + 1`, new token); else claims the oldest

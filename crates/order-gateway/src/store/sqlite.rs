@@ -167,6 +167,8 @@ fn open_error(e: sqlx::Error) -> StoreError {
 pub struct SqliteStore {
     writer: Writer<StoreError>,
     read: SqlitePool,
+    /// The WAL's checkpoint thread (D-gateway-checkpoint-thread), stopped at shutdown.
+    checkpointer: tokio::sync::Mutex<Option<sqlite_writer::Checkpointer>>,
 }
 
 impl SqliteStore {
@@ -210,8 +212,15 @@ impl SqliteStore {
             .await?;
         // 256 per batch, 8,192 queued (senders wait when it is full); on its own thread, held to
         // one CPU with its connection's thread (D-writer-thread-one-cpu).
+        // WAL checkpoints on a thread of their own (D-gateway-checkpoint-thread): the writer's
+        // own autocheckpoint, every 1,000 pages by default, copied the WAL into the file and
+        // fsynced both inside a commit, holding up every answer of that batch; it stays as a
+        // backstop only.
         let writer = Writer::open(
-            opts,
+            opts.pragma(
+                "wal_autocheckpoint",
+                sqlite_writer::BACKSTOP_CHECKPOINT_PAGES.to_string(),
+            ),
             sqlite_writer::Settings {
                 marks: Some(probe_mark),
                 sync_after_commit: false,
@@ -221,7 +230,21 @@ impl SqliteStore {
         .await?;
         // This process is the file's one writer until the store shuts down (D-one-process-per-sqlite-file).
         writer.hold_until_shutdown(lock);
-        Ok(SqliteStore { writer, read })
+        let checkpointer = match sqlite_writer::Checkpointer::spawn(
+            sqlite_writer::real_path(path),
+            sqlite_writer::CHECKPOINT_EVERY,
+        ) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the checkpoint thread; the writer checkpoints every {} pages itself", sqlite_writer::BACKSTOP_CHECKPOINT_PAGES);
+                None
+            }
+        };
+        Ok(SqliteStore {
+            writer,
+            read,
+            checkpointer: tokio::sync::Mutex::new(checkpointer),
+        })
     }
 
     /// The writer's counters (commits and operations), for benchmarks.
@@ -260,6 +283,25 @@ impl SqliteStore {
         op: Transition<SqliteConnection, T>,
     ) -> Result<T, StoreError> {
         self.enqueue(op, true).await
+    }
+
+    /// Runs one transition synchronously on the writer's own thread (`sqlite_sync`,
+    /// D-gateway-hot-path-on-writer-thread); answers after its batch committed.
+    pub(crate) async fn write_sync<T: Send + 'static>(
+        &self,
+        op: sqlite_writer::SyncTransition<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.ensure_open()?;
+        bounded(self.writer.write_sync(op)).await
+    }
+
+    /// [`Self::write_sync`] for a lease attempt: skipped if its caller has gone before it runs.
+    pub(crate) async fn write_sync_lease<T: Send + 'static>(
+        &self,
+        op: sqlite_writer::SyncTransition<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.ensure_open()?;
+        bounded(self.writer.write_sync_abandonable(op)).await
     }
 
     /// Observes each commit of the writer (operations, duration: the `/metrics` histograms).
@@ -310,8 +352,12 @@ impl SqliteStore {
         Ok(true)
     }
 
-    /// Lets the writer drain what is queued, commit and stop; closes the read pool.
+    /// Stops the checkpoint thread, lets the writer drain what is queued, commit and stop; closes
+    /// the read pool.
     pub(crate) async fn shutdown(&self) {
+        if let Some(c) = self.checkpointer.lock().await.take() {
+            c.finish().await;
+        }
         self.writer.shutdown().await;
         self.read.close().await;
     }

@@ -18,6 +18,7 @@ mod edge;
 mod env_example;
 mod expiry;
 mod faketime;
+mod handoff;
 mod health;
 mod helpers;
 mod invariants;

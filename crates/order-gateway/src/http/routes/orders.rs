@@ -139,19 +139,40 @@ pub async fn submit(
         None => TaskId::parse(&uuid::Uuid::now_v7().to_string())
             .map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?,
     };
-    let ack = st
-        .store
-        .task_insert(
-            NewTask {
-                task_id,
-                site: body.site,
-                intent_json,
-                // Checked against the clock in the insert itself (D-task-not-after-expired).
-                not_after: body.not_after,
-            },
-            st.clock.now(),
-        )
-        .await?;
+    let task = NewTask {
+        task_id,
+        site: body.site,
+        intent_json,
+        // Checked against the clock in the insert itself (D-task-not-after-expired).
+        not_after: body.not_after,
+    };
+    // A long-poll waiting in this process: its lease attempt runs in this submit's transaction,
+    // and the grant is handed to it after that one commit (D-handoff-in-submit-commit).
+    if let Some(waiter) = st.lease_notifier.take_waiter() {
+        let (ack, attempt) = st
+            .store
+            .task_insert_handing(task, waiter.request().clone(), st.clock.now())
+            .await?;
+        probe::mark(Step::SubmitCommitted);
+        crate::http::access_log::name_task(ack.task_id.as_str());
+        match attempt {
+            Some(LeaseAttempt::Granted(grant)) => {
+                // A poll gone by now leaves its worker a lease that expires to `stale`.
+                waiter.hand(grant);
+                probe::mark(Step::SubmitNotified);
+            }
+            _ if ack.created => {
+                // The waiter (dropped here) runs an attempt of its own; another may take the task.
+                drop(waiter);
+                st.lease_notifier.notify_leasable();
+                probe::mark(Step::SubmitNotified);
+            }
+            _ => {}
+        }
+        probe::mark(Step::SubmitAnswered);
+        return Ok(Json(Envelope::ok(ack)));
+    }
+    let ack = st.store.task_insert(task, st.clock.now()).await?;
     probe::mark(Step::SubmitCommitted);
     crate::http::access_log::name_task(ack.task_id.as_str());
     if ack.created {

@@ -42,7 +42,9 @@ pub(crate) async fn grant_opened(
     Ok(())
 }
 
-/// A renewal of the task's open grant: its new expiry, one more renewal.
+/// A renewal of the task's open grant: its new expiry, one more renewal. (PostgreSQL's; SQLite
+/// renews on its writer's thread, `store/sqlite_sync.rs`.)
+#[allow(dead_code, reason = "compiled for both engines; SQLite renews in store/sqlite_sync.rs")]
 pub(crate) async fn grant_renewed(
     conn: &mut Conn,
     task_id: &TaskId,

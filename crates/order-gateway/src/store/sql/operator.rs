@@ -120,6 +120,7 @@ pub(crate) async fn reclaim_recorded(
 /// The first poll of a reclaimed task's worker: the reclaim's own grant (same token and
 /// count; the lease runs `ttl` from now), or `None`. Returns `(task_id, lease_count,
 /// lease_token)`.
+#[allow(dead_code, reason = "compiled for both engines; SQLite leases in store/sqlite_sync.rs")]
 pub(crate) async fn reclaimed_grant_take(
     conn: &mut Conn,
     worker_id: &str,

@@ -34,13 +34,25 @@ impl OrderStore for Store {
         task: NewTask,
         now: Timestamp,
     ) -> Result<SubmitOrderAck, StoreError> {
-        let ack = self
-            .write(Box::new(move |c| Box::pin(tasks::task_insert(c, task, now))))
-            .await?;
+        let ack = super::insert(self, task, now).await?;
         if ack.created {
             self.notify_tasks(1);
         }
         Ok(ack)
+    }
+
+    async fn task_insert_handing(
+        &self,
+        task: NewTask,
+        waiter: LeaseRequest,
+        now: Timestamp,
+    ) -> Result<(SubmitOrderAck, Option<LeaseAttempt>), StoreError> {
+        let (ack, attempt) = super::insert_handing(self, task, waiter, now).await?;
+        // Another instance's poll may take what the local one did not.
+        if ack.created && !matches!(attempt, Some(LeaseAttempt::Granted(_))) {
+            self.notify_tasks(1);
+        }
+        Ok((ack, attempt))
     }
 
     async fn task_lease(
@@ -48,8 +60,7 @@ impl OrderStore for Store {
         req: LeaseRequest,
         now: Timestamp,
     ) -> Result<LeaseAttempt, StoreError> {
-        self.write_lease(Box::new(move |c| Box::pin(tasks::task_lease(c, req, now))))
-            .await
+        super::lease(self, req, now).await
     }
 
     async fn task_leasable_exists(
@@ -63,8 +74,7 @@ impl OrderStore for Store {
     }
 
     async fn task_renew(&self, req: RenewRequest, now: Timestamp) -> Result<RenewAck, StoreError> {
-        self.write(Box::new(move |c| Box::pin(tasks::task_renew(c, req, now))))
-            .await
+        super::renew(self, req, now).await
     }
 
     async fn task_report(
@@ -72,9 +82,7 @@ impl OrderStore for Store {
         report: NewReport,
         now: Timestamp,
     ) -> Result<ReportAck, StoreError> {
-        let ack = self
-            .write(Box::new(move |c| Box::pin(tasks::task_report(c, report, now))))
-            .await?;
+        let ack = super::report(self, report, now).await?;
         if ack.status.is_terminal() {
             // The gate may be free again.
             self.notify_tasks(1);

@@ -13,6 +13,15 @@
 //! - the sweeper takes only rows nobody holds (`SKIP LOCKED`), so when every instance sweeps at
 //!   once each lapsed lease turns `stale` exactly once, reported by the instance that did it.
 
+//!
+//! SQLite runs submit, lease, renew and report on its writer's own thread instead
+//! (`store/sqlite_sync.rs`, D-gateway-hot-path-on-writer-thread), with the same guards; its copy of
+//! those functions here is unused.
+#![allow(
+    dead_code,
+    reason = "compiled for both engines; SQLite's hot transitions are in store/sqlite_sync.rs"
+)]
+
 use rakuten_types::order::{LeaseGrant, RenewAck, ReportAck, SubmitOrderAck};
 use rakuten_types::{OrderState, TaskEvent, TaskId, TaskStatus, Timestamp, WorkerId};
 use sqlx::Row;
@@ -465,7 +474,7 @@ async fn set_aside(
 }
 
 /// Checks that `worker_id` (and `token`, when given) hold the task's current, unexpired lease.
-fn check_holder(
+pub(crate) fn check_holder(
     row: &TaskRow,
     worker_id: &WorkerId,
     token: Option<&str>,
@@ -508,10 +517,13 @@ fn changed_concurrently(rows_affected: u64) -> Result<(), StoreError> {
     if rows_affected == 1 {
         Ok(())
     } else {
-        Err(StoreError::LeaseInvalid(
-            "lease changed concurrently".into(),
-        ))
+        Err(lease_changed_concurrently())
     }
+}
+
+/// The refusal of a guarded lease `UPDATE` that found the row no longer as it was read.
+pub(crate) fn lease_changed_concurrently() -> StoreError {
+    StoreError::LeaseInvalid("lease changed concurrently".into())
 }
 
 /// `POST /api/orders/{id}/renew` (§4.4).
