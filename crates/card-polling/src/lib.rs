@@ -27,6 +27,7 @@
 //!   implementation (`store/sql/`, with the engine differences in `store/dialect.rs`), compiled for
 //!   SQLite ([`store::sqlite`], the default; `migrations/sqlite`) and PostgreSQL
 //!   ([`store::postgres`], `RAKUTEN_POLL_DB_URL`; `migrations/postgres`).
+//! - [`state`]: [`state::AppState`], what every handler and console page is given.
 //! - [`http`]: error, auth, extractors and one route file per resource.
 //! - [`console`]: the operator console at `/console`: items, exceptions, queue depths
 //!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
@@ -50,6 +51,7 @@ pub mod manual_trigger;
 pub mod priority;
 pub mod scheduler;
 pub mod settings;
+pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod upstream;

@@ -8,9 +8,9 @@ use axum::Router;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::AppState;
 use crate::priority::TriggerType;
 use crate::priority::item_status::ItemStatus;
+use crate::state::AppState;
 
 fn string() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": 128})
