@@ -3,7 +3,10 @@
 //! manual trigger and the priority lane through one executor pool.
 //!
 //! Layout, one file per concept:
-//! - [`settings`]: clap + `RAKUTEN_POLL_*` settings, the secret type.
+//! - [`settings`]: clap + `RAKUTEN_POLL_*` settings, parsed and validated (secrets are
+//!   [`rakuten_types::Secret`]).
+//! - [`startup`]: what start-up builds from the settings: the carrier, the hint channel, the
+//!   store, each failure named by its variable.
 //! - [`app`]: `Application::build(settings, clock, upstream)`, serving and background loops.
 //! - [`scheduler`]: one cycle = priority hints, manual triggers, the recovery read, ordinary
 //!   shard batches ([`scheduler::cycle`]); [`scheduler::shard_queue`] (card → shard),
@@ -51,6 +54,7 @@ pub mod manual_trigger;
 pub mod priority;
 pub mod scheduler;
 pub mod settings;
+pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
@@ -70,11 +74,11 @@ pub use settings::Settings;
 /// # Errors
 /// Start-up or server failures.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let upstream = settings.upstream()?;
+    let upstream = startup::carrier(&settings)?;
     let ip = settings.listen_addr().ip();
     let (storage, database) = match settings.db_url {
         // Scheme, host, port and database, never the password (D-database-url-printing).
-        Some(ref url) => ("postgres", app::printable_url(url.expose())),
+        Some(ref url) => ("postgres", startup::printable_url(url.expose())),
         None => ("sqlite", settings.db_path.display().to_string()),
     };
     let app = Application::build(settings, Arc::new(rakuten_types::SystemClock), upstream).await?;
