@@ -1,11 +1,18 @@
-//! Storage behind a narrow trait with verb-noun methods ([`Store`], the contract; this file), one
-//! implementation written once for both engines (D-one-sql-store-per-engine):
-//! - `sql/`: the SQL, one file per concern (`mod.rs` the trait impl, `domain.rs` host domain,
-//!   `enqueue.rs` snapshot and enqueue-or-merge, `items.rs` claim/attempt/finish/close/expire,
-//!   `query.rs` scoped reads, `rows.rs`, `schedule.rs` ordinary polling and manual triggers),
-//!   compiled once per engine by [`sqlite`] (the default) and [`postgres`]
-//!   (`RAKUTEN_POLL_DB_URL`), which also open the pool and embed their migrations
-//!   (`migrations/sqlite`, `migrations/postgres`, same numbering).
+//! Storage behind narrow traits with verb-noun methods, one per capability
+//! ([`capability`]: [`ServiceStore`], [`AccountStore`], [`ImportStore`], [`PackageStore`],
+//! [`AssetStore`], [`ItemStore`], [`ClaimStore`], [`ScheduleStore`], [`RetentionStore`]; [`Store`]
+//! is all of them), and one implementation written once for both engines
+//! (D-one-sql-store-per-engine):
+//! - `error.rs`: [`StoreError`] and how an import row is named in its messages.
+//! - [`types`]: what the capabilities take and answer, one file per subject (import, packages,
+//!   items, schedule, retention); re-exported here.
+//! - `engine.rs`: the macro that compiles `sql/` once per engine.
+//! - `sql/`: the SQL, one file per capability (`observe.rs`, `accounts.rs`, `import.rs`,
+//!   `package.rs`, `assets.rs`, `query.rs` items in scope, `items.rs` claim/attempt/finish/expire,
+//!   `schedule.rs`, `retention.rs`) beside the shared steps (`enqueue.rs` snapshot and
+//!   enqueue-or-merge, `bulk.rs`, `rows.rs`), compiled once per engine by [`sqlite`] (the default)
+//!   and [`postgres`] (`RAKUTEN_POLL_DB_URL`), which also open the pool and embed their
+//!   migrations (`migrations/sqlite`, `migrations/postgres`, same numbering).
 //! - `dialect.rs`: what the engines force apart (write transaction, row locking, aggregates and
 //!   collation, time arithmetic, boolean literal), each with its reason.
 //! - `common.rs`: row decoders, the item-list filter and pagination, the migration source, generic

@@ -1,4 +1,4 @@
-//! The one SQL implementation of [`Store`], written once for both engines. This folder is compiled
+//! The one SQL implementation of [`crate::store::Store`], written once for both engines. This folder is compiled
 //! once per engine (by [`crate::store::sqlite`] and [`crate::store::postgres`], each naming its
 //! sqlx driver `Db` and its [`crate::store::dialect`]); see D-one-sql-store-per-engine for why not generics.
 //!
@@ -12,10 +12,14 @@
 //! writer runs it inside a SAVEPOINT of a batch transaction, on PostgreSQL it is its own
 //! transaction (D-sqlite-writer-group-commit). Reads go to the read pool ([`SqlStore::pool`]), never the writer.
 //!
-//! Files: `bulk.rs` (multi-row card import), `domain.rs` (host domain), `enqueue.rs` (snapshot and enqueue-or-merge inside a business
-//! transaction), `items.rs` (claim, attempts, finish, close, expire), `observe.rs` (the `/metrics` counts and the
-//! `/readyz` ping), `query.rs` (scoped reads), `retention.rs` (batch deletes of old history),
-//! `rows.rs` (row reads), `schedule.rs` (ordinary polling schedule and manual triggers).
+//! Files, one per capability, each with its `impl … for SqlStore`: `observe.rs` (service:
+//! counts, ping, clock, go-live), `accounts.rs`, `import.rs` (one function per entity),
+//! `package.rs` (orders, payments, usages, package poll), `assets.rs` (card, device and binding
+//! switches), `query.rs` (items in scope: list, count, detail, manual enqueue, retrigger, close),
+//! `items.rs` (due, claim, attempt, finish, expire), `schedule.rs` (ordinary polling and manual
+//! triggers), `retention.rs` (batch deletes of old history); and the steps they share:
+//! `enqueue.rs` (snapshot and enqueue-or-merge inside a business transaction), `bulk.rs`
+//! (multi-row card import), `rows.rs` (row reads).
 
 mod accounts;
 mod assets;
