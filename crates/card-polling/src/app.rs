@@ -1,7 +1,8 @@
-//! `Application::build`: opens the store, records the feature's go-live instant, syncs the
-//! ordinary polling schedule, connects the hint channel, binds the listener and wires the router,
-//! the executor pool, the scheduler, the expiry job, the retention job and the schedule
-//! configuration check.
+//! `Application::build`, start-up as its steps in order: connect the hint channel, open the
+//! store, record the feature's go-live instant, check the admin token against the accounts
+//! (the first four in [`crate::startup`]), sync the ordinary polling schedule, bind the listener,
+//! wire the background loops (executor pool, scheduler, expiry, retention, schedule
+//! configuration check) and the router's state; then serving until shutdown.
 
 use std::sync::Arc;
 use std::time::Duration;

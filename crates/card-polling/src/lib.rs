@@ -26,7 +26,8 @@
 //!   enqueue-side rules; execution is in [`executor`].
 //! - [`upstream`]: the carrier trait, the simulated carrier ([`upstream::sim`]) and the HTTP
 //!   carrier adapter ([`upstream::http`], `RAKUTEN_POLL_CARRIER_URL`).
-//! - [`store`]: the storage trait (the single door to the database) and its one SQL
+//! - [`store`]: the storage contract (the single door to the database), one narrow trait per
+//!   capability ([`store::capability`]) with its error and request/view types, and its one SQL
 //!   implementation (`store/sql/`, with the engine differences in `store/dialect.rs`), compiled for
 //!   SQLite ([`store::sqlite`], the default; `migrations/sqlite`) and PostgreSQL
 //!   ([`store::postgres`], `RAKUTEN_POLL_DB_URL`; `migrations/postgres`).
