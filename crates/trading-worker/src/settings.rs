@@ -391,7 +391,8 @@ impl Settings {
             return Err(bad(
                 "RAKUTEN_API_TOKEN",
                 format!(
-                    "must be {}-{} characters without spaces, as the gateway requires of its tokens",
+                    "must be at least {} characters (at most {}) without spaces, as the gateway \
+                     requires of its tokens",
                     rakuten_types::MIN_TOKEN_CHARS,
                     rakuten_types::MAX_TOKEN_CHARS
                 ),
