@@ -3,7 +3,10 @@
 //! manual trigger and the priority lane through one executor pool.
 //!
 //! Layout, one file per concept:
-//! - [`settings`]: clap + `RAKUTEN_POLL_*` settings, the secret type.
+//! - [`settings`]: clap + `RAKUTEN_POLL_*` settings, parsed and validated (secrets are
+//!   [`rakuten_types::Secret`]).
+//! - [`startup`]: what start-up builds from the settings: the carrier, the hint channel, the
+//!   store, each failure named by its variable.
 //! - [`app`]: `Application::build(settings, clock, upstream)`, serving and background loops.
 //! - [`scheduler`]: one cycle = priority hints, manual triggers, the recovery read, ordinary
 //!   shard batches ([`scheduler::cycle`]); [`scheduler::shard_queue`] (card → shard),
@@ -23,10 +26,12 @@
 //!   enqueue-side rules; execution is in [`executor`].
 //! - [`upstream`]: the carrier trait, the simulated carrier ([`upstream::sim`]) and the HTTP
 //!   carrier adapter ([`upstream::http`], `RAKUTEN_POLL_CARRIER_URL`).
-//! - [`store`]: the storage trait (the single door to the database) and its one SQL
+//! - [`store`]: the storage contract (the single door to the database), one narrow trait per
+//!   capability ([`store::capability`]) with its error and request/view types, and its one SQL
 //!   implementation (`store/sql/`, with the engine differences in `store/dialect.rs`), compiled for
 //!   SQLite ([`store::sqlite`], the default; `migrations/sqlite`) and PostgreSQL
 //!   ([`store::postgres`], `RAKUTEN_POLL_DB_URL`; `migrations/postgres`).
+//! - [`state`]: [`state::AppState`], what every handler and console page is given.
 //! - [`http`]: error, auth, extractors and one route file per resource.
 //! - [`console`]: the operator console at `/console`: items, exceptions, queue depths
 //!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
@@ -50,6 +55,8 @@ pub mod manual_trigger;
 pub mod priority;
 pub mod scheduler;
 pub mod settings;
+pub mod startup;
+pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod upstream;
@@ -68,11 +75,11 @@ pub use settings::Settings;
 /// # Errors
 /// Start-up or server failures.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let upstream = settings.upstream()?;
+    let upstream = startup::carrier(&settings)?;
     let ip = settings.listen_addr().ip();
     let (storage, database) = match settings.db_url {
         // Scheme, host, port and database, never the password (D-database-url-printing).
-        Some(ref url) => ("postgres", app::printable_url(url.expose())),
+        Some(ref url) => ("postgres", startup::printable_url(url.expose())),
         None => ("sqlite", settings.db_path.display().to_string()),
     };
     let app = Application::build(settings, Arc::new(rakuten_types::SystemClock), upstream).await?;

@@ -31,39 +31,14 @@ pub enum Command {
     Serve(Settings),
 }
 
-/// A secret string: never printed by Debug or Display.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub use rakuten_types::Secret;
 
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-
-    /// The secret itself; use only where it is needed.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl std::fmt::Display for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("***")
-    }
-}
-
+/// `RAKUTEN_POLL_ADMIN_TOKEN`: the one token rule ([`rakuten_types::secret::is_token`]).
 fn parse_secret(s: &str) -> Result<Secret, String> {
-    if s.chars().count() < 16 || s.len() > 256 || s.chars().any(|c| c.is_control() || c == ' ') {
+    if !rakuten_types::secret::is_token(s) {
         return Err("the admin token must be 16-256 characters without spaces".into());
     }
-    Ok(Secret(s.to_owned()))
+    Ok(Secret::new(s))
 }
 
 /// `RAKUTEN_POLL_CONSOLE_KEY`: the shared rule ([`web_console::session::check_key`]).
@@ -75,7 +50,7 @@ fn parse_pg_url(s: &str) -> Result<Secret, String> {
     if !(s.starts_with("postgres://") || s.starts_with("postgresql://")) {
         return Err("the database URL must start with postgres:// or postgresql://".into());
     }
-    Ok(Secret(s.to_owned()))
+    Ok(Secret::new(s))
 }
 
 /// The HTTP carrier's base URL (`RAKUTEN_POLL_CARRIER_URL`). It may carry userinfo or an API
@@ -117,7 +92,7 @@ fn parse_carrier_token(s: &str) -> Result<Secret, String> {
     if s.is_empty() || s.len() > 4096 || s.chars().any(|c| c.is_control() || c == ' ') {
         return Err("the carrier token must be 1-4096 characters without spaces".into());
     }
-    Ok(Secret(s.to_owned()))
+    Ok(Secret::new(s))
 }
 
 /// Where the hint and manual lanes live.
@@ -529,26 +504,6 @@ impl Settings {
             pause: Duration::from_millis(self.retention_pause_ms),
             every: Duration::from_secs(self.retention_every_secs),
         }
-    }
-
-    /// The carrier these settings choose: the HTTP carrier when `RAKUTEN_POLL_CARRIER_URL` is
-    /// set, else the simulated carrier.
-    ///
-    /// # Errors
-    /// The HTTP client cannot be built.
-    pub fn upstream(&self) -> anyhow::Result<std::sync::Arc<dyn crate::upstream::Upstream>> {
-        Ok(match &self.carrier_url {
-            Some(url) => {
-                let c = crate::upstream::HttpCarrier::new(
-                    url.expose().clone(),
-                    self.carrier_token.clone(),
-                )?
-                .with_max_answer_bytes(self.carrier_max_answer_bytes);
-                tracing::info!(carrier = %c.redacted_url(), token = self.carrier_token.is_some(), max_answer_bytes = c.max_answer_bytes(), "HTTP carrier");
-                std::sync::Arc::new(c)
-            }
-            None => std::sync::Arc::new(crate::upstream::SimCarrier::new(self.sim_config())),
-        })
     }
 
     /// The simulated carrier's configuration.

@@ -25,7 +25,7 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::settings::Secret;
+use rakuten_types::Secret;
 
 /// A caller's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -129,13 +129,13 @@ impl FromStr for NamedTokens {
                     i + 1
                 ));
             }
-            if token.chars().count() < crate::settings::MIN_TOKEN_CHARS
+            if token.chars().count() < rakuten_types::MIN_TOKEN_CHARS
                 || token.chars().any(char::is_whitespace)
             {
                 return Err(format!(
                     "entry {}: the token must be at least {} characters, without spaces",
                     i + 1,
-                    crate::settings::MIN_TOKEN_CHARS
+                    rakuten_types::MIN_TOKEN_CHARS
                 ));
             }
             out.push(NamedToken {

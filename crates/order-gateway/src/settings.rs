@@ -2,7 +2,6 @@
 //! the environment and a `.env` file (loaded by `main` through `dotenvy`), validated by
 //! [`Settings::validate`]. `order-gateway serve --help` lists every variable with its default.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -10,56 +9,27 @@ use std::time::Duration;
 
 use crate::roles::{Credentials, CredentialsError, NamedTokens, Role};
 
-/// A secret string whose `Debug`/`Display` never print it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub use rakuten_types::{MAX_TOKEN_CHARS, MIN_TOKEN_CHARS, Secret};
 
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-
-    /// The secret itself; call only where it is compared or sent.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl FromStr for Secret {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Secret(s.to_owned()))
-    }
-}
-
-pub use rakuten_types::MIN_TOKEN_CHARS;
-
-/// `RAKUTEN_API_TOKEN`: at least [`MIN_TOKEN_CHARS`], no whitespace. The message never quotes it.
+/// `RAKUTEN_API_TOKEN`: the one token rule ([`rakuten_types::secret::is_token`]). The message
+/// never quotes it.
 fn parse_token(s: &str) -> Result<Secret, String> {
-    if s.chars().count() < MIN_TOKEN_CHARS || s.chars().any(char::is_whitespace) {
+    if s.chars().count() > MAX_TOKEN_CHARS {
+        return Err(format!(
+            "the token must be at most {MAX_TOKEN_CHARS} characters"
+        ));
+    }
+    if !rakuten_types::secret::is_token(s) {
         return Err(format!(
             "the token must be at least {MIN_TOKEN_CHARS} characters, without spaces"
         ));
     }
-    Ok(Secret(s.to_owned()))
+    Ok(Secret::new(s))
 }
 
 /// `RAKUTEN_CONSOLE_KEY`: the shared rule ([`web_console::session::check_key`]).
 fn parse_console_key(s: &str) -> Result<Secret, String> {
-    web_console::session::check_key(s).map(|()| Secret(s.to_owned()))
+    web_console::session::check_key(s).map(|()| Secret::new(s))
 }
 
 /// `RAKUTEN_ALERT_WEBHOOK_SECRET`: at least [`MIN_TOKEN_CHARS`]. One signed request seen in a
@@ -70,7 +40,7 @@ fn parse_webhook_secret(s: &str) -> Result<Secret, String> {
             "the secret must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
         ));
     }
-    Ok(Secret(s.to_owned()))
+    Ok(Secret::new(s))
 }
 
 /// Scope of the one-active-task gate (§4.3): one task at a time overall, or one per site.

@@ -13,6 +13,7 @@
 //! - [`query`]: the account read-only query channel: status machine and bodies (§11).
 //! - [`alert`]: alert records, webhook notices and audited operator actions.
 //! - [`text`]: free text a person types for another to read (an operator's reason).
+//! - [`secret`]: [`Secret`] (redacted, compared in constant time) and the one Bearer token rule.
 
 pub mod alert;
 pub mod clock;
@@ -23,6 +24,7 @@ pub mod intent;
 pub mod order;
 pub mod order_state;
 pub mod query;
+pub mod secret;
 pub mod task_status;
 pub mod text;
 pub mod timestamp;
@@ -32,14 +34,9 @@ pub use codes::ErrorCode;
 pub use envelope::Envelope;
 pub use ids::{IdError, QueryId, TaskId, WorkerId};
 pub use order_state::OrderState;
+pub use secret::{MAX_TOKEN_CHARS, MIN_TOKEN_CHARS, Secret};
 pub use task_status::{Outcome, TaskEvent, TaskStatus};
 pub use timestamp::Timestamp;
 
 /// The only site traded (§10 "交易范围"). Requests naming any other site are refused with 422.
 pub const SITE_RAKUTEN: &str = "rakuten";
-
-/// Fewest characters of a gateway Bearer token (`RAKUTEN_API_TOKEN`, each of the gateway's role
-/// lists; card-polling's floor for its admin token too). A short token is guessed online and the
-/// gateway faces the internet, so the gateway refuses one at start; the worker refuses one as
-/// well, since the gateway could never hold it (D-secret-minimum-lengths).
-pub const MIN_TOKEN_CHARS: usize = 16;

@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -14,39 +13,7 @@ use rakuten_types::WorkerId;
 /// (`docs/DECISIONS.md` D-amount-limit-default; the spec's sample intent uses 30,000).
 pub const DEFAULT_MAX_TOTAL_YEN: i64 = 30_000;
 
-/// A secret string: Debug and Display print `***`.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a value.
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-    /// The value, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_empty() { "\"\"" } else { "***" })
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
-
-impl FromStr for Secret {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Secret(s.to_owned()))
-    }
-}
+pub use rakuten_types::Secret;
 
 /// Which site implementation drives the account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -420,14 +387,14 @@ impl Settings {
         }
         // The gateway refuses tokens under 16 characters at its own start (D-secret-minimum-lengths), so a
         // shorter one here can only ever be answered 401.
-        if gateway_url.is_some()
-            && self.api_token.expose().chars().count() < rakuten_types::MIN_TOKEN_CHARS
-        {
+        if gateway_url.is_some() && !rakuten_types::secret::is_token(self.api_token.expose()) {
             return Err(bad(
                 "RAKUTEN_API_TOKEN",
                 format!(
-                    "must be at least {} characters, as the gateway requires of its tokens",
-                    rakuten_types::MIN_TOKEN_CHARS
+                    "must be at least {} characters (at most {}) without spaces, as the gateway \
+                     requires of its tokens",
+                    rakuten_types::MIN_TOKEN_CHARS,
+                    rakuten_types::MAX_TOKEN_CHARS
                 ),
             ));
         }

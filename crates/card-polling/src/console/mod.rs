@@ -31,8 +31,8 @@ use web_console::layout::{self, Chrome, Notice};
 use web_console::session::Session;
 
 use crate::domain::{Account, Action, Role, Scope, TokenHash, authorize};
-use crate::http::AppState;
 use crate::http::auth::{account_of_token, bootstrap_admin};
+use crate::state::AppState;
 
 /// The service name in the console's frame.
 pub const SERVICE: &str = "card-polling";

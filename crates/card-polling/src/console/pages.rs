@@ -12,10 +12,10 @@ use web_console::layout::{self, Notice, action_form, badge, capped_count, enc, o
 
 use super::{Signed, csrf_refused};
 use crate::domain::Action;
-use crate::http::AppState;
 use crate::http::extract::canonical_id;
 use crate::priority::item_status::ItemStatus;
 use crate::priority::manual::{self, ManualError};
+use crate::state::AppState;
 use crate::store::{COUNT_CAP, ExceptionCondition, ItemFilter, ItemView, StoreError};
 
 /// Items per page.

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use rakuten_types::{Clock, Timestamp};
 
-use crate::store::Store;
+use crate::store::ServiceStore;
 use crate::telemetry::PollMetrics;
 
 /// How long one check of the clock against the database's is reused.
@@ -78,7 +78,7 @@ pub struct ClockHealth {
 
 /// Checks the instance's clock against the shared database's before claims.
 pub struct ClockGuard {
-    store: Arc<dyn Store>,
+    store: Arc<dyn ServiceStore>,
     clock: Arc<dyn Clock>,
     metrics: Arc<PollMetrics>,
     max_skew: Option<Duration>,
@@ -98,7 +98,7 @@ impl ClockGuard {
     /// A guard allowing `max_skew` between this instance's clock and the database's; `None`
     /// turns the check off (every claim allowed).
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn ServiceStore>,
         clock: Arc<dyn Clock>,
         metrics: Arc<PollMetrics>,
         max_skew: Option<Duration>,

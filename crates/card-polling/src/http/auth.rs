@@ -12,9 +12,9 @@ use std::marker::PhantomData;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
-use super::AppState;
 use super::error::ApiError;
 use crate::domain::{Account, Action, Role, Scope, TokenHash, authorize};
+use crate::state::AppState;
 
 /// Longest accepted Authorization header value, bytes.
 const MAX_AUTH_HEADER: usize = 300;

@@ -38,8 +38,6 @@ pub mod extract;
 pub mod openapi;
 pub mod routes;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::extract::State;
 use axum::http::Method;
@@ -48,42 +46,14 @@ use rakuten_edge::body::BodyLimit;
 use rakuten_edge::query_guard::QueryAllowlist;
 use serde::Serialize;
 
-use rakuten_types::{Clock, Envelope};
+use rakuten_types::Envelope;
 
-use crate::domain::{TaskTypes, TokenHash};
-use crate::hints::Hints;
-use crate::scheduler::Scheduler;
-use crate::store::Store;
+use crate::state::AppState;
 
 /// Default request body bound, bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Body bound of the bulk import, bytes.
 pub const MAX_IMPORT_BYTES: usize = 32 * 1024 * 1024;
-
-/// Shared state of the handlers.
-#[derive(Clone)]
-pub struct AppState {
-    /// Storage.
-    pub store: Arc<dyn Store>,
-    /// Clock.
-    pub clock: Arc<dyn Clock>,
-    /// Configured task types.
-    pub task_types: TaskTypes,
-    /// Hash of the bootstrap admin token.
-    pub admin_token_hash: Arc<TokenHash>,
-    /// Where committed enqueues announce their items, and manual triggers queue.
-    pub hints: Hints,
-    /// The scheduler (last cycle, queue depths).
-    pub scheduler: Scheduler,
-    /// The schedule configuration check (`/health`'s `schedule_config`).
-    pub schedule_config: crate::jobs::schedule_config::ScheduleConfigJob,
-    /// Accepted ordinary manual triggers per operator per UTC day.
-    pub manual_daily_quota: u32,
-    /// Signs the console's session cookies.
-    pub console_key: web_console::ConsoleKey,
-    /// Keys the fingerprint of the credential each console session carries.
-    pub credential_key: crate::console::CredentialKey,
-}
 
 /// A success envelope as JSON.
 pub fn ok<T: Serialize>(data: T) -> axum::Json<Envelope<T>> {

@@ -8,12 +8,18 @@ use axum::Router;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::AppState;
 use crate::priority::TriggerType;
 use crate::priority::item_status::ItemStatus;
+use crate::state::AppState;
 
 fn string() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": 128})
+}
+
+/// An optional key of an import row: [`string`], or `null`, which the server reads as absent
+/// (a top shop's `parent_id`, an account without a shop, a device reporting no slot).
+fn optional_string() -> Value {
+    json!({"type": ["string", "null"], "minLength": 1, "maxLength": 128})
 }
 
 /// A request object: every body the API reads refuses a field it does not know (a typo is a 422,
@@ -155,10 +161,10 @@ fn ops() -> Vec<Op> {
     ]);
     let rows = |required: &[&str], props: Value| json!({"type": "array", "items": object(required, props)});
     let import = json!({"type": "object", "additionalProperties": false, "properties": {
-        "shops": rows(&["id", "name"], json!({"id": string(), "parent_id": string(), "name": {"type": "string", "minLength": 1, "maxLength": 200}})),
-        "accounts": rows(&["id", "role", "token"], json!({"id": string(), "role": {"type": "string", "enum": ["super_admin", "platform", "agent", "enterprise"]}, "shop_id": string(), "token": {"type": "string", "minLength": 16, "maxLength": 256}, "perm_card_data": {"type": "boolean"}, "perm_manual_trigger": {"type": "boolean"}})),
+        "shops": rows(&["id", "name"], json!({"id": string(), "parent_id": optional_string(), "name": {"type": "string", "minLength": 1, "maxLength": 200}})),
+        "accounts": rows(&["id", "role", "token"], json!({"id": string(), "role": {"type": "string", "enum": ["super_admin", "platform", "agent", "enterprise"]}, "shop_id": optional_string(), "token": {"type": "string", "minLength": 16, "maxLength": 256}, "perm_card_data": {"type": "boolean"}, "perm_manual_trigger": {"type": "boolean"}})),
         "cards": rows(&["iccid", "shop_id"], json!({"iccid": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "stop_locked": {"type": "boolean"}})),
-        "devices": rows(&["device_no", "shop_id"], json!({"device_no": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "reported_slot_iccid": string()})),
+        "devices": rows(&["device_no", "shop_id"], json!({"device_no": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "reported_slot_iccid": optional_string()})),
         "bindings": rows(&["device_no", "iccid"], json!({"device_no": string(), "iccid": string(), "active": {"type": "boolean"}})),
     }});
     let op = |method, path, tag, summary, body: Option<Value>, errors| Op {

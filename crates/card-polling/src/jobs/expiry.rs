@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use rakuten_types::{Clock, Timestamp};
 
 use crate::priority::VALIDITY;
-use crate::store::{Store, StoreResult};
+use crate::store::{ClaimStore, StoreResult};
 
 /// Items expired per transaction, so the write lock is held briefly.
 pub const EXPIRY_BATCH: i64 = 1_000;
@@ -18,7 +18,7 @@ pub const EXPIRY_BATCH: i64 = 1_000;
 /// The expiry job.
 #[derive(Clone)]
 pub struct ExpiryJob {
-    store: Arc<dyn Store>,
+    store: Arc<dyn ClaimStore>,
     clock: Arc<dyn Clock>,
     every: Duration,
 }
@@ -33,7 +33,7 @@ impl std::fmt::Debug for ExpiryJob {
 
 impl ExpiryJob {
     /// A job that runs every `every`.
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, every: Duration) -> Self {
+    pub fn new(store: Arc<dyn ClaimStore>, clock: Arc<dyn Clock>, every: Duration) -> Self {
         ExpiryJob {
             store,
             clock,

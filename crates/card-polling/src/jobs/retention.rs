@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use rakuten_types::{Clock, Timestamp};
 
-use crate::store::{PruneTable, Store, StoreResult};
+use crate::store::{PruneTable, RetentionStore, StoreResult};
 use crate::telemetry::PollMetrics;
 
 /// What to keep and how to delete (`RAKUTEN_POLL_RETENTION_*`).
@@ -82,7 +82,7 @@ impl PruneReport {
 /// The retention job.
 #[derive(Clone)]
 pub struct RetentionJob {
-    store: Arc<dyn Store>,
+    store: Arc<dyn RetentionStore>,
     clock: Arc<dyn Clock>,
     metrics: Arc<PollMetrics>,
     retention: Retention,
@@ -100,7 +100,7 @@ impl RetentionJob {
     /// A job keeping `retention`, counting deleted rows in `metrics`
     /// (`cardpoll_pruned_rows_total{table}`).
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn RetentionStore>,
         clock: Arc<dyn Clock>,
         metrics: Arc<PollMetrics>,
         retention: Retention,

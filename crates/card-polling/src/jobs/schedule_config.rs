@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use rakuten_types::{Clock, Timestamp};
 
-use crate::store::{ScheduleConfig, Store, StoreResult};
+use crate::store::{ScheduleConfig, ScheduleStore, StoreResult};
 
 /// How often a running instance reads the stored configuration.
 pub const CHECK_EVERY: Duration = Duration::from_secs(30);
@@ -66,7 +66,7 @@ struct State {
 /// The check; clones share one state (the job's loop and `/health`).
 #[derive(Clone)]
 pub struct ScheduleConfigJob {
-    store: Arc<dyn Store>,
+    store: Arc<dyn ScheduleStore>,
     clock: Arc<dyn Clock>,
     every: Duration,
     state: Arc<Mutex<State>>,
@@ -84,7 +84,7 @@ impl ScheduleConfigJob {
     /// A check of `instance` (this instance's configuration) against the stored one, every
     /// `every`.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn ScheduleStore>,
         clock: Arc<dyn Clock>,
         instance: ScheduleConfig,
         every: Duration,

@@ -10,7 +10,7 @@ use rakuten_types::Timestamp;
 use crate::domain::{Account, TaskTypes};
 use crate::hints::Hints;
 use crate::priority::manual::ManualError;
-use crate::store::{ManualTriggerOutcome, ManualTriggerRequest, Store};
+use crate::store::{ManualTriggerOutcome, ManualTriggerRequest, ScheduleStore};
 
 /// Seconds from `now` until the daily quota resets (the next 00:00 UTC: the quota counts
 /// accepted triggers since the start of the UTC day), rounded up so that a client waiting this
@@ -28,7 +28,7 @@ pub fn seconds_until_quota_resets(now: Timestamp) -> u64 {
 /// card not found or out of scope (identical), storage failures.
 #[allow(clippy::too_many_arguments)]
 pub async fn request(
-    store: &dyn Store,
+    store: &dyn ScheduleStore,
     hints: &Hints,
     configured: &TaskTypes,
     who: &Account,

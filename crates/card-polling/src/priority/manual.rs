@@ -6,7 +6,7 @@ use rakuten_types::Timestamp;
 
 use super::{MAX_REASON_CHARS, TriggerType};
 use crate::domain::{Account, Action, AssetRef, Denied, TaskTypes, authorize};
-use crate::store::{Demand, EnqueuedItem, Store, StoreError};
+use crate::store::{Demand, EnqueuedItem, ItemStore, StoreError};
 
 impl From<Denied> for ManualError {
     fn from(_: Denied) -> Self {
@@ -63,7 +63,7 @@ pub struct ManualRequest<'a> {
 /// # Errors
 /// Forbidden role, bad reason or task type, asset not found or out of scope (identical).
 pub async fn enqueue(
-    store: &dyn Store,
+    store: &dyn ItemStore,
     configured: &TaskTypes,
     who: &Account,
     req: ManualRequest<'_>,
@@ -115,7 +115,7 @@ pub async fn enqueue(
 /// # Errors
 /// Forbidden role, missing reason, not found/out of scope, not active (conflict).
 pub async fn close(
-    store: &dyn Store,
+    store: &dyn ItemStore,
     who: &Account,
     id: i64,
     reason: Option<&str>,
@@ -132,7 +132,7 @@ pub async fn close(
 /// Forbidden role, missing reason, not found/out of scope, wrong state or task type no longer
 /// configured (conflict), card gone (conflict).
 pub async fn retrigger(
-    store: &dyn Store,
+    store: &dyn ItemStore,
     configured: &TaskTypes,
     who: &Account,
     id: i64,

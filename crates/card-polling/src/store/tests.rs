@@ -4,6 +4,9 @@
 //! after a lapsed lease, the claim token guarding finish, validity expiry, the ordinary schedule,
 //! retention of ended items, and concurrent enqueues and claims. PostgreSQL not answering fails
 //! loudly.
+//!
+//! One concept past the usual length: the conformance suite every engine passes, kept in one file
+//! so that a check cannot be added for one engine and missed for the other.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{PollRequest, PollResponse, Upstream, UpstreamError};
 use crate::priority::UPSTREAM_TIMEOUT;
-use crate::settings::Secret;
+use rakuten_types::Secret;
 
 /// Longest carrier-supplied text (summary, error message) kept, in characters.
 pub const MAX_TEXT_CHARS: usize = 200;

@@ -420,7 +420,7 @@ async fn http_carrier_credentials_never_reach_tracing_logs_interaction_rows_or_r
     settings.carrier_url = Some(url.parse().expect("carrier URL"));
     settings.carrier_token = Some(Secret::new(TOKEN));
     tracing::info!(?settings, "settings");
-    let _carrier = settings.upstream().expect("carrier");
+    let _carrier = card_polling::startup::carrier(&settings).expect("carrier");
 
     let exec = executor_with(&app, &url, Some(TOKEN), Duration::from_secs(5));
     let id = one_item(&app, "CA1", "card_status").await;

@@ -357,7 +357,7 @@ async fn a_rediss_url_speaks_tls_to_redis() {
     let connect = |s: card_polling::Settings| async move {
         tokio::time::timeout(
             Duration::from_secs(20),
-            card_polling::app::connect_hints(&s),
+            card_polling::startup::connect_hints(&s),
         )
         .await
         .expect("the TLS attempt ends")

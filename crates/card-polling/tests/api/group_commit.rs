@@ -7,6 +7,9 @@
 //! connection: the writer then waits in `BEGIN IMMEDIATE` (busy timeout) while the writes behind
 //! it queue, and everything queued lands in the next batch once the lock is released.
 
+use card_polling::store::{
+    AssetStore, ClaimStore, ImportStore, ItemStore, ScheduleStore, ServiceStore,
+};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -18,7 +21,7 @@ use card_polling::domain::asset::{AssetRef, AssetType, CardRow};
 use card_polling::domain::{Scope, Shop};
 use card_polling::priority::{CLAIM_LEASE, TriggerType};
 use card_polling::store::sqlite::SqliteStore;
-use card_polling::store::{Demand, Finish, ImportBatch, ImportExisting, Store, StoreError};
+use card_polling::store::{Demand, Finish, ImportBatch, ImportExisting, StoreError};
 use rakuten_types::{Clock, ManualClock, Timestamp};
 use sqlx::Connection;
 

@@ -1270,3 +1270,35 @@ async fn an_account_imported_with_the_admin_token_is_refused_naming_the_row() {
     let (s, _) = app.get("/api/priority-items", "a-token-of-its-own-0123").await;
     assert_eq!(s, 401, "the batch was refused whole");
 }
+
+/// The import's optional keys (`shops[].parent_id`, `accounts[].shop_id`,
+/// `devices[].reported_slot_iccid`) may be `null`, read as absent, and the OpenAPI document says
+/// so: a client generated from it may send what the server takes.
+#[super::lane]
+#[tokio::test]
+async fn an_import_takes_null_for_an_optional_key_as_its_document_states() {
+    let app = spawn_seeded().await;
+    let doc = card_polling::http::openapi::openapi();
+    let rows = &doc["paths"]["/api/admin/import"]["post"]["requestBody"]["content"]
+        ["application/json"]["schema"]["properties"];
+    for (list, key) in [("shops", "parent_id"), ("accounts", "shop_id"), ("devices", "reported_slot_iccid")] {
+        assert_eq!(
+            rows[list]["items"]["properties"][key]["type"],
+            json!(["string", "null"]),
+            "{list}[].{key}"
+        );
+    }
+    let (s, v) = app
+        .post(
+            "/api/admin/import",
+            ADMIN,
+            json!({
+                "shops": [{"id": "NULLTOP", "parent_id": null, "name": "top"}],
+                "devices": [{"device_no": "DNULL1", "shop_id": "NULLTOP", "reported_slot_iccid": null}],
+            }),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["shops"], 1, "{v}");
+    assert_eq!(v["data"]["devices"], 1, "{v}");
+}

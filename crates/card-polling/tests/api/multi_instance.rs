@@ -6,6 +6,7 @@
 //! `CARD_POLLING_MULTI_CARDS` (default 100,000) and `CARD_POLLING_MULTI_STEPS` (simulated
 //! minutes, default 60) make the random run larger or longer.
 
+use card_polling::store::{ItemStore, PackageStore, ScheduleStore};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

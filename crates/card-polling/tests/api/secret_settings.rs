@@ -4,6 +4,7 @@
 //! error line naming the flag and its variable, and that neither the value nor a distinctive
 //! part of it reaches stdout or stderr; `--help` never shows a secret's environment value.
 
+use card_polling::store::ImportStore;
 use std::process::Output;
 
 use test_util::{assert_secret_refused, run_in_clean_env};
@@ -261,7 +262,6 @@ fn an_admin_token_shared_with_an_account_or_the_carrier_exits_2_naming_both() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.db");
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        use card_polling::store::Store;
         let store = card_polling::store::sqlite::SqliteStore::open(&db)
             .await
             .unwrap();

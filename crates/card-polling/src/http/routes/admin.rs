@@ -16,7 +16,8 @@ use crate::domain::{Role, TokenHash};
 use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path, Query};
-use crate::http::{AppState, ok};
+use crate::http::ok;
+use crate::state::AppState;
 use crate::store::{ImportBatch, ImportCounts, ImportExisting, import_row};
 
 /// Most rows of one kind per import.

@@ -11,7 +11,8 @@ use crate::domain::asset::BindingRow;
 use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path};
-use crate::http::{AppState, ok};
+use crate::http::ok;
+use crate::state::AppState;
 
 /// A switch body.
 #[derive(Debug, Deserialize)]

@@ -16,8 +16,9 @@ use crate::executor::pool::QueueDepth;
 use crate::hints::ChannelLane;
 use crate::http::auth::{Allowed, Auth, rule};
 use crate::http::error::ApiError;
-use crate::http::{AppState, ok};
+use crate::http::ok;
 use crate::jobs::schedule_config::ScheduleConfigHealth;
+use crate::state::AppState;
 
 /// Health answer.
 #[derive(Debug, Serialize)]

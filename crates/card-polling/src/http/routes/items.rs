@@ -14,9 +14,10 @@ use crate::domain::{AssetRef, AssetType, TaskTypes};
 use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path, Query, canonical_id};
-use crate::http::{AppState, ok};
+use crate::http::ok;
 use crate::priority::item_status::ItemStatus;
 use crate::priority::{TriggerType, manual};
+use crate::state::AppState;
 use crate::store::{EnqueuedItem, ExceptionCondition, ItemDetail, ItemFilter, ItemView};
 
 /// Default page size.

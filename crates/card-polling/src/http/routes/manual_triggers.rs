@@ -14,9 +14,10 @@ use super::key;
 use crate::http::auth::{Allowed, rule};
 use crate::http::error::{ApiError, PollCode};
 use crate::http::extract::Json as Body;
-use crate::http::{AppState, ok};
+use crate::http::ok;
 use crate::manual_trigger;
 use crate::priority::manual::ManualError;
+use crate::state::AppState;
 use crate::store::{ManualTriggerOutcome, StoreError};
 
 /// Request body.

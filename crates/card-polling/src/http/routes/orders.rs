@@ -12,7 +12,8 @@ use crate::domain::{AssetRef, AssetType, PackageKind};
 use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
 use crate::http::extract::{Json as Body, Path};
-use crate::http::{AppState, ok};
+use crate::http::ok;
+use crate::state::AppState;
 use crate::store::{EnqueuedItem, OrderView, PackagePollOutcome, PaymentCallback, PaymentOutcome};
 
 /// `POST /api/orders` body.

@@ -9,8 +9,9 @@ use rakuten_types::Envelope;
 
 use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
-use crate::http::{AppState, ok};
+use crate::http::ok;
 use crate::scheduler::CycleReport;
+use crate::state::AppState;
 
 /// The last cycle's report.
 pub async fn last_cycle(

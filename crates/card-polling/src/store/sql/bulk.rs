@@ -3,7 +3,7 @@
 //! - bulk card import (D-import-in-parts): one part of a large import's cards written with
 //!   multi-row `INSERT … VALUES (…), (…)` statements, [`ROWS`] cards per statement, then their
 //!   ordinary polling schedule rows. Same rows, checks and errors as the row-by-row import in
-//!   `domain.rs` (a duplicate card is a conflict, an unknown shop invalid);
+//!   `import.rs` (a duplicate card is a conflict, an unknown shop invalid);
 //! - a batch of ordinary poll records' interaction logs (D-poll-schedule-rows) and an import's schedule rows
 //!   (D-import-in-parts), in statements of [`chunk_sizes`] rows.
 

@@ -1,6 +1,14 @@
 //! Item transitions: claim (and takeover), attempt counting, finish, close, expiry. Each is a
 //! guarded update; finishing requires the claim token.
 
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+
+use super::SqlStore;
+use crate::store::ClaimStore;
+
 use sqlx::Row;
 
 use rakuten_types::Timestamp;
@@ -405,4 +413,126 @@ pub(crate) async fn mark_expired(
         .await?;
     }
     Ok(ids.len() as u64)
+}
+
+#[async_trait]
+impl ClaimStore for SqlStore {
+    async fn item_due(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<i64>> {
+        let due = due(&self.pool, now, limit).await?;
+        Ok(due.into_iter().map(|d| d.id).collect())
+    }
+
+    async fn item_due_typed(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<DueItem>> {
+        due(&self.pool, now, limit).await
+    }
+
+    async fn item_claim(
+        &self,
+        id: i64,
+        token: &str,
+        now: Timestamp,
+        lease: Duration,
+    ) -> StoreResult<Option<ClaimedItem>> {
+        // max(enqueued_at, feature_enabled_at) <= cutoff  ⇔  both are; the second is a constant.
+        let feature = self.feature().await?;
+        let cutoff = now.minus(crate::priority::VALIDITY);
+        let expired_before = (feature <= cutoff).then_some(cutoff);
+        let (claimed, set_aside) = self
+            .writer
+            .write_hot(
+                (
+                    self.instance.clone(),
+                    id,
+                    token.to_owned(),
+                    now,
+                    lease,
+                    expired_before,
+                ),
+                |c, (instance, id, token, now, lease, expired_before)| {
+                    claim(
+                        c,
+                        instance,
+                        *id,
+                        token,
+                        *now,
+                        *lease,
+                        *expired_before,
+                    )
+                    .boxed()
+                },
+                crate::store::sqlite_sync::claim,
+            )
+            .await?;
+        // Counted and logged once committed, here on the caller's side of the writer.
+        if let Some(reason) = set_aside {
+            self.set_aside
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::error!(
+                item = id,
+                %reason,
+                "priority item set aside as failed: its stored row cannot be decoded (repair the row, then retrigger)"
+            );
+        }
+        Ok(claimed)
+    }
+
+    async fn card_polling_scope(&self, iccid: &str) -> StoreResult<CardScope> {
+        card_polling_scope(&self.pool, iccid).await
+    }
+
+    async fn item_begin_attempt(
+        &self,
+        claim: &ClaimedItem,
+        now: Timestamp,
+    ) -> StoreResult<ClaimedItem> {
+        self.write((claim.clone(), now), |c, (claim, now)| {
+            begin_attempt(c, claim, *now).boxed()
+        })
+        .await
+    }
+
+    async fn item_finish(
+        &self,
+        claim: &ClaimedItem,
+        finish: &Finish,
+        logs: &[NewLog],
+        now: Timestamp,
+    ) -> StoreResult<ItemStatus> {
+        let out: Option<ItemStatus> = self
+            .write(
+                (
+                    self.instance.clone(),
+                    claim.clone(),
+                    finish.clone(),
+                    logs.to_vec(),
+                    now,
+                ),
+                |c, (instance, claim, finish, logs, now)| {
+                    self::finish(c, instance, claim, finish, logs, *now).boxed()
+                },
+            )
+            .await?;
+        out.ok_or(StoreError::ClaimLost)
+    }
+
+    async fn item_mark_expired(
+        &self,
+        now: Timestamp,
+        validity: Duration,
+        batch: i64,
+    ) -> StoreResult<u64> {
+        let feature = self.feature().await?;
+        let cutoff = now.minus(validity);
+        // max(enqueued_at, feature_enabled_at) <= cutoff  ⇔  both are; the second is a constant.
+        if feature > cutoff {
+            return Ok(0);
+        }
+        self.write(
+            (self.instance.clone(), now, cutoff, batch),
+            |c, (instance, now, cutoff, batch)| {
+                mark_expired(c, instance, *now, *cutoff, *batch).boxed()
+            },
+        )
+        .await
+    }
 }

@@ -3,6 +3,14 @@
 //! The item count visits only the [`OPEN_ITEM_STATUSES`](crate::store::observe::OPEN_ITEM_STATUSES)
 //! rows through the `(status, id)` index; finished items, the bulk, are never scanned.
 
+use async_trait::async_trait;
+use futures::FutureExt;
+
+use rakuten_types::Timestamp;
+
+use super::{SqlStore, dialect, t};
+use crate::store::ServiceStore;
+
 use super::Pool;
 use crate::store::observe::QueueHealth;
 use crate::store::{StoreResult, common};
@@ -50,4 +58,60 @@ pub(crate) async fn queue_health(pool: &Pool) -> StoreResult<QueueHealth> {
         }
     }
     Ok(out)
+}
+
+#[async_trait]
+impl ServiceStore for SqlStore {
+    async fn ping(&self) -> StoreResult<()> {
+        ping(&self.pool).await
+    }
+
+    fn writes_failing(&self) -> bool {
+        self.writer.failing()
+    }
+
+    async fn item_counts(&self) -> StoreResult<Vec<(String, String, i64)>> {
+        item_counts(&self.pool).await
+    }
+
+    async fn queue_health(&self) -> StoreResult<crate::store::observe::QueueHealth> {
+        queue_health(&self.pool).await
+    }
+
+    fn items_set_aside(&self) -> u64 {
+        self.set_aside.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn clock_offset_ms(&self, now: Timestamp) -> StoreResult<Option<i64>> {
+        let Some(sql) = dialect::SHARED_CLOCK_MILLIS else {
+            return Ok(None);
+        };
+        let db_ms: i64 = sqlx::query_scalar(sql).fetch_one(&self.pool).await?;
+        Ok(Some(db_ms - now.as_millis()))
+    }
+
+    fn clock_shared(&self) -> bool {
+        dialect::SHARED_CLOCK_MILLIS.is_some()
+    }
+
+    async fn meta_feature_enabled_at(&self, now: Timestamp) -> StoreResult<Timestamp> {
+        self.write(t(now), |c, now| {
+            async move {
+                sqlx::query(
+                    "INSERT INTO meta (key, value) VALUES ('feature_enabled_at', $1) ON CONFLICT (key) DO NOTHING",
+                )
+                .bind(now.as_str())
+                .execute(&mut *c)
+                .await?;
+                Ok(())
+            }
+            .boxed()
+        })
+        .await?;
+        super::rows::feature_enabled_at(&self.pool).await
+    }
+
+    async fn shutdown(&self) {
+        SqlStore::shutdown(self).await;
+    }
 }

@@ -1,6 +1,13 @@
 //! Scoped reads. The scope is part of the SQL (closure-table join), never a filter after loading;
 //! an item out of scope is simply not found.
 
+use async_trait::async_trait;
+use futures::FutureExt;
+
+use super::SqlStore;
+use crate::domain::asset::AssetRef;
+use crate::store::{Demand, EnqueuedItem, ItemStore};
+
 use sqlx::QueryBuilder;
 
 use rakuten_types::Timestamp;
@@ -115,4 +122,77 @@ pub(crate) async fn get(
     .map(log_view)
     .collect::<StoreResult<Vec<_>>>()?;
     Ok(Some(ItemDetail { item, events, logs }))
+}
+
+#[async_trait]
+impl ItemStore for SqlStore {
+    async fn item_enqueue_manual(
+        &self,
+        scope: &Scope,
+        asset: &AssetRef,
+        demand: &Demand,
+        now: Timestamp,
+    ) -> StoreResult<Vec<EnqueuedItem>> {
+        self.writer
+            .write_hot(
+                (scope.clone(), asset.clone(), demand.clone(), now),
+                |c, (scope, asset, demand, now)| {
+                    super::enqueue::manual(c, scope, asset, demand, *now).boxed()
+                },
+                crate::store::sqlite_sync::manual,
+            )
+            .await
+    }
+
+    async fn item_retrigger(
+        &self,
+        scope: &Scope,
+        item_id: i64,
+        operator: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> StoreResult<EnqueuedItem> {
+        self.write(
+            (
+                scope.clone(),
+                item_id,
+                operator.to_owned(),
+                reason.to_owned(),
+                now,
+            ),
+            |c, (scope, item_id, operator, reason, now)| {
+                super::enqueue::retrigger(c, scope, *item_id, operator, reason, *now).boxed()
+            },
+        )
+        .await
+    }
+
+    async fn item_close(
+        &self,
+        scope: &Scope,
+        id: i64,
+        operator: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        self.write(
+            (scope.clone(), id, operator.to_owned(), reason.to_owned(), now),
+            |c, (scope, id, operator, reason, now)| {
+                super::items::close(c, scope, *id, operator, reason, *now).boxed()
+            },
+        )
+        .await
+    }
+
+    async fn item_list(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<Vec<ItemView>> {
+        list(&self.pool, self.feature().await?, scope, filter).await
+    }
+
+    async fn item_count(&self, scope: &Scope, filter: &ItemFilter) -> StoreResult<i64> {
+        count(&self.pool, scope, filter).await
+    }
+
+    async fn item_get(&self, scope: &Scope, id: i64) -> StoreResult<Option<ItemDetail>> {
+        get(&self.pool, self.feature().await?, scope, id).await
+    }
 }

@@ -7,6 +7,13 @@
 //! they delete disjoint batches (D-poll-postgres-concurrent-writes). A row is prunable for good once it is (items only move
 //! from active to ended), so a read that is a moment old never deletes a row it should keep.
 
+use async_trait::async_trait;
+use futures::FutureExt;
+
+use super::SqlStore;
+use crate::store::RetentionStore;
+use rakuten_types::Timestamp;
+
 use super::{Conn, dialect, placeholders, t};
 use crate::store::{PruneTable, StoreResult};
 
@@ -115,4 +122,19 @@ async fn prune_items(
             .rows_affected();
     }
     Ok(items)
+}
+
+#[async_trait]
+impl RetentionStore for SqlStore {
+    async fn retention_prune(
+        &self,
+        table: PruneTable,
+        cutoff: Timestamp,
+        batch: i64,
+    ) -> StoreResult<u64> {
+        self.write((table, cutoff, batch), |c, (table, cutoff, batch)| {
+            prune(c, *table, *cutoff, *batch).boxed()
+        })
+        .await
+    }
 }

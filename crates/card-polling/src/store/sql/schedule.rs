@@ -1,6 +1,11 @@
 //! Ordinary polling schedule (`poll_schedule`), batched poll outcomes, the scheduler's recovery
 //! read, and the ordinary manual trigger (`manual_triggers`).
 
+use async_trait::async_trait;
+
+use super::SqlStore;
+use crate::store::ScheduleStore;
+
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -529,4 +534,68 @@ pub(crate) async fn manual_trigger_queued(
             })
         })
         .collect()
+}
+
+#[async_trait]
+impl ScheduleStore for SqlStore {
+    async fn schedule_sync(
+        &self,
+        task_types: &crate::domain::TaskTypes,
+        shards: u32,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        sync(&self.pool, &self.writer, task_types, shards, now).await
+    }
+
+    async fn schedule_config_read(&self) -> StoreResult<Option<crate::store::ScheduleConfig>> {
+        stored_config(&self.pool).await
+    }
+
+    async fn schedule_take_due(
+        &self,
+        task_type: &str,
+        interval: Duration,
+        shards: &[u32],
+        per_shard: i64,
+        now: Timestamp,
+    ) -> StoreResult<Vec<ShardBatch>> {
+        self.write(
+            (task_type.to_owned(), interval, shards.to_vec(), per_shard, now),
+            |c, (task_type, interval, shards, per_shard, now)| {
+                take_due(c, task_type, *interval, shards, *per_shard, *now).boxed()
+            },
+        )
+        .await
+    }
+
+    async fn poll_record(&self, records: &[PollRecord]) -> StoreResult<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.write(records.to_vec(), |c, records| {
+            record(c, records).boxed()
+        })
+        .await
+    }
+
+    async fn manual_trigger_request(
+        &self,
+        scope: &Scope,
+        req: &ManualTriggerRequest,
+        now: Timestamp,
+    ) -> StoreResult<ManualTriggerOutcome> {
+        self.write((scope.clone(), req.clone(), now), |c, (scope, req, now)| {
+            manual_trigger_request(c, scope, req, *now).boxed()
+        })
+        .await
+    }
+
+    async fn manual_trigger_queued(
+        &self,
+        task_type: &str,
+        before: Timestamp,
+        limit: i64,
+    ) -> StoreResult<Vec<QueuedTrigger>> {
+        manual_trigger_queued(&self.pool, task_type, before, limit).await
+    }
 }
