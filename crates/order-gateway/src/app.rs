@@ -13,13 +13,14 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use web_console::ConsoleKey;
 
-use crate::http::{AppState, router};
+use crate::http::router;
 use crate::jobs::alerts::{AlertJob, AlertJobSettings, AlertThresholds};
 use crate::jobs::query_sweeper::{QuerySweepSettings, QuerySweeper};
 use crate::jobs::sweeper::{LEASE_CLAMP_MARGIN, LeaseGuard, Sweeper};
 use crate::jobs::webhooks::{WebhookDelivery, WebhookSettings};
 use crate::lease::notify::LeaseNotifier;
 use crate::settings::Settings;
+use crate::state::AppState;
 use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{OperatorStore, OrderStore, QueryStore, StoreError};

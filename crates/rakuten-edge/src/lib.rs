@@ -8,7 +8,8 @@
 //!   a cap on open connections (503 envelope past it), graceful shutdown with a hard deadline.
 //! - [`tls`]: rustls server configuration from PEM files, reloaded on SIGHUP without dropping
 //!   connections (one crypto provider, aws-lc-rs, for the whole workspace).
-//! - [`access_log`]: one log line per request (method, route, status, latency), no headers.
+//! - [`access_log`]: every service's access log: one line per request (method, route, status,
+//!   latency, path parameters, the task, query and worker it is about), no headers.
 //! - [`body`]: reading a JSON request body: coding, size (a 413 states the limit in bytes),
 //!   media type, with one wording both services answer.
 //! - [`json`]: strict JSON parsing: a duplicate key at any depth is an error.

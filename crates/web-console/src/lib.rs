@@ -7,6 +7,9 @@
 //! - [`layout`]: the page frame (header, navigation, who is signed in, sign-out), security headers
 //!   (a `'self'`-only Content-Security-Policy), the embedded stylesheet and script, and small
 //!   rendering helpers (timestamps, ages, status badges, pagers, reason forms).
+//! - [`signed`]: the glue each service's console shares: the signed-in person as an extractor
+//!   ([`Signed`]), the frame drawn for them, sign-in, sign-out and the CSRF refusal; a service
+//!   implements [`ConsoleApp`] once on its state.
 //! - [`form`]: the form extractor whose refusals (too large, not a form, a field missing) are
 //!   console pages.
 //! - `webdriver` (feature `webdriver`, tests only): chromedriver + headless Chromium for the browser
@@ -18,9 +21,11 @@
 pub mod form;
 pub mod layout;
 pub mod session;
+pub mod signed;
 #[cfg(feature = "webdriver")]
 pub mod webdriver;
 
 pub use form::ConsoleForm;
 pub use layout::{Chrome, Notice};
 pub use session::{ConsoleKey, Session};
+pub use signed::{ConsoleApp, Person, Signed, Site};

@@ -9,26 +9,26 @@
 //! | `POST /console/items/{id}/close`, `…/retrigger` | with a reason | `Close`, `Enqueue`, scoped |
 //! | `GET/POST /console/sign-in`, `POST /console/sign-out` | session | any account but enterprise |
 //!
-//! Sign-in takes an account token (or the bootstrap admin token). The session carries the account
-//! id and a keyed fingerprint of that token ([`CredentialKey`]); every request reads the account
-//! as it is now and ends the session when the token that opened it no longer signs it in
-//! (replaced, revoked, or a changed admin token). Every page asks the API's rule
-//! ([`authorize`], [`Signed::allowed`]) for the same action as its API route, and reads in the
-//! scope it answers, pushed down into SQL by the store: an agent sees exactly its shop tree, an
-//! item outside it answers exactly like a missing one, and an account without the manual trigger
-//! permission reads no item here either.
+//! The session extractor, the frame, sign-in and sign-out are the shared [`web_console::signed`];
+//! this file says what they need about accounts ([`ConsoleApp`] on the state). Sign-in takes an
+//! account token (or the bootstrap admin token). The session carries the account id and a keyed
+//! fingerprint of that token ([`CredentialKey`]); every request reads the account as it is now and
+//! ends the session when the token that opened it no longer signs it in (replaced, revoked, or a
+//! changed admin token). Every page asks the API's rule ([`authorize`], [`AccountRules::allowed`])
+//! for the same action as its API route, and reads in the scope it answers, pushed down into SQL by
+//! the store: an agent sees exactly its shop tree, an item outside it answers exactly like a
+//! missing one, and an account without the manual trigger permission reads no item here either.
 
 pub mod pages;
 
 use axum::Router;
-use axum::extract::{FromRequestParts, State};
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
+use rakuten_types::Timestamp;
 use serde::{Deserialize, Serialize};
-use web_console::ConsoleForm;
-use web_console::layout::{self, Chrome, Notice};
-use web_console::session::Session;
+use web_console::layout;
+use web_console::signed::{self, ConsoleApp, Person, Site};
+use web_console::{ConsoleKey, Signed as SignedAs};
 
 use crate::domain::{Account, Action, Role, Scope, TokenHash, authorize};
 use crate::http::auth::{account_of_token, bootstrap_admin};
@@ -51,9 +51,21 @@ pub(crate) fn routes() -> Vec<crate::http::Route> {
     use axum::routing::on;
     vec![
         (Method::GET, "/console", on(M::GET, pages::overview)),
-        (Method::GET, "/console/sign-in", on(M::GET, sign_in_form)),
-        (Method::POST, "/console/sign-in", on(M::POST, sign_in)),
-        (Method::POST, "/console/sign-out", on(M::POST, sign_out)),
+        (
+            Method::GET,
+            "/console/sign-in",
+            on(M::GET, signed::sign_in_form::<AppState>),
+        ),
+        (
+            Method::POST,
+            "/console/sign-in",
+            on(M::POST, signed::sign_in::<AppState>),
+        ),
+        (
+            Method::POST,
+            "/console/sign-out",
+            on(M::POST, signed::sign_out::<AppState>),
+        ),
         (Method::GET, "/console/items", on(M::GET, pages::items)),
         (
             Method::GET,
@@ -151,77 +163,39 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// A signed-in account: the extractor of every console page (else: to the sign-in page). The
-/// account is read as it is now on every request, and the session ends when the credential that
-/// opened it has been replaced or revoked, or the admin token changed.
-#[derive(Debug, Clone)]
-pub struct Signed {
-    session: Session<SessionAccount>,
-    /// The account.
-    pub account: Account,
-    role_label: String,
-}
+/// account is read as it is now on every request ([`ConsoleApp::person`]), and the session ends
+/// when the credential that opened it has been replaced or revoked, or the admin token changed.
+pub type Signed = SignedAs<AppState>;
 
-impl Signed {
-    /// The frame of every page: the service, the account and its role.
-    pub fn chrome(&self) -> Chrome<'_> {
-        Chrome {
-            service: SERVICE,
-            nav: NAV,
-            who: Some((&self.account.id, &self.role_label)),
-            csrf: Some(&self.session.csrf),
-        }
-    }
-
-    /// A page in the frame.
-    pub fn page(
-        &self,
-        active: &str,
-        title: &str,
-        notice: Option<&Notice>,
-        body: maud::Markup,
-    ) -> Response {
-        layout::page(&self.chrome(), active, title, notice, body)
-    }
-
-    /// An error page in the frame.
-    pub fn error(&self, status: StatusCode, message: &str) -> Response {
-        layout::error_page(
-            &self.chrome(),
-            status,
-            message,
-            ("/console/items", "Back to the items"),
-        )
-    }
-
+/// What the signed-in account may do on a page: the API's rule ([`authorize`]).
+pub trait AccountRules {
     /// The scope this account does `action` in ([`authorize`], the API's rule), or the 403 page.
     ///
     /// # Errors
     /// The 403 page (boxed: a page is large), when the account may not.
-    pub fn allowed(&self, action: Action) -> Result<Scope, Box<Response>> {
-        authorize(&self.account, action).map_err(|_| Box::new(self.forbidden()))
-    }
+    fn allowed(&self, action: Action) -> Result<Scope, Box<Response>>;
 
     /// Whether this account may do `action` ([`authorize`]).
-    pub fn may(&self, action: Action) -> bool {
-        authorize(&self.account, action).is_ok()
-    }
+    fn may(&self, action: Action) -> bool;
 
     /// The answer to what this account may not do.
-    pub fn forbidden(&self) -> Response {
+    fn forbidden(&self) -> Response;
+}
+
+impl AccountRules for Signed {
+    fn allowed(&self, action: Action) -> Result<Scope, Box<Response>> {
+        authorize(&self.person, action).map_err(|_| Box::new(self.forbidden()))
+    }
+
+    fn may(&self, action: Action) -> bool {
+        authorize(&self.person, action).is_ok()
+    }
+
+    fn forbidden(&self) -> Response {
         self.error(
             StatusCode::FORBIDDEN,
             "Your account may not do this (role or permission).",
         )
-    }
-
-    /// The session's CSRF token.
-    pub fn csrf(&self) -> &str {
-        &self.session.csrf
-    }
-
-    /// Whether a form carried the session's CSRF token.
-    pub fn csrf_ok(&self, presented: Option<&str>) -> bool {
-        self.session.csrf_ok(presented)
     }
 }
 
@@ -247,110 +221,71 @@ async fn current_account(
         .map(|_| record.account))
 }
 
-impl FromRequestParts<AppState> for Signed {
-    type Rejection = Response;
+impl ConsoleApp for AppState {
+    type Who = SessionAccount;
+    type Person = Account;
 
-    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
-        let to_sign_in = || Redirect::to("/console/sign-in").into_response();
-        let session: Session<SessionAccount> = st
-            .console_key
-            .session(&parts.headers, st.clock.now())
-            .ok_or_else(to_sign_in)?;
-        let account = match current_account(st, &session.who).await {
+    const SITE: Site = Site {
+        service: SERVICE,
+        nav: NAV,
+        token_label: "Account token",
+        back: ("/console/items", "Back to the items"),
+    };
+
+    fn console_key(&self) -> &ConsoleKey {
+        &self.console_key
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    async fn person(&self, who: &SessionAccount) -> Result<Option<Person<Account>>, String> {
+        let account = match current_account(self, who).await {
             Ok(Some(account)) => account,
-            Ok(None) => return Err(to_sign_in()),
+            Ok(None) => return Ok(None),
             Err(e) => {
                 tracing::error!(error = %e, "console: reading the session's account failed");
-                return Err(layout::sign_in_page(
-                    SERVICE,
-                    "Account token",
-                    Some("The database did not answer."),
-                ));
+                return Err("The database did not answer.".to_owned());
             }
         };
         // The console is for accounts that may use the service at all (not enterprise).
-        authorize(&account, Action::ReadConfig).map_err(|_| to_sign_in())?;
-        let role_label = match (&account.role, &account.shop_id) {
+        if authorize(&account, Action::ReadConfig).is_err() {
+            return Ok(None);
+        }
+        let role = match (&account.role, &account.shop_id) {
             (Role::Agent, Some(shop)) => format!("{}, shop {shop}", account.role.as_str()),
             (role, _) => role.as_str().to_owned(),
         };
-        Ok(Signed {
-            session,
-            account,
-            role_label,
-        })
+        Ok(Some(Person {
+            name: account.id.clone(),
+            person: account,
+            role,
+        }))
     }
-}
 
-async fn sign_in_form() -> Response {
-    layout::sign_in_page(SERVICE, "Account token", None)
-}
-
-/// The sign-in form.
-#[derive(Debug, Deserialize)]
-pub struct SignInForm {
-    token: String,
-}
-
-async fn sign_in(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    ConsoleForm(form): ConsoleForm<SignInForm>,
-) -> Response {
-    let token = form.token.trim();
-    let account = if token.is_empty() || token.len() > 256 {
-        Ok(None)
-    } else {
-        account_of_token(&st, token).await
-    };
-    match account {
-        Ok(Some(a)) if authorize(&a, Action::ReadConfig).is_ok() => {
-            tracing::info!(account = %a.id, "console sign-in");
-            let hash = TokenHash::of(token);
-            let who = SessionAccount {
-                bootstrap: st.admin_token_hash.ct_eq(&hash.0),
-                credential: hex(&st.credential_key.fingerprint(&hash)),
-                id: a.id,
-            };
-            let jar = st.console_key.sign_in(&headers, who, st.clock.now());
-            (jar, Redirect::to("/console")).into_response()
-        }
-        Ok(Some(_)) => layout::sign_in_page(
-            SERVICE,
-            "Account token",
-            Some("Enterprise accounts have no access to the console."),
-        ),
-        Ok(None) => layout::sign_in_page(SERVICE, "Account token", Some("Unknown token.")),
-        Err(e) => {
-            tracing::error!(error = %e, "console sign-in: store failed");
-            layout::sign_in_page(
-                SERVICE,
-                "Account token",
-                Some("The database did not answer."),
-            )
+    async fn sign_in(&self, token: &str) -> Result<SessionAccount, String> {
+        let account = if token.is_empty() || token.len() > 256 {
+            Ok(None)
+        } else {
+            account_of_token(self, token).await
+        };
+        match account {
+            Ok(Some(a)) if authorize(&a, Action::ReadConfig).is_ok() => {
+                tracing::info!(account = %a.id, "console sign-in");
+                let hash = TokenHash::of(token);
+                Ok(SessionAccount {
+                    bootstrap: self.admin_token_hash.ct_eq(&hash.0),
+                    credential: hex(&self.credential_key.fingerprint(&hash)),
+                    id: a.id,
+                })
+            }
+            Ok(Some(_)) => Err("Enterprise accounts have no access to the console.".to_owned()),
+            Ok(None) => Err("Unknown token.".to_owned()),
+            Err(e) => {
+                tracing::error!(error = %e, "console sign-in: store failed");
+                Err("The database did not answer.".to_owned())
+            }
         }
     }
-}
-
-/// A form that carries only the CSRF token.
-#[derive(Debug, Deserialize)]
-pub struct CsrfForm {
-    csrf: Option<String>,
-}
-
-async fn sign_out(
-    State(st): State<AppState>,
-    signed: Signed,
-    headers: HeaderMap,
-    ConsoleForm(form): ConsoleForm<CsrfForm>,
-) -> Response {
-    if !signed.csrf_ok(form.csrf.as_deref()) {
-        return csrf_refused(&signed);
-    }
-    st.console_key.sign_out(&headers)
-}
-
-/// The answer to a form without the session's CSRF token.
-pub fn csrf_refused(signed: &Signed) -> Response {
-    signed.error(StatusCode::FORBIDDEN, layout::CSRF_REFUSED)
 }

@@ -1,5 +1,5 @@
 //! The card-polling console's pages and forms. Each asks the API's rule for its action
-//! ([`Signed::allowed`]: reading items needs what `GET /api/priority-items` needs) and reads in the
+//! ([`AccountRules::allowed`](super::AccountRules::allowed): reading items needs what `GET /api/priority-items` needs) and reads in the
 //! scope it answers; a missing item and an out-of-scope item get the same page.
 
 use axum::extract::{Path, Query, State};
@@ -10,7 +10,7 @@ use serde::Deserialize;
 use web_console::ConsoleForm;
 use web_console::layout::{self, Notice, action_form, badge, capped_count, enc, opt, ts, ts_opt};
 
-use super::{Signed, csrf_refused};
+use super::{AccountRules, Signed};
 use crate::domain::Action;
 use crate::http::extract::canonical_id;
 use crate::priority::item_status::ItemStatus;
@@ -576,7 +576,7 @@ pub async fn close(
     ConsoleForm(f): ConsoleForm<ReasonForm>,
 ) -> Response {
     if !signed.csrf_ok(f.csrf.as_deref()) {
-        return csrf_refused(&signed);
+        return signed.csrf_refused();
     }
     if let Err(forbidden) = signed.allowed(Action::Close) {
         return *forbidden;
@@ -586,7 +586,7 @@ pub async fn close(
     };
     match manual::close(
         st.store.as_ref(),
-        &signed.account,
+        &signed.person,
         id,
         f.reason.as_deref(),
         st.clock.now(),
@@ -606,7 +606,7 @@ pub async fn retrigger(
     ConsoleForm(f): ConsoleForm<ReasonForm>,
 ) -> Response {
     if !signed.csrf_ok(f.csrf.as_deref()) {
-        return csrf_refused(&signed);
+        return signed.csrf_refused();
     }
     if let Err(forbidden) = signed.allowed(Action::Enqueue) {
         return *forbidden;
@@ -617,7 +617,7 @@ pub async fn retrigger(
     match manual::retrigger(
         st.store.as_ref(),
         &st.task_types,
-        &signed.account,
+        &signed.person,
         id,
         f.reason.as_deref(),
         st.clock.now(),

@@ -16,8 +16,8 @@ use serde::Deserialize;
 use web_console::ConsoleForm;
 use web_console::layout::{self, enc};
 
-use super::{Signed, csrf_refused};
-use crate::http::AppState;
+use super::Signed;
+use crate::state::AppState;
 use crate::store::operator::{CancelRequest, ResolveRequest, RetireRequest};
 use crate::store::{ReclaimRequest, StoreError};
 
@@ -121,8 +121,8 @@ fn task_form<'a>(
     task_id: &str,
     typed: &'a str,
 ) -> Result<(TaskId, String, Refusal<'a>), Response> {
-    if !signed.0.csrf_ok(csrf) {
-        return Err(csrf_refused(signed));
+    if !signed.csrf_ok(csrf) {
+        return Err(signed.csrf_refused());
     }
     let Ok(task_id) = TaskId::parse(task_id) else {
         return Err(
@@ -243,8 +243,8 @@ pub async fn retire(
     Path(worker_id): Path<String>,
     ConsoleForm(form): ConsoleForm<ReasonForm>,
 ) -> Response {
-    if !signed.0.csrf_ok(form.csrf.as_deref()) {
-        return csrf_refused(&signed);
+    if !signed.csrf_ok(form.csrf.as_deref()) {
+        return signed.csrf_refused();
     }
     let refusal = Refusal::to_overview(&signed, &form.reason);
     let reason = match refusal.reason() {

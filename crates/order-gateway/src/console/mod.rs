@@ -20,24 +20,24 @@
 //! rotated), ends the sessions it opened (D-console-session-bound-to-token). Every action form carries the session's CSRF token and a reason; the actor's name
 //! and the reason go with the action to the store.
 //!
-//! Files: [`pages`] (the read pages), [`actions`] (the forms' POST handlers).
+//! Files: [`pages`] (the read pages, one file per page), [`actions`] (the forms' POST handlers);
+//! here the routes and what this console tells the shared glue ([`web_console::signed`]: the
+//! session extractor, the frame, sign-in and sign-out) about operators.
 
 pub mod actions;
 pub mod pages;
 
 use axum::Router;
-use axum::extract::{FromRequestParts, State};
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::Redirect;
 use axum::routing::{MethodRouter, get, post};
+use rakuten_types::Timestamp;
 use serde::{Deserialize, Serialize};
-use web_console::ConsoleForm;
-use web_console::layout::{self, Chrome, Notice};
-use web_console::session::Session;
+use web_console::layout;
+use web_console::signed::{self, ConsoleApp, Person, Site};
+use web_console::{ConsoleKey, Signed as SignedAs};
 
-use crate::http::AppState;
 use crate::roles::Role;
+use crate::state::AppState;
 
 /// The service name in the console's frame.
 pub const SERVICE: &str = "order-gateway";
@@ -65,8 +65,11 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![
         ("/console", get(pages::overview)),
         ("/console/", get(|| async { Redirect::to("/console") })),
-        ("/console/sign-in", get(sign_in_form).post(sign_in)),
-        ("/console/sign-out", post(sign_out)),
+        (
+            "/console/sign-in",
+            get(signed::sign_in_form::<AppState>).post(signed::sign_in::<AppState>),
+        ),
+        ("/console/sign-out", post(signed::sign_out::<AppState>)),
         ("/console/attention", get(pages::attention)),
         ("/console/tasks", get(pages::tasks)),
         ("/console/tasks/{task_id}", get(pages::task)),
@@ -97,92 +100,48 @@ pub struct Operator {
 
 /// A signed-in operator: the extractor of every console page. Without a valid session the
 /// request is sent to the sign-in page.
-#[derive(Debug, Clone)]
-pub struct Signed(pub Session<Operator>);
+pub type Signed = SignedAs<AppState>;
 
-impl Signed {
-    /// The actor's name.
-    pub fn name(&self) -> &str {
-        &self.0.who.name
+impl ConsoleApp for AppState {
+    type Who = Operator;
+    type Person = Operator;
+
+    const SITE: Site = Site {
+        service: SERVICE,
+        nav: NAV,
+        token_label: "Operator token",
+        back: ("/console", "Back to the overview"),
+    };
+
+    fn console_key(&self) -> &ConsoleKey {
+        &self.console_key
     }
 
-    /// The frame of a page for this operator.
-    pub fn chrome(&self) -> Chrome<'_> {
-        Chrome {
-            service: SERVICE,
-            nav: NAV,
-            who: Some((&self.0.who.name, "operator")),
-            csrf: Some(&self.0.csrf),
-        }
+    fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
-    /// A page in the frame.
-    pub fn page(
-        &self,
-        active: &str,
-        title: &str,
-        notice: Option<&Notice>,
-        body: maud::Markup,
-    ) -> Response {
-        layout::page(&self.chrome(), active, title, notice, body)
+    /// The operator while this very token is still configured for them
+    /// (D-console-session-bound-to-token).
+    async fn person(&self, who: &Operator) -> Result<Option<Person<Operator>>, String> {
+        let role = self.credentials.session_role(&who.name, &who.credential);
+        Ok((role == Some(Role::Operator)).then(|| Person {
+            person: who.clone(),
+            name: who.name.clone(),
+            role: "operator".to_owned(),
+        }))
     }
 
-    /// An error page in the frame.
-    pub fn error(&self, status: StatusCode, message: &str) -> Response {
-        layout::error_page(
-            &self.chrome(),
-            status,
-            message,
-            ("/console", "Back to the overview"),
-        )
-    }
-}
-
-impl FromRequestParts<AppState> for Signed {
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
-        let session: Option<Session<Operator>> =
-            st.console_key.session(&parts.headers, st.clock.now());
-        let role = session
-            .as_ref()
-            .and_then(|s| st.credentials.session_role(&s.who.name, &s.who.credential));
-        match (session, role) {
-            (Some(s), Some(Role::Operator)) => Ok(Signed(s)),
-            _ => Err(Redirect::to("/console/sign-in").into_response()),
-        }
-    }
-}
-
-async fn sign_in_form() -> Response {
-    layout::sign_in_page(SERVICE, "Operator token", None)
-}
-
-/// The sign-in form.
-#[derive(Debug, Deserialize)]
-pub struct SignInForm {
-    token: String,
-}
-
-async fn sign_in(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    ConsoleForm(form): ConsoleForm<SignInForm>,
-) -> Response {
-    match st.credentials.sign_in(form.token.trim()) {
-        Some((actor, credential)) if actor.role == Role::Operator => {
-            tracing::info!(actor = %actor.name, "console sign-in");
-            let who = Operator {
-                name: actor.name,
-                credential,
-            };
-            let jar = st.console_key.sign_in(&headers, who, st.clock.now());
-            (jar, Redirect::to("/console")).into_response()
-        }
-        Some((actor, _)) => layout::sign_in_page(
-            SERVICE,
-            "Operator token",
-            Some(&format!(
+    async fn sign_in(&self, token: &str) -> Result<Operator, String> {
+        match self.credentials.sign_in(token) {
+            Some((actor, credential)) if actor.role == Role::Operator => {
+                tracing::info!(actor = %actor.name, "console sign-in");
+                Ok(Operator {
+                    name: actor.name,
+                    credential,
+                })
+            }
+            Some((actor, _)) => Err(format!(
                 "This is {} {} token; the console needs an operator token.",
                 // "an upstream", "a worker".
                 if actor
@@ -196,31 +155,11 @@ async fn sign_in(
                 },
                 actor.role
             )),
-        ),
-        None => layout::sign_in_page(SERVICE, "Operator token", Some("Unknown token.")),
+            None => Err("Unknown token.".to_owned()),
+        }
     }
-}
 
-/// A form that carries only the CSRF token.
-#[derive(Debug, Deserialize)]
-pub struct CsrfForm {
-    csrf: Option<String>,
-}
-
-async fn sign_out(
-    State(st): State<AppState>,
-    signed: Signed,
-    headers: HeaderMap,
-    ConsoleForm(form): ConsoleForm<CsrfForm>,
-) -> Response {
-    if !signed.0.csrf_ok(form.csrf.as_deref()) {
-        return csrf_refused(&signed);
+    fn signed_out(&self, operator: &Operator) {
+        tracing::info!(actor = %operator.name, "console sign-out");
     }
-    tracing::info!(actor = %signed.name(), "console sign-out");
-    st.console_key.sign_out(&headers)
-}
-
-/// The answer to a form without the session's CSRF token.
-pub fn csrf_refused(signed: &Signed) -> Response {
-    signed.error(StatusCode::FORBIDDEN, layout::CSRF_REFUSED)
 }

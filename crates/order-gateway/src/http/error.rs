@@ -9,6 +9,9 @@ use rakuten_types::{Envelope, ErrorCode};
 
 use crate::store::StoreError;
 
+/// Result of a handler: an envelope or an [`ApiError`].
+pub type ApiResult<T> = Result<Json<Envelope<T>>, ApiError>;
+
 /// Every way a request can fail.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

@@ -100,26 +100,3 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
             .map_err(|e| ApiError::Validation(short(e.body_text())))
     }
 }
-
-/// The `limit`/`offset` of every list route, checked once: `limit` defaults to
-/// [`DEFAULT_LIMIT`](crate::http::routes::orders::DEFAULT_LIMIT) and is clamped to
-/// [`MAX_LIMIT`](crate::http::routes::orders::MAX_LIMIT); `offset` defaults to 0.
-///
-/// # Errors
-/// 422 (1003) for a `limit` below 1 or a negative `offset`.
-pub fn page_bounds(limit: Option<i64>, offset: Option<i64>) -> Result<(i64, i64), ApiError> {
-    use crate::http::routes::orders::{DEFAULT_LIMIT, MAX_LIMIT};
-    let limit = limit.unwrap_or(DEFAULT_LIMIT);
-    // Plain words, as card-polling's `limit` (D-query-refusal-wording); larger pages are clamped.
-    if limit < 1 {
-        return Err(ApiError::Validation(format!(
-            "limit must be a whole number of 1 or more (a page holds at most {MAX_LIMIT}; \
-             more is read as {MAX_LIMIT})"
-        )));
-    }
-    let offset = offset.unwrap_or(0);
-    if offset < 0 {
-        return Err(ApiError::Validation("offset must not be negative".into()));
-    }
-    Ok((limit.min(MAX_LIMIT), offset))
-}

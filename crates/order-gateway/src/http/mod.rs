@@ -1,12 +1,15 @@
-//! The HTTP layer: shared state, the router, and one module per concern.
+//! The HTTP layer: the router, and one module per concern. The state every handler shares is
+//! [`crate::state::AppState`], outside this module so that the console does not import the
+//! router; the router mounts the console's pages.
 //!
-//! - [`error`]: the one error type and its envelope rendering.
-//! - [`access_log`]: one info line per request (route, status, latency, task and worker ids).
+//! - [`error`]: the one error type, its envelope rendering, and [`error::ApiResult`], what every
+//!   handler returns.
 //! - [`auth`]: Bearer token middleware for `/api/*`, the [`auth::Actor`] extractor, and
 //!   [`auth::guarded`], which builds each router from its table of who may call what.
+//! - [`checks`]: checks of request fields several route groups share (`reason`, `site`, `wait`).
 //! - [`extract`]: extractors whose rejections are envelopes.
 //! - [`openapi`]: the generated OpenAPI document at `/openapi.json`.
-//! - [`page`]: the byte bound of every list page.
+//! - [`page`]: the bounds of every list page (`limit`/`offset`, bytes).
 //! - [`routes`]: one module per route group (`orders`, `queries` — the account-query channel —,
 //!   `operator` — alerts, resolve, cancel, workers —, `health`).
 //!
@@ -15,66 +18,29 @@
 //! everything under `/api` need a token of a role the route's table allows (operators may call
 //! everything).
 
-pub mod access_log;
 pub mod auth;
+pub mod checks;
 pub mod error;
 pub mod extract;
 pub mod openapi;
 pub mod page;
 pub mod routes;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::extract::State;
 use axum::http::Uri;
 use axum::middleware::from_fn_with_state;
 use rakuten_edge::query_guard::QueryAllowlist;
-use rakuten_types::Clock;
 use rakuten_types::order::MAX_INTENT_BYTES;
-use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
-use web_console::ConsoleKey;
 
 use self::error::ApiError;
-use crate::lease::notify::LeaseNotifier;
-use crate::roles::Credentials;
-use crate::settings::Settings;
-use crate::store::{OperatorStore, OrderStore, QueryStore};
-use crate::telemetry::GatewayMetrics;
+use crate::state::AppState;
 
 /// Largest request body, bytes: the 64 KiB intent plus room for the envelope around it. An intent
 /// over 64 KiB inside a smaller body is refused by the submit handler (413 as well). The query
 /// result route has its own, larger limit (`Settings::query_result_body_limit`).
 pub const MAX_BODY_BYTES: usize = MAX_INTENT_BYTES + 16 * 1024;
-
-/// What every handler shares. Cheap to clone. New channels (e.g. the account-query channel) add
-/// their own fields here.
-#[derive(Debug, Clone)]
-pub struct AppState {
-    /// Order task storage.
-    pub store: Arc<dyn OrderStore>,
-    /// The injected clock.
-    pub clock: Arc<dyn Clock>,
-    /// Validated settings.
-    pub settings: Arc<Settings>,
-    /// Wakes waiting lease long-polls.
-    pub lease_notifier: LeaseNotifier,
-    /// Account-query storage (§11); the same SQLite store and writer as `store`.
-    pub queries: Arc<dyn QueryStore>,
-    /// Alerts, operator actions and workers; the same store as `store`.
-    pub ops: Arc<dyn OperatorStore>,
-    /// Wakes waiting query long-polls (its own signal: orders and queries never wake each other).
-    pub query_notifier: LeaseNotifier,
-    /// In-process metrics (`/metrics`, [`crate::telemetry`]).
-    pub metrics: Arc<GatewayMetrics>,
-    /// Every configured token (as digests) and the actor it names.
-    pub credentials: Arc<Credentials>,
-    /// Cancelled at shutdown: waiting long-polls return at once.
-    pub shutdown: CancellationToken,
-    /// Signs the console's session cookies.
-    pub console_key: ConsoleKey,
-}
 
 /// Every path pattern the service serves: the API's access tables, the public probes and
 /// `/health`, `/openapi.json`, the console's pages and static files. The route × role matrix test
@@ -125,7 +91,9 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(rakuten_edge::body::BodyLimit::layer(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
-        .layer(axum::middleware::from_fn(access_log::access_log))
+        .layer(axum::middleware::from_fn(
+            rakuten_edge::access_log::access_log,
+        ))
         .with_state(state)
 }
 

@@ -1,4 +1,5 @@
-//! The byte bound of every list page (D-list-pages-bounded): besides its `limit` of items, a
+//! The bounds of every list page: its `limit`/`offset` ([`page_bounds`], default
+//! [`DEFAULT_LIMIT`], at most [`MAX_LIMIT`]) and its byte bound (D-list-pages-bounded): besides its `limit` of items, a
 //! page's `items` hold at most [`MAX_PAGE_ITEMS_BYTES`] of JSON. A page that would pass it ends
 //! before the item that crosses it (it always holds at least one), and its `limit` then says how
 //! many it holds, so a client that continues at `offset + limit` — as it must already for a
@@ -7,6 +8,35 @@
 
 use rakuten_types::order::{MAX_PAGE_ITEMS_BYTES, Page};
 use serde::Serialize;
+
+use super::error::ApiError;
+
+/// Default page size of every list route.
+pub const DEFAULT_LIMIT: i64 = 50;
+/// Largest page size; larger requests are clamped.
+pub const MAX_LIMIT: i64 = 200;
+
+/// The `limit`/`offset` of every list route, checked once: `limit` defaults to
+/// [`DEFAULT_LIMIT`] and is clamped to
+/// [`MAX_LIMIT`]; `offset` defaults to 0.
+///
+/// # Errors
+/// 422 (1003) for a `limit` below 1 or a negative `offset`.
+pub fn page_bounds(limit: Option<i64>, offset: Option<i64>) -> Result<(i64, i64), ApiError> {
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    // Plain words, as card-polling's `limit` (D-query-refusal-wording); larger pages are clamped.
+    if limit < 1 {
+        return Err(ApiError::Validation(format!(
+            "limit must be a whole number of 1 or more (a page holds at most {MAX_LIMIT}; \
+             more is read as {MAX_LIMIT})"
+        )));
+    }
+    let offset = offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(ApiError::Validation("offset must not be negative".into()));
+    }
+    Ok((limit.min(MAX_LIMIT), offset))
+}
 
 /// `page`, cut to [`MAX_PAGE_ITEMS_BYTES`] of items.
 pub fn within_byte_bound<T: Serialize>(page: Page<T>) -> Page<T> {

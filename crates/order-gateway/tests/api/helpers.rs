@@ -30,7 +30,7 @@ pub struct TestApp {
     pub webhooks: WebhookDelivery,
     pub settings: Settings,
     /// The handlers' shared state (store, metrics, …) of this app.
-    pub state: order_gateway::http::AppState,
+    pub state: order_gateway::state::AppState,
     pub _tempdir: tempfile::TempDir,
     /// The PostgreSQL schema, when the app runs on PostgreSQL (kept alive as long as the app).
     pub _db: Option<Arc<PgSchema>>,

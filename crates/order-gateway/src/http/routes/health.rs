@@ -12,12 +12,12 @@ use rakuten_types::Envelope;
 use rakuten_types::alert::AlertKind;
 use rakuten_types::order::{Alert, Health};
 
-use crate::http::AppState;
 use crate::http::auth::{Role, actor_of};
 use crate::http::error::ApiError;
+use crate::http::error::ApiResult;
 use crate::http::error::ErrorEnvelope;
-use crate::http::routes::orders::ApiResult;
 use crate::jobs::alerts::{AlertThresholds, health_at};
+use crate::state::AppState;
 use crate::store::operator::AlertFilter;
 
 /// The health route.

@@ -8,19 +8,19 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use rakuten_edge::query_guard::unknown_value;
 use rakuten_types::alert::{
-    AlertKind, AlertView, CancelTask, MAX_REASON_CHARS, OperatorActionAck, OperatorActionView,
-    ResolveTask, WorkerView,
+    AlertKind, AlertView, CancelTask, OperatorActionAck, OperatorActionView, ResolveTask,
+    WorkerView,
 };
 use rakuten_types::order::Page;
 use rakuten_types::{Envelope, TaskId, WorkerId};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::http::AppState;
 use crate::http::auth::{Actor, Guarded, OPERATOR_ONLY, guarded};
-use crate::http::error::{ApiError, ErrorEnvelope};
+use crate::http::checks::check_reason;
+use crate::http::error::{ApiError, ApiResult, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::http::routes::orders::ApiResult;
+use crate::state::AppState;
 use crate::store::operator::{AlertFilter, CancelRequest, ResolveRequest, RetireRequest};
 
 /// The operator routes (under `/api`, behind the Bearer middleware): operators only.
@@ -41,13 +41,6 @@ pub fn table() -> Vec<Guarded> {
         ("/api/workers", get(list_workers), OPERATOR_ONLY),
         ("/api/workers/{worker_id}", delete(retire), OPERATOR_ONLY),
     ]
-}
-
-/// A required operator `reason`: 1–1000 characters, not blank or invisible only, no control
-/// characters except line breaks and tabs, no bidirectional controls ([`rakuten_types::text::reason`],
-/// the console's rule too).
-pub(crate) fn check_reason(reason: &str) -> Result<String, ApiError> {
-    rakuten_types::text::reason(reason, MAX_REASON_CHARS).map_err(ApiError::Validation)
 }
 
 /// Query of `GET /api/alerts`.
@@ -101,7 +94,7 @@ pub async fn list_alerts(
             })
         })
         .transpose()?;
-    let (limit, offset) = crate::http::extract::page_bounds(q.limit, q.offset)?;
+    let (limit, offset) = crate::http::page::page_bounds(q.limit, q.offset)?;
     let page = st
         .ops
         .alert_list(AlertFilter {

@@ -2,8 +2,6 @@
 //! get, list. Handlers validate input into store requests, call the store, and wake waiting
 //! long-polls after commits that may make something leasable.
 
-use std::time::Duration;
-
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -11,32 +9,23 @@ use rakuten_types::order::{
     LeaseGrant, MAX_INTENT_BYTES, MAX_REPORT_TEXT_CHARS, Page, ReclaimTask, RenewAck, RenewLease,
     ReportAck, ReportState, SubmitOrder, SubmitOrderAck, TaskDetail, TaskSummary,
 };
-use rakuten_types::{Envelope, ErrorCode, Outcome, SITE_RAKUTEN, TaskId, TaskStatus, WorkerId};
+use rakuten_types::{Envelope, ErrorCode, Outcome, TaskId, TaskStatus, WorkerId};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::http::AppState;
 use crate::http::auth::{Actor, Guarded, OPERATOR_ONLY, Role, guarded};
-use crate::http::error::{ApiError, ErrorEnvelope};
+use crate::http::checks::{check_reason, check_site, lease_wait_and_site};
+use crate::http::error::{ApiError, ApiResult, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
-use crate::http::routes::operator::check_reason;
 use crate::lease::long_poll::lease_with_wait;
 use crate::lease::probe::{self, Step};
+use crate::state::AppState;
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, ReclaimRequest, RenewRequest, TaskFilter,
 };
 use crate::telemetry::Channel;
 use rakuten_edge::query_guard::unknown_value;
 
-/// Result of a handler: an envelope or an [`ApiError`].
-pub type ApiResult<T> = Result<Json<Envelope<T>>, ApiError>;
-
-/// Default long-poll, seconds (§4.3).
-pub const DEFAULT_WAIT_SECONDS: f64 = 30.0;
-/// Default page size of `GET /api/orders`.
-pub const DEFAULT_LIMIT: i64 = 50;
-/// Largest page size; larger requests are clamped.
-pub const MAX_LIMIT: i64 = 200;
 /// Longest `lease_token`, characters.
 const MAX_TOKEN_CHARS: usize = 128;
 
@@ -66,39 +55,6 @@ pub fn table() -> Vec<Guarded> {
             OPERATOR_ONLY,
         ),
     ]
-}
-
-/// Checks the query of both lease long-polls (orders §4.3, account queries §11.2): `wait` in
-/// seconds (default [`DEFAULT_WAIT_SECONDS`], finite and non-negative, else 422), clamped to
-/// `max_wait_seconds`; then `site`, when given, via [`check_site`].
-pub(crate) fn lease_wait_and_site(
-    wait: Option<f64>,
-    site: Option<&str>,
-    max_wait_seconds: f64,
-) -> Result<Duration, ApiError> {
-    let wait = wait.unwrap_or(DEFAULT_WAIT_SECONDS);
-    if !wait.is_finite() || wait < 0.0 {
-        return Err(ApiError::Validation(
-            "wait must be a finite, non-negative number of seconds".into(),
-        ));
-    }
-    // Clamp before converting: `Duration::from_secs_f64` panics on huge values.
-    let wait = Duration::from_secs_f64(wait.min(max_wait_seconds));
-    if let Some(site) = site {
-        check_site(site)?;
-    }
-    Ok(wait)
-}
-
-pub(crate) fn check_site(site: &str) -> Result<(), ApiError> {
-    if site == SITE_RAKUTEN {
-        Ok(())
-    } else {
-        Err(ApiError::Validation(format!(
-            "unknown site {:?}; only \"rakuten\" is traded",
-            site.chars().take(64).collect::<String>()
-        )))
-    }
 }
 
 /// Submit an order intent (§4.2). Idempotent on `task_id`.
@@ -174,7 +130,7 @@ pub async fn submit(
     }
     let ack = st.store.task_insert(task, st.clock.now()).await?;
     probe::mark(Step::SubmitCommitted);
-    crate::http::access_log::name_task(ack.task_id.as_str());
+    rakuten_edge::access_log::name_task(ack.task_id.as_str());
     if ack.created {
         st.lease_notifier.notify_leasable();
         probe::mark(Step::SubmitNotified);
@@ -242,7 +198,7 @@ pub async fn lease(
     }
     Ok(Json(match attempt {
         LeaseAttempt::Granted(g) => {
-            crate::http::access_log::name_task(g.task_id.as_str());
+            rakuten_edge::access_log::name_task(g.task_id.as_str());
             Envelope::ok(g)
         }
         LeaseAttempt::Empty => Envelope::empty(0, "no task"),
@@ -571,7 +527,7 @@ pub async fn list(
     if let Some(site) = &q.site {
         check_site(site)?;
     }
-    let (limit, offset) = crate::http::extract::page_bounds(q.limit, q.offset)?;
+    let (limit, offset) = crate::http::page::page_bounds(q.limit, q.offset)?;
     let page = st
         .store
         .task_list(TaskFilter {

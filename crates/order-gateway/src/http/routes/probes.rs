@@ -12,9 +12,9 @@ use axum::{Json, Router};
 use rakuten_types::Envelope;
 use serde::Serialize;
 
-use crate::http::AppState;
 use crate::http::auth::{Guarded, Role, guarded};
 use crate::http::error::{ApiError, ErrorEnvelope};
+use crate::state::AppState;
 use crate::store::StoreError;
 
 /// Longest wait for the database in `/readyz`.

@@ -14,13 +14,13 @@ use rakuten_types::{Envelope, QueryId, WorkerId};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::orders::{ApiResult, check_site, lease_wait_and_site};
-use crate::http::AppState;
 use crate::http::auth::{Guarded, Role, guarded};
-use crate::http::error::{ApiError, ErrorEnvelope};
+use crate::http::checks::{check_site, lease_wait_and_site};
+use crate::http::error::{ApiError, ApiResult, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::query_queue::{lease_with_wait, prepare_result, validate_submit};
 use crate::settings::Settings;
+use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::queries::{NewQuery, QueryFilter, QueryLeaseRequest, QueryResultRecord};
 use crate::telemetry::Channel;
@@ -103,7 +103,7 @@ pub async fn submit(
             st.clock.now(),
         )
         .await?;
-    crate::http::access_log::name_query(ack.query_id.as_str());
+    rakuten_edge::access_log::name_query(ack.query_id.as_str());
     if ack.created {
         st.query_notifier.notify_leasable();
     }
@@ -166,7 +166,7 @@ pub async fn lease(
     }
     Ok(Json(match grant {
         Some(g) => {
-            crate::http::access_log::name_query(g.query_id.as_str());
+            rakuten_edge::access_log::name_query(g.query_id.as_str());
             Envelope::ok(g)
         }
         None => Envelope::empty(0, "no query"),
@@ -296,7 +296,7 @@ pub async fn list(
             })
         })
         .transpose()?;
-    let (limit, offset) = crate::http::extract::page_bounds(q.limit, q.offset)?;
+    let (limit, offset) = crate::http::page::page_bounds(q.limit, q.offset)?;
     let page = st
         .queries
         .query_list(QueryFilter {

@@ -1,21 +1,35 @@
-//! The one SQL implementation of [`OrderStore`](super::OrderStore) and
-//! [`QueryStore`](super::QueryStore), written once for both engines (D-one-sql-store-per-engine):
+//! The one SQL implementation of [`OrderStore`](super::OrderStore),
+//! [`QueryStore`](super::QueryStore) and [`OperatorStore`](super::OperatorStore), written once for
+//! both engines (D-one-sql-store-per-engine), one file per concept:
 //!
 //! - [`tasks`](sqlite::tasks): the order task transitions (insert, lease, renew, report, reclaim,
-//!   sweep); [`queries`](sqlite::queries): the account-query channel's transitions and reads;
-//!   [`reads`](sqlite::reads): order task reads (`task_get`, listings, `/health`); `store.rs`: the
-//!   two trait impls, which run each transition through the engine's `write` and send its wake-ups.
-//! - [`operator`](sqlite::operator): alerts, the webhook outbox, operator actions and workers,
-//!   with their [`OperatorStore`](super::OperatorStore) impl.
-//! - [`grants`](sqlite::grants): the lease history (`lease_grants`, D-lease-grant-history), written in the
-//!   transactions of [`tasks`](sqlite::tasks) and [`operator`](sqlite::operator).
+//!   sweep); [`reads`](sqlite::reads): order task reads (`task_get`, listings, `/health`);
+//!   [`leasable`]: the SQL conditions under which a queued task may be leased, shared by both.
+//! - [`queries`](sqlite::queries): the account-query channel's transitions and reads.
+//! - [`paging`](sqlite::paging): the offset and keyset pages every list reads.
+//! - [`grants`](sqlite::grants): the lease history (`lease_grants`, D-lease-grant-history), written
+//!   in the transactions of [`tasks`](sqlite::tasks) and [`actions`](sqlite::actions);
+//!   [`reclaim`](sqlite::reclaim): the reclaim's pending grant and its audit row.
+//! - [`alerts`](sqlite::alerts): alert records (sync, list, evidence queries), their causes one
+//!   function per alert kind in [`alert_causes`](sqlite::alert_causes);
+//!   [`outbox`](sqlite::outbox): the webhook outbox; [`actions`](sqlite::actions): audited operator
+//!   actions (resolve, cancel, the `operator_actions` rows); [`workers`](sqlite::workers): the
+//!   worker list and retirement; [`operator`](sqlite::operator): the
+//!   [`OperatorStore`](super::OperatorStore) impl over them.
 //! - [`clocks`](sqlite::clocks): each instance's clock signal (`clock_signals`).
 //! - [`observe`](sqlite::observe): the `/metrics` counts and the `/readyz` ping.
+//! - `store.rs`: the [`OrderStore`](super::OrderStore) and [`QueryStore`](super::QueryStore)
+//!   impls, which run each transition through the engine's `write` and send its wake-ups.
 //! - [`rows`]: the row types and their decoders, [`query_row`]: the account-query row; both
 //!   generic over the sqlx row type, so one set serves both engines.
 //! - the column lists and filter/pagination builders below.
 //!
-//! How "once" works: the files `tasks.rs`, `queries.rs`, `reads.rs` and `store.rs` are plain,
+//! Imports run one way: the trait impls (`store.rs`, `operator.rs`) use the concept files; the
+//! task transitions use the lease history and the reclaim; the operator's files use the
+//! lease history, the paging and each other only downwards (alerts → causes and outbox, reclaim
+//! and workers → actions → lease history). No file of one concept imports back.
+//!
+//! How "once" works: the files in the macro below (`tasks.rs`, `queries.rs`, `reads.rs`, …) are plain,
 //! concrete sqlx code over the aliases `Db`, `Conn`, `Pool` and `Store`, and are compiled twice, as
 //! [`sqlite`] (`Db = sqlx::Sqlite`) and [`postgres`] (`Db = sqlx::Postgres`), by the small macro
 //! [`one_implementation!`]. Generic functions over `sqlx::Database` were tried on paper and read
@@ -26,6 +40,7 @@
 //! `tests/api/migrations.rs::sqlite_binds_numbered_parameters_by_number`), and portable casts. What the
 //! engines really force apart is [`super::dialect::Dialect`].
 
+pub(crate) mod leasable;
 pub(crate) mod postgres;
 pub(crate) mod query_row;
 pub(crate) mod rows;
@@ -36,6 +51,15 @@ pub(crate) mod sqlite;
 /// `duplicate_mod` allowance.
 macro_rules! one_implementation {
     () => {
+        #[path = "actions.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod actions;
+        #[path = "alert_causes.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod alert_causes;
+        #[path = "alerts.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod alerts;
         #[path = "clocks.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod clocks;
@@ -48,18 +72,30 @@ macro_rules! one_implementation {
         #[path = "operator.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod operator;
+        #[path = "outbox.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod outbox;
+        #[path = "paging.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod paging;
         #[path = "queries.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod queries;
         #[path = "reads.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod reads;
+        #[path = "reclaim.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod reclaim;
         #[path = "store.rs"]
         #[allow(clippy::duplicate_mod)]
         mod store;
         #[path = "tasks.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod tasks;
+        #[path = "workers.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod workers;
     };
 }
 pub(crate) use one_implementation;

@@ -22,7 +22,7 @@ use crate::store::sql::query_row::{
     QUERY_COLUMNS, QUERY_SUMMARY_COLUMNS, QueryRow, result_columns,
 };
 use crate::store::sql::rows::corrupt;
-use super::reads::{filtered_page, seek_page};
+use super::paging::{filtered_page, seek_page};
 use crate::store::sql::eq_if_set;
 
 /// Loads a query; `lock` also locks its row until the transaction ends (PostgreSQL).

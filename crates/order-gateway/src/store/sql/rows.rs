@@ -53,6 +53,11 @@ pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {e}"))
 }
 
+/// A stored task id.
+pub(crate) fn task_id(s: &str) -> Result<TaskId, StoreError> {
+    TaskId::parse(s).map_err(|e| corrupt("task_id", e))
+}
+
 pub(crate) fn ts(s: &str) -> Result<Timestamp, StoreError> {
     Timestamp::parse(s).map_err(|e| corrupt("timestamp", e))
 }

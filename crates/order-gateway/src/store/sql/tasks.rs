@@ -28,8 +28,8 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::{Conn, Db};
-use crate::settings::LeaseScope;
-use super::{grants, operator};
+use crate::store::sql::leasable::{before_deadline, gate_free};
+use super::{grants, reclaim};
 use crate::store::dialect::Dialect;
 use crate::store::sql::eq_if_set;
 use crate::store::sql::rows::{
@@ -266,27 +266,6 @@ impl Grant<'_> {
     }
 }
 
-/// `NOT EXISTS` an active task holding the gate `scope` gives task `t`: any active task for the
-/// global gate, an active task of `t`'s site for per-site gates.
-pub(crate) fn gate_free(scope: LeaseScope) -> &'static str {
-    match scope {
-        LeaseScope::Global => {
-            "NOT EXISTS (SELECT 1 FROM tasks a WHERE a.status IN ('leased','running'))"
-        }
-        LeaseScope::Site => {
-            "NOT EXISTS (SELECT 1 FROM tasks a WHERE a.status IN ('leased','running') \
-             AND a.gate_key = t.site)"
-        }
-    }
-}
-
-/// A queued task `alias` may still be leased at `$n` (now): it has no `not_after`, or the
-/// deadline has not passed (`not_after` is the last instant a lease may start). A task past it is
-/// never leased, even before the sweeper ends it `expired` (D-task-not-after-expired).
-pub(crate) fn before_deadline(alias: &str, n: usize) -> String {
-    format!("({alias}.not_after IS NULL OR {alias}.not_after >= ${n})")
-}
-
 /// One lease attempt (§4.3): re-grant of the worker's own task, else a claim, then the heartbeat.
 /// The heartbeat row is locked last, like renew and report do (task row first, then the worker
 /// row), so concurrent calls of one worker on two PostgreSQL instances cannot deadlock.
@@ -314,7 +293,7 @@ async fn lease_attempt(
     // (same token and count, the lease running from now), so the count rises once per reclaim and
     // the token the operator saw is the live one.
     if let Some((task_id, count, token)) =
-        operator::reclaimed_grant_take(conn, req.worker_id.as_str(), expires, now).await?
+        reclaim::reclaimed_grant_take(conn, req.worker_id.as_str(), expires, now).await?
     {
         let id =
             TaskId::parse(&task_id).map_err(|e| StoreError::Corrupt(format!("task_id: {e}")))?;
@@ -684,7 +663,7 @@ pub(crate) async fn task_reclaim(
     match grant.set(conn, now).await {
         Ok(Some(set)) => {
             grant.recorded(conn, &set, GrantVia::Reclaim, now).await?;
-            operator::reclaim_recorded(
+            reclaim::reclaim_recorded(
                 conn,
                 &row.task_id,
                 req.worker_id.as_str(),

@@ -1,0 +1,92 @@
+//! The worker list and an operator's retirement of a worker (hidden from `/health` and
+//! `worker_offline` until it polls again), audited.
+
+use rakuten_types::Timestamp;
+use rakuten_types::alert::{OperatorActionKind, OperatorActionView};
+use sqlx::Row;
+
+use super::actions::{ActionRecord, action_insert};
+use super::{Conn, Db};
+use crate::store::StoreError;
+use crate::store::dialect::Dialect;
+use crate::store::operator::{RetireRequest, WorkerRow};
+use crate::store::sql::rows::{decode_ts, task_id, ts};
+
+/// Most workers `GET /api/workers` and the console list.
+pub(crate) const WORKERS_LISTED: usize = 1000;
+
+pub(crate) async fn worker_list(conn: &mut Conn) -> Result<Vec<WorkerRow>, StoreError> {
+    // Past the bound, what is cut must be the least interesting: serving workers before retired
+    // ones, the longest silent first (so an offline worker is never the one cut, as on /health).
+    let sql = format!(
+        "SELECT w.worker_id, w.last_seen_at, w.retired_at, \
+         (SELECT t.task_id FROM tasks t WHERE t.status IN ('leased','running') \
+          AND t.lease_owner = w.worker_id LIMIT 1) AS active_task \
+         FROM workers w \
+         ORDER BY CASE WHEN w.retired_at IS NULL THEN 0 ELSE 1 END, w.last_seen_at, \
+         w.worker_id{} LIMIT {WORKERS_LISTED}",
+        Db::BYTE_ORDER
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(WorkerRow {
+                worker_id: r.try_get("worker_id")?,
+                last_seen_at: ts(&r.try_get::<String, _>("last_seen_at")?)?,
+                retired_at: decode_ts(r.try_get("retired_at")?)?,
+                active_task: r
+                    .try_get::<Option<String>, _>("active_task")?
+                    .as_deref()
+                    .map(task_id)
+                    .transpose()?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(rows)
+}
+
+pub(crate) async fn worker_retire(
+    conn: &mut Conn,
+    req: RetireRequest,
+    now: Timestamp,
+) -> Result<OperatorActionView, StoreError> {
+    let done = sqlx::query(
+        "UPDATE workers SET retired_at = $1 WHERE worker_id = $2 AND retired_at IS NULL",
+    )
+    .bind(now.to_rfc3339())
+    .bind(req.worker_id.as_str())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if done != 1 {
+        let since: Option<Option<String>> =
+            sqlx::query_scalar("SELECT retired_at FROM workers WHERE worker_id = $1")
+                .bind(req.worker_id.as_str())
+                .fetch_optional(&mut *conn)
+                .await?;
+        return Err(match since {
+            Some(Some(since)) => StoreError::WorkerRetired {
+                worker_id: req.worker_id.to_string(),
+                since,
+            },
+            _ => StoreError::WorkerNotFound(req.worker_id.to_string()),
+        });
+    }
+    action_insert(
+        conn,
+        ActionRecord {
+            action: OperatorActionKind::RetireWorker,
+            actor: &req.actor,
+            reason: &req.reason,
+            task: None,
+            worker_id: Some(req.worker_id.as_str()),
+            from: None,
+            to: None,
+            detail: serde_json::json!({}),
+        },
+        now,
+    )
+    .await
+}
