@@ -24,8 +24,9 @@ use uuid::Uuid;
 
 use crate::settings::LeaseScope;
 use crate::store::operator::{GrantEnd, GrantVia, token_fingerprint};
+use crate::store::sql::leasable::gate_free;
 use crate::store::sql::rows::{TaskRow, UNDECODABLE_ROW, corrupt, decode_ts, order_state, ts};
-use crate::store::sql::sqlite::tasks::{check_holder, gate_free, lease_changed_concurrently};
+use crate::store::sql::sqlite::tasks::{check_holder, lease_changed_concurrently};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, RenewRequest, StoreError, check_same_task,
     idempotency_mismatch,

@@ -110,7 +110,7 @@ pub async fn submit(
             .task_insert_handing(task, waiter.request().clone(), st.clock.now())
             .await?;
         probe::mark(Step::SubmitCommitted);
-        crate::http::access_log::name_task(ack.task_id.as_str());
+        rakuten_edge::access_log::name_task(ack.task_id.as_str());
         match attempt {
             Some(LeaseAttempt::Granted(grant)) => {
                 // A poll gone by now leaves its worker a lease that expires to `stale`.
