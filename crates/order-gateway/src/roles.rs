@@ -129,14 +129,22 @@ impl FromStr for NamedTokens {
                     i + 1
                 ));
             }
-            if token.chars().count() < rakuten_types::MIN_TOKEN_CHARS
-                || token.chars().any(char::is_whitespace)
-            {
-                return Err(format!(
-                    "entry {}: the token must be at least {} characters, without spaces",
-                    i + 1,
-                    rakuten_types::MIN_TOKEN_CHARS
-                ));
+            // The one token rule every binary applies (`rakuten_types::secret::is_token`).
+            if !rakuten_types::secret::is_token(token) {
+                let n = token.chars().count();
+                return Err(if n > rakuten_types::MAX_TOKEN_CHARS {
+                    format!(
+                        "entry {}: the token must be at most {} characters",
+                        i + 1,
+                        rakuten_types::MAX_TOKEN_CHARS
+                    )
+                } else {
+                    format!(
+                        "entry {}: the token must be at least {} characters, without spaces",
+                        i + 1,
+                        rakuten_types::MIN_TOKEN_CHARS
+                    )
+                });
             }
             out.push(NamedToken {
                 name: name.to_owned(),
@@ -351,6 +359,10 @@ mod tests {
             e,
             "entry 1: the token must be at least 16 characters, without spaces"
         );
+        // The same ceiling as every other token: a header line stays short.
+        let long = format!("n:{}", "x".repeat(257));
+        let e = long.parse::<NamedTokens>().unwrap_err();
+        assert_eq!(e, "entry 1: the token must be at most 256 characters");
     }
 
     #[test]
