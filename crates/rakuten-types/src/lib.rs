@@ -13,6 +13,8 @@
 //! - [`query`]: the account read-only query channel: status machine and bodies (§11).
 //! - [`alert`]: alert records, webhook notices and audited operator actions.
 //! - [`text`]: free text a person types for another to read (an operator's reason).
+//! - [`schema`]: the rules of [`ids`] and [`text`] as OpenAPI schemas, built from the same
+//!   predicates.
 
 pub mod alert;
 pub mod clock;
@@ -23,6 +25,7 @@ pub mod intent;
 pub mod order;
 pub mod order_state;
 pub mod query;
+pub mod schema;
 pub mod task_status;
 pub mod text;
 pub mod timestamp;

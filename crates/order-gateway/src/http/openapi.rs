@@ -36,6 +36,12 @@ use super::routes::{health, operator, orders, probes, queries};
         probes::readyz,
         probes::metrics,
     ),
+    // Named only by query parameters' `value_type`, which utoipa does not collect.
+    components(schemas(
+        rakuten_types::schema::Site,
+        rakuten_types::schema::Reason,
+        rakuten_types::schema::LeaseToken
+    )),
     modifiers(&BearerAuth),
     tags(
         (name = "orders", description = "order tasks (§4.2–§4.6, §5)"),
