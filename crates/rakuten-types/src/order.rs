@@ -33,8 +33,9 @@ pub struct SubmitOrder {
     #[schema(schema_with = crate::schema::site)]
     pub site: String,
     /// Passed through untouched: its JSON text is stored and handed to the worker byte for byte
-    /// (numbers, key order, spacing); must be a JSON object of at most 64 KiB.
-    #[schema(value_type = Object)]
+    /// (numbers, key order, spacing); must be a JSON object of at most 64 KiB that a worker can
+    /// execute ([`crate::intent`]).
+    #[schema(schema_with = crate::schema::intent)]
     pub intent: IntentJson,
     /// Optional deadline: the last instant a worker may lease the task (an RFC 3339 timestamp,
     /// e.g. `2026-07-27T09:15:00.000Z`; any offset is read, answers show it in UTC). It must lie

@@ -299,7 +299,7 @@ pub struct QueryView {
     /// Current lease expiry.
     pub lease_expires_at: Option<Timestamp>,
     /// The result, on success.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     /// `true` when raw pages were dropped to fit `RAKUTEN_QUERY_RESULT_MAX_BYTES`.
     pub raw_omitted: bool,
@@ -383,7 +383,7 @@ pub struct OrderDetailResult {
     /// Mapped state, `null` when the label maps to none.
     pub order_state: Option<OrderState>,
     /// The page's raw state.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub raw: Option<Value>,
     /// Whether `raw` could be read.
     pub raw_available: bool,

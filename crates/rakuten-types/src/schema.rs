@@ -1,7 +1,7 @@
 //! The request rules of [`crate::ids`] and [`crate::text`] as OpenAPI schemas, so that a client
 //! generated from a service's document refuses what the service refuses. Each pattern is built
 //! from the predicate the server runs (`char::is_control`, [`is_invisible`], …) over every code
-//! point, never typed by hand, so the two cannot drift.
+//! point, never typed by hand, so the two cannot drift (D-openapi-states-server-rules).
 //!
 //! Patterns are JSON Schema (ECMA-262) regular expressions that Python's `re` and Rust's
 //! `fancy-regex` read alike: `\uXXXX` escapes for the Basic Multilingual Plane, characters above
@@ -103,6 +103,10 @@ pub fn id() -> Object {
 pub fn evidence_ref_or_null() -> Object {
     ObjectBuilder::new()
         .schema_type(nullable_string())
+        .description(Some(
+            "This task's evidence: `{task_id}/{NN}-{step}` (NN two or more digits, step \
+             `[a-z0-9-]+`), at most 256 characters, e.g. `po-1/03-order-confirm`.",
+        ))
         .max_length(Some(256))
         .pattern(Some(format!("^{}/[0-9]{{2,}}-[a-z0-9-]+$", *ID_BODY)))
         .build()
@@ -127,12 +131,16 @@ pub fn reason_pattern() -> String {
 
 static REASON: LazyLock<String> = LazyLock::new(reason_pattern);
 
+const REASON_DOC: &str = "Why, for the record: 1 to 1000 characters with something readable, \
+    line breaks and tabs but no other control character, no bidirectional control.";
+
 /// A required operator reason: [`reason_pattern`], at most
 /// [`MAX_REASON_CHARS`](crate::alert::MAX_REASON_CHARS) characters. The server counts them after
 /// trimming edge whitespace, so this bound is the stricter one by that whitespace.
 pub fn reason() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::String)
+        .description(Some(REASON_DOC))
         .min_length(Some(1))
         .max_length(Some(crate::alert::MAX_REASON_CHARS))
         .pattern(Some(REASON.clone()))
@@ -143,6 +151,7 @@ pub fn reason() -> Object {
 pub fn reason_or_null() -> Object {
     ObjectBuilder::new()
         .schema_type(nullable_string())
+        .description(Some(REASON_DOC))
         .min_length(Some(1))
         .max_length(Some(crate::alert::MAX_REASON_CHARS))
         .pattern(Some(REASON.clone()))
@@ -157,7 +166,17 @@ fn plain_text(max: usize, min_one: bool, newlines: bool, nullable: bool) -> Obje
         class(true, |c| c.is_control()
             && !(newlines && matches!(c, '\n' | '\r' | '\t')))
     );
+    let doc = format!(
+        "{} {max} characters, no control character{}.",
+        if min_one { "1 to" } else { "At most" },
+        if newlines {
+            " but line breaks and tabs"
+        } else {
+            ""
+        }
+    );
     ObjectBuilder::new()
+        .description(Some(doc))
         .schema_type(if nullable {
             nullable_string()
         } else {
@@ -198,6 +217,7 @@ pub fn text_or_null(max: usize) -> Object {
 pub fn site() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::String)
+        .description(Some("The site: only `rakuten` is traded."))
         .enum_values(Some([SITE_RAKUTEN]))
         .build()
 }
@@ -238,3 +258,139 @@ schema_type!(
     /// A `lease_token` sent back: [`lease_token`].
     LeaseToken => lease_token()
 );
+
+/// The rules of a body that tie one field to another, as the `oneOf` added to its component
+/// schema (a derived schema states each field alone). Built from the checks the server runs.
+///
+/// - `ResolveTask`: `outcome` is `succeeded` or `failed`, and `state`, when given, is one that
+///   [`Outcome::check_resolve`](crate::Outcome::check_resolve) allows with it.
+/// - `SubmitQuery`: `params` by `kind` (§11.2): `order_list` takes `since` (RFC 3339) and
+///   `max_pages` (1 to 20), `order_detail` needs `order_number` (1 to 64 of `[0-9A-Za-z-]`).
+/// - `QueryResultBody`: `success: true` carries a §11.3 `result` of either kind and no error;
+///   `success: false` carries no `result`.
+pub fn body_rules() -> Vec<(&'static str, serde_json::Value)> {
+    use serde_json::json;
+
+    use crate::{OrderState, Outcome};
+    let resolve = [Outcome::Succeeded, Outcome::Failed].map(|outcome| {
+        let states: Vec<&str> = OrderState::ALL
+            .into_iter()
+            .filter(|s| outcome.check_resolve(Some(*s)).is_ok())
+            .map(OrderState::as_str)
+            .collect();
+        json!({"properties": {
+            "outcome": {"const": outcome.as_str()},
+            "state": {"enum": states.into_iter().map(Some).chain([None]).collect::<Vec<_>>()},
+        }})
+    });
+    let submit_query = json!([
+        {"properties": {
+            "kind": {"const": "order_list"},
+            "params": {"type": ["object", "null"], "additionalProperties": false, "properties": {
+                "since": {"type": "string", "format": "date-time"},
+                "max_pages": {"type": "integer", "minimum": 1, "maximum": crate::query::MAX_PAGES_LIMIT},
+            }},
+        }},
+        {"required": ["params"], "properties": {
+            "kind": {"const": "order_detail"},
+            "params": {"type": "object", "additionalProperties": false, "required": ["order_number"], "properties": {
+                "order_number": {"type": "string", "pattern": "^[0-9A-Za-z-]{1,64}$"},
+            }},
+        }},
+    ]);
+    let result_of = |kind: &str, schema: &str| {
+        json!({"allOf": [
+            {"$ref": format!("#/components/schemas/{schema}")},
+            {"properties": {"kind": {"const": kind}}},
+        ]})
+    };
+    let query_result = json!([
+        {"required": ["result"], "properties": {
+            "success": {"const": true},
+            "result": {"oneOf": [
+                result_of("order_list", "OrderListResult"),
+                result_of("order_detail", "OrderDetailResult"),
+            ]},
+            "error_code": {"type": "null"},
+            "error_message": {"type": "null"},
+        }},
+        {"properties": {
+            "success": {"const": false},
+            "result": {"type": "null"},
+        }},
+    ]);
+    vec![
+        ("ResolveTask", json!(resolve)),
+        ("SubmitQuery", submit_query),
+        ("QueryResultBody", query_result),
+    ]
+}
+
+/// An order intent (§4.2) as [`OrderIntent::parse`](crate::intent::OrderIntent::parse) checks
+/// it: an object with `item_url` on a `rakuten.co.jp` host (scheme and host in any ASCII case,
+/// an optional port, no user information, no whitespace, control or invisible character),
+/// `quantity` 1 to 99, `variant_id` and `max_total_yen` > 0 optional; other keys pass untouched.
+pub fn intent() -> Object {
+    use crate::intent::{MAX_ITEM_URL_CHARS, MAX_QUANTITY, MAX_VARIANT_ID_CHARS};
+    let any_case = |word: &str| -> String {
+        word.chars()
+            .map(|c| match c {
+                'a'..='z' => format!("[{c}{}]", c.to_ascii_uppercase()),
+                '.' => "\\.".into(),
+                other => other.to_string(),
+            })
+            .collect()
+    };
+    let url_char = |c: char| c.is_whitespace() || c.is_control() || is_invisible(c);
+    let any = class(true, url_char);
+    let host = class(true, |c| {
+        url_char(c) || matches!(c, '/' | '?' | '#' | '@' | ':')
+    });
+    let item_url = format!(
+        "^{}[sS]?://(?:{host}*\\.)?{}\\.?(?::[0-9]+)?(?:[/?#]{any}*)?$",
+        any_case("http"),
+        any_case("rakuten.co.jp"),
+    );
+    let variant = format!(
+        "^{}*$",
+        class(true, |c| c.is_control() || is_bidi_control(c))
+    );
+    let integer = |min: i64, max: Option<i64>, nullable: bool| {
+        let t: utoipa::openapi::schema::SchemaType = if nullable {
+            utoipa::openapi::schema::SchemaType::from_iter([Type::Integer, Type::Null])
+        } else {
+            Type::Integer.into()
+        };
+        ObjectBuilder::new()
+            .schema_type(t)
+            .minimum(Some(min as f64))
+            .maximum(max.map(|m| m as f64))
+    };
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "The order intent, stored and handed to the worker byte for byte; at most 64 KiB.",
+        ))
+        .required("item_url")
+        .property(
+            "item_url",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(MAX_ITEM_URL_CHARS))
+                .pattern(Some(item_url)),
+        )
+        .property("quantity", integer(1, Some(i64::from(MAX_QUANTITY)), false))
+        .property(
+            "variant_id",
+            ObjectBuilder::new()
+                .schema_type(nullable_string())
+                .max_length(Some(MAX_VARIANT_ID_CHARS))
+                .pattern(Some(variant)),
+        )
+        .property("max_total_yen", integer(1, None, true))
+        .property(
+            "options",
+            ObjectBuilder::new().schema_type(utoipa::openapi::schema::SchemaType::AnyValue),
+        )
+        .build()
+}

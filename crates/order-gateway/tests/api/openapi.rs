@@ -203,4 +203,28 @@ async fn the_document_states_the_rules_the_server_enforces() {
         schemas["CancelTask"]["properties"]["reason"]["minLength"],
         1
     );
+    // The intent a worker can execute: `item_url` is required, `quantity` 1 to 99.
+    let intent = &schemas["SubmitOrder"]["properties"]["intent"];
+    assert_eq!(intent["required"], json!(["item_url"]), "{intent}");
+    assert_eq!(
+        intent["properties"]["quantity"]["maximum"], 99.0,
+        "{intent}"
+    );
+    // Rules that tie one field to another: params by kind, result by success, outcome by state.
+    for name in ["SubmitQuery", "QueryResultBody", "ResolveTask"] {
+        assert_eq!(
+            schemas[name]["oneOf"].as_array().map(Vec::len),
+            Some(2),
+            "{name}"
+        );
+    }
+    // Every reference resolves (a schema named only by a parameter is registered too).
+    let text = doc.to_string();
+    for name in text.split("\"#/components/schemas/").skip(1) {
+        let name = &name[..name.find('"').unwrap()];
+        assert!(
+            schemas[name].is_object(),
+            "{name} is referenced but not defined"
+        );
+    }
 }

@@ -67,6 +67,7 @@ pub fn table(result_limit: usize) -> Vec<Guarded> {
     request_body = SubmitQuery,
     responses(
         (status = 200, description = "created, or the existing query (`created: false`)", body = Envelope<SubmitQueryAck>),
+        (status = 409, description = "query_id reused with a different site, kind or params (1006)", body = ErrorEnvelope),
         (status = 413, description = "params over 16 KiB (1004)", body = ErrorEnvelope),
         (status = 422, description = "unknown kind or site, bad params: order_detail without an order_number of 1..64 [0-9A-Za-z-], max_pages outside 1..20, since not RFC 3339 (1003)", body = ErrorEnvelope),
     ),
