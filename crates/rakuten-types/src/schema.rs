@@ -119,7 +119,7 @@ pub fn evidence_ref_or_null() -> Object {
 pub fn reason_pattern() -> String {
     let ws = class(false, char::is_whitespace);
     let allowed =
-        |c: char| !(c.is_control() && !matches!(c, '\n' | '\r' | '\t')) && !is_bidi_control(c);
+        |c: char| (!c.is_control() || matches!(c, '\n' | '\r' | '\t')) && !is_bidi_control(c);
     let any = class(false, allowed);
     let edge = class(false, |c| allowed(c) && !c.is_whitespace());
     let blank = class(false, |c| {
