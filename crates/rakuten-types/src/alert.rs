@@ -427,6 +427,11 @@ pub struct OperatorActionView {
 /// Longest `reason` of an operator action, characters.
 pub const MAX_REASON_CHARS: usize = 1000;
 
+/// `site_order_id` of a resolve.
+fn resolve_site_order_id() -> utoipa::openapi::schema::Object {
+    crate::schema::nonempty_line_or_null(128)
+}
+
 /// `POST /api/orders/{id}/resolve` body.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -435,9 +440,11 @@ pub struct ResolveTask {
     /// `state` (`Outcome::check_resolve`).
     pub outcome: Outcome,
     /// Why (required, 1–1000 characters of readable text: `crate::text::reason`).
+    #[schema(schema_with = crate::schema::reason)]
     pub reason: String,
-    /// The site's order number the person saw, if any.
+    /// The site's order number the person saw, if any: 1 to 128 characters on one line.
     #[serde(default)]
+    #[schema(schema_with = resolve_site_order_id)]
     pub site_order_id: Option<String>,
     /// The order state the person saw; recorded in `history` as an operator report.
     #[serde(default)]
@@ -449,6 +456,7 @@ pub struct ResolveTask {
 #[serde(deny_unknown_fields)]
 pub struct CancelTask {
     /// Why (required, 1–1000 characters of readable text: `crate::text::reason`).
+    #[schema(schema_with = crate::schema::reason)]
     pub reason: String,
 }
 

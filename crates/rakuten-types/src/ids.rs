@@ -143,11 +143,8 @@ macro_rules! id_type {
 
         impl utoipa::PartialSchema for $name {
             fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-                utoipa::openapi::ObjectBuilder::new()
-                    .schema_type(utoipa::openapi::schema::Type::String)
-                    .min_length(Some(1))
-                    .max_length(Some(MAX_ID_LEN))
-                    .into()
+                // The rules of `parse_id` as a pattern, so a client refuses what the server does.
+                crate::schema::id().into()
             }
         }
 

@@ -14,6 +14,8 @@
 //! - [`alert`]: alert records, webhook notices and audited operator actions.
 //! - [`text`]: free text a person types for another to read (an operator's reason).
 //! - [`secret`]: [`Secret`] (redacted, compared in constant time) and the one Bearer token rule.
+//! - [`schema`]: the rules of [`ids`] and [`text`] as OpenAPI schemas, built from the same
+//!   predicates.
 
 pub mod alert;
 pub mod clock;
@@ -24,6 +26,7 @@ pub mod intent;
 pub mod order;
 pub mod order_state;
 pub mod query;
+pub mod schema;
 pub mod secret;
 pub mod task_status;
 pub mod text;

@@ -12,6 +12,16 @@ pub const MAX_INTENT_BYTES: usize = 64 * 1024;
 /// characters.
 pub const MAX_REPORT_TEXT_CHARS: usize = 4096;
 
+/// `site_order_id` of a report: [`MAX_REPORT_TEXT_CHARS`] on one line.
+fn report_line() -> utoipa::openapi::schema::Object {
+    crate::schema::line_or_null(MAX_REPORT_TEXT_CHARS)
+}
+
+/// `detail` of a report: [`MAX_REPORT_TEXT_CHARS`], line breaks and tabs allowed.
+fn report_text() -> utoipa::openapi::schema::Object {
+    crate::schema::text_or_null(MAX_REPORT_TEXT_CHARS)
+}
+
 /// `POST /api/orders` body (§4.2).
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -20,10 +30,12 @@ pub struct SubmitOrder {
     #[serde(default)]
     pub task_id: Option<TaskId>,
     /// Must be `rakuten`.
+    #[schema(schema_with = crate::schema::site)]
     pub site: String,
     /// Passed through untouched: its JSON text is stored and handed to the worker byte for byte
-    /// (numbers, key order, spacing); must be a JSON object of at most 64 KiB.
-    #[schema(value_type = Object)]
+    /// (numbers, key order, spacing); must be a JSON object of at most 64 KiB that a worker can
+    /// execute ([`crate::intent`]).
+    #[schema(schema_with = crate::schema::intent)]
     pub intent: IntentJson,
     /// Optional deadline: the last instant a worker may lease the task (an RFC 3339 timestamp,
     /// e.g. `2026-07-27T09:15:00.000Z`; any offset is read, answers show it in UTC). It must lie
@@ -76,6 +88,7 @@ pub struct RenewLease {
     pub worker_id: Option<WorkerId>,
     /// The grant's fencing token (optional).
     #[serde(default)]
+    #[schema(schema_with = crate::schema::lease_token_or_null)]
     pub lease_token: Option<String>,
 }
 
@@ -97,23 +110,29 @@ pub struct ReportState {
     pub worker_id: Option<WorkerId>,
     /// The grant's fencing token (optional).
     #[serde(default)]
+    #[schema(schema_with = crate::schema::lease_token_or_null)]
     pub lease_token: Option<String>,
     /// The order state reached.
     pub state: OrderState,
-    /// Payable amount, yen.
+    /// Payable amount, yen (not negative).
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub payable_yen: Option<i64>,
     /// Payment deadline.
     #[serde(default)]
     pub pay_deadline: Option<Timestamp>,
-    /// The site's order number.
+    /// The site's order number (one line of at most 4,096 characters).
     #[serde(default)]
+    #[schema(schema_with = report_line)]
     pub site_order_id: Option<String>,
-    /// Local evidence path `{task_id}/{NN}-{step}`, without extension (§6.1).
+    /// Local evidence path `{task_id}/{NN}-{step}`, without extension (§6.1): this task's id,
+    /// NN two or more digits, step `[a-z0-9-]+`, at most 256 characters.
     #[serde(default)]
+    #[schema(schema_with = crate::schema::evidence_ref_or_null)]
     pub evidence_ref: Option<String>,
-    /// Free text.
+    /// Free text (at most 4,096 characters; line breaks and tabs allowed).
     #[serde(default)]
+    #[schema(schema_with = report_text)]
     pub detail: Option<String>,
     /// A site or guard error code (e.g. 5004 amount guard), when the report explains a stop.
     #[serde(default)]
@@ -149,6 +168,7 @@ pub struct ReclaimTask {
     pub worker_id: Option<WorkerId>,
     /// Why (recorded in the task's `operator_actions`; may also come as a query parameter).
     #[serde(default)]
+    #[schema(schema_with = crate::schema::reason_or_null)]
     pub reason: Option<String>,
 }
 

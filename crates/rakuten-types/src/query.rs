@@ -201,12 +201,15 @@ pub struct SubmitQuery {
     #[serde(default)]
     pub query_id: Option<QueryId>,
     /// Must be `rakuten`.
+    #[schema(schema_with = crate::schema::site)]
     pub site: String,
     /// `order_list` or `order_detail` (checked at submit: 422 otherwise).
+    #[schema(value_type = QueryKind)]
     pub kind: String,
-    /// `order_list`: `{since?, max_pages? (1..20)}`; `order_detail`: `{order_number}`.
+    /// `order_list`: `{since?, max_pages? (1..20)}`; `order_detail`: `{order_number}`; absent or
+    /// `null` is `{}`.
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub params: Value,
 }
 
@@ -245,11 +248,13 @@ pub struct QueryGrant {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueryResultBody {
-    /// The holder.
+    /// The holder (required).
     #[serde(default)]
+    #[schema(value_type = WorkerId, required = true)]
     pub worker_id: Option<WorkerId>,
     /// The lease's fencing token (optional).
     #[serde(default)]
+    #[schema(schema_with = crate::schema::lease_token_or_null)]
     pub lease_token: Option<String>,
     /// Whether the read succeeded.
     pub success: bool,
@@ -260,9 +265,15 @@ pub struct QueryResultBody {
     /// Site error code on failure (5001 login lost, …), passed through unchanged.
     #[serde(default)]
     pub error_code: Option<i32>,
-    /// Error text on failure.
+    /// Error text on failure: at most 4,096 characters, line breaks and tabs allowed.
     #[serde(default)]
+    #[schema(schema_with = error_message)]
     pub error_message: Option<String>,
+}
+
+/// `error_message` of a query result (the gateway's `MAX_ERROR_MESSAGE_CHARS`).
+fn error_message() -> utoipa::openapi::schema::Object {
+    crate::schema::text_or_null(4096)
 }
 
 /// `GET /api/account/queries/{id}` answer.
@@ -288,7 +299,7 @@ pub struct QueryView {
     /// Current lease expiry.
     pub lease_expires_at: Option<Timestamp>,
     /// The result, on success.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     /// `true` when raw pages were dropped to fit `RAKUTEN_QUERY_RESULT_MAX_BYTES`.
     pub raw_omitted: bool,
@@ -372,7 +383,7 @@ pub struct OrderDetailResult {
     /// Mapped state, `null` when the label maps to none.
     pub order_state: Option<OrderState>,
     /// The page's raw state.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub raw: Option<Value>,
     /// Whether `raw` could be read.
     pub raw_available: bool,

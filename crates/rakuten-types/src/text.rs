@@ -46,7 +46,7 @@ pub fn reason(text: &str, max_chars: usize) -> Result<String, String> {
     Ok(r.replace("\r\n", "\n").replace('\r', "\n"))
 }
 
-fn is_nonspacing_mark(c: char) -> bool {
+pub(crate) fn is_nonspacing_mark(c: char) -> bool {
     use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
     matches!(
         c.general_category(),

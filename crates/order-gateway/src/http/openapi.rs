@@ -36,6 +36,15 @@ use super::routes::{health, operator, orders, probes, queries};
         probes::readyz,
         probes::metrics,
     ),
+    // Named only by query parameters' `value_type` and by the body rules added in `document`,
+    // which utoipa does not collect.
+    components(schemas(
+        rakuten_types::schema::Site,
+        rakuten_types::schema::Reason,
+        rakuten_types::schema::LeaseToken,
+        rakuten_types::query::OrderListResult,
+        rakuten_types::query::OrderDetailResult
+    )),
     modifiers(&BearerAuth),
     tags(
         (name = "orders", description = "order tasks (§4.2–§4.6, §5)"),
@@ -65,7 +74,22 @@ pub fn document() -> serde_json::Value {
     rakuten_edge::openapi::add_edge_responses(&mut doc, "ErrorEnvelope");
     add_unsupported_media_type(&mut doc);
     nullable_envelope_data(&mut doc);
+    add_body_rules(&mut doc);
     doc
+}
+
+/// The rules tying one body field to another ([`rakuten_types::schema::body_rules`]): without
+/// them a client sends `kind: order_detail` without an `order_number`, or a failure with a
+/// `result`, and is refused with 422.
+fn add_body_rules(doc: &mut serde_json::Value) {
+    for (name, one_of) in rakuten_types::schema::body_rules() {
+        if let Some(schema) = doc
+            .pointer_mut(&format!("/components/schemas/{name}"))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            schema.insert("oneOf".into(), one_of);
+        }
+    }
 }
 
 /// Every operation that takes a body can answer 415 (code 1007): a body in a content coding or

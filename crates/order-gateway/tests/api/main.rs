@@ -28,6 +28,7 @@ mod metrics;
 mod migrations;
 mod multi_instance;
 mod not_after;
+mod openapi;
 mod operator;
 mod ops_cli;
 mod ops_cli_operator;

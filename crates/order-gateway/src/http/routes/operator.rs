@@ -48,15 +48,28 @@ pub fn table() -> Vec<Guarded> {
 #[into_params(parameter_in = Query)]
 pub struct AlertQuery {
     /// `open` (default) or `all`.
+    #[param(schema_with = alert_state)]
     pub state: Option<String>,
     /// Only this kind.
+    #[param(value_type = Option<AlertKind>)]
     pub kind: Option<String>,
     /// Page size, default 50, larger values are clamped to 200. A page also ends before its
     /// items pass 1 MiB of JSON; the answer's `limit` is the size used: continue at
     /// `offset + limit`.
+    #[param(minimum = 1)]
     pub limit: Option<i64>,
     /// Items to skip, default 0.
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
+}
+
+/// `state` of `GET /api/alerts`.
+fn alert_state() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .description(Some("`open` (default) or `all`."))
+        .enum_values(Some(["open", "all"]))
+        .build()
 }
 
 /// Alert records, newest first.
@@ -113,7 +126,7 @@ pub async fn list_alerts(
 /// `failed`, with a reason; 6003 from any other status.
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/resolve", tag = "operator",
-    params(("task_id" = String, Path, description = "task id")),
+    params(("task_id" = TaskId, Path, description = "task id")),
     request_body = ResolveTask,
     responses(
         (status = 200, body = Envelope<OperatorActionAck>),
@@ -167,7 +180,7 @@ pub async fn resolve(
 /// won the race included).
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/cancel", tag = "operator",
-    params(("task_id" = String, Path, description = "task id")),
+    params(("task_id" = TaskId, Path, description = "task id")),
     request_body = CancelTask,
     responses(
         (status = 200, body = Envelope<OperatorActionAck>),
@@ -234,13 +247,14 @@ pub async fn list_workers(State(st): State<AppState>) -> ApiResult<Vec<WorkerVie
 #[into_params(parameter_in = Query)]
 pub struct RetireQuery {
     /// Why (required).
+    #[param(value_type = Option<rakuten_types::schema::Reason>, required = true)]
     pub reason: Option<String>,
 }
 
 /// Retire a worker: gone from `/health` and from `worker_offline` alerts until it polls again.
 #[utoipa::path(
     delete, path = "/api/workers/{worker_id}", tag = "operator",
-    params(("worker_id" = String, Path, description = "worker id"), RetireQuery),
+    params(("worker_id" = WorkerId, Path, description = "worker id"), RetireQuery),
     responses(
         (status = 200, body = Envelope<OperatorActionView>),
         (status = 404, description = "no such worker (1005)", body = ErrorEnvelope),

@@ -152,8 +152,10 @@ pub struct LeaseQuery {
     pub worker_id: WorkerId,
     /// Seconds to hold the poll when nothing is leasable (default 30, fractional allowed, capped
     /// by `RAKUTEN_LEASE_MAX_WAIT_SECONDS`).
+    #[param(minimum = 0)]
     pub wait: Option<f64>,
     /// Only tasks of this site (`rakuten`).
+    #[param(value_type = Option<rakuten_types::schema::Site>)]
     pub site: Option<String>,
 }
 
@@ -216,6 +218,7 @@ pub struct HolderQuery {
     /// The worker (may come in the JSON body instead).
     pub worker_id: Option<WorkerId>,
     /// The grant's fencing token (optional; may come in the JSON body instead).
+    #[param(value_type = Option<rakuten_types::schema::LeaseToken>)]
     pub lease_token: Option<String>,
 }
 
@@ -254,7 +257,7 @@ fn checked_token(query: Option<String>, body: Option<String>) -> Result<Option<S
 /// Renew a lease (§4.4).
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/renew", tag = "orders",
-    params(("task_id" = String, Path, description = "task id"), HolderQuery),
+    params(("task_id" = TaskId, Path, description = "task id"), HolderQuery),
     request_body(content = Option<RenewLease>, description = "optional: worker_id / lease_token"),
     responses(
         (status = 200, body = Envelope<RenewAck>),
@@ -304,7 +307,8 @@ const MAX_EVIDENCE_REF_CHARS: usize = 256;
 /// `[a-z0-9-]+`. That form has no `..`, no absolute path and no second separator, so it can't
 /// point outside the task's evidence directory or at another task's.
 fn evidence_ref_ok(task_id: &TaskId, e: &str) -> bool {
-    if e.len() > MAX_EVIDENCE_REF_CHARS {
+    // Characters, as the document's `maxLength` counts them (a task id may be non-ASCII).
+    if e.chars().count() > MAX_EVIDENCE_REF_CHARS {
         return false;
     }
     let Some(name) = e
@@ -362,7 +366,7 @@ fn validate_report(task_id: &TaskId, body: &ReportState) -> Result<Option<Outcom
 /// is idempotent; `terminal=true` ends the task; reports after the end are appended.
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/report", tag = "orders",
-    params(("task_id" = String, Path, description = "task id"), HolderQuery),
+    params(("task_id" = TaskId, Path, description = "task id"), HolderQuery),
     request_body = ReportState,
     responses(
         (status = 200, body = Envelope<ReportAck>),
@@ -411,6 +415,7 @@ pub async fn report(
 #[into_params(parameter_in = Query)]
 pub struct ReasonQuery {
     /// Why (recorded in `operator_actions`; may come in the JSON body instead).
+    #[param(value_type = Option<rakuten_types::schema::Reason>)]
     pub reason: Option<String>,
 }
 
@@ -422,7 +427,7 @@ const NO_REASON: &str = "(no reason given)";
 /// with its `reason`.
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/reclaim", tag = "orders",
-    params(("task_id" = String, Path, description = "task id"), HolderQuery, ReasonQuery),
+    params(("task_id" = TaskId, Path, description = "task id"), HolderQuery, ReasonQuery),
     request_body(content = Option<ReclaimTask>, description = "optional: worker_id, reason"),
     responses(
         (status = 200, description = "the new grant, `lease_count > 1`, with `known_state`", body = Envelope<LeaseGrant>),
@@ -461,7 +466,7 @@ pub async fn reclaim(
 /// oldest first (§4.6), its operator actions and the evidence queries gathered when it went stale.
 #[utoipa::path(
     get, path = "/api/orders/{task_id}", tag = "orders",
-    params(("task_id" = String, Path, description = "task id")),
+    params(("task_id" = TaskId, Path, description = "task id")),
     responses(
         (status = 200, body = Envelope<TaskDetail>),
         (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
@@ -485,14 +490,18 @@ pub async fn get_task(
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Only this task status.
+    #[param(value_type = Option<TaskStatus>)]
     pub status: Option<String>,
     /// Only this site.
+    #[param(value_type = Option<rakuten_types::schema::Site>)]
     pub site: Option<String>,
     /// Page size, default 50, larger values are clamped to 200. A page also ends before its
     /// items pass 1 MiB of JSON; the answer's `limit` is the size used: continue at
     /// `offset + limit`.
+    #[param(minimum = 1)]
     pub limit: Option<i64>,
     /// Items to skip, default 0.
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

@@ -67,6 +67,7 @@ pub fn table(result_limit: usize) -> Vec<Guarded> {
     request_body = SubmitQuery,
     responses(
         (status = 200, description = "created, or the existing query (`created: false`)", body = Envelope<SubmitQueryAck>),
+        (status = 409, description = "query_id reused with a different site, kind or params (1006)", body = ErrorEnvelope),
         (status = 413, description = "params over 16 KiB (1004)", body = ErrorEnvelope),
         (status = 422, description = "unknown kind or site, bad params: order_detail without an order_number of 1..64 [0-9A-Za-z-], max_pages outside 1..20, since not RFC 3339 (1003)", body = ErrorEnvelope),
     ),
@@ -118,8 +119,10 @@ pub struct QueryLeaseQuery {
     pub worker_id: WorkerId,
     /// Seconds to hold the poll when nothing is queued (default 30, fractional allowed, capped
     /// by `RAKUTEN_LEASE_MAX_WAIT_SECONDS`).
+    #[param(minimum = 0)]
     pub wait: Option<f64>,
     /// Only queries of this site (`rakuten`).
+    #[param(value_type = Option<rakuten_types::schema::Site>)]
     pub site: Option<String>,
 }
 
@@ -178,7 +181,7 @@ pub async fn lease(
 /// pages (`raw_omitted`), and if still over, the query ends `failed` (the answer says so).
 #[utoipa::path(
     post, path = "/api/account/queries/{query_id}/result", tag = "account queries",
-    params(("query_id" = String, Path, description = "query id")),
+    params(("query_id" = QueryId, Path, description = "query id")),
     request_body = QueryResultBody,
     responses(
         (status = 200, description = "stored (or an identical repeat from the same lease: `duplicate: true`)", body = Envelope<QueryResultAck>),
@@ -228,7 +231,7 @@ pub async fn result(
 /// A query with its status and result (§11.2).
 #[utoipa::path(
     get, path = "/api/account/queries/{query_id}", tag = "account queries",
-    params(("query_id" = String, Path, description = "query id")),
+    params(("query_id" = QueryId, Path, description = "query id")),
     responses(
         (status = 200, body = Envelope<QueryView>),
         (status = 404, description = "no such query, or purged after retention (6005)", body = ErrorEnvelope),
@@ -250,14 +253,18 @@ pub async fn get_query(
 #[into_params(parameter_in = Query)]
 pub struct QueryListQuery {
     /// Only this status (`queued`, `leased`, `succeeded`, `failed`, `expired`).
+    #[param(value_type = Option<QueryStatus>)]
     pub status: Option<String>,
     /// Only this kind (`order_list`, `order_detail`).
+    #[param(value_type = Option<QueryKind>)]
     pub kind: Option<String>,
     /// Page size, default 50, larger values are clamped to 200. A page also ends before its
     /// items pass 1 MiB of JSON; the answer's `limit` is the size used: continue at
     /// `offset + limit`.
+    #[param(minimum = 1)]
     pub limit: Option<i64>,
     /// Items to skip, default 0.
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 
