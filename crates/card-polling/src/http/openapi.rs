@@ -16,8 +16,9 @@ fn string() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": 128})
 }
 
-/// An optional key of an import row: [`string`], or `null`, which the server reads as absent
-/// (a top shop's `parent_id`, an account without a shop, a device reporting no slot).
+/// An optional key: [`string`], or `null`, which the server reads as absent (a top shop's
+/// `parent_id`, an account without a shop, a device reporting no slot, an order without its own id,
+/// an enqueue without an event id).
 fn optional_string() -> Value {
     json!({"type": ["string", "null"], "minLength": 1, "maxLength": 128})
 }
@@ -143,7 +144,8 @@ const UNSUPPORTED_ENCODING: (&str, &str) = (
 
 fn ops() -> Vec<Op> {
     let switch = object(&["enabled"], json!({"enabled": {"type": "boolean"}}));
-    let task_types = json!({"type": "array", "items": {"type": "string"}, "minItems": 1,
+    // `null` is read as absent (every task type), as for any optional key.
+    let task_types = json!({"type": ["array", "null"], "items": {"type": "string"}, "minItems": 1,
         "maxItems": crate::http::routes::MAX_TASK_TYPES});
     let list_query = json!([
         {"name": "status", "in": "query", "schema": {"type": "string", "enum": ItemStatus::ALL.map(ItemStatus::as_str)}},
@@ -279,7 +281,7 @@ fn ops() -> Vec<Op> {
             "create an unpaid package order",
             Some(with(
                 asset(),
-                json!({"id": string(), "kind": {"type": "string", "enum": ["main", "addon"]}}),
+                json!({"id": optional_string(), "kind": {"type": "string", "enum": ["main", "addon"]}}),
                 &["kind"],
             )),
             &[NOT_FOUND, CONFLICT],
@@ -348,7 +350,7 @@ fn ops() -> Vec<Op> {
             "/api/devices/{device_no}/reported-slot",
             "assets",
             "the slot the device reports",
-            Some(object(&[], json!({"iccid": string()}))),
+            Some(object(&[], json!({"iccid": optional_string()}))),
             &[UNKNOWN_ASSET],
         ),
         op(
@@ -380,7 +382,7 @@ fn ops() -> Vec<Op> {
             "manual enqueue",
             Some(with(
                 asset(),
-                json!({"task_types": task_types, "reason": {"type": "string", "minLength": 1, "maxLength": 500}, "event_id": string()}),
+                json!({"task_types": task_types, "reason": {"type": "string", "minLength": 1, "maxLength": 500}, "event_id": optional_string()}),
                 // A manual enqueue without a reason is a 422 (the spec asks for one).
                 &["reason"],
             )),
@@ -582,6 +584,38 @@ mod tests {
             ["schema"];
         let required = required_of(body);
         assert_eq!(required, ["asset_type", "asset_id", "kind"], "{body}");
+    }
+
+    /// An optional key sent as `null` is read as absent by the server (its field is an `Option`),
+    /// so the document allows `null` there; a client generated from it may send one.
+    #[test]
+    fn optional_keys_the_server_reads_as_absent_when_null_are_documented_nullable() {
+        let doc = super::openapi();
+        let body = |method: &str, path: &str| {
+            doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
+                .clone()
+        };
+        for (method, path, key) in [
+            ("post", "/api/orders", "id"),
+            ("post", "/api/priority-items", "task_types"),
+            ("post", "/api/priority-items", "event_id"),
+            ("post", "/api/manual-triggers", "task_types"),
+            ("put", "/api/devices/{device_no}/reported-slot", "iccid"),
+        ] {
+            let b = body(method, path);
+            let types = b["properties"][key]["type"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                types.contains(&serde_json::json!("null")),
+                "{method} {path}: {key} is not nullable: {b}"
+            );
+            assert!(
+                !required_of(&b).contains(&key),
+                "{method} {path}: {key} is required"
+            );
+        }
     }
 
     /// The manual enqueue's schema left `reason` optional
