@@ -87,6 +87,12 @@ fn class(negate: bool, pred: impl Fn(char) -> bool) -> String {
     out
 }
 
+/// [`class`] for a service's own predicates: a character class (`[…]`, or `[^…]` with
+/// `negate`) of every code point `pred` holds for, in the dialect of this module's patterns.
+pub fn char_class(negate: bool, pred: impl Fn(char) -> bool) -> String {
+    class(negate, pred)
+}
+
 /// One character inside a class: `\uXXXX` in the BMP, the character itself above it.
 fn lit(c: char) -> String {
     match u32::from(c) {
@@ -148,9 +154,20 @@ pub fn evidence_ref_or_null() -> Object {
 /// trimmed, no bidirectional control ([`crate::text::reason`]). Its length is [`reason`]'s
 /// `maxLength`.
 pub fn reason_pattern() -> String {
+    reason_pattern_with(true)
+}
+
+/// [`reason_pattern`] for a reason on one line: no control character at all once edge
+/// whitespace is trimmed (card-polling's `parse_reason`).
+pub fn line_reason_pattern() -> String {
+    reason_pattern_with(false)
+}
+
+fn reason_pattern_with(newlines: bool) -> String {
     let ws = class(false, char::is_whitespace);
-    let allowed =
-        |c: char| (!c.is_control() || matches!(c, '\n' | '\r' | '\t')) && !is_bidi_control(c);
+    let allowed = |c: char| {
+        (!c.is_control() || (newlines && matches!(c, '\n' | '\r' | '\t'))) && !is_bidi_control(c)
+    };
     let any = class(false, allowed);
     let edge = class(false, |c| allowed(c) && !c.is_whitespace());
     let blank = class(false, |c| {

@@ -6,7 +6,7 @@ use subtle::ConstantTimeEq;
 
 /// Account role (spec "优先轮询事实与查询的可追溯": permissions match manual enqueue). What each
 /// role may do, with its permissions, is [`super::access::authorize`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Sees every shop; the only role that imports and manages accounts.

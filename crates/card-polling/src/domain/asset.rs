@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The kind of asset a package is bought for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AssetType {
     /// A card on its own.
@@ -42,12 +42,14 @@ pub struct AssetRef {
 }
 
 /// A card as imported.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CardRow {
     /// ICCID.
+    #[schema(schema_with = crate::http::schema::key)]
     pub iccid: String,
     /// Owning shop.
+    #[schema(schema_with = crate::http::schema::key)]
     pub shop_id: String,
     /// Card polling switch.
     #[serde(default = "yes")]
@@ -58,28 +60,33 @@ pub struct CardRow {
 }
 
 /// A device as imported.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceRow {
     /// Device number.
+    #[schema(schema_with = crate::http::schema::key)]
     pub device_no: String,
     /// Owning shop.
+    #[schema(schema_with = crate::http::schema::key)]
     pub shop_id: String,
     /// Device polling switch.
     #[serde(default = "yes")]
     pub polling_enabled: bool,
     /// The slot the device last reported (never used for targeting).
     #[serde(default)]
+    #[schema(schema_with = crate::http::schema::key_or_null)]
     pub reported_slot_iccid: Option<String>,
 }
 
 /// A device–card binding as imported or changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindingRow {
     /// Device number.
+    #[schema(schema_with = crate::http::schema::key)]
     pub device_no: String,
     /// ICCID.
+    #[schema(schema_with = crate::http::schema::key)]
     pub iccid: String,
     /// Whether the binding is in effect.
     #[serde(default = "yes")]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Main package or add-on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PackageKind {
     /// A main package: at most one active per asset, later ones queue as pending.
@@ -56,7 +56,7 @@ impl OrderStatus {
 }
 
 /// The status a payment callback reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PaymentStatus {
     /// Money arrived.

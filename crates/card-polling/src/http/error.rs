@@ -49,7 +49,7 @@ impl PollCode {
 
 /// The `what` of [`ApiError::from_store`] that name a card or a device: their 404 is code 7006
 /// (D-poll-error-codes). A binding is not one of them: it is the relation between a card and a device,
-/// and an unknown card or device in `PUT /api/bindings` is a foreign-key 422, never a 404.
+/// and an unknown card or device in `PUT /api/bindings` is [`StoreError::UnknownAsset`] (404, 7006).
 pub const ASSETS: [&str; 3] = ["card", "device", "asset"];
 
 /// An error answer.
@@ -192,6 +192,12 @@ impl ApiError {
                 retry_after: None,
             },
             StoreError::Invalid(m) => Self::invalid(m),
+            // What the request names does not exist: 404, the message naming it
+            // (D-unknown-reference-is-404).
+            StoreError::UnknownRef(m) => Self::generic(ErrorCode::NotFound, m),
+            StoreError::UnknownAsset(m) => {
+                Self::poll(StatusCode::NOT_FOUND, PollCode::AssetNotFound, m)
+            }
             StoreError::Busy(ref db) => {
                 tracing::warn!(error = %db, "database busy or unavailable: answering 503");
                 Self::generic(

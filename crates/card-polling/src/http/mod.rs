@@ -3,7 +3,8 @@
 //! - [`error`]: the one error type and its status/code mapping.
 //! - [`auth`]: the Bearer token extractors ([`auth::Auth`], and [`auth::Allowed`] for a route's rule).
 //! - [`extract`]: JSON/query/path extractors whose rejections become envelope errors.
-//! - [`openapi`]: the OpenAPI document of every route.
+//! - [`openapi`]: the OpenAPI document of every route, derived from the handlers' `#[utoipa::path]`.
+//! - [`schema`]: the request rules as OpenAPI schemas, built from the handlers' checks.
 //! - [`routes`]: one file per resource.
 //!
 //! Who may call each route is one rule per route ([`auth::Allowed`] over
@@ -37,6 +38,7 @@ pub mod error;
 pub mod extract;
 pub mod openapi;
 pub mod routes;
+pub mod schema;
 
 use axum::Router;
 use axum::extract::State;
@@ -190,6 +192,7 @@ pub fn served_routes() -> Vec<(Method, &'static str)> {
 
 /// The router.
 pub fn router(state: AppState) -> Router {
+    let task_types = state.task_types.names();
     api_routes()
         .into_iter()
         .fold(Router::new(), |r, (_, path, handler)| {
@@ -202,7 +205,7 @@ pub fn router(state: AppState) -> Router {
             QueryAllowlist::from_openapi(&openapi::document()),
             refuse_unknown_query,
         ))
-        .merge(openapi::router())
+        .merge(openapi::router(&task_types))
         .merge(crate::console::router())
         .fallback(error::not_found_route)
         .method_not_allowed_fallback(error::method_not_allowed)

@@ -1,77 +1,135 @@
-//! The OpenAPI document at `/openapi.json` (unauthenticated, like the gateway's): every route of
-//! [`super::router`], its parameters, request body shape and every status it can answer, each
-//! error in the envelope. Written as one table in this file (the handlers carry no `utoipa`
-//! attributes: their request and answer types live in the store and domain modules); the edge's
-//! statuses (401/403/413/422/503) are added by `rakuten_edge::openapi::add_edge_responses`.
+//! The OpenAPI document at `/openapi.json` (unauthenticated, like the gateway's), derived from the
+//! handlers' `#[utoipa::path]` attributes in `routes` and the request types' `ToSchema` /
+//! `IntoParams` derives, whose fields carry the server's own rules ([`super::schema`],
+//! D-openapi-states-server-rules). A little is added to it as JSON afterwards: the edge's statuses
+//! (401/403/413/414/422/431/503, `rakuten_edge::openapi::add_edge_responses`), 415 on every
+//! operation with a body, the `Retry-After` header's bounds, the cross-field rules of an imported
+//! account, one `operationId` per operation, and — in the served document — the configured task
+//! types as the `enum` of `TaskTypeName` ([`with_task_types`]).
 
 use axum::Router;
 use axum::routing::get;
 use serde_json::{Value, json};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
 
-use crate::priority::TriggerType;
-use crate::priority::item_status::ItemStatus;
+use super::routes::{admin, assets, health, items, manual_triggers, orders, scheduler};
 use crate::state::AppState;
 
-fn string() -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": 128})
-}
-
-/// An optional key: [`string`], or `null`, which the server reads as absent (a top shop's
-/// `parent_id`, an account without a shop, a device reporting no slot, an order without its own id,
-/// an enqueue without an event id).
-fn optional_string() -> Value {
-    json!({"type": ["string", "null"], "minLength": 1, "maxLength": 128})
-}
-
-/// A request object: every body the API reads refuses a field it does not know (a typo is a 422,
-/// never silently ignored), so the schema says so too.
-fn object(required: &[&str], props: Value) -> Value {
-    json!({"type": "object", "required": required, "properties": props, "additionalProperties": false})
-}
-
-fn asset() -> Value {
-    object(
-        &["asset_type", "asset_id"],
-        json!({"asset_type": {"type": "string", "enum": ["card", "device"]}, "asset_id": string()}),
+/// card-polling's API description.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "card-polling", description = "Priority polling queue for IoT cards (spec priority-polling-queue.md)"),
+    paths(
+        health::health,
+        health::livez,
+        health::readyz,
+        health::metrics,
+        health::task_types,
+        admin::import,
+        admin::replace_token,
+        admin::revoke_token,
+        orders::create,
+        orders::payment_callback,
+        orders::activate_queued,
+        orders::package_poll,
+        assets::card_polling,
+        assets::card_stop_lock,
+        assets::card_delete,
+        assets::device_polling,
+        assets::device_reported_slot,
+        assets::binding,
+        items::list,
+        items::enqueue,
+        items::detail,
+        items::close,
+        items::retrigger,
+        manual_triggers::create,
+        scheduler::last_cycle,
+    ),
+    // Named only by `value_type`s, which utoipa does not collect.
+    components(schemas(
+        super::schema::TaskTypeName,
+        super::schema::Key,
+        super::schema::AccountId,
+        super::schema::ItemId,
+        crate::store::ImportExisting,
+        Envelope, ErrorEnvelope, HealthEnvelope)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "health", description = "health, probes, metrics, task types"),
+        (name = "admin", description = "import and account tokens (super_admin)"),
+        (name = "orders", description = "package orders, payments, package poll"),
+        (name = "assets", description = "card and device switches, bindings"),
+        (name = "priority items", description = "the priority queue's items"),
+        (name = "manual triggers", description = "the ordinary manual trigger"),
+        (name = "scheduler", description = "the scheduling cycle")
     )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
 }
 
-fn reason() -> Value {
-    object(
-        &["reason"],
-        json!({"reason": {"type": "string", "minLength": 1, "maxLength": 500}}),
-    )
-}
+/// A component whose schema is written as JSON ([`answer_schemas`]): the answer envelopes, whose
+/// `data` the handlers build from many store types (described by the routes' docs, not here).
+/// utoipa sees a named object; [`document`] puts the JSON in its place.
+macro_rules! json_component {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $name;
 
-/// `base` with the properties of `extra` added, of which `required` are required too.
-fn with(base: Value, extra: Value, required: &[&str]) -> Value {
-    let mut v = base;
-    if let (Some(props), Some(extra)) = (v["properties"].as_object_mut(), extra.as_object()) {
-        for (k, s) in extra {
-            props.insert(k.clone(), s.clone());
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::Object::new().into()
+            }
         }
-    }
-    if let Some(list) = v["required"].as_array_mut() {
-        list.extend(required.iter().map(|r| json!(r)));
-    }
-    v
+
+        impl utoipa::ToSchema for $name {}
+    };
 }
 
-/// One operation: method, path, tag, summary, whether it needs a token, body schema, extra
-/// error statuses beyond the edge's (404, 409, 429), query parameters, and the schema of the
-/// 200's `data` where it is written down (`None`: any).
-struct Op {
-    method: &'static str,
-    path: &'static str,
-    tag: &'static str,
-    summary: &'static str,
-    auth: bool,
-    body: Option<Value>,
-    errors: &'static [(&'static str, &'static str)],
-    query: Value,
-    data: Option<Value>,
-    /// The 200 answer is Prometheus text, not the JSON envelope (`/metrics`).
-    plain_text: bool,
+json_component!(
+    /// A success answer: `{success: true, msg, data, code}`.
+    Envelope
+);
+json_component!(
+    /// An error answer: `{success: false, msg, data: null, code}`.
+    ErrorEnvelope
+);
+json_component!(
+    /// `/health`'s answer: [`Envelope`] with its `data` ([`health_data`]).
+    HealthEnvelope
+);
+
+/// The schemas of [`Envelope`], [`ErrorEnvelope`] and [`HealthEnvelope`].
+fn answer_schemas() -> [(&'static str, Value); 3] {
+    [
+        (
+            "Envelope",
+            json!({"type": "object", "required": ["success", "msg", "data", "code"], "properties": {
+            "success": {"type": "boolean", "const": true}, "msg": {"type": "string"}, "data": {}, "code": {"type": "integer"}}}),
+        ),
+        (
+            "ErrorEnvelope",
+            json!({"type": "object", "required": ["success", "msg", "data", "code"], "properties": {
+            "success": {"type": "boolean", "const": false}, "msg": {"type": "string", "minLength": 1}, "data": {"type": "null"}, "code": {"type": "integer"}}}),
+        ),
+        (
+            "HealthEnvelope",
+            json!({"allOf": [{"$ref": "#/components/schemas/Envelope"}, {"properties": {"data": health_data()}}]}),
+        ),
+    ]
 }
 
 /// `/health`'s `data`: the status alone without a token, everything with one. Its `clock` and
@@ -127,415 +185,81 @@ fn health_data() -> Value {
     ]})
 }
 
-const NOT_FOUND: (&str, &str) = ("404", "not found (1005, or 7001 for a priority item)");
-/// The 404 of a manual enqueue / manual trigger naming an unknown or out-of-scope card or device.
-const ASSET_NOT_FOUND: (&str, &str) = ("404", "unknown or out-of-scope card or device (7006)");
-/// The 404 of an admin route naming an unknown card or device (D-poll-error-codes): the same code as
-/// [`ASSET_NOT_FOUND`]; an admin has no scope to be outside of.
-const UNKNOWN_ASSET: (&str, &str) = ("404", "unknown card or device (7006)");
-const CONFLICT: (&str, &str) = ("409", "conflicting state (1006, 7002, 7003, 7005)");
-/// Every operation with a body: bodies are read uncompressed (D-body-coding-type-and-size) and must be sent as
-/// JSON (D-body-coding-type-and-size).
-const UNSUPPORTED_ENCODING: (&str, &str) = (
-    "415",
-    "a Content-Encoding other than identity, or a body not sent as `Content-Type: \
-     application/json` (7007); `Accept-Encoding: identity`",
-);
-
-fn ops() -> Vec<Op> {
-    let switch = object(&["enabled"], json!({"enabled": {"type": "boolean"}}));
-    // `null` is read as absent (every task type), as for any optional key.
-    let task_types = json!({"type": ["array", "null"], "items": {"type": "string"}, "minItems": 1,
-        "maxItems": crate::http::routes::MAX_TASK_TYPES});
-    let list_query = json!([
-        {"name": "status", "in": "query", "schema": {"type": "string", "enum": ItemStatus::ALL.map(ItemStatus::as_str)}},
-        {"name": "task_type", "in": "query", "schema": {"type": "string"},
-         "description": "a configured task type (`GET /api/task-types`); any other is a 422 (1003), as in the manual enqueue"},
-        {"name": "trigger_type", "in": "query", "schema": {"type": "string", "enum": TriggerType::ALL.map(TriggerType::as_str)}},
-        {"name": "iccid", "in": "query", "schema": {"type": "string"}},
-        {"name": "enqueued_from", "in": "query", "schema": {"type": "string", "format": "date-time"}},
-        {"name": "enqueued_to", "in": "query", "schema": {"type": "string", "format": "date-time"}},
-        {"name": "exception", "in": "query", "schema": {"type": "string"},
-         "description": "a comma list of `any`, `failed`, `expired`, `attempts_at_max`, `has_failure_reason`"},
-        {"name": "before_id", "in": "query", "schema": {"type": "integer", "format": "int64", "minimum": 1},
-         "description": "keyset cursor: the last id of the previous page (`next_before_id`); below 1 is a 422 (1003)"},
-        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
-    ]);
-    let rows = |required: &[&str], props: Value| json!({"type": "array", "items": object(required, props)});
-    let import = json!({"type": "object", "additionalProperties": false, "properties": {
-        "shops": rows(&["id", "name"], json!({"id": string(), "parent_id": optional_string(), "name": {"type": "string", "minLength": 1, "maxLength": 200}})),
-        "accounts": rows(&["id", "role", "token"], json!({"id": string(), "role": {"type": "string", "enum": ["super_admin", "platform", "agent", "enterprise"]}, "shop_id": optional_string(), "token": {"type": "string", "minLength": 16, "maxLength": 256}, "perm_card_data": {"type": "boolean"}, "perm_manual_trigger": {"type": "boolean"}})),
-        "cards": rows(&["iccid", "shop_id"], json!({"iccid": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "stop_locked": {"type": "boolean"}})),
-        "devices": rows(&["device_no", "shop_id"], json!({"device_no": string(), "shop_id": string(), "polling_enabled": {"type": "boolean"}, "reported_slot_iccid": optional_string()})),
-        "bindings": rows(&["device_no", "iccid"], json!({"device_no": string(), "iccid": string(), "active": {"type": "boolean"}})),
-    }});
-    let op = |method, path, tag, summary, body: Option<Value>, errors| Op {
-        method,
-        path,
-        tag,
-        summary,
-        auth: true,
-        body,
-        errors,
-        query: json!([]),
-        data: None,
-        plain_text: false,
-    };
-    vec![
-        Op {
-            auth: false,
-            data: Some(health_data()),
-            ..op(
-                "get",
-                "/health",
-                "health",
-                "database reachability (503 when it cannot be read); with a super_admin or platform token also open items by status, oldest pending age, queue depths (an agent's token: the status alone)",
-                None,
-                &[
-                    ("401", "a token was sent and is not an account's (1001)"),
-                    ("403", "an enterprise account's token (1002)"),
-                ],
-            )
-        },
-        Op {
-            auth: false,
-            ..op(
-                "get",
-                "/livez",
-                "health",
-                "the process answers (no database, no channel)",
-                None,
-                &[],
-            )
-        },
-        Op {
-            auth: false,
-            ..op(
-                "get",
-                "/readyz",
-                "health",
-                "the database answers within 2 s and takes writes (else 503, code 1503)",
-                None,
-                &[],
-            )
-        },
-        Op {
-            plain_text: true,
-            ..op(
-                "get",
-                "/metrics",
-                "health",
-                "Prometheus text (`text/plain; version=0.0.4`), not the envelope: open items, lane depths, cycles, carrier calls (super_admin, platform)",
-                None,
-                &[],
-            )
-        },
-        op(
-            "get",
-            "/api/task-types",
-            "health",
-            "configured task types (any account but enterprise)",
-            None,
-            &[],
-        ),
-        Op {
-            query: json!([
-                {"name": "existing", "in": "query", "schema": {"type": "string", "enum": ["refuse", "skip"]},
-                 "description": "a shop, account, card or device whose key is stored: `refuse` (default, 409) or `skip` when the stored row has the same values (counted in `skipped`; a row that differs is still a 409 naming the fields)"},
-            ]),
-            ..op(
-                "post",
-                "/api/admin/import",
-                "admin",
-                "import shops, accounts, cards, devices, bindings (32 MiB)",
-                Some(import),
-                &[CONFLICT],
-            )
-        },
-        op(
-            "put",
-            "/api/admin/accounts/{id}/token",
-            "admin",
-            "replace an imported account's token: the old one signs nothing in any more and the console sessions it opened end; gives a revoked account a token again (super_admin)",
-            Some(object(
-                &["token"],
-                json!({"token": {"type": "string", "minLength": 16, "maxLength": 256}}),
-            )),
-            &[
-                ("404", "unknown account (1005)"),
-                ("409", "the token is another account's (1006)"),
-            ],
-        ),
-        op(
-            "delete",
-            "/api/admin/accounts/{id}/token",
-            "admin",
-            "revoke an imported account's token: it signs nothing in any more and the console sessions it opened end (super_admin)",
-            None,
-            &[("404", "unknown account (1005)")],
-        ),
-        op(
-            "post",
-            "/api/orders",
-            "orders",
-            "create an unpaid package order",
-            Some(with(
-                asset(),
-                json!({"id": optional_string(), "kind": {"type": "string", "enum": ["main", "addon"]}}),
-                &["kind"],
-            )),
-            &[NOT_FOUND, CONFLICT],
-        ),
-        op(
-            "post",
-            "/api/payments/callback",
-            "orders",
-            "settle an order (idempotent by payment id)",
-            Some(object(
-                &["payment_id", "order_id", "status"],
-                json!({"payment_id": string(), "order_id": string(), "status": {"type": "string", "enum": ["paid", "failed", "cancelled"]}}),
-            )),
-            &[NOT_FOUND, CONFLICT],
-        ),
-        op(
-            "post",
-            "/api/usages/{id}/activate",
-            "orders",
-            "activate a queued main package",
-            None,
-            &[NOT_FOUND, CONFLICT],
-        ),
-        op(
-            "post",
-            "/api/package-poll",
-            "orders",
-            "the ordinary package poll's verdict for an asset",
-            Some(asset()),
-            &[UNKNOWN_ASSET, CONFLICT],
-        ),
-        op(
-            "put",
-            "/api/cards/{iccid}/polling",
-            "assets",
-            "card polling switch",
-            Some(switch.clone()),
-            &[UNKNOWN_ASSET],
-        ),
-        op(
-            "put",
-            "/api/cards/{iccid}/stop-lock",
-            "assets",
-            "carrier stop lock",
-            Some(object(&["locked"], json!({"locked": {"type": "boolean"}}))),
-            &[UNKNOWN_ASSET],
-        ),
-        op(
-            "delete",
-            "/api/cards/{iccid}",
-            "assets",
-            "delete a card",
-            None,
-            &[UNKNOWN_ASSET],
-        ),
-        op(
-            "put",
-            "/api/devices/{device_no}/polling",
-            "assets",
-            "device polling switch",
-            Some(switch),
-            &[UNKNOWN_ASSET],
-        ),
-        op(
-            "put",
-            "/api/devices/{device_no}/reported-slot",
-            "assets",
-            "the slot the device reports",
-            Some(object(&[], json!({"iccid": optional_string()}))),
-            &[UNKNOWN_ASSET],
-        ),
-        op(
-            "put",
-            "/api/bindings",
-            "assets",
-            "bind or unbind a card and a device",
-            Some(object(
-                &["device_no", "iccid"],
-                json!({"device_no": string(), "iccid": string(), "active": {"type": "boolean"}}),
-            )),
-            &[NOT_FOUND],
-        ),
-        Op {
-            query: list_query,
-            ..op(
-                "get",
-                "/api/priority-items",
-                "priority items",
-                "list (scoped to the caller's shops)",
-                None,
-                &[],
-            )
-        },
-        op(
-            "post",
-            "/api/priority-items",
-            "priority items",
-            "manual enqueue",
-            Some(with(
-                asset(),
-                json!({"task_types": task_types, "reason": {"type": "string", "minLength": 1, "maxLength": 500}, "event_id": optional_string()}),
-                // A manual enqueue without a reason is a 422 (the spec asks for one).
-                &["reason"],
-            )),
-            // No 429: a manual enqueue is never refused for the manual trigger's quota.
-            &[ASSET_NOT_FOUND, CONFLICT],
-        ),
-        op(
-            "get",
-            "/api/priority-items/{id}",
-            "priority items",
-            "detail",
-            None,
-            &[NOT_FOUND],
-        ),
-        op(
-            "post",
-            "/api/priority-items/{id}/close",
-            "priority items",
-            "close",
-            Some(reason()),
-            &[NOT_FOUND, CONFLICT],
-        ),
-        op(
-            "post",
-            "/api/priority-items/{id}/retrigger",
-            "priority items",
-            "retrigger a failed or expired item",
-            Some(reason()),
-            &[NOT_FOUND, CONFLICT],
-        ),
-        op(
-            "post",
-            "/api/manual-triggers",
-            "manual triggers",
-            "ordinary manual trigger (quota, 24 h dedupe)",
-            Some(object(
-                &["iccid"],
-                json!({"iccid": string(), "task_types": task_types}),
-            )),
-            &[
-                ASSET_NOT_FOUND,
-                CONFLICT,
-                (
-                    "429",
-                    "daily quota used up (7004); `Retry-After`: seconds until it resets at 00:00 UTC",
-                ),
-            ],
-        ),
-        op(
-            "get",
-            "/api/scheduler/last-cycle",
-            "scheduler",
-            "the last scheduling cycle",
-            None,
-            &[],
-        ),
-    ]
-}
-
-fn path_params(path: &str) -> Vec<Value> {
-    path.split('/')
-        .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
-        .map(|name| {
-            let schema = if path.starts_with("/api/priority-items/") && name == "id" {
-                // Canonical decimal, 1..=i64::MAX (D-item-ids-and-list-filters); anything else is a 422.
-                json!({"type": "string", "pattern": "^[1-9][0-9]{0,18}$"})
-            } else {
-                string()
-            };
-            json!({"name": name, "in": "path", "required": true, "schema": schema})
-        })
-        .collect()
-}
-
-/// The document as written in the table (without the edge's statuses).
+/// The document without the configured task types: [`ApiDoc`] plus what utoipa does not say.
 pub fn document() -> Value {
-    let mut paths = serde_json::Map::new();
-    for o in ops() {
-        let envelope = json!({"$ref": "#/components/schemas/Envelope"});
-        let ok = match &o.data {
-            Some(data) => json!({"allOf": [envelope, {"properties": {"data": data}}]}),
-            None => envelope,
-        };
-        let mut responses = if o.plain_text {
-            json!({"200": {"description": "ok", "content": {"text/plain": {"schema": {"type": "string"}}}}})
-        } else {
-            json!({"200": {"description": "ok", "content": {"application/json": {"schema": ok}}}})
-        };
-        let mut errors = o.errors.to_vec();
-        if o.body.is_some() {
-            errors.push(UNSUPPORTED_ENCODING);
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    for (name, schema) in answer_schemas() {
+        if let Some(s) = doc.pointer_mut(&format!("/components/schemas/{name}")) {
+            *s = schema;
         }
-        for (status, what) in errors {
-            responses[status] = json!({"description": what, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}});
-            if status == "429" {
-                // The quota's 429 says when to come back (D-ordinary-manual-trigger).
-                responses[status]["headers"] = json!({"Retry-After": {
-                    "description": "seconds until the daily quota resets (00:00 UTC)",
-                    "required": true,
-                    "schema": {"type": "integer", "minimum": 1},
-                }});
-            }
-        }
-        let mut params = path_params(o.path);
-        params.extend(o.query.as_array().cloned().unwrap_or_default());
-        let mut operation = json!({
-            "tags": [o.tag],
-            "summary": o.summary,
-            "operationId": format!("{} {}", o.method, o.path),
-            "responses": responses,
-        });
-        if !params.is_empty() {
-            operation["parameters"] = Value::Array(params);
-        }
-        if let Some(body) = o.body {
-            operation["requestBody"] =
-                json!({"required": true, "content": {"application/json": {"schema": body}}});
-        }
-        if o.auth {
-            operation["security"] = json!([{"bearer": []}]);
-        }
-        paths
-            .entry(o.path)
-            .or_insert_with(|| json!({}))
-            .as_object_mut()
-            .map(|item| item.insert(o.method.to_owned(), operation));
     }
-    json!({
-        "openapi": "3.1.0",
-        "info": {"title": "card-polling", "version": env!("CARGO_PKG_VERSION"), "description": "Priority polling queue for IoT cards (spec priority-polling-queue.md)"},
-        "paths": paths,
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "Envelope": {"type": "object", "required": ["success", "msg", "data", "code"], "properties": {
-                    "success": {"type": "boolean", "const": true}, "msg": {"type": "string"}, "data": {}, "code": {"type": "integer"}}},
-                "ErrorEnvelope": {"type": "object", "required": ["success", "msg", "data", "code"], "properties": {
-                    "success": {"type": "boolean", "const": false}, "msg": {"type": "string", "minLength": 1}, "data": {"type": "null"}, "code": {"type": "integer"}}},
-            },
-        },
-    })
-}
-
-/// The served document: the table with the edge's statuses added.
-pub fn openapi() -> Value {
-    let mut doc = document();
     rakuten_edge::openapi::add_edge_responses(&mut doc, "ErrorEnvelope");
+    for_each_operation(&mut doc, |method, path, op| {
+        // One id per operation: the handlers' function names repeat across route files.
+        op.insert("operationId".into(), json!(format!("{method} {path}")));
+        let body = op.contains_key("requestBody");
+        let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+            return;
+        };
+        if body {
+            responses.entry("415").or_insert_with(|| json!({"description": UNSUPPORTED_ENCODING,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}}));
+        }
+        // The quota's 429 always says when to come back (D-ordinary-manual-trigger).
+        if let Some(h) = responses
+            .get_mut("429")
+            .and_then(|r| r.pointer_mut("/headers/Retry-After"))
+        {
+            h["required"] = json!(true);
+            h["schema"] = json!({"type": "integer", "minimum": 1});
+        }
+    });
+    if let Some(account) = doc.pointer_mut("/components/schemas/AccountImport") {
+        account["oneOf"] = account_role_rules();
+    }
     doc
 }
 
-/// The `/openapi.json` route.
-pub fn router() -> Router<AppState> {
-    let doc = openapi();
+/// Every operation of `doc` as (method, path, operation object).
+fn for_each_operation(
+    doc: &mut Value,
+    mut f: impl FnMut(&str, &str, &mut serde_json::Map<String, Value>),
+) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        for (method, op) in item.as_object_mut().into_iter().flatten() {
+            if let Some(op) = op.as_object_mut() {
+                f(method, path, op);
+            }
+        }
+    }
+}
+
+/// An imported account's `shop_id` by its role (`routes::admin`'s import check): an agent needs
+/// one; a platform or super_admin account sees every shop and is refused one; an enterprise
+/// account may have one or not.
+fn account_role_rules() -> Value {
+    json!([
+        {"required": ["shop_id"], "properties": {"role": {"const": "agent"}, "shop_id": {"type": "string"}}},
+        {"properties": {"role": {"enum": ["platform", "super_admin"]}, "shop_id": {"type": "null"}}},
+        {"properties": {"role": {"const": "enterprise"}}},
+    ])
+}
+
+/// The served document: [`document`] with `TaskTypeName` the enum of the task types this
+/// instance is configured with, since a request naming any other is refused (1003).
+pub fn with_task_types(mut doc: Value, names: &[String]) -> Value {
+    if let Some(s) = doc.pointer_mut("/components/schemas/TaskTypeName") {
+        *s = json!({"type": "string", "description": s["description"], "enum": names});
+    }
+    doc
+}
+
+/// The `/openapi.json` route, serving [`with_task_types`] of this instance's task types.
+pub fn router(task_types: &[String]) -> Router<AppState> {
+    let doc = with_task_types(document(), task_types);
     Router::new().route(
         "/openapi.json",
         get(move || {
@@ -545,21 +269,42 @@ pub fn router() -> Router<AppState> {
     )
 }
 
+/// Every operation with a body: bodies are read uncompressed and must be sent as JSON
+/// (D-body-coding-type-and-size).
+const UNSUPPORTED_ENCODING: &str = "a Content-Encoding other than identity, or a body not sent as \
+    `Content-Type: application/json` (7007); `Accept-Encoding: identity`";
+
 #[cfg(test)]
 mod tests {
+    /// `v`, or the component schema it refers to (`$ref`).
+    fn resolve<'a>(doc: &'a serde_json::Value, v: &'a serde_json::Value) -> &'a serde_json::Value {
+        match v["$ref"].as_str().and_then(|r| r.strip_prefix('#')) {
+            Some(pointer) => doc.pointer(pointer).unwrap_or(v),
+            None => v,
+        }
+    }
+
+    /// The request body schema of an operation, its `$ref` resolved.
+    fn body<'a>(doc: &'a serde_json::Value, method: &str, path: &str) -> &'a serde_json::Value {
+        resolve(
+            doc,
+            &doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"],
+        )
+    }
+
     /// The `required` list of a body schema.
     fn required_of(body: &serde_json::Value) -> Vec<&str> {
         body["required"]
             .as_array()
-            .unwrap()
-            .iter()
+            .into_iter()
+            .flatten()
             .map(|r| r.as_str().unwrap())
             .collect()
     }
 
     #[test]
     fn the_document_lists_every_route_with_the_edge_statuses() {
-        let doc = super::openapi();
+        let doc = super::document();
         let paths = doc["paths"].as_object().unwrap();
         // Every route outside the console (`tests/api/access.rs` compares them with the router).
         assert_eq!(paths.len(), 23);
@@ -579,9 +324,8 @@ mod tests {
     /// `null`, D-poll-clock-skew-no-claims).
     #[test]
     fn a_new_order_requires_its_kind_as_the_server_does() {
-        let doc = super::openapi();
-        let body = &doc["paths"]["/api/orders"]["post"]["requestBody"]["content"]["application/json"]
-            ["schema"];
+        let doc = super::document();
+        let body = body(&doc, "post", "/api/orders");
         let required = required_of(body);
         assert_eq!(required, ["asset_type", "asset_id", "kind"], "{body}");
     }
@@ -590,11 +334,8 @@ mod tests {
     /// so the document allows `null` there; a client generated from it may send one.
     #[test]
     fn optional_keys_the_server_reads_as_absent_when_null_are_documented_nullable() {
-        let doc = super::openapi();
-        let body = |method: &str, path: &str| {
-            doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
-                .clone()
-        };
+        let doc = super::document();
+        let body = |method: &str, path: &str| body(&doc, method, path).clone();
         for (method, path, key) in [
             ("post", "/api/orders", "id"),
             ("post", "/api/priority-items", "task_types"),
@@ -622,9 +363,8 @@ mod tests {
     /// and capped `task_types` at 16, while the server requires a reason and takes 32.
     #[test]
     fn the_manual_enqueue_documents_its_required_reason_and_task_type_limit() {
-        let doc = super::openapi();
-        let body = &doc["paths"]["/api/priority-items"]["post"]["requestBody"]["content"]["application/json"]
-            ["schema"];
+        let doc = super::document();
+        let body = body(&doc, "post", "/api/priority-items");
         let required = required_of(body);
         assert_eq!(required, ["asset_type", "asset_id", "reason"], "{body}");
         assert_eq!(
@@ -638,7 +378,7 @@ mod tests {
     /// the document (schemathesis: undocumented content type).
     #[test]
     fn metrics_is_documented_as_prometheus_text() {
-        let doc = super::openapi();
+        let doc = super::document();
         let ok = &doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"];
         assert!(ok["text/plain"].is_object(), "{ok}");
         assert!(ok.get("application/json").is_none(), "{ok}");
@@ -646,9 +386,12 @@ mod tests {
 
     #[test]
     fn health_documents_the_clock_states() {
-        let doc = super::openapi();
-        let ok = &doc["paths"]["/health"]["get"]["responses"]["200"]["content"]["application/json"]
-            ["schema"]["allOf"][1]["properties"]["data"]["anyOf"][1]["properties"];
+        let doc = super::document();
+        let ok = resolve(
+            &doc,
+            &doc["paths"]["/health"]["get"]["responses"]["200"]["content"]["application/json"]["schema"],
+        );
+        let ok = &ok["allOf"][1]["properties"]["data"]["anyOf"][1]["properties"];
         assert_eq!(
             ok["clock"]["properties"]["status"]["enum"],
             serde_json::json!(["off", "no_shared_clock", "not_yet_measured", "ok", "skewed"])
@@ -665,7 +408,7 @@ mod tests {
     /// 404 code (7006), not 1005.
     #[test]
     fn routes_naming_a_card_or_device_document_code_7006_for_an_unknown_one() {
-        let doc = super::openapi();
+        let doc = super::document();
         for (path, method) in [
             ("/api/priority-items", "post"),
             ("/api/manual-triggers", "post"),

@@ -17,9 +17,17 @@ pub enum StoreError {
     /// The claim token no longer holds the item (taken over, closed or expired).
     #[error("the claim on this item is no longer held")]
     ClaimLost,
-    /// Input that only the database can judge (unknown parent shop, unknown shop of a card, …).
+    /// Input that only the database can judge and that is wrong whatever is stored.
     #[error("invalid: {0}")]
     Invalid(String),
+    /// The request names a shop or an order that is neither stored nor, in an import, in the same
+    /// request: a fact of the stored state, not a malformed request (HTTP 404, code 1005;
+    /// D-unknown-reference-is-404).
+    #[error("{0}")]
+    UnknownRef(String),
+    /// [`StoreError::UnknownRef`] for a card or a device (HTTP 404, code 7006).
+    #[error("{0}")]
+    UnknownAsset(String),
     /// The database did not answer within its bound: a lock wait, busy or statement timeout, or
     /// no free connection; or it cannot store anything now (a read-only file,
     /// a full disk, an I/O error, a lost connection: D-writes-failing-is-503-and-unready), which its text says rather
@@ -84,6 +92,8 @@ impl StoreError {
         match self {
             StoreError::Conflict(m) => StoreError::Conflict(format!("{row}: {m}")),
             StoreError::Invalid(m) => StoreError::Invalid(format!("{row}: {m}")),
+            StoreError::UnknownRef(m) => StoreError::UnknownRef(format!("{row}: {m}")),
+            StoreError::UnknownAsset(m) => StoreError::UnknownAsset(format!("{row}: {m}")),
             e => e,
         }
     }
@@ -122,6 +132,8 @@ impl StoreError {
         match self {
             StoreError::Conflict(m) => StoreError::Conflict(format!("{m} ({landed})")),
             StoreError::Invalid(m) => StoreError::Invalid(format!("{m} ({landed})")),
+            StoreError::UnknownRef(m) => StoreError::UnknownRef(format!("{m} ({landed})")),
+            StoreError::UnknownAsset(m) => StoreError::UnknownAsset(format!("{m} ({landed})")),
             e => {
                 tracing::warn!(error = %e, "import stopped: {landed}");
                 e

@@ -191,7 +191,8 @@ async fn malformed_requests_get_422_413_or_404_envelopes() {
             json!({"cards": [{"iccid": "NEW", "shop_id": "NOSHOP"}]}),
         )
         .await;
-    assert_eq!(s, 422, "{v}");
+    // A shop neither in the file nor stored (D-unknown-reference-is-404).
+    assert_eq!(s, 404, "{v}");
     // The import route takes bodies far above the 64 KiB default bound.
     let cards: Vec<_> = (0..1500)
         .map(|i| json!({"iccid": format!("8981{i:016}"), "shop_id": "B", "polling_enabled": true}))
@@ -225,10 +226,10 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
         (cards(json!({"iccid": "89810000000000000003", "shop_id": "B"})), 422, "cards row 17 (iccid 89810000000000000003): card 89810000000000000003 listed twice (first at row 4)"),
         // The database: an existing card, an unknown shop.
         (cards(json!({"iccid": "CA1", "shop_id": "B"})), 409, "cards row 17 (iccid CA1): card already exists"),
-        (cards(json!({"iccid": "8981NOSHOP", "shop_id": "NOSHOP"})), 422, "cards row 17 (iccid 8981NOSHOP): card's shop NOSHOP is unknown"),
+        (cards(json!({"iccid": "8981NOSHOP", "shop_id": "NOSHOP"})), 404, "cards row 17 (iccid 8981NOSHOP): card's shop NOSHOP is unknown"),
         // Row by row with other lists: a device and a binding.
         (json!({"devices": [{"device_no": "DEV9", "shop_id": "B"}, {"device_no": "DEV1", "shop_id": "B"}]}), 409, "devices row 2 (device_no DEV1): device already exists"),
-        (json!({"bindings": [{"device_no": "DEV1", "iccid": "NOCARD"}]}), 422, "bindings row 1 (iccid NOCARD): "),
+        (json!({"bindings": [{"device_no": "DEV1", "iccid": "NOCARD"}]}), 404, "bindings row 1 (iccid NOCARD): "),
     ];
     for (body, status, msg) in cases {
         let (s, v) = app.post("/api/admin/import", ADMIN, body).await;
@@ -248,7 +249,8 @@ async fn an_import_refusal_names_the_row_by_position_and_iccid() {
 /// missing; a platform account was stored with a shop_id it never reads; an
 /// unknown device was reported as the card's binding conflict, and two active bindings of one card in
 /// one file reported as a conflict with stored data. Each refusal now names the missing key or
-/// both rows; nothing of the import is stored.
+/// both rows; nothing of the import is stored. A key neither in the file nor stored is a 404 (7006
+/// for a card or device, 1005 for a shop: D-unknown-reference-is-404); the file's own mistakes 422.
 #[super::lane]
 #[tokio::test]
 async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
@@ -292,8 +294,13 @@ async fn an_import_refusal_names_the_unknown_shop_device_or_card() {
     ];
     for (body, msg) in cases {
         let (s, v) = app.post("/api/admin/import", ADMIN, body).await;
-        assert_eq!(s, 422, "{msg}: {v}");
-        assert_envelope(&v, 1003);
+        let want = match (msg.contains(" unknown"), msg.starts_with("bindings")) {
+            (true, true) => (404, 7006),
+            (true, false) => (404, 1005),
+            (false, _) => (422, 1003),
+        };
+        assert_eq!(s, want.0, "{msg}: {v}");
+        assert_envelope(&v, want.1);
         assert_eq!(v["msg"], json!(msg), "{v}");
     }
     // A file moving a card from one device to another is judged by its end state,
@@ -349,14 +356,15 @@ async fn a_large_import_naming_an_unknown_shop_is_refused_before_its_first_part(
         json!({"shops": [{"id": "NEW1", "name": "new"}], "accounts": [{"id": "ag-new1", "role": "agent", "shop_id": "NEW1", "token": "ag-new1-token-0123456789"}], "cards": cards})
     };
     let (s, v) = app.post("/api/admin/import", ADMIN, file(Some(11_499))).await;
-    assert_eq!(s, 422, "{v}");
-    assert_envelope(&v, 1003);
+    assert_eq!(s, 404, "{v}");
+    assert_envelope(&v, 1005);
     assert_eq!(v["msg"], "cards row 11500 (iccid LU011499): card's shop NOSHOP is unknown", "{v}");
     // A binding's unknown card is found before the first part too.
     let mut with_binding = file(None);
     with_binding["bindings"] = json!([{"device_no": "DEV1", "iccid": "LU000001", "active": false}, {"device_no": "DEV1", "iccid": "NOCARD"}]);
     let (s, v) = app.post("/api/admin/import", ADMIN, with_binding).await;
-    assert_eq!(s, 422, "{v}");
+    assert_eq!(s, 404, "{v}");
+    assert_envelope(&v, 7006);
     assert_eq!(v["msg"], "bindings row 2 (iccid NOCARD): card NOCARD is unknown", "{v}");
     // Nothing was stored: the fixed file goes in whole, every row new.
     let (s, v) = app.post("/api/admin/import", ADMIN, file(None)).await;
@@ -384,7 +392,7 @@ async fn a_large_import_moving_a_card_between_devices_deactivates_before_it_acti
     let mut refused = file.clone();
     refused["bindings"][10_001] = json!({"device_no": "NODEV", "iccid": "D1C2", "active": false});
     let (s, v) = app.post("/api/admin/import", ADMIN, refused).await;
-    assert_eq!(s, 422, "{v}");
+    assert_eq!(s, 404, "{v}");
     assert_eq!(v["msg"], "bindings row 10002 (iccid D1C2): device NODEV is unknown", "{v}");
     let (s, v) = app.post("/api/admin/import", ADMIN, file).await;
     assert_eq!(s, 200, "{v}");
@@ -551,7 +559,9 @@ async fn an_import_listing_a_key_twice_is_refused_before_anything_is_written() {
     ];
     for (list, msg) in shops {
         let (s, v) = app.post("/api/admin/import", ADMIN, json!({"shops": list})).await;
-        assert_eq!(s, 422, "{v}");
+        // A loop is the file's mistake; a parent neither in it nor stored is a 404.
+        let want = if msg.contains("unknown parent") { 404 } else { 422 };
+        assert_eq!(s, want, "{v}");
         assert_eq!(v["msg"], json!(msg), "{v}");
     }
     // A chain deeper than MAX_SHOP_DEPTH, listed child first (3,000 levels would write 4.5
@@ -994,7 +1004,7 @@ async fn an_imported_id_with_an_invisible_character_is_refused() {
 /// ("card not found"), the code of an unknown route too, while the manual enqueue and trigger
 /// answered the same message with 7006 (D-poll-error-codes). Every 404 about a card, device or asset is now
 /// code 7006, whichever route asks; an unknown route, order or usage record keeps 1005, and an
-/// unknown card or device in a binding stays the foreign-key 422 (D-poll-error-codes).
+/// unknown card or device in a binding is 404 with 7006 too (D-unknown-reference-is-404).
 #[super::lane]
 #[tokio::test]
 async fn an_admin_route_naming_an_unknown_card_or_device_answers_code_7006() {
@@ -1059,7 +1069,7 @@ async fn an_admin_route_naming_an_unknown_card_or_device_answers_code_7006() {
         .await;
     assert_eq!((s, v["msg"].as_str()), (404, Some("order not found")), "{v}");
     assert_envelope(&v, 1005);
-    // A binding names a card and a device but is neither: an unknown one there is a 422.
+    // A binding naming a card or device that does not exist: 404 with 7006, the message naming it.
     let (s, v) = app
         .put(
             "/api/bindings",
@@ -1067,8 +1077,8 @@ async fn an_admin_route_naming_an_unknown_card_or_device_answers_code_7006() {
             json!({"device_no": "NODEV", "iccid": "CA1"}),
         )
         .await;
-    assert_eq!(s, 422, "{v}");
-    assert_envelope(&v, 1003);
+    assert_eq!((s, v["msg"].as_str()), (404, Some("device NODEV is unknown")), "{v}");
+    assert_envelope(&v, 7006);
     // Nothing changed: the known card still answers and still polls.
     let (s, v) = app
         .put("/api/cards/CA1/polling", ADMIN, json!({"enabled": true}))
@@ -1278,12 +1288,22 @@ async fn an_account_imported_with_the_admin_token_is_refused_naming_the_row() {
 #[tokio::test]
 async fn an_import_takes_null_for_an_optional_key_as_its_document_states() {
     let app = spawn_seeded().await;
-    let doc = card_polling::http::openapi::openapi();
-    let rows = &doc["paths"]["/api/admin/import"]["post"]["requestBody"]["content"]
-        ["application/json"]["schema"]["properties"];
+    let doc = card_polling::http::openapi::document();
+    // The document's schemas are components: follow each `$ref`.
+    let resolve = |v: &Value| -> Value {
+        match v["$ref"].as_str().and_then(|r| r.strip_prefix('#')) {
+            Some(pointer) => doc.pointer(pointer).cloned().unwrap_or(Value::Null),
+            None => v.clone(),
+        }
+    };
+    let rows = resolve(
+        &doc["paths"]["/api/admin/import"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"],
+    )["properties"]
+        .clone();
     for (list, key) in [("shops", "parent_id"), ("accounts", "shop_id"), ("devices", "reported_slot_iccid")] {
         assert_eq!(
-            rows[list]["items"]["properties"][key]["type"],
+            resolve(&rows[list]["items"])["properties"][key]["type"],
             json!(["string", "null"]),
             "{list}[].{key}"
         );

@@ -42,6 +42,8 @@ macro_rules! scenarios {
         mod merge;
         #[path = "observability.rs"]
         mod observability;
+        #[path = "openapi.rs"]
+        mod openapi;
         #[path = "ordinary.rs"]
         mod ordinary;
         #[path = "queries.rs"]

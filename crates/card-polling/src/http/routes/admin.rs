@@ -59,11 +59,22 @@ fn listed_once<'a>(
     }
 }
 
+/// How many characters an account's token has.
+pub const TOKEN_CHARS: std::ops::RangeInclusive<usize> = 16..=256;
+
+/// Longest shop name, characters.
+pub const MAX_SHOP_NAME_CHARS: usize = 200;
+
+/// A character an account's token may not hold: a space or a control character.
+pub fn token_char_refused(c: char) -> bool {
+    c.is_control() || c == ' '
+}
+
 /// The rules of an account's token, imported or replaced: 16–256 characters without spaces or
 /// control characters, and not the admin token. The message never repeats the token.
 fn check_token(token: &str, admin: &TokenHash) -> Result<(), ApiError> {
     let n = token.chars().count();
-    if !(16..=256).contains(&n) || token.chars().any(|c| c.is_control() || c == ' ') {
+    if !TOKEN_CHARS.contains(&n) || token.chars().any(token_char_refused) {
         return Err(ApiError::invalid(
             "token must be 16-256 characters without spaces",
         ));
@@ -120,7 +131,7 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
                 u32::from(c)
             ))));
         }
-        if s.name.chars().count() > 200 {
+        if s.name.chars().count() > MAX_SHOP_NAME_CHARS {
             return Err(at(ApiError::invalid(
                 "shop name longer than 200 characters",
             )));
@@ -247,9 +258,12 @@ fn check(batch: &ImportBatch, admin: &TokenHash) -> Result<(), ApiError> {
 }
 
 /// The import's query string.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ImportQuery {
-    /// `refuse` (default) or `skip`: what to do with a row whose key is already stored.
+    /// A shop, account, card or device whose key is stored: `refuse` (default, 409) or `skip`
+    /// when the stored row has the same values (counted in `skipped`; a row that differs is
+    /// still a 409 naming the fields).
     pub existing: Option<ImportExisting>,
 }
 
@@ -259,6 +273,18 @@ pub struct ImportQuery {
 ///
 /// Who may import is decided before the query and the body are looked at: a caller who may not
 /// import is told so (403), not what is wrong with a request it may not make.
+#[utoipa::path(
+    post, path = "/api/admin/import", tag = "admin",
+    summary = "import shops, accounts, cards, devices, bindings (32 MiB)",
+    params(ImportQuery),
+    request_body = ImportBatch,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "a shop, card or device a row names is neither in the import nor stored (1005, 7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "a key or token is already stored (1006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn import(
     State(st): State<AppState>,
     _: Allowed<rule::ManageAccounts>,
@@ -275,10 +301,11 @@ pub async fn import(
 }
 
 /// `PUT /api/admin/accounts/{id}/token` body.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
     /// The account's new Bearer token (only its SHA-256 is stored).
+    #[schema(schema_with = crate::http::schema::token)]
     pub token: String,
 }
 
@@ -306,6 +333,18 @@ fn account_id(id: &str) -> Result<String, ApiError> {
 /// `PUT /api/admin/accounts/{id}/token` (super_admin): the account signs in with this token from
 /// now on, its old token is refused, and the console sessions the old one opened end; a revoked
 /// account is given back a token this way (D-access-account-tokens).
+#[utoipa::path(
+    put, path = "/api/admin/accounts/{id}/token", tag = "admin",
+    summary = "replace an imported account's token: the old one signs nothing in any more and the console sessions it opened end; gives a revoked account a token again (super_admin)",
+    params(("id" = crate::http::schema::AccountId, Path)),
+    request_body = NewToken,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown account (1005)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "the token is another account's (1006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn replace_token(
     State(st): State<AppState>,
     Allowed { account: who, .. }: Allowed<rule::ManageAccounts>,
@@ -328,6 +367,16 @@ pub async fn replace_token(
 /// `DELETE /api/admin/accounts/{id}/token` (super_admin): the account's token signs nothing in any
 /// more and the console sessions it opened end; the account stays (its id names it in the audit
 /// trail). Revoking a revoked account changes nothing (D-access-account-tokens).
+#[utoipa::path(
+    delete, path = "/api/admin/accounts/{id}/token", tag = "admin",
+    summary = "revoke an imported account's token: it signs nothing in any more and the console sessions it opened end (super_admin)",
+    params(("id" = crate::http::schema::AccountId, Path)),
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown account (1005)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn revoke_token(
     State(st): State<AppState>,
     Allowed { account: who, .. }: Allowed<rule::ManageAccounts>,

@@ -15,7 +15,7 @@ use crate::http::ok;
 use crate::state::AppState;
 
 /// A switch body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Switch {
     /// On or off.
@@ -23,7 +23,7 @@ pub struct Switch {
 }
 
 /// A lock body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Lock {
     /// Held or released.
@@ -31,10 +31,11 @@ pub struct Lock {
 }
 
 /// A reported slot body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Slot {
-    /// The ICCID the device reports in its current slot.
+    /// The ICCID the device reports in its current slot; absent or `null`: none.
+    #[schema(schema_with = crate::http::schema::key_or_null)]
     pub iccid: Option<String>,
 }
 
@@ -53,6 +54,17 @@ fn done(r: Result<(), crate::store::StoreError>, what: &str) -> Answer {
 }
 
 /// `PUT /api/cards/{iccid}/polling`.
+#[utoipa::path(
+    put, path = "/api/cards/{iccid}/polling", tag = "assets",
+    summary = "card polling switch",
+    params(("iccid" = crate::http::schema::Key, Path)),
+    request_body = Switch,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn card_polling(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,
@@ -64,6 +76,17 @@ pub async fn card_polling(
 }
 
 /// `PUT /api/cards/{iccid}/stop-lock`.
+#[utoipa::path(
+    put, path = "/api/cards/{iccid}/stop-lock", tag = "assets",
+    summary = "carrier stop lock",
+    params(("iccid" = crate::http::schema::Key, Path)),
+    request_body = Lock,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn card_stop_lock(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,
@@ -75,6 +98,16 @@ pub async fn card_stop_lock(
 }
 
 /// `DELETE /api/cards/{iccid}`: removes the card and its bindings; its items stay.
+#[utoipa::path(
+    delete, path = "/api/cards/{iccid}", tag = "assets",
+    summary = "delete a card",
+    params(("iccid" = crate::http::schema::Key, Path)),
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn card_delete(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,
@@ -85,6 +118,17 @@ pub async fn card_delete(
 }
 
 /// `PUT /api/devices/{device_no}/polling`.
+#[utoipa::path(
+    put, path = "/api/devices/{device_no}/polling", tag = "assets",
+    summary = "device polling switch",
+    params(("device_no" = crate::http::schema::Key, Path)),
+    request_body = Switch,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn device_polling(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,
@@ -96,6 +140,17 @@ pub async fn device_polling(
 }
 
 /// `PUT /api/devices/{device_no}/reported-slot`.
+#[utoipa::path(
+    put, path = "/api/devices/{device_no}/reported-slot", tag = "assets",
+    summary = "the slot the device reports",
+    params(("device_no" = crate::http::schema::Key, Path)),
+    request_body = Slot,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn device_reported_slot(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,
@@ -111,6 +166,17 @@ pub async fn device_reported_slot(
 }
 
 /// `PUT /api/bindings`: creates or changes a binding.
+#[utoipa::path(
+    put, path = "/api/bindings", tag = "assets",
+    summary = "bind or unbind a card and a device",
+    request_body = BindingRow,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "the card is actively bound to another device (1006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn binding(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,

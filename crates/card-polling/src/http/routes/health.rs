@@ -106,6 +106,15 @@ pub enum HealthView {
 /// status and whether the database answers; an enterprise account's token is
 /// 403, a wrong token 401. When the database cannot be read within [`READY_TIMEOUT`] the answer is
 /// 503 with code 1503, `success: false`, and `data` still describing the state.
+#[utoipa::path(
+    get, path = "/health", tag = "health",
+    summary = "database reachability (503 when it cannot be read); with a super_admin or platform token also open items by status, oldest pending age, queue depths (an agent's token: the status alone)",
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::HealthEnvelope),
+        (status = 401, description = "a token was sent and is not an account's (1001)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 403, description = "an enterprise account's token (1002)", body = crate::http::openapi::ErrorEnvelope),
+    )
+)]
 pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response, ApiError> {
     // The queues' state across every shop is for operators; an agent sees what an anonymous
     // probe sees; an enterprise account is refused (D-access-health-by-role).
@@ -199,11 +208,25 @@ async fn database_health(st: &AppState) -> DatabaseHealth {
 }
 
 /// `GET /livez`: the process answers (no database, no channel).
+#[utoipa::path(
+    get, path = "/livez", tag = "health",
+    summary = "the process answers (no database, no channel)",
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+    ),
+)]
 pub async fn livez() -> Json<Envelope<ProbeStatus>> {
     ok(ProbeStatus { status: "alive" })
 }
 
 /// `GET /readyz`: the database answers within [`READY_TIMEOUT`], else 503.
+#[utoipa::path(
+    get, path = "/readyz", tag = "health",
+    summary = "the database answers within 2 s and takes writes (else 503, code 1503)",
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+    ),
+)]
 pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeStatus>>, ApiError> {
     if st.store.writes_failing() {
         tracing::warn!("readiness: the database takes no writes (the last write batch failed)");
@@ -226,6 +249,12 @@ pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeSta
 /// the scrape: the item counts are left out and `cardpoll_database_up` is 0, so the outage is
 /// itself on the dashboard (D-metrics); a hint channel that does not answer leaves out its
 /// lane depths and sets `cardpoll_hint_channel_up` to 0.
+#[utoipa::path(
+    get, path = "/metrics", tag = "health",
+    summary = "Prometheus text (`text/plain; version=0.0.4`), not the envelope: open items, lane depths, cycles, carrier calls (super_admin, platform)",
+    responses((status = 200, description = "ok", body = String, content_type = "text/plain")),
+    security(("bearer" = []))
+)]
 pub async fn metrics(
     _: Allowed<rule::ReadQueues>,
     State(st): State<AppState>,
@@ -339,6 +368,14 @@ pub struct TaskTypeView {
 }
 
 /// `GET /api/task-types` (any account but enterprise): the configured task types.
+#[utoipa::path(
+    get, path = "/api/task-types", tag = "health",
+    summary = "configured task types (any account but enterprise)",
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn task_types(
     _: Allowed<rule::ReadConfig>,
     State(st): State<AppState>,

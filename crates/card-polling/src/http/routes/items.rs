@@ -26,29 +26,61 @@ pub const DEFAULT_LIMIT: i64 = 50;
 pub const MAX_LIMIT: i64 = 200;
 
 /// List query parameters.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Status.
+    #[param(schema_with = status_param)]
     pub status: Option<String>,
-    /// Task type.
+    /// Task type: a configured one (`GET /api/task-types`); any other is a 422 (1003), as in
+    /// the manual enqueue.
+    #[param(value_type = Option<crate::http::schema::TaskTypeName>)]
     pub task_type: Option<String>,
     /// Trigger type that created the item.
+    #[param(schema_with = trigger_type_param)]
     pub trigger_type: Option<String>,
     /// ICCID.
+    #[param(schema_with = crate::http::schema::key)]
     pub iccid: Option<String>,
     /// Enqueued at or after (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
     pub enqueued_from: Option<String>,
     /// Enqueued before (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
     pub enqueued_to: Option<String>,
     /// Exceptions-and-retries view: comma list of `failed`, `expired`, `attempts_at_max`,
     /// `has_failure_reason`, or `any` for all four (an item matching any of them is listed).
+    #[param(schema_with = exception_param)]
     pub exception: Option<String>,
     /// Keyset cursor: only items with a smaller id (use the last id of the previous page); 1 or
     /// more.
+    #[param(minimum = 1)]
     pub before_id: Option<i64>,
     /// Page size, a whole number from 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
+}
+
+fn status_param() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(ItemStatus::ALL.map(ItemStatus::as_str)))
+        .build()
+}
+
+fn trigger_type_param() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(TriggerType::ALL.map(TriggerType::as_str)))
+        .build()
+}
+
+fn exception_param() -> utoipa::openapi::schema::Object {
+    crate::http::schema::comma_list(
+        &EXCEPTION_CONDITIONS,
+        "a comma list of `any`, `failed`, `expired`, `attempts_at_max`, `has_failure_reason`",
+    )
 }
 
 /// A page of items.
@@ -165,6 +197,13 @@ fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError>
 }
 
 /// `GET /api/priority-items`.
+#[utoipa::path(
+    get, path = "/api/priority-items", tag = "priority items",
+    summary = "list (scoped to the caller's shops)",
+    params(ListQuery),
+    responses((status = 200, description = "ok", body = crate::http::openapi::Envelope)),
+    security(("bearer" = []))
+)]
 pub async fn list(
     State(st): State<AppState>,
     Allowed { scope, .. }: Allowed<rule::ReadItems>,
@@ -197,6 +236,15 @@ fn item_id(s: &str) -> Result<i64, ApiError> {
 }
 
 /// `GET /api/priority-items/{id}`: the item, its audit facts and its interaction log rows.
+#[utoipa::path(
+    get, path = "/api/priority-items/{id}", tag = "priority items", summary = "detail",
+    params(("id" = crate::http::schema::ItemId, Path)),
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "not found or out of scope (7001)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn detail(
     State(st): State<AppState>,
     Allowed { scope, .. }: Allowed<rule::ReadItems>,
@@ -212,19 +260,23 @@ pub async fn detail(
 }
 
 /// Manual enqueue body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnqueueBody {
     /// `card` or `device`.
     pub asset_type: AssetType,
     /// ICCID for a card, device number for a device.
+    #[schema(schema_with = crate::http::schema::key)]
     pub asset_id: String,
-    /// Task types, 1–32 names; absent: every configured one. An empty list is a 422 (it would
-    /// otherwise read as "nothing" and silently mean "everything").
+    /// Task types, 1–32 names; absent or `null`: every configured one. An empty list is a 422 (it
+    /// would otherwise read as "nothing" and silently mean "everything").
+    #[schema(value_type = Option<Vec<crate::http::schema::TaskTypeName>>, min_items = 1, max_items = 32)]
     pub task_types: Option<Vec<String>>,
-    /// Required reason.
+    /// Required reason (the spec asks for one; an absent one is a 422).
+    #[schema(schema_with = crate::http::schema::reason, required = true)]
     pub reason: Option<String>,
     /// Optional idempotency key: the same key again is a replay and adds nothing.
+    #[schema(schema_with = crate::http::schema::key_or_null)]
     pub event_id: Option<String>,
 }
 
@@ -246,6 +298,17 @@ pub struct Enqueued {
 }
 
 /// `POST /api/priority-items`: manual enqueue (merges; no daily quota, no 24 h dedupe).
+#[utoipa::path(
+    post, path = "/api/priority-items", tag = "priority items", summary = "manual enqueue",
+    request_body = EnqueueBody,
+    // No 429: a manual enqueue is never refused for the manual trigger's quota.
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown or out-of-scope card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "conflicting state (1006, 7002, 7003, 7005)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn enqueue(
     State(st): State<AppState>,
     Allowed { account: who, .. }: Allowed<rule::Enqueue>,
@@ -283,10 +346,11 @@ pub async fn enqueue(
 }
 
 /// Close and retrigger body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReasonBody {
     /// Required reason.
+    #[schema(schema_with = crate::http::schema::reason, required = true)]
     pub reason: Option<String>,
 }
 
@@ -300,6 +364,17 @@ pub struct Closed {
 }
 
 /// `POST /api/priority-items/{id}/close`.
+#[utoipa::path(
+    post, path = "/api/priority-items/{id}/close", tag = "priority items", summary = "close",
+    params(("id" = crate::http::schema::ItemId, Path)),
+    request_body = ReasonBody,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "not found or out of scope (7001)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "the item's status does not allow it (7002)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn close(
     State(st): State<AppState>,
     Allowed { account: who, .. }: Allowed<rule::Close>,
@@ -322,6 +397,18 @@ pub async fn close(
 }
 
 /// `POST /api/priority-items/{id}/retrigger`.
+#[utoipa::path(
+    post, path = "/api/priority-items/{id}/retrigger", tag = "priority items",
+    summary = "retrigger a failed or expired item",
+    params(("id" = crate::http::schema::ItemId, Path)),
+    request_body = ReasonBody,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "not found or out of scope (7001)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "the item's status does not allow it (7002)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn retrigger(
     State(st): State<AppState>,
     Allowed { account: who, .. }: Allowed<rule::Enqueue>,

@@ -21,16 +21,31 @@ use crate::state::AppState;
 use crate::store::{ManualTriggerOutcome, StoreError};
 
 /// Request body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TriggerBody {
     /// Card.
+    #[schema(schema_with = crate::http::schema::key)]
     pub iccid: String,
-    /// Task types, 1–32 names; absent: every configured one (an empty list is a 422).
+    /// Task types, 1–32 names; absent or `null`: every configured one (an empty list is a 422).
+    #[schema(value_type = Option<Vec<crate::http::schema::TaskTypeName>>, min_items = 1, max_items = 32)]
     pub task_types: Option<Vec<String>>,
 }
 
 /// Queues an immediate ordinary poll of a card.
+#[utoipa::path(
+    post, path = "/api/manual-triggers", tag = "manual triggers",
+    summary = "ordinary manual trigger (quota, 24 h dedupe)",
+    request_body = TriggerBody,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown or out-of-scope card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "conflicting state (1006, 7002, 7003, 7005)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 429, description = "daily quota used up (7004); `Retry-After`: seconds until it resets at 00:00 UTC", body = crate::http::openapi::ErrorEnvelope,
+            headers(("Retry-After" = u64, description = "seconds until the daily quota resets (00:00 UTC)"))),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn create(
     State(st): State<AppState>,
     Allowed { account: who, .. }: Allowed<rule::Enqueue>,

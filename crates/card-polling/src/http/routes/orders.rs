@@ -17,15 +17,17 @@ use crate::state::AppState;
 use crate::store::{EnqueuedItem, OrderView, PackagePollOutcome, PaymentCallback, PaymentOutcome};
 
 /// `POST /api/orders` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewOrder {
-    /// Order id (optional; a UUIDv7 when absent).
+    /// Order id (optional; a UUIDv7 when absent or `null`).
     #[serde(default)]
+    #[schema(schema_with = crate::http::schema::key_or_null)]
     pub id: Option<String>,
     /// `card` or `device`.
     pub asset_type: AssetType,
     /// ICCID for a card, device number for a device.
+    #[schema(schema_with = crate::http::schema::key)]
     pub asset_id: String,
     /// Main package or add-on.
     pub kind: PackageKind,
@@ -42,6 +44,17 @@ impl NewOrder {
 }
 
 /// Creates an unpaid order.
+#[utoipa::path(
+    post, path = "/api/orders", tag = "orders",
+    summary = "create an unpaid package order",
+    request_body = NewOrder,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "the order id is taken (1006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn create(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,
@@ -60,6 +73,17 @@ pub async fn create(
 }
 
 /// The payment callback: idempotent by `payment_id`.
+#[utoipa::path(
+    post, path = "/api/payments/callback", tag = "orders",
+    summary = "settle an order (idempotent by payment id)",
+    request_body = crate::store::PaymentCallback,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown order (1005)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "the order is settled otherwise, or the payment id is another order's (1006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn payment_callback(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,
@@ -84,6 +108,17 @@ pub struct Activated {
 }
 
 /// `POST /api/usages/{id}/activate`: pending → active, must hit one row (else 409).
+#[utoipa::path(
+    post, path = "/api/usages/{id}/activate", tag = "orders",
+    summary = "activate a queued main package",
+    params(("id" = crate::http::schema::Key, Path)),
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown usage record (1005)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "the usage record is not pending (1006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn activate_queued(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,
@@ -100,12 +135,13 @@ pub async fn activate_queued(
 }
 
 /// `POST /api/package-poll` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PackagePoll {
     /// `card` or `device`.
     pub asset_type: AssetType,
     /// ICCID for a card, device number for a device.
+    #[schema(schema_with = crate::http::schema::key)]
     pub asset_id: String,
 }
 
@@ -120,6 +156,17 @@ impl PackagePoll {
 }
 
 /// The ordinary package poll's verdict for one asset.
+#[utoipa::path(
+    post, path = "/api/package-poll", tag = "orders",
+    summary = "the ordinary package poll's verdict for an asset",
+    request_body = PackagePoll,
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 409, description = "conflicting state (1006)", body = crate::http::openapi::ErrorEnvelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn package_poll(
     State(st): State<AppState>,
     _: Allowed<rule::Administer>,

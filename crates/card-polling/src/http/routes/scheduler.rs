@@ -14,6 +14,14 @@ use crate::scheduler::CycleReport;
 use crate::state::AppState;
 
 /// The last cycle's report.
+#[utoipa::path(
+    get, path = "/api/scheduler/last-cycle", tag = "scheduler",
+    summary = "the last scheduling cycle",
+    responses(
+        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn last_cycle(
     State(st): State<AppState>,
     _: Allowed<rule::ReadQueues>,

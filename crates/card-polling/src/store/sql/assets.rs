@@ -27,7 +27,7 @@ pub(super) async fn binding_upsert(tx: &mut Conn, b: &BindingRow) -> StoreResult
     .fetch_one(&mut *tx)
     .await?;
     if let Some(why) = unknown_binding_ends(b, device.is_some(), card.is_some()) {
-        return Err(StoreError::Invalid(why));
+        return Err(StoreError::UnknownAsset(why));
     }
     if let Some(other) = bound_to.filter(|_| b.active) {
         return Err(StoreError::Conflict(format!(

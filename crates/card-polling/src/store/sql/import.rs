@@ -186,21 +186,26 @@ async fn import_shops(
             let (mut i, mut s) = next[0];
             let mut on_chain = HashSet::new();
             let why = loop {
+                // A loop is the file's own mistake (422); a parent neither in the file nor stored
+                // depends on what is stored (404, D-unknown-reference-is-404).
                 if !on_chain.insert(s.id.as_str()) {
-                    break format!("shop {} is its own ancestor (its parents lead back to it)", s.id);
+                    break StoreError::Invalid(format!(
+                        "shop {} is its own ancestor (its parents lead back to it)",
+                        s.id
+                    ));
                 }
                 match s.parent_id.as_deref().and_then(|p| left_by_id.get(p)) {
                     Some(&(pi, ps)) => (i, s) = (pi, ps),
                     None => {
-                        break format!(
+                        break StoreError::UnknownRef(format!(
                             "shop {} has an unknown parent {}",
                             s.id,
                             s.parent_id.as_deref().unwrap_or_default()
-                        );
+                        ));
                     }
                 }
             };
-            return Err(StoreError::Invalid(why).at_row(&shop_row(i, s)));
+            return Err(why.at_row(&shop_row(i, s)));
         }
         left = next;
     }
@@ -492,7 +497,7 @@ pub(crate) async fn references_known(pool: &Pool, batch: &ImportBatch) -> StoreR
     .await?;
     let shop_known = |shop: &str| shops.contains(shop) || stored_shops.contains(shop);
     let unknown_shop = |what: &str, shop: &str, row: String| {
-        StoreError::Invalid(format!("{what}'s shop {shop} is unknown")).at_row(&row)
+        StoreError::UnknownRef(format!("{what}'s shop {shop} is unknown")).at_row(&row)
     };
     for (i, a) in batch.accounts.iter().enumerate() {
         if let Some(shop) = a.shop_id.as_deref().filter(|s| !shop_known(s)) {
@@ -517,7 +522,7 @@ pub(crate) async fn references_known(pool: &Pool, batch: &ImportBatch) -> StoreR
         let card = cards.contains(b.iccid.as_str()) || stored_cards.contains(&b.iccid);
         if let Some(why) = unknown_binding_ends(b, device, card) {
             let row = import_row("bindings", i + 1, Some(("iccid", &b.iccid)));
-            return Err(StoreError::Invalid(why).at_row(&row));
+            return Err(StoreError::UnknownAsset(why).at_row(&row));
         }
     }
     Ok(())

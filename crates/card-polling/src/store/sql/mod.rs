@@ -206,7 +206,7 @@ pub(crate) fn map_insert_with_shop(e: sqlx::Error, what: &str, shop_id: &str) ->
     if e.as_database_error()
         .is_some_and(|db| db.is_foreign_key_violation())
     {
-        return StoreError::Invalid(format!("{what}'s shop {shop_id} is unknown"));
+        return StoreError::UnknownRef(format!("{what}'s shop {shop_id} is unknown"));
     }
     map_constraint(e, what)
 }

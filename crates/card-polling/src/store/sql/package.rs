@@ -47,7 +47,7 @@ pub(crate) async fn order_create(
     now: Timestamp,
 ) -> StoreResult<OrderView> {
     if asset_shop(tx, asset).await?.is_none() {
-        return Err(StoreError::Invalid(format!(
+        return Err(StoreError::UnknownAsset(format!(
             "unknown {} {}",
             asset.asset_type.as_str(),
             asset.asset_id

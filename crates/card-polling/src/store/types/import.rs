@@ -9,38 +9,46 @@ use crate::domain::{Shop, TokenHash};
 
 /// Rows to load into the host domain. Existing rows with the same key are refused (conflict), or
 /// skipped when equal ([`ImportExisting`]).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportBatch {
     /// Shops, parents before children (or in any order: the driver sorts them).
     #[serde(default)]
+    #[schema(max_items = 200000)]
     pub shops: Vec<Shop>,
     /// Accounts with their plain tokens (hashed before storage).
     #[serde(default)]
+    #[schema(max_items = 200000)]
     pub accounts: Vec<AccountImport>,
     /// Cards.
     #[serde(default)]
+    #[schema(max_items = 200000)]
     pub cards: Vec<CardRow>,
     /// Devices.
     #[serde(default)]
+    #[schema(max_items = 200000)]
     pub devices: Vec<DeviceRow>,
     /// Bindings.
     #[serde(default)]
+    #[schema(max_items = 200000)]
     pub bindings: Vec<BindingRow>,
 }
 
 /// An account to import.
-#[derive(Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccountImport {
     /// Account id.
+    #[schema(schema_with = crate::http::schema::account_id)]
     pub id: String,
     /// Role name.
     pub role: crate::domain::Role,
     /// Bound shop (required for agents).
     #[serde(default)]
+    #[schema(schema_with = crate::http::schema::key_or_null)]
     pub shop_id: Option<String>,
     /// Plain Bearer token (at least 16 characters); only its SHA-256 is stored.
+    #[schema(schema_with = crate::http::schema::token)]
     pub token: String,
     /// The manual polling trigger permission (default on).
     #[serde(default = "yes")]
@@ -123,7 +131,7 @@ pub struct SkippedCounts {
 
 /// What an import does with a shop, account, card or device whose key is already stored
 /// (`POST /api/admin/import?existing=`, D-import-existing-skip).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ImportExisting {
     /// Refuse it: 409 naming the row, and the import (or, past 10,000 rows, its part) stores

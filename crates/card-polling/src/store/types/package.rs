@@ -28,12 +28,14 @@ pub struct OrderView {
 }
 
 /// A payment callback (idempotent by `payment_id`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PaymentCallback {
     /// The payment's id at the payment provider.
+    #[schema(schema_with = crate::http::schema::key)]
     pub payment_id: String,
     /// The order paid.
+    #[schema(schema_with = crate::http::schema::key)]
     pub order_id: String,
     /// What happened.
     pub status: PaymentStatus,
