@@ -108,7 +108,7 @@ json_component!(
     ErrorEnvelope
 );
 json_component!(
-    /// `/health`'s answer: [`Envelope`] with its `data` ([`health_data`]).
+    /// `/health`'s answer: [`Envelope`] with its `data` described in full.
     HealthEnvelope
 );
 

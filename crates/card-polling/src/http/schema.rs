@@ -134,7 +134,7 @@ pub fn item_id() -> Object {
         .build()
 }
 
-/// `?exception=`: a comma list of `words`, each trimmed of whitespace.
+/// A comma list of `words`, each trimmed of whitespace as the server trims it (`?exception=`).
 pub fn comma_list(words: &[&str], description: &str) -> Object {
     let ws = char_class(false, char::is_whitespace);
     let one = format!("{ws}*(?:{}){ws}*", words.join("|"));
