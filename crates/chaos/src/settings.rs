@@ -8,6 +8,9 @@ use clap::Parser;
 
 use crate::faults::FaultKind;
 
+// Defined with the processes a run starts, which depend on it; the settings only parse it.
+pub use crate::procs::SiteChoice;
+
 /// `chaos` command line.
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -95,30 +98,6 @@ pub struct Settings {
     /// Print each fault as it is injected.
     #[arg(long, short, env = "RAKUTEN_CHAOS_VERBOSE")]
     pub verbose: bool,
-}
-
-/// The site seam of a run's worker: the sim directly, or a site adapter in between
-/// (D-chaos-site-seam).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SiteChoice {
-    /// `RAKUTEN_SITE=sim`: the worker calls the shop's HTTP endpoints itself.
-    Sim,
-    /// `RAKUTEN_SITE=adapter` with `site-adapter serve --kind http` in between.
-    HttpAdapter,
-    /// `RAKUTEN_SITE=adapter` with `site-adapter serve --kind browser` (Debian's chromium and
-    /// chromium-driver) in between.
-    BrowserAdapter,
-}
-
-impl SiteChoice {
-    /// The flag's spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            SiteChoice::Sim => "sim",
-            SiteChoice::HttpAdapter => "http-adapter",
-            SiteChoice::BrowserAdapter => "browser-adapter",
-        }
-    }
 }
 
 /// A setting that cannot work.

@@ -7,7 +7,8 @@
 //!   `workers`, `retire`) over [`gateway_client`]; tables in
 //!   [`ops::render`].
 //! - [`roles`]: roles, named tokens and the credential table (who may call what).
-//! - [`settings`]: typed settings (`RAKUTEN_*`, `.env`), validated once.
+//! - [`settings`]: typed settings (`RAKUTEN_*`, `.env`), validated once; the alert delivery and
+//!   HTTP edge groups in `settings/alerts.rs` and `settings/edge.rs`.
 //! - [`app`]: [`app::Application::build`] and `run_until_stopped` (graceful shutdown).
 //! - [`state`]: [`state::AppState`], what every handler and console page shares (outside
 //!   [`http`], so the console and the router do not import each other).
@@ -19,8 +20,9 @@
 //!   card-polling.
 //! - [`telemetry`]: the Prometheus metrics (in-process counters and histograms, scrape-time
 //!   counts through [`store::observe`]).
-//! - [`store`]: the [`store::OrderStore`] trait and its error (`store/mod.rs`); ONE SQL
-//!   implementation for both databases in `store/sql/`, one file per concept (`tasks.rs`,
+//! - [`store`]: the [`store::OrderStore`] trait (`store/mod.rs`), its error (`store/error.rs`) and
+//!   the types it takes and answers (`store/types/`); ONE SQL
+//!   implementation for both databases in `store/sql/`, one file per concept (`tasks/`,
 //!   `reads.rs`, `queries.rs`, `paging.rs`, `grants.rs`, the operator's files, `observe.rs`,
 //!   `store.rs`, row decoders in `rows.rs` / `query_row.rs`; see its module doc), compiled once
 //!   per engine; the few engine differences in `store/dialect.rs`. Engines: [`store::sqlite`], the

@@ -14,10 +14,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::raw::{Raw, exec_raw};
 use crate::syncer::{Committed, Syncer};
-use crate::{Mark, Settings, SyncTransition, Transition, WriteStats, WriterError, mark};
+use crate::{Finish, Mark, Settings, SyncTransition, Transition, WriteStats, WriterError, mark};
 
 type Reply<T, E> = oneshot::Sender<Result<T, E>>;
-pub(crate) type Finish<E> = Box<dyn FnOnce(Option<E>) + Send>;
 
 /// One write operation and where to send its answer: run through sqlx (a [`Transition`]) or
 /// synchronously on the writer's thread (a [`SyncTransition`]).

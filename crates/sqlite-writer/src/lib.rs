@@ -97,6 +97,11 @@ pub type Transition<T, E> =
 /// statements on the connection it is given; only its last run's result is answered.
 pub type SyncTransition<T, E> = Box<dyn FnMut(&rusqlite::Connection) -> Result<T, E> + Send>;
 
+/// An operation's answer, held until its batch is committed (and, with
+/// [`sync_after_commit`](Settings::sync_after_commit), synced): called with the batch's error, or
+/// `None` when it is durable. Made by the writer loop, called by it or by the syncer thread.
+pub(crate) type Finish<E> = Box<dyn FnOnce(Option<E>) + Send>;
+
 /// A point of the writer's batch, for a timing probe ([`Settings::marks`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mark {

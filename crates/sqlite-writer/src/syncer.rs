@@ -7,8 +7,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use crate::batch::Finish;
-use crate::{Mark, Settings, WriteStats, WriterError, mark};
+use crate::{Finish, Mark, Settings, WriteStats, WriterError, mark};
 
 /// A committed batch waiting for the WAL's `fdatasync`
 /// ([`sync_after_commit`](crate::Settings::sync_after_commit)).

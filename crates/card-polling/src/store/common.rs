@@ -19,67 +19,6 @@ pub(crate) fn t(ts: Timestamp) -> String {
     ts.to_rfc3339()
 }
 
-/// Whether `e` is PostgreSQL refusing a text value it cannot store: `22021`
-/// character_not_in_repertoire (a NUL byte in a `TEXT` value; SQLite stores it) or `22P05`
-/// untranslatable_character. It is the request's input, not an outage (D-unstorable-text-is-422).
-pub(crate) fn is_unstorable_text(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05")))
-}
-
-/// Whether `e` means "the database did not answer in time" rather than a failure: no pool
-/// connection in time; SQLite `SQLITE_BUSY`/`SQLITE_LOCKED` (primary codes 5 and 6, any extended
-/// code); PostgreSQL `55P03` lock_not_available (`lock_timeout`) and `57014` query_canceled
-/// (`statement_timeout`).
-pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::PoolTimedOut => true,
-        sqlx::Error::Database(db) => {
-            matches!(sqlite_primary_code(&**db), Some(5 | 6))
-                || matches!(db.code().as_deref(), Some("55P03" | "57014"))
-        }
-        _ => false,
-    }
-}
-
-/// SQLite's primary result code (the low byte of its extended code) of an error SQLite raised
-/// (through sqlx, or through rusqlite on the writer's thread);
-/// `None` for another engine's (PostgreSQL's SQLSTATEs can be all digits too: `21000`).
-fn sqlite_primary_code(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
-    if let Some(raw) = db.try_downcast_ref::<sqlite_writer::RawSqliteError>() {
-        // Raised on the writer's thread through rusqlite (D-writer-sync-transitions).
-        return Some(raw.code & 0xff);
-    }
-    db.try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
-    db.code()?.parse::<i32>().ok().map(|c| c & 0xff)
-}
-
-/// Whether `e` is SQLite refusing to write a read-only file or folder (`SQLITE_READONLY` and its
-/// extended codes, primary code 8).
-pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if sqlite_primary_code(&**db) == Some(8))
-}
-
-/// Whether `e` means the database cannot take the request now for a reason outside the request:
-/// SQLite `SQLITE_READONLY`, `SQLITE_IOERR`, `SQLITE_FULL`, `SQLITE_CANTOPEN` (primary codes 8,
-/// 10, 13, 14); PostgreSQL classes `08` (connection exception) and `53` (insufficient resources:
-/// disk full, out of memory, too many connections) and `57P01`–`57P03` (the server shutting down
-/// or starting); a broken connection. Answered like busy: 503 with `Retry-After`, not a 500
-/// (D-writes-failing-is-503-and-unready).
-pub(crate) fn is_storage_unavailable(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(_) => true,
-        sqlx::Error::Database(db) => match sqlite_primary_code(&**db) {
-            Some(primary) => matches!(primary, 8 | 10 | 13 | 14),
-            None => db.code().is_some_and(|c| {
-                c.starts_with("08")
-                    || c.starts_with("53")
-                    || matches!(&*c, "57P01" | "57P02" | "57P03")
-            }),
-        },
-        _ => false,
-    }
-}
-
 /// A stored value that does not parse back into its Rust type.
 pub(crate) fn corrupt(what: &str) -> StoreError {
     StoreError::Db(std::sync::Arc::new(sqlx::Error::Decode(
@@ -450,25 +389,5 @@ impl sqlx::migrate::MigrationSource<'static> for Embedded {
         Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>,
     > {
         Box::pin(async move { Ok(rakuten_cli::migrations::pin_released(self.files(), self.1)) })
-    }
-}
-
-#[cfg(test)]
-mod released_tests {
-    #[test]
-    fn released_migrations_keep_their_statements() {
-        for (files, released) in [
-            (
-                crate::store::sqlite::MIGRATIONS,
-                crate::store::sqlite::RELEASED,
-            ),
-            (
-                crate::store::postgres::MIGRATIONS,
-                crate::store::postgres::RELEASED,
-            ),
-        ] {
-            let embedded = super::Embedded(files, released);
-            rakuten_cli::migrations::check_released(&embedded.files(), released).unwrap();
-        }
     }
 }

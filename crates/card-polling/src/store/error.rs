@@ -1,8 +1,8 @@
-//! [`StoreError`], what every store method can fail with, and how an import row is named in its
+//! [`StoreError`], what every store method can fail with, how a database error maps to it (busy,
+//! unable to store, a text it cannot store, or a fault), and how an import row is named in its
 //! messages.
 
 use crate::store::ImportCounts;
-use crate::store::common;
 
 /// Storage errors. `NotFound` covers "out of scope" too, so callers cannot tell them apart.
 /// Cloneable because one failed group commit answers every caller of its batch (D-sqlite-writer-group-commit).
@@ -50,11 +50,11 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
-        if common::is_unstorable_text(&e) {
+        if is_unstorable_text(&e) {
             StoreError::Invalid(
                 "a text value holds a character the database cannot store (a NUL byte)".into(),
             )
-        } else if common::is_busy(&e) || common::is_storage_unavailable(&e) {
+        } else if is_busy(&e) || is_storage_unavailable(&e) {
             StoreError::Busy(e.into())
         } else if matches!(e, sqlx::Error::PoolClosed) {
             StoreError::Closed
@@ -67,23 +67,79 @@ impl From<sqlx::Error> for StoreError {
 /// What [`StoreError::Busy`] says: busy, or unable to store (so a read-only file is not
 /// reported as busy).
 fn busy_text(e: &sqlx::Error) -> &'static str {
-    if common::is_storage_unavailable(e) {
+    if is_storage_unavailable(e) {
         "the database cannot store anything now"
     } else {
         "the database is busy"
     }
 }
 
-/// Whether `e` is SQLite refusing to write a read-only file or folder: start-up names the file
-/// and its variable instead of failing as if the database were busy (D-exit-2-or-3).
+/// Whether `e` is PostgreSQL refusing a text value it cannot store: `22021`
+/// character_not_in_repertoire (a NUL byte in a `TEXT` value; SQLite stores it) or `22P05`
+/// untranslatable_character. It is the request's input, not an outage (D-unstorable-text-is-422).
+fn is_unstorable_text(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05")))
+}
+
+/// Whether `e` means "the database did not answer in time" rather than a failure: no pool
+/// connection in time; SQLite `SQLITE_BUSY`/`SQLITE_LOCKED` (primary codes 5 and 6, any extended
+/// code); PostgreSQL `55P03` lock_not_available (`lock_timeout`) and `57014` query_canceled
+/// (`statement_timeout`).
+fn is_busy(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(db) => {
+            matches!(sqlite_primary_code(&**db), Some(5 | 6))
+                || matches!(db.code().as_deref(), Some("55P03" | "57014"))
+        }
+        _ => false,
+    }
+}
+
+/// SQLite's primary result code (the low byte of its extended code) of an error SQLite raised
+/// (through sqlx, or through rusqlite on the writer's thread);
+/// `None` for another engine's (PostgreSQL's SQLSTATEs can be all digits too: `21000`).
+fn sqlite_primary_code(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
+    if let Some(raw) = db.try_downcast_ref::<sqlite_writer::RawSqliteError>() {
+        // Raised on the writer's thread through rusqlite (D-writer-sync-transitions).
+        return Some(raw.code & 0xff);
+    }
+    db.try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
+    db.code()?.parse::<i32>().ok().map(|c| c & 0xff)
+}
+
+/// Whether `e` is SQLite refusing to write a read-only file or folder (`SQLITE_READONLY` and its
+/// extended codes, primary code 8): start-up names the file and its variable instead of failing
+/// as if the database were busy (D-exit-2-or-3).
 pub fn is_read_only(e: &sqlx::Error) -> bool {
-    common::is_read_only(e)
+    matches!(e, sqlx::Error::Database(db) if sqlite_primary_code(&**db) == Some(8))
+}
+
+/// Whether `e` means the database cannot take the request now for a reason outside the request:
+/// SQLite `SQLITE_READONLY`, `SQLITE_IOERR`, `SQLITE_FULL`, `SQLITE_CANTOPEN` (primary codes 8,
+/// 10, 13, 14); PostgreSQL classes `08` (connection exception) and `53` (insufficient resources:
+/// disk full, out of memory, too many connections) and `57P01`–`57P03` (the server shutting down
+/// or starting); a broken connection. Answered like busy: 503 with `Retry-After`, not a 500
+/// (D-writes-failing-is-503-and-unready).
+fn is_storage_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => match sqlite_primary_code(&**db) {
+            Some(primary) => matches!(primary, 8 | 10 | 13 | 14),
+            None => db.code().is_some_and(|c| {
+                c.starts_with("08")
+                    || c.starts_with("53")
+                    || matches!(&*c, "57P01" | "57P02" | "57P03")
+            }),
+        },
+        _ => false,
+    }
 }
 
 impl StoreError {
     /// Whether this is SQLite refusing to write a read-only file or folder ([`is_read_only`]).
     pub fn is_read_only(&self) -> bool {
-        matches!(self, StoreError::Busy(e) | StoreError::Db(e) if common::is_read_only(e))
+        matches!(self, StoreError::Busy(e) | StoreError::Db(e) if is_read_only(e))
     }
 
     /// The same error about one import row (see [`import_row`]): the request's fault (conflict,
@@ -158,7 +214,7 @@ impl sqlite_writer::WriterError for StoreError {
     }
 
     fn is_storage_failure(&self) -> bool {
-        matches!(self, StoreError::Busy(e) if common::is_storage_unavailable(e))
+        matches!(self, StoreError::Busy(e) if is_storage_unavailable(e))
     }
 }
 

@@ -3,7 +3,8 @@
 //! [`AssetStore`], [`ItemStore`], [`ClaimStore`], [`ScheduleStore`], [`RetentionStore`]; [`Store`]
 //! is all of them), and one implementation written once for both engines
 //! (D-one-sql-store-per-engine):
-//! - `error.rs`: [`StoreError`] and how an import row is named in its messages.
+//! - `error.rs`: [`StoreError`], how a database error maps to it, and how an import row is named
+//!   in its messages.
 //! - [`types`]: what the capabilities take and answer, one file per subject (import, packages,
 //!   items, schedule, retention); re-exported here.
 //! - `engine.rs`: the macro that compiles `sql/` once per engine.
@@ -17,7 +18,7 @@
 //!   collation, time arithmetic, boolean literal), each with its reason.
 //! - `common.rs`: row decoders, the item-list filter and pagination, the migration source, generic
 //!   over the sqlx database.
-//! - `tests.rs`: the store checks, run unchanged on both engines.
+//! - `tests/`: the store checks, one file per capability, run unchanged on both engines.
 //!
 //! Every method that changes state is one transaction on PostgreSQL and one SAVEPOINT of the
 //! group-commit writer's `BEGIN IMMEDIATE` batch on SQLite (D-sqlite-writer-group-commit; a large import is several,
@@ -55,3 +56,20 @@ pub use types::schedule::*;
 /// How long a request waits for the database (SQLite busy timeout, PostgreSQL `lock_timeout`,
 /// a pool connection) unless `RAKUTEN_POLL_DB_LOCK_TIMEOUT_MS` says otherwise.
 pub const DEFAULT_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+// Both engines' migrations, checked where both are in view, against what was released.
+#[cfg(test)]
+mod released_tests {
+    use super::common;
+
+    #[test]
+    fn released_migrations_keep_their_statements() {
+        for (files, released) in [
+            (super::sqlite::MIGRATIONS, super::sqlite::RELEASED),
+            (super::postgres::MIGRATIONS, super::postgres::RELEASED),
+        ] {
+            let embedded = common::Embedded(files, released);
+            rakuten_cli::migrations::check_released(&embedded.files(), released).unwrap();
+        }
+    }
+}

@@ -10,7 +10,30 @@ use anyhow::bail;
 
 use super::services::{Gateway, Shop, SiteAdapter, Worker};
 use super::{API_TOKEN, Proc, WORKER_ID, bin, env, wait_addr_file, wait_http_ok};
-use crate::settings::SiteChoice;
+
+/// The site seam of a run's worker: the sim directly, or a site adapter in between
+/// (D-chaos-site-seam).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SiteChoice {
+    /// `RAKUTEN_SITE=sim`: the worker calls the shop's HTTP endpoints itself.
+    Sim,
+    /// `RAKUTEN_SITE=adapter` with `site-adapter serve --kind http` in between.
+    HttpAdapter,
+    /// `RAKUTEN_SITE=adapter` with `site-adapter serve --kind browser` (Debian's chromium and
+    /// chromium-driver) in between.
+    BrowserAdapter,
+}
+
+impl SiteChoice {
+    /// The flag's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            SiteChoice::Sim => "sim",
+            SiteChoice::HttpAdapter => "http-adapter",
+            SiteChoice::BrowserAdapter => "browser-adapter",
+        }
+    }
+}
 
 /// Where the binaries are and how the processes are wired.
 #[derive(Debug, Clone)]

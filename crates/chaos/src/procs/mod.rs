@@ -19,7 +19,7 @@ use tokio::process::{Child, Command};
 mod cluster;
 mod services;
 
-pub use cluster::{Cluster, ClusterSpec};
+pub use cluster::{Cluster, ClusterSpec, SiteChoice};
 pub use services::{Gateway, Shop, SiteAdapter, Worker};
 
 /// The bearer token the harness gives every gateway and worker.

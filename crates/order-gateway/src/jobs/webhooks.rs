@@ -59,8 +59,9 @@ const MAX_BATCHES: usize = 10;
 const RECEIVERS: i64 = 1000;
 /// Attempts in flight to one receiver at once; every receiver has its own.
 pub const PER_RECEIVER_CONCURRENCY: usize = 4;
-/// The longest `RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS` accepted: one attempt's bound.
-pub const MAX_ATTEMPT_SECONDS: f64 = 60.0;
+/// The longest `RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS` accepted: one attempt's bound. The
+/// settings own the rule (they refuse a longer one at start-up); the delivery relies on it.
+pub use crate::settings::MAX_WEBHOOK_ATTEMPT_SECONDS as MAX_ATTEMPT_SECONDS;
 
 /// `t=<unix>,v1=<hex HMAC-SHA256(secret, "t.body")>`.
 pub fn sign(secret: &[u8], unix_seconds: i64, body: &[u8]) -> String {

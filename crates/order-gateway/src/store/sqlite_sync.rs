@@ -4,7 +4,7 @@
 //! D-gateway-hot-path-on-writer-thread): a statement costs microseconds here, against a round trip
 //! to sqlx's connection thread (tens of µs on these VMs) through sqlx.
 //!
-//! They keep the decisions and guards of `sql/tasks.rs` (which PostgreSQL still runs): every
+//! They keep the decisions and guards of `sql/tasks/` (which PostgreSQL still runs): every
 //! status change is a conditional `UPDATE … RETURNING` that repeats [`TaskStatus::transition`]'s
 //! guard, the partial unique index `one_active_task` still refuses a second active task of a gate
 //! (→ [`LeaseAttempt::GateBusy`]), and the lease history (`lease_grants`) is written in the same
@@ -24,9 +24,9 @@ use uuid::Uuid;
 
 use crate::settings::LeaseScope;
 use crate::store::operator::{GrantEnd, GrantVia, token_fingerprint};
+use crate::store::sql::holder::{check_holder, lease_changed_concurrently};
 use crate::store::sql::leasable::gate_free;
 use crate::store::sql::rows::{TaskRow, UNDECODABLE_ROW, corrupt, decode_ts, order_state, ts};
-use crate::store::sql::sqlite::tasks::{check_holder, lease_changed_concurrently};
 use crate::store::{
     LeaseAttempt, LeaseRequest, NewReport, NewTask, RenewRequest, StoreError, check_same_task,
     idempotency_mismatch,

@@ -1,5 +1,5 @@
 //! The SQL conditions under which a queued task may be leased: the lease gate its scope gives it
-//! is free, and its deadline has not passed. Both the lease (`tasks.rs`) and the long-poll's
+//! is free, and its deadline has not passed. Both the lease (`tasks/lease.rs`) and the long-poll's
 //! "is anything leasable" probe (`reads.rs`) use them, so the two agree on what is leasable.
 
 use crate::settings::LeaseScope;

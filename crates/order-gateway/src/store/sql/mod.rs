@@ -2,9 +2,11 @@
 //! [`QueryStore`](super::QueryStore) and [`OperatorStore`](super::OperatorStore), written once for
 //! both engines (D-one-sql-store-per-engine), one file per concept:
 //!
-//! - [`tasks`](sqlite::tasks): the order task transitions (insert, lease, renew, report, reclaim,
-//!   sweep); [`reads`](sqlite::reads): order task reads (`task_get`, listings, `/health`);
-//!   [`leasable`]: the SQL conditions under which a queued task may be leased, shared by both.
+//! - [`tasks`](sqlite::tasks): the order task transitions, one file per family (`tasks/`: submit,
+//!   lease, reclaim, renew and report, sweep); [`reads`](sqlite::reads): order task reads (`task_get`, listings, `/health`);
+//!   [`leasable`]: the SQL conditions under which a queued task may be leased, shared by both;
+//!   [`holder`]: whether a worker holds a task's current lease, shared by renew and report here
+//!   and by SQLite's writer-thread path.
 //! - [`queries`](sqlite::queries): the account-query channel's transitions and reads.
 //! - [`paging`](sqlite::paging): the offset and keyset pages every list reads.
 //! - [`grants`](sqlite::grants): the lease history (`lease_grants`, D-lease-grant-history), written
@@ -27,9 +29,11 @@
 //! Imports run one way: the trait impls (`store.rs`, `operator.rs`) use the concept files; the
 //! task transitions use the lease history and the reclaim; the operator's files use the
 //! lease history, the paging and each other only downwards (alerts → causes and outbox, reclaim
-//! and workers → actions → lease history). No file of one concept imports back.
+//! and workers → actions → lease history). [`holder`], compiled once, is used by the renew and
+//! report here and by SQLite's writer-thread path, and imports neither. No file of one concept
+//! imports back.
 //!
-//! How "once" works: the files in the macro below (`tasks.rs`, `queries.rs`, `reads.rs`, …) are plain,
+//! How "once" works: the files in the macro below (`tasks/`, `queries.rs`, `reads.rs`, …) are plain,
 //! concrete sqlx code over the aliases `Db`, `Conn`, `Pool` and `Store`, and are compiled twice, as
 //! [`sqlite`] (`Db = sqlx::Sqlite`) and [`postgres`] (`Db = sqlx::Postgres`), by the small macro
 //! [`one_implementation!`]. Generic functions over `sqlx::Database` were tried on paper and read
@@ -40,6 +44,7 @@
 //! `tests/api/migrations.rs::sqlite_binds_numbered_parameters_by_number`), and portable casts. What the
 //! engines really force apart is [`super::dialect::Dialect`].
 
+pub(crate) mod holder;
 pub(crate) mod leasable;
 pub(crate) mod postgres;
 pub(crate) mod query_row;
@@ -90,7 +95,7 @@ macro_rules! one_implementation {
         #[path = "store.rs"]
         #[allow(clippy::duplicate_mod)]
         mod store;
-        #[path = "tasks.rs"]
+        #[path = "tasks/mod.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod tasks;
         #[path = "workers.rs"]

@@ -1,6 +1,9 @@
 //! Typed settings (spec §7 plus `RAKUTEN_API_TOKEN`), read once at start from the command line,
 //! the environment and a `.env` file (loaded by `main` through `dotenvy`), validated by
 //! [`Settings::validate`]. `order-gateway serve --help` lists every variable with its default.
+//!
+//! This file: [`Settings`] and its checks; one file per group it flattens in (`alerts.rs` the alert
+//! delivery, `edge.rs` the HTTP edge) and `error.rs`, the refusal every check returns.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,6 +11,14 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::roles::{Credentials, CredentialsError, NamedTokens, Role};
+
+mod alerts;
+mod edge;
+mod error;
+
+pub use alerts::{AlertSettings, MAX_WEBHOOK_ATTEMPT_SECONDS, WebhookFormat};
+pub use edge::EdgeSettings;
+pub use error::SettingsError;
 
 pub use rakuten_types::{MAX_TOKEN_CHARS, MIN_TOKEN_CHARS, Secret};
 
@@ -30,17 +41,6 @@ fn parse_token(s: &str) -> Result<Secret, String> {
 /// `RAKUTEN_CONSOLE_KEY`: the shared rule ([`web_console::session::check_key`]).
 fn parse_console_key(s: &str) -> Result<Secret, String> {
     web_console::session::check_key(s).map(|()| Secret::new(s))
-}
-
-/// `RAKUTEN_ALERT_WEBHOOK_SECRET`: at least [`MIN_TOKEN_CHARS`]. One signed request seen in a
-/// receiver's log is enough to guess a short key offline (a 4-character one falls at once).
-fn parse_webhook_secret(s: &str) -> Result<Secret, String> {
-    if s.chars().count() < MIN_TOKEN_CHARS {
-        return Err(format!(
-            "the secret must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
-        ));
-    }
-    Ok(Secret::new(s))
 }
 
 /// Scope of the one-active-task gate (§4.3): one task at a time overall, or one per site.
@@ -186,252 +186,6 @@ pub struct Settings {
     pub edge: EdgeSettings,
 }
 
-/// How a webhook body is shaped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum WebhookFormat {
-    /// The notice as JSON (`alert_id`, `kind`, `state`, …).
-    #[default]
-    Json,
-    /// Slack-compatible `{"text": "…"}`.
-    Slack,
-}
-
-/// Alert delivery to a person and the evidence gathered for a stale task.
-#[derive(Debug, Clone, clap::Args)]
-pub struct AlertSettings {
-    /// Comma-separated receivers: each alert raise and clear is POSTed to every one (unset: alerts
-    /// are records and log lines only). Kept secret: a receiver URL may embed a token.
-    #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_URLS", hide_env_values = true)]
-    pub webhook_urls: Option<Secret>,
-    /// HMAC-SHA256 key: each request carries `X-Rakuten-Signature: t=<unix>,v1=<hex>`.
-    #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_SECRET", hide_env_values = true, value_parser = rakuten_cli::secret_arg::secret(parse_webhook_secret))]
-    pub webhook_secret: Option<Secret>,
-    /// `json` (the notice) or `slack` (`{"text": …}`).
-    #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_FORMAT", value_enum, default_value_t = WebhookFormat::Json)]
-    pub webhook_format: WebhookFormat,
-    /// Bound of one delivery attempt (connect, send, answer), seconds; at most 60.
-    #[arg(
-        long,
-        env = "RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS",
-        default_value_t = 10.0,
-        value_parser = rakuten_cli::number::seconds(),
-    )]
-    pub webhook_timeout_seconds: f64,
-    /// Longest wait between two attempts of one delivery, seconds (exponential from 1 s, jittered).
-    #[arg(
-        long,
-        env = "RAKUTEN_ALERT_WEBHOOK_MAX_BACKOFF_SECONDS",
-        default_value_t = 300.0,
-        value_parser = rakuten_cli::number::seconds(),
-    )]
-    pub webhook_max_backoff_seconds: f64,
-    /// Failed attempts of one delivery that raise `webhook_failing` for its host.
-    #[arg(long, env = "RAKUTEN_ALERT_WEBHOOK_FAILING_AFTER", default_value_t = 3, value_parser = rakuten_cli::number::whole::<u32>(1..=u32::MAX))]
-    pub webhook_failing_after: u32,
-    /// The evidence `order_list` query of a stale task starts this long before the task's
-    /// creation, seconds.
-    #[arg(
-        long,
-        env = "RAKUTEN_STALE_EVIDENCE_MARGIN_SECONDS",
-        default_value_t = 3600.0,
-        value_parser = rakuten_cli::number::seconds(),
-    )]
-    pub stale_evidence_margin_seconds: f64,
-}
-
-impl Default for AlertSettings {
-    fn default() -> Self {
-        AlertSettings {
-            webhook_urls: None,
-            webhook_secret: None,
-            webhook_format: WebhookFormat::Json,
-            webhook_timeout_seconds: 10.0,
-            webhook_max_backoff_seconds: 300.0,
-            webhook_failing_after: 3,
-            stale_evidence_margin_seconds: 3600.0,
-        }
-    }
-}
-
-/// The HTTP edge: HTTPS from PEM files (reloaded on SIGHUP), head/idle timeout, connection cap,
-/// shutdown deadline (served by `rakuten_edge::serve`).
-#[derive(Debug, Clone, PartialEq, clap::Args)]
-pub struct EdgeSettings {
-    /// Certificate chain (PEM) to serve HTTPS with; set together with the key. Unset = plain HTTP.
-    #[arg(long, env = "RAKUTEN_GATEWAY_TLS_CERT_PATH")]
-    pub tls_cert_path: Option<PathBuf>,
-    /// Private key (PEM) of the TLS certificate.
-    #[arg(long, env = "RAKUTEN_GATEWAY_TLS_KEY_PATH")]
-    pub tls_key_path: Option<PathBuf>,
-    /// A request head must be complete within this many seconds of the connection opening or
-    /// of the previous response (so it is also the idle keep-alive timeout).
-    #[arg(
-        long,
-        env = "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS",
-        default_value_t = 10.0,
-        value_parser = rakuten_cli::number::seconds(),
-    )]
-    pub header_timeout_seconds: f64,
-    /// A request body must arrive in full within this many seconds of its head; past it the
-    /// request is answered 408 and the connection closed.
-    #[arg(
-        long,
-        env = "RAKUTEN_GATEWAY_BODY_TIMEOUT_SECONDS",
-        default_value_t = 30.0,
-        value_parser = rakuten_cli::number::seconds(),
-    )]
-    pub body_timeout_seconds: f64,
-    /// Most open connections, long-polls included; past it a new connection gets a 503.
-    #[arg(long, env = "RAKUTEN_GATEWAY_MAX_CONNECTIONS", default_value_t = 2048, value_parser = rakuten_cli::number::whole::<usize>(1..=1_000_000))]
-    pub max_connections: usize,
-    /// Longest graceful shutdown, seconds; connections still open then are dropped.
-    #[arg(
-        long,
-        env = "RAKUTEN_GATEWAY_SHUTDOWN_DEADLINE_SECONDS",
-        default_value_t = 10.0,
-        value_parser = rakuten_cli::number::seconds(),
-    )]
-    pub shutdown_deadline_seconds: f64,
-    /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file (for scripts
-    /// and tests that start the gateway on port 0).
-    #[arg(long, env = "RAKUTEN_GATEWAY_ADDR_FILE")]
-    pub addr_file: Option<PathBuf>,
-}
-
-impl Default for EdgeSettings {
-    fn default() -> Self {
-        EdgeSettings {
-            tls_cert_path: None,
-            tls_key_path: None,
-            header_timeout_seconds: 10.0,
-            body_timeout_seconds: 30.0,
-            max_connections: 2048,
-            shutdown_deadline_seconds: 10.0,
-            addr_file: None,
-        }
-    }
-}
-
-impl AlertSettings {
-    /// The receivers, trimmed, empty entries dropped.
-    pub fn urls(&self) -> Vec<String> {
-        self.webhook_urls
-            .as_ref()
-            .map(|s| {
-                s.expose()
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|u| !u.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    fn validate(&self) -> Result<(), SettingsError> {
-        for u in self.urls() {
-            let ok = reqwest::Url::parse(&u)
-                .is_ok_and(|p| matches!(p.scheme(), "http" | "https") && p.host_str().is_some());
-            if !ok {
-                return Err(SettingsError {
-                    name: "RAKUTEN_ALERT_WEBHOOK_URLS",
-                    reason: "every entry must be an http(s) URL with a host".into(),
-                });
-            }
-        }
-        for (name, v) in [
-            (
-                "RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS",
-                self.webhook_timeout_seconds,
-            ),
-            (
-                "RAKUTEN_ALERT_WEBHOOK_MAX_BACKOFF_SECONDS",
-                self.webhook_max_backoff_seconds,
-            ),
-            (
-                "RAKUTEN_STALE_EVIDENCE_MARGIN_SECONDS",
-                self.stale_evidence_margin_seconds,
-            ),
-        ] {
-            if !(v.is_finite() && v > 0.0 && v < 1.0e9) {
-                return Err(SettingsError {
-                    name,
-                    reason: format!("must be a positive number of seconds, got {v}"),
-                });
-            }
-        }
-        // One attempt's bound: it holds one of its receiver's slots that long
-        // (D-webhook-per-receiver-queues).
-        let max = crate::jobs::webhooks::MAX_ATTEMPT_SECONDS;
-        if self.webhook_timeout_seconds > max {
-            return Err(SettingsError {
-                name: "RAKUTEN_ALERT_WEBHOOK_TIMEOUT_SECONDS",
-                reason: format!(
-                    "must be at most {max} seconds (one delivery attempt's bound), got {}",
-                    self.webhook_timeout_seconds
-                ),
-            });
-        }
-        if self.webhook_failing_after == 0 {
-            return Err(SettingsError {
-                name: "RAKUTEN_ALERT_WEBHOOK_FAILING_AFTER",
-                reason: "must be at least 1".into(),
-            });
-        }
-        Ok(())
-    }
-}
-
-impl EdgeSettings {
-    /// The TLS files, when both paths are set.
-    ///
-    /// # Errors
-    /// Only one of the two is set.
-    pub fn tls_files(&self) -> Result<Option<rakuten_edge::TlsFiles>, SettingsError> {
-        rakuten_edge::TlsFiles::from_pair(
-            self.tls_cert_path.clone(),
-            self.tls_key_path.clone(),
-            TLS_VARS,
-        )
-        .map_err(|reason| SettingsError {
-            name: "RAKUTEN_GATEWAY_TLS_CERT_PATH",
-            reason,
-        })
-    }
-
-    /// The edge configuration, loading the TLS files when set.
-    ///
-    /// # Errors
-    /// Unpaired or unreadable TLS files, a key that does not match its certificate.
-    pub fn edge_config(&self) -> anyhow::Result<rakuten_edge::EdgeConfig> {
-        let mut config = rakuten_edge::EdgeConfig::load(
-            self.tls_files()?,
-            Duration::from_secs_f64(self.header_timeout_seconds),
-            self.max_connections,
-            Duration::from_secs_f64(self.shutdown_deadline_seconds),
-        )?;
-        config.addr_file = self.addr_file.clone();
-        config.body_timeout = Duration::from_secs_f64(self.body_timeout_seconds);
-        Ok(config)
-    }
-}
-
-/// The variables of the TLS certificate and key paths.
-const TLS_VARS: (&str, &str) = (
-    "RAKUTEN_GATEWAY_TLS_CERT_PATH",
-    "RAKUTEN_GATEWAY_TLS_KEY_PATH",
-);
-
-/// A setting out of range.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid setting {name}: {reason}")]
-pub struct SettingsError {
-    /// The environment variable.
-    pub name: &'static str,
-    /// What is wrong.
-    pub reason: String,
-}
-
 impl Settings {
     /// Settings for tests and the demo: port 0 on 127.0.0.1, the given database file and token,
     /// every other value at its default.
@@ -551,7 +305,7 @@ impl Settings {
         }
         if let Some(tls) = self.edge.tls_files()? {
             // A missing or unusable file is a bad setting (exit 2), not a run-time error.
-            tls.check(TLS_VARS)
+            tls.check(edge::TLS_VARS)
                 .map_err(|(name, reason)| SettingsError { name, reason })?;
         }
         if let Some(f) = &self.edge.addr_file {
