@@ -543,9 +543,7 @@ mod tests {
         );
         assert!(report_task("GET /api/orders/chaos-1/report HTTP/1.1").is_none());
         assert!(report_task("POST /api/orders/a/b/report HTTP/1.1").is_none());
-        assert!(is_renew(
-            "POST /api/orders/chaos-1/renew?worker_id=w HTTP/1.1"
-        ));
+        assert!(is_renew("POST /api/orders/chaos-1/renew HTTP/1.1"));
         assert!(!is_renew("POST /api/orders/chaos-1/report HTTP/1.1"));
     }
 }

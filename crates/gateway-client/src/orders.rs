@@ -1,8 +1,8 @@
 //! Order task calls (§4.2–§4.6, §5), grouped by the role that makes them.
 
 use rakuten_types::order::{
-    LeaseGrant, Page, RenewAck, RenewLease, ReportAck, ReportState, SubmitOrder, SubmitOrderAck,
-    TaskDetail, TaskSummary,
+    LeaseGrant, Page, ReclaimTask, RenewAck, RenewLease, ReportAck, ReportState, SubmitOrder,
+    SubmitOrderAck, TaskDetail, TaskSummary,
 };
 use rakuten_types::{ErrorCode, TaskId, TaskStatus, WorkerId};
 use reqwest::Method;
@@ -161,9 +161,9 @@ impl Client {
 
 /// Operator actions.
 impl Client {
-    /// `POST /api/orders/{id}/reclaim?worker_id=…&reason=…`: hands a stale task to `worker_id`,
-    /// which receives the grant on its next lease poll (§5). `reason` goes in the query string
-    /// so gateways that do not record it yet still accept it.
+    /// `POST /api/orders/{id}/reclaim` with `{worker_id, reason}` as the body
+    /// (D-holder-fields-in-body): hands a stale task to `worker_id`, which receives the grant on
+    /// its next lease poll (§5).
     ///
     /// # Errors
     /// [`Error`]; 409/6003 when the task is not stale.
@@ -174,10 +174,11 @@ impl Client {
         reason: Option<&str>,
     ) -> Result<LeaseGrant, Error> {
         let path = format!("/api/orders/{}/reclaim", seg(task_id.as_str()));
-        let mut call = Call::new(self, Method::POST, path).query("worker_id", worker_id.as_str());
-        if let Some(r) = reason {
-            call = call.query("reason", r);
-        }
+        let body = ReclaimTask {
+            worker_id: worker_id.clone(),
+            reason: reason.map(str::to_owned),
+        };
+        let call = Call::new(self, Method::POST, path).json(&body)?;
         self.data(call, self.retry).await
     }
 }

@@ -49,8 +49,11 @@ use crate::tls::TlsReloader;
 /// unanswered, so a flood cannot make the overflow path itself unbounded.
 const OVERFLOW_ANSWERS: usize = 64;
 
-/// Longest request target (path and query), bytes; longer is a `414` with the envelope.
-pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// Longest request target (path and query), bytes; longer is a `414` with the envelope. Every
+/// request a document allows fits: the longest is the gateway's retire, a 128-character worker id
+/// and a 1,000-character `reason`, up to 4 bytes a character and 3 once percent-encoded (about
+/// 13.6 KiB; D-unknown-query-parameters).
+pub const MAX_URI_BYTES: usize = 16 * 1024;
 
 /// Largest header section (each line's name and value plus 4 bytes), bytes; larger is a `431`
 /// with the envelope.

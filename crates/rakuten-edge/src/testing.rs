@@ -142,13 +142,13 @@ pub fn assert_body_refusal(answer: &str, status: &str) {
 }
 
 /// Requests past the edge's bounds, as raw bytes for `path` with `token`: a request target of
-/// 10,000 bytes (over [`crate::serve::MAX_URI_BYTES`]), a header section of 40,000 bytes (over
+/// 20,000 bytes (over [`crate::serve::MAX_URI_BYTES`]), a header section of 40,000 bytes (over
 /// [`crate::serve::MAX_HEADER_BYTES`]) and one of 150 lines (over
 /// [`crate::serve::MAX_HEADER_COUNT`]), each with the status it must be answered with.
 pub fn oversized_heads(path: &str, token: &str) -> Vec<(&'static str, u16, Vec<u8>)> {
     let long_target = format!(
         "GET {path}?pad={} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n",
-        "a".repeat(10_000)
+        "a".repeat(20_000)
     );
     let big_header = format!(
         "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nX-Pad: {}\r\nConnection: close\r\n\r\n",
@@ -161,7 +161,7 @@ pub fn oversized_heads(path: &str, token: &str) -> Vec<(&'static str, u16, Vec<u
     many.push_str("Connection: close\r\n\r\n");
     vec![
         (
-            "a 10,000-byte request target",
+            "a 20,000-byte request target",
             414,
             long_target.into_bytes(),
         ),

@@ -281,12 +281,9 @@ fn check_item_url(url: &str) -> Result<(), IntentError> {
     }
 }
 
-/// A JSON integer (not a float, not a string), or `None` when it is not one.
+/// A JSON whole number (`2`, `2.0`; not `2.5`, not a string), or `None` when it is not one.
 fn integer(v: &Value) -> Option<i64> {
-    match v {
-        Value::Number(n) => n.as_i64(),
-        _ => None,
-    }
+    crate::whole::value_as_i64(v)
 }
 
 impl OrderIntent {
@@ -395,6 +392,14 @@ mod tests {
             (i.quantity, i.variant_id.as_deref(), i.max_total_yen),
             (99, Some("v1"), Some(5000))
         );
+    }
+
+    #[test]
+    fn whole_numbers_written_with_a_fraction_are_integers() {
+        let i =
+            OrderIntent::parse(&json!({"item_url": URL, "quantity": 2.0, "max_total_yen": 5000.0}))
+                .unwrap();
+        assert_eq!((i.quantity, i.max_total_yen), (2, Some(5000)));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! - [`alert`]: alert records, webhook notices and audited operator actions.
 //! - [`text`]: free text a person types for another to read (an operator's reason).
 //! - [`secret`]: [`Secret`] (redacted, compared in constant time) and the one Bearer token rule.
+//! - [`whole`]: whole numbers read as JSON Schema's `integer` reads them (`11.0` is 11).
 //! - [`schema`]: the rules of [`ids`] and [`text`] as OpenAPI schemas, built from the same
 //!   predicates.
 
@@ -31,6 +32,7 @@ pub mod secret;
 pub mod task_status;
 pub mod text;
 pub mod timestamp;
+pub mod whole;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codes::ErrorCode;

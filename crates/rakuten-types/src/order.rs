@@ -79,13 +79,13 @@ pub struct LeaseGrant {
     pub lease_token: String,
 }
 
-/// `POST /api/orders/{id}/renew` body. `worker_id` may also come as a query parameter.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+/// `POST /api/orders/{id}/renew` body (required): the holder and its grant's token, in the body
+/// only (a query string naming them is a 422, D-holder-fields-in-body).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenewLease {
-    /// The holder.
-    #[serde(default)]
-    pub worker_id: Option<WorkerId>,
+    /// The holder (required).
+    pub worker_id: WorkerId,
     /// The grant's fencing token (optional).
     #[serde(default)]
     #[schema(schema_with = crate::schema::lease_token_or_null)]
@@ -105,9 +105,9 @@ pub struct RenewAck {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportState {
-    /// The reporting worker (must hold the lease; may also come as a query parameter).
-    #[serde(default)]
-    pub worker_id: Option<WorkerId>,
+    /// The reporting worker (required; must hold the lease). In the body only
+    /// (D-holder-fields-in-body).
+    pub worker_id: WorkerId,
     /// The grant's fencing token (optional).
     #[serde(default)]
     #[schema(schema_with = crate::schema::lease_token_or_null)]
@@ -115,7 +115,7 @@ pub struct ReportState {
     /// The order state reached.
     pub state: OrderState,
     /// Payable amount, yen (not negative).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::option")]
     #[schema(minimum = 0)]
     pub payable_yen: Option<i64>,
     /// Payment deadline.
@@ -135,7 +135,7 @@ pub struct ReportState {
     #[schema(schema_with = report_text)]
     pub detail: Option<String>,
     /// A site or guard error code (e.g. 5004 amount guard), when the report explains a stop.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::option")]
     pub error_code: Option<i32>,
     /// `true` ends the task.
     #[serde(default)]
@@ -159,14 +159,14 @@ pub struct ReportAck {
     pub duplicate: bool,
 }
 
-/// `POST /api/orders/{id}/reclaim` body (§5). `worker_id` may also come as a query parameter.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+/// `POST /api/orders/{id}/reclaim` body (§5, required): `worker_id` and `reason` in the body only
+/// (a query string naming them is a 422, D-holder-fields-in-body).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReclaimTask {
-    /// The worker the stale task is handed to.
-    #[serde(default)]
-    pub worker_id: Option<WorkerId>,
-    /// Why (recorded in the task's `operator_actions`; may also come as a query parameter).
+    /// The worker the stale task is handed to (required).
+    pub worker_id: WorkerId,
+    /// Why (recorded in the task's `operator_actions`; `(no reason given)` when absent).
     #[serde(default)]
     #[schema(schema_with = crate::schema::reason_or_null)]
     pub reason: Option<String>,

@@ -263,7 +263,7 @@ pub struct QueryResultBody {
     #[schema(value_type = Object)]
     pub result: Option<Value>,
     /// Site error code on failure (5001 login lost, …), passed through unchanged.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::whole::option")]
     pub error_code: Option<i32>,
     /// Error text on failure: at most 4,096 characters, line breaks and tabs allowed.
     #[serde(default)]
@@ -323,6 +323,7 @@ pub struct OrderSummary {
     /// Order date as the site gives it (RFC 3339).
     pub order_date: String,
     /// Shop id.
+    #[serde(deserialize_with = "crate::whole::deserialize")]
     pub shop_id: i64,
     /// Shop name.
     pub shop_name: String,
@@ -334,6 +335,7 @@ pub struct OrderSummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct OrderItem {
     /// Item id.
+    #[serde(deserialize_with = "crate::whole::deserialize")]
     pub item_id: i64,
     /// Item name.
     pub item_name: String,
@@ -349,6 +351,7 @@ pub struct OrderListResult {
     /// Lower bound asked for.
     pub since: Option<Timestamp>,
     /// Page limit used.
+    #[serde(deserialize_with = "crate::whole::deserialize")]
     pub max_pages: u32,
     /// `true` only when paging reached `since` or the end of the list.
     pub window_fully_covered: bool,
@@ -359,7 +362,11 @@ pub struct OrderListResult {
     pub raw_pages: Vec<Value>,
     /// Why paging stopped before covering the window, as a site error code (5001 login lost on a
     /// later page, 5002 page changed); `None` when it was not stopped by a site error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::whole::option"
+    )]
     pub stop_code: Option<i32>,
     /// Text for `stop_code`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

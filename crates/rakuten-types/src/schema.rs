@@ -316,6 +316,8 @@ schema_type!(
 ///   `max_pages` (1 to 20), `order_detail` needs `order_number` (1 to 64 of `[0-9A-Za-z-]`).
 /// - `QueryResultBody`: `success: true` carries a §11.3 `result` of either kind and no error;
 ///   `success: false` carries no `result`.
+/// - `ReportState`: `outcome` only with `terminal: true`; a terminal report without one needs a
+///   `state` that implies it ([`Outcome::implied_by`](crate::Outcome::implied_by)).
 pub fn body_rules() -> Vec<(&'static str, serde_json::Value)> {
     use serde_json::json;
 
@@ -367,7 +369,28 @@ pub fn body_rules() -> Vec<(&'static str, serde_json::Value)> {
             "result": {"type": "null"},
         }},
     ]);
+    let implying: Vec<&str> = OrderState::ALL
+        .into_iter()
+        .filter(|s| Outcome::implied_by(*s).is_some())
+        .map(OrderState::as_str)
+        .collect();
+    let outcomes: Vec<&str> = [Outcome::Succeeded, Outcome::Failed, Outcome::NeedsHuman]
+        .map(Outcome::as_str)
+        .to_vec();
+    let report = json!([
+        {"properties": {"terminal": {"const": false}, "outcome": {"type": "null"}}},
+        {"required": ["terminal", "outcome"], "properties": {
+            "terminal": {"const": true},
+            "outcome": {"enum": outcomes},
+        }},
+        {"required": ["terminal"], "properties": {
+            "terminal": {"const": true},
+            "outcome": {"type": "null"},
+            "state": {"enum": implying},
+        }},
+    ]);
     vec![
+        ("ReportState", report),
         ("ResolveTask", json!(resolve)),
         ("SubmitQuery", submit_query),
         ("QueryResultBody", query_result),

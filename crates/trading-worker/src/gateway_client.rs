@@ -78,7 +78,7 @@ impl GatewayClient {
         lease_token: &str,
     ) -> Result<RenewAck, GatewayError> {
         let body = RenewLease {
-            worker_id: Some(self.worker_id.clone()),
+            worker_id: self.worker_id.clone(),
             lease_token: Some(lease_token.to_owned()),
         };
         self.inner.renew(task_id, &body).await

@@ -243,7 +243,7 @@ class ReclaimTask(Request):
     """``POST /api/orders/{id}/reclaim`` body."""
 
     OPENAPI_SCHEMA = "ReclaimTask"
-    worker_id: str | None = None
+    worker_id: str
     reason: str | None = None
 
 

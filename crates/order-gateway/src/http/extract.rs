@@ -54,22 +54,6 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// A JSON body that may be absent (empty body → `T::default()`), for endpoints whose parameters
-/// may come in the query string instead.
-#[derive(Debug, Clone)]
-pub struct OptionalJson<T>(pub T);
-
-impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
-    type Rejection = ApiError;
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = body_bytes(req, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(OptionalJson(T::default()));
-        }
-        parse_json(&bytes).map(OptionalJson)
-    }
-}
-
 /// A query string.
 #[derive(Debug, Clone)]
 pub struct ApiQuery<T>(pub T);

@@ -98,14 +98,20 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// 422 naming the first query parameter the operation does not list in the OpenAPI document
-/// (`?wiat=30` would silently mean no wait).
+/// (`?wiat=30` would silently mean no wait); a holder field sent in the query string of renew,
+/// report or reclaim is told where it goes instead (D-holder-fields-in-body).
 async fn refuse_unknown_query(
     State(allow): State<QueryAllowlist>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    match allow.refusal(&req) {
+    let body_field = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .filter(|_| req.method() == axum::http::Method::POST)
+        .and_then(|path| routes::orders::body_field_in_query(path.as_str(), req.uri().query()));
+    match body_field.or_else(|| allow.refusal(&req)) {
         Some(msg) => ApiError::Validation(msg).into_response(),
         None => next.run(req).await,
     }

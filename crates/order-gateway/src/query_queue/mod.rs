@@ -75,6 +75,7 @@ pub fn validate_submit(kind: &str, params: &Value) -> Result<(QueryKind, String)
         Value::Object(m) => m,
         _ => return Err(invalid("params must be a JSON object")),
     };
+    let mut normalized = None;
     let allowed: &[&str] = match kind {
         QueryKind::OrderList => &["since", "max_pages"],
         QueryKind::OrderDetail => &["order_number"],
@@ -98,14 +99,17 @@ pub fn validate_submit(kind: &str, params: &Value) -> Result<(QueryKind, String)
                 }
             }
             if let Some(mp) = obj.get("max_pages") {
-                let ok = mp
-                    .as_u64()
-                    .is_some_and(|n| (1..=u64::from(MAX_PAGES_LIMIT)).contains(&n));
-                if !ok {
+                let Some(n) = rakuten_types::whole::value_as_i64(mp)
+                    .filter(|n| (1..=i64::from(MAX_PAGES_LIMIT)).contains(n))
+                else {
                     return Err(invalid(format!(
                         "params.max_pages must be an integer from 1 to {MAX_PAGES_LIMIT}"
                     )));
-                }
+                };
+                // Stored as an integer whatever its spelling (`11.0`, D-json-whole-numbers): the
+                // worker reads an integer, and `11` and `11.0` are the same request for the
+                // idempotency comparison.
+                normalized = Some(n);
             }
         }
         QueryKind::OrderDetail => {
@@ -124,7 +128,15 @@ pub fn validate_submit(kind: &str, params: &Value) -> Result<(QueryKind, String)
             }
         }
     }
-    let json = serde_json::to_string(obj).map_err(|e| invalid(e.to_string()))?;
+    let json = match normalized {
+        Some(n) => {
+            let mut obj = obj.clone();
+            obj.insert("max_pages".into(), Value::from(n));
+            serde_json::to_string(&obj)
+        }
+        None => serde_json::to_string(obj),
+    }
+    .map_err(|e| invalid(e.to_string()))?;
     if json.len() > MAX_PARAMS_BYTES {
         return Err(InputError::TooLarge(format!(
             "params are {} bytes serialized; the limit is {MAX_PARAMS_BYTES}",
@@ -308,6 +320,8 @@ mod tests {
         );
         for bad in [
             json!({"max_pages": 0}),
+            json!({"max_pages": 11.5}),
+            json!({"max_pages": 21.0}),
             json!({"max_pages": 21}),
             json!({"max_pages": "3"}),
             json!({"since": "yesterday"}),
@@ -336,6 +350,50 @@ mod tests {
             assert!(validate_submit("order_detail", &bad).is_err(), "{bad}");
         }
         assert!(validate_submit("order_cancel", &json!({})).is_err());
+    }
+
+    #[test]
+    fn max_pages_written_with_a_fraction_is_stored_as_an_integer() {
+        let (_, stored) = validate_submit(
+            "order_list",
+            &json!({"since": "0074-09-19T06:45:39Z", "max_pages": 11.0}),
+        )
+        .unwrap();
+        let (_, plain) = validate_submit(
+            "order_list",
+            &json!({"since": "0074-09-19T06:45:39Z", "max_pages": 11}),
+        )
+        .unwrap();
+        assert_eq!(stored, plain);
+        assert!(stored.contains(r#""max_pages":11"#), "{stored}");
+        assert!(!stored.contains("11.0"), "{stored}");
+    }
+
+    #[test]
+    fn result_ids_written_with_a_fraction_are_accepted_and_stored_as_sent() {
+        let sent = json!({"kind": "order_list", "since": null, "max_pages": 3.0,
+            "window_fully_covered": true, "stop_code": 5002.0,
+            "orders": [{"order_number": "1-2-3", "order_date": "2026-08-01T00:00:00Z",
+                        "shop_id": -194848.0, "shop_name": "s",
+                        "items": [{"item_id": 776.0, "item_name": "i", "item_url": "u"}]}],
+            "raw_pages": [{"price": 1.0, "n": 12.50}]});
+        match prepare_result(true, Some(sent.clone()), None, None, 1 << 20).unwrap() {
+            QueryOutcome::Success { result_json, .. } => {
+                let stored: Value = serde_json::from_str(&result_json).unwrap();
+                assert_eq!(stored, sent);
+                assert!(
+                    result_json.contains(r#""shop_id":-194848.0"#),
+                    "{result_json}"
+                );
+            }
+            o => panic!("{o:?}"),
+        }
+        let fraction = json!({"kind": "order_list", "since": null, "max_pages": 1,
+            "window_fully_covered": true, "raw_pages": [],
+            "orders": [{"order_number": "1", "order_date": "x", "shop_id": 1.5,
+                        "shop_name": "s", "items": []}]});
+        let e = prepare_result(true, Some(fraction), None, None, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("expected i64"), "{e}");
     }
 
     #[test]

@@ -235,7 +235,8 @@ impl TestApp {
 
     pub async fn reclaim(&self, task_id: &str, worker: &str) -> Answer {
         answer(
-            self.post(&format!("/api/orders/{task_id}/reclaim?worker_id={worker}"))
+            self.post(&format!("/api/orders/{task_id}/reclaim"))
+                .json(&json!({"worker_id": worker}))
                 .send()
                 .await
                 .unwrap(),

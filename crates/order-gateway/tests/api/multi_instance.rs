@@ -261,7 +261,7 @@ async fn killing_an_instance_mid_lease_loses_nothing_and_the_others_serve_then_e
     assert_eq!(t["data"]["lease_count"], 1);
     let r = call(
         client
-            .post(format!("{b_url}/api/orders/po-k1/renew?worker_id=w1"))
+            .post(format!("{b_url}/api/orders/po-k1/renew"))
             .json(&json!({"worker_id": "w1", "lease_token": token})),
     )
     .await;

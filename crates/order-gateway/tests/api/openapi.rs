@@ -218,6 +218,42 @@ async fn the_document_states_the_rules_the_server_enforces() {
             "{name}"
         );
     }
+    // A report: `outcome` only on a terminal report, which without one needs a state implying it.
+    let report = schemas["ReportState"]["oneOf"].as_array().unwrap();
+    assert_eq!(report.len(), 3, "{report:?}");
+    assert_eq!(
+        report[2]["properties"]["state"]["enum"],
+        json!(["paid", "shipped", "delivered", "cancelled"])
+    );
+    // Renew, report and reclaim take the holder in a required body, and name no query parameter
+    // (D-holder-fields-in-body).
+    for (path, schema) in [
+        ("/api/orders/{task_id}/renew", "RenewLease"),
+        ("/api/orders/{task_id}/report", "ReportState"),
+        ("/api/orders/{task_id}/reclaim", "ReclaimTask"),
+    ] {
+        let op = &doc["paths"][path]["post"];
+        assert_eq!(op["requestBody"]["required"], true, "{path}");
+        let params = op["parameters"].as_array().unwrap();
+        assert!(
+            params.iter().all(|p| p["in"] == "path"),
+            "{path}: {params:?}"
+        );
+        assert!(
+            schemas[schema]["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("worker_id")),
+            "{schema}"
+        );
+    }
+    // A new task's deadline must lie ahead: said in words, JSON Schema having no "after now"
+    // (D-task-not-after-expired).
+    let not_after = schemas["SubmitOrder"]["properties"]["not_after"].to_string();
+    assert!(
+        not_after.contains("in the future when the task is created (else 422)"),
+        "{not_after}"
+    );
     // Every reference resolves (a schema named only by a parameter is registered too).
     let text = doc.to_string();
     for name in text.split("\"#/components/schemas/").skip(1) {

@@ -188,36 +188,90 @@ async fn reports_after_the_end_from_the_last_holder_are_appended_and_change_noth
         .assert_err(409, 6002);
 }
 
+/// D-holder-fields-in-body: `worker_id`, `lease_token` and `reason` go in the JSON body; one sent
+/// in the query string is a 422 that says so (the document names no such parameter), never
+/// silently ignored, and a body without `worker_id` is a 422 too.
 #[tokio::test]
-async fn worker_id_may_come_in_the_query_string() {
+async fn holder_fields_in_the_query_string_are_refused_with_where_they_go() {
     let app = spawn_app().await;
     app.leased("po-1", "w1").await;
-    let r = crate::helpers::answer(
-        app.post("/api/orders/po-1/report?worker_id=w1")
-            .json(&json!({"state": "created"}))
+    for (path, body, field) in [
+        (
+            "/api/orders/po-1/report?worker_id=w1",
+            json!({"state": "created"}),
+            "worker_id",
+        ),
+        (
+            "/api/orders/po-1/renew?worker_id=w1",
+            json!({"worker_id": "w1"}),
+            "worker_id",
+        ),
+        (
+            "/api/orders/po-1/renew?lease_token=x",
+            json!({"worker_id": "w1"}),
+            "lease_token",
+        ),
+        (
+            "/api/orders/po-1/reclaim?reason=checked",
+            json!({"worker_id": "w1"}),
+            "reason",
+        ),
+    ] {
+        let a = crate::helpers::answer(app.post(path).json(&body).send().await.unwrap()).await;
+        a.assert_err(422, 1003);
+        let msg = a.body["msg"].as_str().unwrap();
+        assert!(
+            msg.contains(&format!("`{field}` goes in the JSON body")),
+            "{path}: {msg}"
+        );
+    }
+    // A reclaim never took a token: that one is an unknown parameter like any other.
+    let a = crate::helpers::answer(
+        app.post("/api/orders/po-1/reclaim?lease_token=x")
+            .json(&json!({"worker_id": "w1"}))
             .send()
             .await
             .unwrap(),
     )
     .await;
-    r.assert_ok();
-    let n = crate::helpers::answer(
-        app.post("/api/orders/po-1/renew?worker_id=w1")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    n.assert_ok();
-    let clash = crate::helpers::answer(
-        app.post("/api/orders/po-1/renew?worker_id=w1")
-            .json(&json!({"worker_id": "w2"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    clash.assert_err(422, 1003);
+    a.assert_err(422, 1003);
+    assert!(
+        a.body["msg"]
+            .as_str()
+            .unwrap()
+            .contains("unknown query parameter"),
+        "{:?}",
+        a.body
+    );
+    // What schemathesis sent: the holder named nowhere but the query string.
+    for path in [
+        "/api/orders/po-1/renew",
+        "/api/orders/po-1/report",
+        "/api/orders/po-1/reclaim",
+    ] {
+        let a = crate::helpers::answer(
+            app.post(path)
+                .json(&json!({"worker_id": null, "state": "created"}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        a.assert_err(422, 1003);
+    }
+    for path in ["/api/orders/po-1/renew", "/api/orders/po-1/reclaim"] {
+        let a = crate::helpers::answer(app.post(path).json(&json!({})).send().await.unwrap()).await;
+        a.assert_err(422, 1003);
+        let msg = a.body["msg"].as_str().unwrap();
+        assert!(msg.contains("missing field `worker_id`"), "{path}: {msg}");
+    }
+    // The task is untouched by all of it, and the body form works.
+    app.renew("po-1", json!({"worker_id": "w1"}))
+        .await
+        .assert_ok();
+    app.report("po-1", json!({"worker_id": "w1", "state": "created"}))
+        .await
+        .assert_ok();
 }
 
 #[tokio::test]

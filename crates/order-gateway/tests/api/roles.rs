@@ -66,8 +66,8 @@ fn routes() -> Vec<(&'static str, String, Option<Value>, Option<Who>)> {
         ),
         (
             "POST",
-            "/api/orders/po-r/reclaim?worker_id=w1".into(),
-            None,
+            "/api/orders/po-r/reclaim".into(),
+            Some(json!({"worker_id": "w1"})),
             None,
         ),
         (

@@ -314,7 +314,7 @@ async fn event_insert(
 fn report_body(rec: &StepRecord, order: &OrderRow, worker_id: &WorkerId) -> ReportState {
     let terminal = rec.finish.is_some() || rec.mode == RecordMode::Rereport;
     ReportState {
-        worker_id: Some(worker_id.clone()),
+        worker_id: worker_id.clone(),
         lease_token: None,
         state: rec.state,
         payable_yen: order.payable_yen,

@@ -392,10 +392,8 @@ impl Harness {
 
     pub async fn reclaim(&self, task_id: &str, worker: &str) -> Value {
         self.client
-            .post(format!(
-                "{}/api/orders/{task_id}/reclaim?worker_id={worker}",
-                self.gw_address
-            ))
+            .post(format!("{}/api/orders/{task_id}/reclaim", self.gw_address))
+            .json(&serde_json::json!({"worker_id": worker}))
             .bearer_auth(TOKEN)
             .send()
             .await

@@ -16,7 +16,7 @@ use utoipa::IntoParams;
 use crate::http::auth::{Actor, Guarded, OPERATOR_ONLY, Role, guarded};
 use crate::http::checks::{check_reason, check_site, lease_wait_and_site};
 use crate::http::error::{ApiError, ApiResult, ErrorEnvelope};
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::lease::long_poll::lease_with_wait;
 use crate::lease::probe::{self, Step};
 use crate::state::AppState;
@@ -211,39 +211,37 @@ pub async fn lease(
     }))
 }
 
-/// `worker_id` / `lease_token` given in the query string of renew, report and reclaim.
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct HolderQuery {
-    /// The worker (may come in the JSON body instead).
-    pub worker_id: Option<WorkerId>,
-    /// The grant's fencing token (optional; may come in the JSON body instead).
-    #[param(value_type = Option<rakuten_types::schema::LeaseToken>)]
-    pub lease_token: Option<String>,
+/// The operations whose holder fields (`worker_id`, `lease_token`, `reason`) go in the JSON body
+/// only, with those field names: a query string naming one is refused with a 422 saying where it
+/// goes (D-holder-fields-in-body), before the generic unknown-parameter refusal.
+const BODY_ONLY_FIELDS: [(&str, &[&str]); 3] = [
+    ("/api/orders/{task_id}/renew", &["worker_id", "lease_token"]),
+    (
+        "/api/orders/{task_id}/report",
+        &["worker_id", "lease_token"],
+    ),
+    ("/api/orders/{task_id}/reclaim", &["worker_id", "reason"]),
+];
+
+/// The 422 message for a renew, report or reclaim whose query string names a field that goes in
+/// the JSON body (`POST` on `path`, the matched route template); `None` otherwise.
+pub fn body_field_in_query(path: &str, query: Option<&str>) -> Option<String> {
+    let (_, fields) = BODY_ONLY_FIELDS.iter().find(|(p, _)| *p == path)?;
+    let query = query.filter(|q| !q.is_empty())?;
+    let name = form_urlencoded::parse(query.as_bytes())
+        .map(|(name, _)| name)
+        .find(|name| fields.contains(&name.as_ref()))?;
+    Some(format!(
+        "`{name}` goes in the JSON body, not the query string: send {{{}}} as the body",
+        fields
+            .iter()
+            .map(|f| format!("\"{f}\": …"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
-/// Picks a value given in the query, the body, or both (then they must agree).
-fn one_of<T: PartialEq>(
-    name: &str,
-    query: Option<T>,
-    body: Option<T>,
-) -> Result<Option<T>, ApiError> {
-    match (query, body) {
-        (Some(a), Some(b)) if a != b => Err(ApiError::Validation(format!(
-            "{name} differs between the query string and the body"
-        ))),
-        (Some(a), _) => Ok(Some(a)),
-        (None, b) => Ok(b),
-    }
-}
-
-fn required_worker(query: Option<WorkerId>, body: Option<WorkerId>) -> Result<WorkerId, ApiError> {
-    one_of("worker_id", query, body)?
-        .ok_or_else(|| ApiError::Validation("worker_id is required (query or body)".into()))
-}
-
-fn checked_token(query: Option<String>, body: Option<String>) -> Result<Option<String>, ApiError> {
-    let t = one_of("lease_token", query, body)?;
+fn checked_token(t: Option<String>) -> Result<Option<String>, ApiError> {
     if let Some(t) = &t
         && (t.is_empty() || t.chars().count() > MAX_TOKEN_CHARS || t.chars().any(char::is_control))
     {
@@ -257,25 +255,25 @@ fn checked_token(query: Option<String>, body: Option<String>) -> Result<Option<S
 /// Renew a lease (§4.4).
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/renew", tag = "orders",
-    params(("task_id" = TaskId, Path, description = "task id"), HolderQuery),
-    request_body(content = Option<RenewLease>, description = "optional: worker_id / lease_token"),
+    params(("task_id" = TaskId, Path, description = "task id")),
+    request_body(content = RenewLease, description = "the holder's `worker_id` (required) and its grant's `lease_token`, in the body only"),
     responses(
         (status = 200, body = Envelope<RenewAck>),
         (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
         (status = 409, description = "not the holder, expired, superseded or terminal (6002)", body = ErrorEnvelope),
+        (status = 422, description = "invalid body, `worker_id` missing, or `worker_id`/`lease_token` sent in the query string (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
 pub async fn renew(
     State(st): State<AppState>,
     ApiPath(task_id): ApiPath<TaskId>,
-    ApiQuery(q): ApiQuery<HolderQuery>,
-    OptionalJson(body): OptionalJson<RenewLease>,
+    ApiJson(body): ApiJson<RenewLease>,
 ) -> ApiResult<RenewAck> {
     let req = RenewRequest {
         task_id,
-        worker_id: required_worker(q.worker_id, body.worker_id)?,
-        lease_token: checked_token(q.lease_token, body.lease_token)?,
+        worker_id: body.worker_id,
+        lease_token: checked_token(body.lease_token)?,
         ttl: st.settings.lease_ttl(),
     };
     let ack = st.store.task_renew(req, st.clock.now()).await?;
@@ -366,27 +364,26 @@ fn validate_report(task_id: &TaskId, body: &ReportState) -> Result<Option<Outcom
 /// is idempotent; `terminal=true` ends the task; reports after the end are appended.
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/report", tag = "orders",
-    params(("task_id" = TaskId, Path, description = "task id"), HolderQuery),
+    params(("task_id" = TaskId, Path, description = "task id")),
     request_body = ReportState,
     responses(
         (status = 200, body = Envelope<ReportAck>),
         (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
         (status = 409, description = "not the holder, expired or superseded (6002)", body = ErrorEnvelope),
-        (status = 422, description = "invalid body, terminal without outcome (1003)", body = ErrorEnvelope),
+        (status = 422, description = "invalid body, `worker_id` missing, terminal without outcome, or `worker_id`/`lease_token` sent in the query string (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
 pub async fn report(
     State(st): State<AppState>,
     ApiPath(task_id): ApiPath<TaskId>,
-    ApiQuery(q): ApiQuery<HolderQuery>,
     ApiJson(body): ApiJson<ReportState>,
 ) -> ApiResult<ReportAck> {
     let outcome = validate_report(&task_id, &body)?;
     let report = NewReport {
         task_id,
-        worker_id: required_worker(q.worker_id, body.worker_id)?,
-        lease_token: checked_token(q.lease_token, body.lease_token)?,
+        worker_id: body.worker_id,
+        lease_token: checked_token(body.lease_token)?,
         state: body.state,
         payable_yen: body.payable_yen,
         pay_deadline: body.pay_deadline,
@@ -410,15 +407,6 @@ pub async fn report(
     Ok(Json(Envelope::ok(ack)))
 }
 
-/// `reason` of a reclaim given in the query string.
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ReasonQuery {
-    /// Why (recorded in `operator_actions`; may come in the JSON body instead).
-    #[param(value_type = Option<rakuten_types::schema::Reason>)]
-    pub reason: Option<String>,
-}
-
 /// The reason recorded for a reclaim sent without one (older clients).
 const NO_REASON: &str = "(no reason given)";
 
@@ -427,30 +415,29 @@ const NO_REASON: &str = "(no reason given)";
 /// with its `reason`.
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/reclaim", tag = "orders",
-    params(("task_id" = TaskId, Path, description = "task id"), HolderQuery, ReasonQuery),
-    request_body(content = Option<ReclaimTask>, description = "optional: worker_id, reason"),
+    params(("task_id" = TaskId, Path, description = "task id")),
+    request_body(content = ReclaimTask, description = "the `worker_id` to hand the task to (required) and an optional `reason`, in the body only"),
     responses(
         (status = 200, description = "the new grant, `lease_count > 1`, with `known_state`", body = Envelope<LeaseGrant>),
         (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
         (status = 409, description = "not stale (6003) or another task is active (1006)", body = ErrorEnvelope),
+        (status = 422, description = "invalid body, `worker_id` missing, a bad `reason`, or `worker_id`/`reason` sent in the query string (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
 pub async fn reclaim(
     State(st): State<AppState>,
     ApiPath(task_id): ApiPath<TaskId>,
-    ApiQuery(q): ApiQuery<HolderQuery>,
     actor: Actor,
-    ApiQuery(reason): ApiQuery<ReasonQuery>,
-    OptionalJson(body): OptionalJson<ReclaimTask>,
+    ApiJson(body): ApiJson<ReclaimTask>,
 ) -> ApiResult<LeaseGrant> {
-    let reason = match one_of("reason", reason.reason, body.reason)? {
+    let reason = match body.reason {
         Some(r) => check_reason(&r)?,
         None => NO_REASON.to_owned(),
     };
     let req = ReclaimRequest {
         task_id,
-        worker_id: required_worker(q.worker_id, body.worker_id)?,
+        worker_id: body.worker_id,
         ttl: st.settings.lease_ttl(),
         scope: st.settings.lease_scope,
         reason,
