@@ -1,8 +1,9 @@
 //! Who may call what: roles, named tokens and the credential table.
 //!
 //! - [`Role`]: `upstream` (submit and read orders and account queries), `worker` (lease, renew,
-//!   report; query lease and result), `operator` (everything) and `metrics` (only `GET /metrics`,
-//!   for a scraper, D-ops-cli).
+//!   report; query lease and result; read the task it holds), `operator` (everything) and
+//!   `metrics` (only `GET /metrics`, for a scraper, D-ops-cli). A worker token acts only for the
+//!   worker ids bound to it (D-worker-id-bound-to-token, [`crate::http::auth::act_as_worker`]).
 //! - [`NamedTokens`]: the value of `RAKUTEN_UPSTREAM_TOKENS` / `…_WORKER_TOKENS` /
 //!   `…_OPERATOR_TOKENS` / `…_METRICS_TOKENS`: comma-separated `name:token` pairs. Two entries
 //!   with one name are a rotation (old and new token both work, one actor name).
@@ -33,7 +34,8 @@ use rakuten_types::Secret;
 pub enum Role {
     /// Submits and reads orders and account queries.
     Upstream,
-    /// Leases, renews and reports orders; leases account queries and posts their results.
+    /// Leases, renews and reports orders; leases account queries and posts their results; reads
+    /// the task it holds. Only for the worker ids bound to its token.
     Worker,
     /// May call every route, including operator actions.
     Operator,

@@ -8,6 +8,9 @@
 //!   a caller whose role is not listed gets 403 (1002). Operators pass every check, so an
 //!   operator-only route is one line with [`OPERATOR_ONLY`].
 //!
+//! - [`act_as_worker`], in every handler that names a `worker_id`: a worker-role token acts only
+//!   for the worker ids bound to it (D-worker-id-bound-to-token), else 403 (1002).
+//!
 //! Tokens are never logged: they are read here and compared as digests only.
 
 use axum::Router;
@@ -87,6 +90,44 @@ pub async fn require_bearer(
     let actor = actor_of(&state, req.headers())?.ok_or(ApiError::Unauthorized)?;
     req.extensions_mut().insert(actor);
     Ok(next.run(req).await)
+}
+
+/// Refuses a worker-role `actor` acting for `worker_id` when the id is bound to another worker
+/// token; binds an unbound id to the actor's token name first (D-worker-id-bound-to-token).
+/// Operators act for any worker id and bind nothing (the demo and single-token setups). Called
+/// before the handler changes anything, so a refused call changes nothing.
+///
+/// # Errors
+/// [`ApiError::NotYourWorker`] (403, 1002); a store failure.
+pub async fn act_as_worker(
+    state: &AppState,
+    actor: &Actor,
+    worker_id: &rakuten_types::WorkerId,
+) -> Result<(), ApiError> {
+    if actor.role != Role::Worker {
+        return Ok(());
+    }
+    let bound = state
+        .ops
+        .worker_bind(worker_id, &actor.name, state.clock.now())
+        .await?;
+    if bound == actor.name {
+        Ok(())
+    } else {
+        Err(ApiError::NotYourWorker(worker_id.to_string()))
+    }
+}
+
+/// Whether a worker-role `actor` may see `worker_id`'s things: the id is bound to its token.
+///
+/// # Errors
+/// A store failure.
+pub async fn worker_is_bound_to(
+    state: &AppState,
+    actor: &Actor,
+    worker_id: &str,
+) -> Result<bool, ApiError> {
+    Ok(state.ops.worker_binding(worker_id).await?.as_deref() == Some(actor.name.as_str()))
 }
 
 /// Route layer of [`guarded`]: 403 (1002) unless the actor is an operator or its role is allowed.

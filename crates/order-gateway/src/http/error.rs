@@ -21,6 +21,13 @@ pub enum ApiError {
     /// A valid token whose role may not call this route (403, 1002).
     #[error("the {0} role may not call this route")]
     Forbidden(crate::roles::Role),
+    /// A worker token naming a worker id bound to another worker token (403, 1002;
+    /// D-worker-id-bound-to-token).
+    #[error(
+        "worker_id {0} acts with another worker token; an operator's retire \
+         (DELETE /api/workers/{{worker_id}}) frees it"
+    )]
+    NotYourWorker(String),
     /// Bad input: JSON, types, ranges, vocabularies (422, 1003).
     #[error("{0}")]
     Validation(String),
@@ -72,7 +79,7 @@ impl ApiError {
     pub fn code(&self) -> ErrorCode {
         match self {
             ApiError::Unauthorized => ErrorCode::Unauthorized,
-            ApiError::Forbidden(_) => ErrorCode::Forbidden,
+            ApiError::Forbidden(_) | ApiError::NotYourWorker(_) => ErrorCode::Forbidden,
             ApiError::Validation(_) => ErrorCode::Validation,
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,

@@ -104,6 +104,11 @@ pub fn migrator() -> Migrator {
                 "intent summary",
                 include_str!("../../migrations/postgres/0011_intent_summary.sql"),
             ),
+            (
+                12,
+                "worker bindings",
+                include_str!("../../migrations/postgres/0012_worker_bindings.sql"),
+            ),
         ],
         RELEASED,
     )

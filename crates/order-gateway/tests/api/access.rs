@@ -172,6 +172,9 @@ const HEALTH: [u16; 7] = [200, 401, 200, 200, 200, 200, 200];
 const METRICS_ROW: [u16; 7] = [401, 401, 403, 403, 200, 200, 200];
 const UP_200: [u16; 7] = [401, 401, 200, 403, 403, 200, 200];
 const UP_404: [u16; 7] = [401, 401, 404, 403, 403, 404, 404];
+// A worker reads only the task it holds; any other answers like a missing one
+// (D-worker-reads-held-task).
+const READ_404: [u16; 7] = [401, 401, 404, 404, 403, 404, 404];
 const UP_422: [u16; 7] = [401, 401, 422, 403, 403, 422, 422];
 const WK_200: [u16; 7] = [401, 401, 403, 200, 403, 200, 200];
 const WK_422: [u16; 7] = [401, 401, 403, 422, 403, 422, 422];
@@ -197,7 +200,7 @@ fn cases() -> Vec<Case> {
         row("POST", "/api/orders", "/api/orders", empty, UP_422),
         row("GET", "/api/orders", "/api/orders", None, UP_200),
         row("GET", "/api/orders/lease", "/api/orders/lease?worker_id=w1&wait=0", None, WK_200),
-        row("GET", "/api/orders/{task_id}", "/api/orders/nope", None, UP_404),
+        row("GET", "/api/orders/{task_id}", "/api/orders/nope", None, READ_404),
         row("POST", "/api/orders/{task_id}/renew", "/api/orders/nope/renew", empty, WK_422),
         row("POST", "/api/orders/{task_id}/report", "/api/orders/nope/report", empty, WK_422),
         row("POST", "/api/orders/{task_id}/reclaim", "/api/orders/nope/reclaim", empty, OP_422),

@@ -45,3 +45,4 @@ mod store;
 mod submit;
 mod verbatim;
 mod whole_numbers;
+mod worker_binding;

@@ -20,6 +20,9 @@ use trading_worker::settings::{Secret, SiteKind};
 use trading_worker::{Settings, Worker};
 
 pub const TOKEN: &str = "worker-test-token-0123456789";
+/// A worker-role token (`RAKUTEN_WORKER_TOKENS`, name `pc`) the gateway also accepts; `TOKEN` is
+/// its operator token.
+pub const WORKER_ROLE_TOKEN: &str = "worker-role-token-0123456789";
 pub const TEA_URL: &str = "https://item.rakuten.co.jp/simshop/sample-tea/";
 pub const CAMERA_URL: &str = "https://item.rakuten.co.jp/simshop/sample-camera/";
 
@@ -233,6 +236,11 @@ impl Harness {
         let mut gs = order_gateway::Settings::for_tests(dir.path().join("gw.db"), TOKEN);
         gs.sweep_interval_seconds = 3600.0;
         gs.lease_max_wait_seconds = 5.0;
+        gs.worker_tokens = Some(
+            format!("pc:{WORKER_ROLE_TOKEN}")
+                .parse()
+                .expect("worker tokens"),
+        );
         let ttl = Duration::from_secs_f64(gs.lease_ttl_seconds);
         let query_lease_ttl = Duration::from_secs_f64(gs.query_lease_ttl_seconds);
         let clock = ManualClock::new(SystemClock.now());

@@ -11,3 +11,4 @@ mod process;
 mod queries;
 mod recovery;
 mod secret_settings;
+mod worker_role;

@@ -9,7 +9,7 @@ use shop_sim::page::extract_state;
 use crate::helpers::{Harness, TOKEN, run_until_handled};
 
 /// Takes a lease as `test-worker` and drops the answer: a lease whose response was lost.
-async fn lose_a_lease(h: &Harness) -> Value {
+pub(crate) async fn lose_a_lease(h: &Harness) -> Value {
     let v: Value = h
         .client
         .get(format!(
@@ -29,7 +29,7 @@ async fn lose_a_lease(h: &Harness) -> Value {
 
 /// Places an order on the shop directly (as an earlier, forgotten execution would have, with the
 /// task id as the remark; or by a human, with none).
-async fn order_on_the_shop(h: &Harness, item_id: i64, note: Option<&str>) -> String {
+pub(crate) async fn order_on_the_shop(h: &Harness, item_id: i64, note: Option<&str>) -> String {
     let c = &h.client;
     let base = &h.shop.base_url;
     c.post(format!("{base}/cart/add"))

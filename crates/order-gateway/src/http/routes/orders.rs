@@ -13,7 +13,9 @@ use rakuten_types::{Envelope, ErrorCode, Outcome, TaskId, TaskStatus, WorkerId};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::http::auth::{Actor, Guarded, OPERATOR_ONLY, Role, guarded};
+use crate::http::auth::{
+    Actor, Guarded, OPERATOR_ONLY, Role, act_as_worker, guarded, worker_is_bound_to,
+};
 use crate::http::checks::{check_reason, check_site, lease_wait_and_site};
 use crate::http::error::{ApiError, ApiResult, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
@@ -46,7 +48,8 @@ pub fn table() -> Vec<Guarded> {
             get(lease).head(crate::http::head_takes_no_lease),
             &[Worker],
         ),
-        ("/api/orders/{task_id}", get(get_task), &[Upstream]),
+        // A worker reads only the task it holds (D-worker-reads-held-task).
+        ("/api/orders/{task_id}", get(get_task), &[Upstream, Worker]),
         ("/api/orders/{task_id}/renew", post(renew), &[Worker]),
         ("/api/orders/{task_id}/report", post(report), &[Worker]),
         (
@@ -172,8 +175,10 @@ pub struct LeaseQuery {
 )]
 pub async fn lease(
     State(st): State<AppState>,
+    actor: Actor,
     ApiQuery(q): ApiQuery<LeaseQuery>,
 ) -> ApiResult<LeaseGrant> {
+    act_as_worker(&st, &actor, &q.worker_id).await?;
     let wait = lease_wait_and_site(
         q.wait,
         q.site.as_deref(),
@@ -267,6 +272,7 @@ fn checked_token(t: Option<String>) -> Result<Option<String>, ApiError> {
 )]
 pub async fn renew(
     State(st): State<AppState>,
+    actor: Actor,
     ApiPath(task_id): ApiPath<TaskId>,
     ApiJson(body): ApiJson<RenewLease>,
 ) -> ApiResult<RenewAck> {
@@ -276,6 +282,7 @@ pub async fn renew(
         lease_token: checked_token(body.lease_token)?,
         ttl: st.settings.lease_ttl(),
     };
+    act_as_worker(&st, &actor, &req.worker_id).await?;
     let ack = st.store.task_renew(req, st.clock.now()).await?;
     st.metrics.renewals.increment(1);
     Ok(Json(Envelope::ok(ack)))
@@ -376,6 +383,7 @@ fn validate_report(task_id: &TaskId, body: &ReportState) -> Result<Option<Outcom
 )]
 pub async fn report(
     State(st): State<AppState>,
+    actor: Actor,
     ApiPath(task_id): ApiPath<TaskId>,
     ApiJson(body): ApiJson<ReportState>,
 ) -> ApiResult<ReportAck> {
@@ -393,6 +401,7 @@ pub async fn report(
         error_code: body.error_code,
         outcome,
     };
+    act_as_worker(&st, &actor, &report.worker_id).await?;
     let ack = st.store.task_report(report, st.clock.now()).await?;
     if !ack.duplicate {
         st.metrics.reports.increment(1);
@@ -451,6 +460,8 @@ pub async fn reclaim(
 
 /// A task with its whole intent (its JSON text as submitted), its latest state and every report,
 /// oldest first (§4.6), its operator actions and the evidence queries gathered when it went stale.
+/// A worker token reads only a task leased or running to a worker id bound to it; any other
+/// answers 6001 (D-worker-reads-held-task).
 #[utoipa::path(
     get, path = "/api/orders/{task_id}", tag = "orders",
     params(("task_id" = TaskId, Path, description = "task id")),
@@ -462,11 +473,25 @@ pub async fn reclaim(
 )]
 pub async fn get_task(
     State(st): State<AppState>,
+    actor: Actor,
     ApiPath(task_id): ApiPath<TaskId>,
 ) -> ApiResult<TaskDetail> {
     let Some(mut d) = st.store.task_get(&task_id).await? else {
         return Err(crate::store::StoreError::TaskNotFound(task_id).into());
     };
+    // The recovery branch reads the re-granted task it holds (D-recovery-retries-task-read); any
+    // other task is outside a worker token's scope and answers like one that does not exist
+    // (D-worker-reads-held-task).
+    if actor.role == Role::Worker {
+        let held = matches!(d.status, TaskStatus::Leased | TaskStatus::Running);
+        let mine = match d.lease_owner.as_deref() {
+            Some(w) if held => worker_is_bound_to(&st, &actor, w).await?,
+            _ => false,
+        };
+        if !mine {
+            return Err(crate::store::StoreError::TaskNotFound(task_id).into());
+        }
+    }
     d.operator_actions = st.ops.task_operator_actions(&task_id).await?;
     d.evidence_queries = st.ops.task_evidence_queries(&task_id).await?;
     Ok(Json(Envelope::ok(d)))

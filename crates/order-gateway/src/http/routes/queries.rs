@@ -14,7 +14,7 @@ use rakuten_types::{Envelope, QueryId, WorkerId};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::http::auth::{Guarded, Role, guarded};
+use crate::http::auth::{Actor, Guarded, Role, act_as_worker, guarded};
 use crate::http::checks::{check_site, lease_wait_and_site};
 use crate::http::error::{ApiError, ApiResult, ErrorEnvelope};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
@@ -139,8 +139,10 @@ pub struct QueryLeaseQuery {
 )]
 pub async fn lease(
     State(st): State<AppState>,
+    actor: Actor,
     ApiQuery(q): ApiQuery<QueryLeaseQuery>,
 ) -> ApiResult<QueryGrant> {
+    act_as_worker(&st, &actor, &q.worker_id).await?;
     let wait = lease_wait_and_site(
         q.wait,
         q.site.as_deref(),
@@ -194,12 +196,14 @@ pub async fn lease(
 )]
 pub async fn result(
     State(st): State<AppState>,
+    actor: Actor,
     ApiPath(query_id): ApiPath<QueryId>,
     ApiJson(body): ApiJson<QueryResultBody>,
 ) -> ApiResult<QueryResultAck> {
     let worker_id = body
         .worker_id
         .ok_or_else(|| ApiError::Validation("worker_id is required".into()))?;
+    act_as_worker(&st, &actor, &worker_id).await?;
     if let Some(t) = &body.lease_token
         && (t.is_empty() || t.chars().count() > MAX_TOKEN_CHARS || t.chars().any(char::is_control))
     {

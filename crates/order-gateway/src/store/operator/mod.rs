@@ -24,7 +24,7 @@ pub mod workers;
 use async_trait::async_trait;
 use rakuten_types::alert::{AlertKind, AlertView, OperatorActionAck, OperatorActionView};
 use rakuten_types::order::Page;
-use rakuten_types::{QueryId, TaskId, Timestamp};
+use rakuten_types::{QueryId, TaskId, Timestamp, WorkerId};
 
 pub use actions::{CancelRequest, ResolveRequest, RetireRequest};
 pub use alerts::{
@@ -140,4 +140,17 @@ pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
         req: RetireRequest,
         now: Timestamp,
     ) -> Result<OperatorActionView, StoreError>;
+
+    /// Binds `worker_id` to the worker token `token_name` unless it is bound already, and
+    /// answers the token name it is bound to: `token_name` itself, or the other token that acted
+    /// for it first (D-worker-id-bound-to-token). A retire drops the binding.
+    async fn worker_bind(
+        &self,
+        worker_id: &WorkerId,
+        token_name: &str,
+        now: Timestamp,
+    ) -> Result<String, StoreError>;
+
+    /// The worker token name `worker_id` is bound to, if any (D-worker-id-bound-to-token).
+    async fn worker_binding(&self, worker_id: &str) -> Result<Option<String>, StoreError>;
 }

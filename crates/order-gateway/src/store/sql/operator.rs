@@ -7,7 +7,7 @@
 
 use rakuten_types::alert::{AlertKind, AlertView, OperatorActionAck, OperatorActionView};
 use rakuten_types::order::Page;
-use rakuten_types::{QueryId, TaskId, Timestamp};
+use rakuten_types::{QueryId, TaskId, Timestamp, WorkerId};
 
 use super::{Store, actions, alerts, grants, outbox, paging, workers};
 use crate::store::operator::{
@@ -162,5 +162,29 @@ impl OperatorStore for Store {
             Box::pin(workers::worker_retire(c, req, now))
         }))
         .await
+    }
+
+    async fn worker_bind(
+        &self,
+        worker_id: &WorkerId,
+        token_name: &str,
+        now: Timestamp,
+    ) -> Result<String, StoreError> {
+        // Steady state is a read: only the first call for a worker id goes through the writer.
+        let mut c = self.read_pool().acquire().await?;
+        if let Some(bound) = workers::worker_binding(&mut c, worker_id.as_str()).await? {
+            return Ok(bound);
+        }
+        drop(c);
+        let (worker_id, token_name) = (worker_id.to_string(), token_name.to_owned());
+        self.write(Box::new(move |c| {
+            Box::pin(workers::worker_bind(c, worker_id, token_name, now))
+        }))
+        .await
+    }
+
+    async fn worker_binding(&self, worker_id: &str) -> Result<Option<String>, StoreError> {
+        let mut c = self.read_pool().acquire().await?;
+        workers::worker_binding(&mut c, worker_id).await
     }
 }

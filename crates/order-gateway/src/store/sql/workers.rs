@@ -1,5 +1,6 @@
-//! The worker list and an operator's retirement of a worker (hidden from `/health` and
-//! `worker_offline` until it polls again), audited.
+//! The worker list, an operator's retirement of a worker (hidden from `/health` and
+//! `worker_offline` until it polls again, its token binding dropped), audited, and the binding of
+//! a worker id to the worker token that acts for it (D-worker-id-bound-to-token).
 
 use rakuten_types::Timestamp;
 use rakuten_types::alert::{OperatorActionKind, OperatorActionView};
@@ -52,6 +53,13 @@ pub(crate) async fn worker_retire(
     req: RetireRequest,
     now: Timestamp,
 ) -> Result<OperatorActionView, StoreError> {
+    // Retiring frees the worker id for the next worker token that acts for it.
+    let unbound: Option<String> = sqlx::query_scalar(
+        "DELETE FROM worker_bindings WHERE worker_id = $1 RETURNING token_name",
+    )
+    .bind(req.worker_id.as_str())
+    .fetch_optional(&mut *conn)
+    .await?;
     let done = sqlx::query(
         "UPDATE workers SET retired_at = $1 WHERE worker_id = $2 AND retired_at IS NULL",
     )
@@ -60,7 +68,10 @@ pub(crate) async fn worker_retire(
     .execute(&mut *conn)
     .await?
     .rows_affected();
-    if done != 1 {
+    // A worker id known only by its binding (it leased account queries, which leave the order
+    // heartbeat alone, §11.2) is retired by dropping the binding.
+    if done != 1 && unbound.is_none() {
+        // The error rolls the transaction back.
         let since: Option<Option<String>> =
             sqlx::query_scalar("SELECT retired_at FROM workers WHERE worker_id = $1")
                 .bind(req.worker_id.as_str())
@@ -84,9 +95,48 @@ pub(crate) async fn worker_retire(
             worker_id: Some(req.worker_id.as_str()),
             from: None,
             to: None,
-            detail: serde_json::json!({}),
+            // Which worker token acted for the id until now (the audit's record of it).
+            detail: match &unbound {
+                Some(name) => serde_json::json!({ "unbound_token": name }),
+                None => serde_json::json!({}),
+            },
         },
         now,
     )
     .await
+}
+
+/// The worker token name `worker_id` is bound to, if any.
+pub(crate) async fn worker_binding(
+    conn: &mut Conn,
+    worker_id: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT token_name FROM worker_bindings WHERE worker_id = $1")
+            .bind(worker_id)
+            .fetch_optional(&mut *conn)
+            .await?,
+    )
+}
+
+/// Binds `worker_id` to `token_name` unless it is bound already; answers the name it is bound to
+/// after the statement (the caller's, or the one that bound it first). One statement, so two
+/// tokens racing for a new worker id get one winner.
+pub(crate) async fn worker_bind(
+    conn: &mut Conn,
+    worker_id: String,
+    token_name: String,
+    now: Timestamp,
+) -> Result<String, StoreError> {
+    // The no-op update makes the conflicting row come back through RETURNING.
+    Ok(sqlx::query_scalar(
+        "INSERT INTO worker_bindings (worker_id, token_name, bound_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (worker_id) DO UPDATE SET token_name = worker_bindings.token_name \
+         RETURNING token_name",
+    )
+    .bind(worker_id)
+    .bind(token_name)
+    .bind(now.to_rfc3339())
+    .fetch_one(&mut *conn)
+    .await?)
 }
