@@ -437,7 +437,7 @@ fn resolve_site_order_id() -> utoipa::openapi::schema::Object {
 #[serde(deny_unknown_fields)]
 pub struct ResolveTask {
     /// `succeeded` or `failed` (what the person found on the site); must not contradict
-    /// `state` (`Outcome::check_resolve`).
+    /// `state` (`Outcome::check_fits_state`).
     pub outcome: Outcome,
     /// Why (required, 1–1000 characters of readable text: `crate::text::reason`).
     #[schema(schema_with = crate::schema::reason)]

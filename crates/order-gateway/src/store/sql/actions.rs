@@ -186,7 +186,7 @@ pub(crate) async fn task_resolve(
         // Only a state that implies the other verdict is refused: a latest
         // `in_cart` is the usual stale task whose order went through unreported, and the
         // operator who found it on the site resolves `succeeded`. With a state,
-        // `Outcome::check_resolve` has already judged the pair.
+        // `Outcome::check_fits_state` has already judged the pair.
         let latest: Option<String> = sqlx::query_scalar(
             "SELECT state FROM task_reports WHERE task_id = $1 ORDER BY seq DESC LIMIT 1",
         )
