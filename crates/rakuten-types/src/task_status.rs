@@ -12,6 +12,9 @@
 //! Operator actions, each audited in `operator_actions`:
 //!   stale | needs_human ──Resolve(succeeded|failed)──> succeeded | failed
 //!   queued ──Cancel──> failed
+//!   succeeded | failed ──Correct(succeeded|failed)──> succeeded | failed
+//!       (only while the latest reported state contradicts the outcome: a late report after the
+//!        verdict, D-late-report-contradiction-alert; the store checks that)
 //! ```
 //!
 //! Nothing ever goes back to `queued`: an order may already be placed when a lease lapses (§5).
@@ -85,6 +88,10 @@ pub enum TaskEvent {
     Resolve(Outcome),
     /// An operator withdraws a task no worker has taken yet.
     Cancel,
+    /// An operator gives a new verdict on a task that ended `succeeded` or `failed` while a
+    /// report appended after the end contradicts it (D-late-report-contradiction-alert). Only
+    /// `succeeded` or `failed`; the store allows it only while the contradiction stands.
+    Correct(Outcome),
     /// The upstream's `not_after` passed before any worker leased the task (the sweeper).
     NotAfterPassed,
 }
@@ -219,6 +226,9 @@ impl TaskStatus {
                 o.status()
             }
             (S::Queued, E::Cancel) => S::Failed,
+            (S::Succeeded | S::Failed, E::Correct(o @ (Outcome::Succeeded | Outcome::Failed))) => {
+                o.status()
+            }
             (S::Queued, E::NotAfterPassed) => S::Expired,
             (from, event) => return Err(InvalidTransition { from, event }),
         };

@@ -104,6 +104,11 @@ pub fn migrator() -> Migrator {
                 "intent summary",
                 include_str!("../../migrations/postgres/0011_intent_summary.sql"),
             ),
+            (
+                12,
+                "contradiction alert",
+                include_str!("../../migrations/postgres/0012_contradiction_alert.sql"),
+            ),
         ],
         RELEASED,
     )

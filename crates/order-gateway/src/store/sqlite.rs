@@ -79,6 +79,11 @@ pub fn migrator() -> Migrator {
                 "intent summary",
                 include_str!("../../migrations/sqlite/0011_intent_summary.sql"),
             ),
+            (
+                12,
+                "contradiction alert",
+                include_str!("../../migrations/sqlite/0012_contradiction_alert.sql"),
+            ),
         ],
         RELEASED,
     )
