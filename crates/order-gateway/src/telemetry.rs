@@ -25,7 +25,7 @@
 //! | `gateway_commit_batch_size` | histogram | (SQLite group commit: operations per commit) |
 //! | `gateway_commit_seconds` | histogram | (SQLite: `BEGIN` to end of `COMMIT`) |
 //! | `gateway_alerts_open` | gauge | `kind` (every kind; set by each alert job run, D-alert-metrics) |
-//! | `gateway_webhook_deliveries_total` | counter | `result` (`delivered`, `failed`: each attempt) |
+//! | `gateway_webhook_deliveries_total` | counter | `result` (`delivered`, `failed`: each attempt; `dropped`: each pending delivery of a receiver no longer configured, D-webhook-removed-receiver-dropped) |
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
@@ -135,7 +135,7 @@ impl GatewayMetrics {
         recorder.describe_counter(
             "gateway_webhook_deliveries_total".into(),
             Some(Unit::Count),
-            "Alert webhook delivery attempts by result.".into(),
+            "Alert webhook delivery attempts by result; dropped: deliveries of a receiver no longer configured.".into(),
         );
         recorder.describe_gauge(
             "gateway_alerts_open".into(),
@@ -236,6 +236,16 @@ impl GatewayMetrics {
                 &META,
             )
             .set(open as f64);
+    }
+
+    /// Counts `rows` pending deliveries dropped because their receiver is no longer configured.
+    pub fn webhook_dropped(&self, rows: u64) {
+        self.recorder
+            .register_counter(
+                &key("gateway_webhook_deliveries_total", &[("result", "dropped")]),
+                &META,
+            )
+            .increment(rows);
     }
 
     fn webhook_deliveries(&self, delivered: bool) -> Counter {

@@ -63,11 +63,17 @@ pub enum AlertKind {
     /// `expired` (nothing was ordered). An event, not a state: cleared `TASK_EXPIRED_SHOWN`
     /// (10 min) after the expiry (D-task-not-after-expired). Subject: task.
     TaskExpired,
+    /// A task ended with a verdict (`succeeded` or `failed`) and its latest reported order state
+    /// says the other: a late `paid` after an operator resolved `failed`, a `cancelled` after
+    /// `succeeded` (D-late-report-contradiction-alert). The upstream reads both side by side and
+    /// may order again. Cleared when the latest state fits the outcome again (a later report, or
+    /// an operator's new verdict). Subject: task.
+    TaskStateContradictsOutcome,
 }
 
 impl AlertKind {
     /// Every kind.
-    pub const ALL: [AlertKind; 9] = [
+    pub const ALL: [AlertKind; 10] = [
         AlertKind::WorkerOffline,
         AlertKind::TaskQueuedTooLong,
         AlertKind::TaskStale,
@@ -77,6 +83,7 @@ impl AlertKind {
         AlertKind::ClockJump,
         AlertKind::ClockSkew,
         AlertKind::TaskExpired,
+        AlertKind::TaskStateContradictsOutcome,
     ];
 
     /// The wire and storage name.
@@ -91,6 +98,7 @@ impl AlertKind {
             AlertKind::ClockJump => "clock_jump",
             AlertKind::ClockSkew => "clock_skew",
             AlertKind::TaskExpired => "task_expired",
+            AlertKind::TaskStateContradictsOutcome => "task_state_contradicts_outcome",
         }
     }
 
@@ -102,6 +110,7 @@ impl AlertKind {
                 | AlertKind::TaskStale
                 | AlertKind::TaskNeedsHuman
                 | AlertKind::TaskExpired
+                | AlertKind::TaskStateContradictsOutcome
         )
     }
 }
@@ -437,7 +446,7 @@ fn resolve_site_order_id() -> utoipa::openapi::schema::Object {
 #[serde(deny_unknown_fields)]
 pub struct ResolveTask {
     /// `succeeded` or `failed` (what the person found on the site); must not contradict
-    /// `state` (`Outcome::check_resolve`).
+    /// `state` (`Outcome::check_fits_state`).
     pub outcome: Outcome,
     /// Why (required, 1–1000 characters of readable text: `crate::text::reason`).
     #[schema(schema_with = crate::schema::reason)]

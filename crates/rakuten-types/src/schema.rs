@@ -311,7 +311,7 @@ schema_type!(
 /// schema (a derived schema states each field alone). Built from the checks the server runs.
 ///
 /// - `ResolveTask`: `outcome` is `succeeded` or `failed`, and `state`, when given, is one that
-///   [`Outcome::check_resolve`](crate::Outcome::check_resolve) allows with it.
+///   [`Outcome::check_fits_state`](crate::Outcome::check_fits_state) allows with it.
 /// - `SubmitQuery`: `params` by `kind` (§11.2): `order_list` takes `since` (RFC 3339) and
 ///   `max_pages` (1 to 20), `order_detail` needs `order_number` (1 to 64 of `[0-9A-Za-z-]`).
 /// - `QueryResultBody`: `success: true` carries a §11.3 `result` of either kind and no error;
@@ -325,7 +325,7 @@ pub fn body_rules() -> Vec<(&'static str, serde_json::Value)> {
     let resolve = [Outcome::Succeeded, Outcome::Failed].map(|outcome| {
         let states: Vec<&str> = OrderState::ALL
             .into_iter()
-            .filter(|s| outcome.check_resolve(Some(*s)).is_ok())
+            .filter(|s| outcome.check_fits_state(Some(*s)).is_ok())
             .map(OrderState::as_str)
             .collect();
         json!({"properties": {

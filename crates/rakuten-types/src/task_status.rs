@@ -12,6 +12,9 @@
 //! Operator actions, each audited in `operator_actions`:
 //!   stale | needs_human ──Resolve(succeeded|failed)──> succeeded | failed
 //!   queued ──Cancel──> failed
+//!   succeeded | failed ──Correct(succeeded|failed)──> succeeded | failed
+//!       (only while the latest reported state contradicts the outcome: a late report after the
+//!        verdict, D-late-report-contradiction-alert; the store checks that)
 //! ```
 //!
 //! Nothing ever goes back to `queued`: an order may already be placed when a lease lapses (§5).
@@ -85,6 +88,10 @@ pub enum TaskEvent {
     Resolve(Outcome),
     /// An operator withdraws a task no worker has taken yet.
     Cancel,
+    /// An operator gives a new verdict on a task that ended `succeeded` or `failed` while a
+    /// report appended after the end contradicts it (D-late-report-contradiction-alert). Only
+    /// `succeeded` or `failed`; the store allows it only while the contradiction stands.
+    Correct(Outcome),
     /// The upstream's `not_after` passed before any worker leased the task (the sweeper).
     NotAfterPassed,
 }
@@ -129,15 +136,21 @@ impl Outcome {
         }
     }
 
-    /// Checks an operator's resolve: the outcome must not contradict the order state the person
-    /// says they saw, where that state implies one ([`Outcome::implied_by`]): a `paid` order is
-    /// not a `failed` task, a `cancelled` one not a `succeeded` task (the
-    /// state joins the mirror the upstream reads beside the outcome); nor is a `created` or
-    /// `in_cart` one, where nothing was ordered yet, a `succeeded` task.
+    /// Checks that a verdict fits the order state it is given with, on every path that ends a
+    /// task with both: an operator's resolve (the state the person says they saw) and a worker's
+    /// terminal report (D-resolve-outcome-must-fit-state, D-report-outcome-must-fit-state). Where
+    /// the state implies a verdict ([`Outcome::implied_by`]) the outcome must be that one: a
+    /// `paid` order is not a `failed` task, a `cancelled` one not a `succeeded` task (the state
+    /// joins the mirror the upstream reads beside the outcome); nor is a `created` or `in_cart`
+    /// one, where nothing was ordered yet, a `succeeded` task. `needs_human` is no verdict (a
+    /// person must look), so it fits every state; a resolve refuses it on its own.
     ///
     /// # Errors
-    /// The message for the caller's 422.
-    pub fn check_resolve(self, state: Option<OrderState>) -> Result<(), String> {
+    /// The message for the caller's 422 (1003).
+    pub fn check_fits_state(self, state: Option<OrderState>) -> Result<(), String> {
+        if self == Outcome::NeedsHuman {
+            return Ok(());
+        }
         // Nothing was ordered yet in these, so the purchase cannot have succeeded.
         if let (Outcome::Succeeded, Some(s @ (OrderState::Created | OrderState::InCart))) =
             (self, state)
@@ -213,6 +226,9 @@ impl TaskStatus {
                 o.status()
             }
             (S::Queued, E::Cancel) => S::Failed,
+            (S::Succeeded | S::Failed, E::Correct(o @ (Outcome::Succeeded | Outcome::Failed))) => {
+                o.status()
+            }
             (S::Queued, E::NotAfterPassed) => S::Expired,
             (from, event) => return Err(InvalidTransition { from, event }),
         };
@@ -389,40 +405,40 @@ mod tests {
         assert_eq!(Outcome::implied_by(OrderState::AwaitingPayment), None);
         assert_eq!(
             Outcome::Failed
-                .check_resolve(Some(OrderState::Paid))
+                .check_fits_state(Some(OrderState::Paid))
                 .unwrap_err(),
             "outcome failed contradicts state paid: an order in that state makes the task succeeded"
         );
         assert!(
             Outcome::Succeeded
-                .check_resolve(Some(OrderState::Cancelled))
+                .check_fits_state(Some(OrderState::Cancelled))
                 .is_err()
         );
         assert!(
             Outcome::Failed
-                .check_resolve(Some(OrderState::Cancelled))
+                .check_fits_state(Some(OrderState::Cancelled))
                 .is_ok()
         );
         assert!(
             Outcome::Succeeded
-                .check_resolve(Some(OrderState::InCart))
+                .check_fits_state(Some(OrderState::InCart))
                 .is_err()
         );
         assert!(
             Outcome::Succeeded
-                .check_resolve(Some(OrderState::AwaitingPayment))
+                .check_fits_state(Some(OrderState::AwaitingPayment))
                 .is_ok()
         );
         assert!(
             Outcome::Failed
-                .check_resolve(Some(OrderState::InCart))
+                .check_fits_state(Some(OrderState::InCart))
                 .is_ok()
         );
         assert!(
             Outcome::Succeeded
-                .check_resolve(Some(OrderState::Ordered))
+                .check_fits_state(Some(OrderState::Ordered))
                 .is_ok()
         );
-        assert!(Outcome::Succeeded.check_resolve(None).is_ok());
+        assert!(Outcome::Succeeded.check_fits_state(None).is_ok());
     }
 }

@@ -122,6 +122,7 @@ class AlertKind(OpenStrEnum):
     CLOCK_JUMP = "clock_jump"
     CLOCK_SKEW = "clock_skew"
     TASK_EXPIRED = "task_expired"
+    TASK_STATE_CONTRADICTS_OUTCOME = "task_state_contradicts_outcome"
 
 
 class AlertState(OpenStrEnum):

@@ -186,7 +186,7 @@ pub async fn resolve(
             }
         },
     };
-    if let Err(msg) = outcome.check_resolve(state) {
+    if let Err(msg) = outcome.check_fits_state(state) {
         return refusal.page(
             StatusCode::UNPROCESSABLE_ENTITY,
             &format!("Not taken: {msg}."),

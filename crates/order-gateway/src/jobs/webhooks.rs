@@ -144,6 +144,9 @@ pub struct WebhookSettings {
     pub timeout: Duration,
     /// Longest wait between two attempts.
     pub max_backoff: Duration,
+    /// The receivers configured (`RAKUTEN_ALERT_WEBHOOK_URLS`): pending rows of any other URL
+    /// are dropped, never sent (D-webhook-removed-receiver-dropped).
+    pub receivers: Vec<String>,
 }
 
 impl WebhookSettings {
@@ -155,6 +158,7 @@ impl WebhookSettings {
             format: a.webhook_format,
             timeout: Duration::from_secs_f64(a.webhook_timeout_seconds),
             max_backoff: Duration::from_secs_f64(a.webhook_max_backoff_seconds),
+            receivers: a.urls(),
         }
     }
 }
@@ -326,6 +330,23 @@ impl WebhookDelivery {
         Ok(ok)
     }
 
+    /// Deletes the pending rows of receivers no longer configured, before any is started: the
+    /// outbox names each row's URL, and a receiver the operator removed (a revoked URL holding a
+    /// token, a host taken down) must not be sent to, nor retried for ever
+    /// (D-webhook-removed-receiver-dropped). Logged with the host only: a URL may carry a token.
+    async fn drop_unconfigured(&self) -> Result<(), StoreError> {
+        for (url, rows) in self
+            .ops
+            .outbox_drop_unconfigured(self.settings.receivers.clone())
+            .await?
+        {
+            let host = crate::store::operator::webhook_host(&url);
+            tracing::warn!(host = %host, rows, "alert deliveries to a receiver no longer in RAKUTEN_ALERT_WEBHOOK_URLS dropped");
+            self.metrics.webhook_dropped(rows);
+        }
+        Ok(())
+    }
+
     /// The receiver's turn, unless a run of it is in flight already.
     fn lane(&self, url: String) -> Option<Lane> {
         let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
@@ -383,6 +404,7 @@ impl WebhookDelivery {
     /// # Errors
     /// [`StoreError`] from the outbox (every receiver's run still ends first).
     pub async fn run_once(&self, now: Timestamp) -> Result<DeliveryRun, StoreError> {
+        self.drop_unconfigured().await?;
         let lanes: Vec<Lane> = self
             .ops
             .outbox_receivers_due(now, RECEIVERS)
@@ -413,6 +435,7 @@ impl WebhookDelivery {
     /// the others again (D-webhook-per-receiver-queues). Runs stop at `shutdown` (a row whose
     /// attempt was cut off stays pending: at least once).
     async fn start_receivers(&self, shutdown: &CancellationToken) -> Result<usize, StoreError> {
+        self.drop_unconfigured().await?;
         let now = self.clock.now();
         let mut started = 0;
         for url in self.ops.outbox_receivers_due(now, RECEIVERS).await? {

@@ -84,6 +84,11 @@ pub fn migrator() -> Migrator {
                 "worker bindings",
                 include_str!("../../migrations/sqlite/0012_worker_bindings.sql"),
             ),
+            (
+                13,
+                "contradiction alert",
+                include_str!("../../migrations/sqlite/0013_contradiction_alert.sql"),
+            ),
         ],
         RELEASED,
     )

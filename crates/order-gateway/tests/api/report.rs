@@ -306,3 +306,59 @@ async fn a_lease_token_from_an_earlier_grant_is_refused_with_6002() {
         .await
         .assert_ok();
 }
+
+/// A terminal report whose outcome contradicts its order state is refused as a resolve with the
+/// same pair is (D-report-outcome-must-fit-state), and nothing of it is stored.
+async fn a_terminal_report_whose_outcome_contradicts_its_state_is_refused(
+    engine: crate::helpers::Engine,
+) {
+    let app = engine.spawn(|_| {}).await;
+    for (i, (state, outcome)) in [
+        ("paid", "failed"),
+        ("created", "succeeded"),
+        ("cancelled", "succeeded"),
+        ("in_cart", "succeeded"),
+        ("delivered", "failed"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let task = format!("po-{i}");
+        app.leased(&task, "w1").await;
+        app.report(
+            &task,
+            json!({"worker_id": "w1", "state": state, "terminal": true, "outcome": outcome}),
+        )
+        .await
+        .assert_err(422, 1003);
+        assert_eq!(app.status_of(&task).await, "leased", "{state} + {outcome}");
+        assert_eq!(app.task(&task).await.data()["history"], json!([]));
+        // The task is still the worker's: a fitting verdict ends it.
+        let fitting = if outcome == "failed" {
+            "succeeded"
+        } else {
+            "failed"
+        };
+        let end = app
+            .report(
+                &task,
+                json!({"worker_id": "w1", "state": state, "terminal": true, "outcome": fitting}),
+            )
+            .await;
+        assert_eq!(end.assert_ok()["status"], fitting);
+    }
+    // needs_human is no verdict: it goes with any state.
+    app.leased("po-nh", "w1").await;
+    let nh = app
+        .report(
+            "po-nh",
+            json!({"worker_id": "w1", "state": "paid", "terminal": true, "outcome": "needs_human"}),
+        )
+        .await;
+    assert_eq!(nh.assert_ok()["status"], "needs_human");
+}
+
+mod contradicting_outcome {
+    use super::*;
+    crate::on_both_engines!(a_terminal_report_whose_outcome_contradicts_its_state_is_refused);
+}

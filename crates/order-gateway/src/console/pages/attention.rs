@@ -52,6 +52,24 @@ pub fn reason(t: &AttentionTask) -> String {
             ),
             None => format!("The worker stopped for a person: {said}."),
         },
+        // A late report after the verdict says the order went through
+        // (D-late-report-contradiction-alert).
+        TaskStatus::Failed
+            if s.latest_state.is_some_and(|l| {
+                rakuten_types::Outcome::Failed
+                    .check_fits_state(Some(l))
+                    .is_err()
+            }) =>
+        {
+            format!(
+                "Failed, but its latest report says {}{}: the order went through after the \
+                 verdict. Check the site and tell the upstream before it orders again.",
+                s.latest_state.map_or("", |l| l.as_str()),
+                order
+                    .map(|n| format!(", site order {n}"))
+                    .unwrap_or_default()
+            )
+        }
         _ => match &t.ended_by {
             Some(by) => format!("Failed: {by}."),
             None => format!("Failed: {said}."),

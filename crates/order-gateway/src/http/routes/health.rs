@@ -83,10 +83,11 @@ pub async fn health(State(st): State<AppState>, headers: HeaderMap) -> ApiResult
 
 /// Alert kinds raised by events, not computed from the queue's state: only their stored records
 /// know them. Each is listed from the open records, at most [`RECORDED_LISTED`] per kind.
-const RECORDED_KINDS: [AlertKind; 3] = [
+const RECORDED_KINDS: [AlertKind; 4] = [
     AlertKind::TaskNeedsHuman,
     AlertKind::AccountLoggedOut,
     AlertKind::WebhookFailing,
+    AlertKind::TaskStateContradictsOutcome,
 ];
 
 /// Open records listed per recorded kind; past it one `more` entry counts the rest.

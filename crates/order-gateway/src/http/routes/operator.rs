@@ -149,7 +149,7 @@ pub async fn resolve(
         ));
     }
     body.outcome
-        .check_resolve(body.state)
+        .check_fits_state(body.state)
         .map_err(ApiError::Validation)?;
     if let Some(s) = &body.site_order_id
         && (s.is_empty() || s.chars().count() > 128 || s.chars().any(char::is_control))

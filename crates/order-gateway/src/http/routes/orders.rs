@@ -356,7 +356,11 @@ fn validate_report(task_id: &TaskId, body: &ReportState) -> Result<Option<Outcom
             "outcome is only allowed with terminal=true".into(),
         )),
         (false, None) => Ok(None),
-        (true, Some(o)) => Ok(Some(o)),
+        // The same rule as an operator's resolve (D-report-outcome-must-fit-state).
+        (true, Some(o)) => o
+            .check_fits_state(Some(body.state))
+            .map(|()| Some(o))
+            .map_err(ApiError::Validation),
         (true, None) => Outcome::implied_by(body.state).map(Some).ok_or_else(|| {
             ApiError::Validation(format!(
                 "terminal report in state {} needs an explicit outcome \
@@ -377,7 +381,7 @@ fn validate_report(task_id: &TaskId, body: &ReportState) -> Result<Option<Outcom
         (status = 200, body = Envelope<ReportAck>),
         (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
         (status = 409, description = "not the holder, expired or superseded (6002)", body = ErrorEnvelope),
-        (status = 422, description = "invalid body, `worker_id` missing, terminal without outcome, or `worker_id`/`lease_token` sent in the query string (1003)", body = ErrorEnvelope),
+        (status = 422, description = "invalid body, `worker_id` missing, terminal without outcome, an outcome contradicting the state, or `worker_id`/`lease_token` sent in the query string (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]

@@ -93,6 +93,14 @@ pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
         limit: i64,
     ) -> Result<Vec<OutboxItem>, StoreError>;
 
+    /// Deletes the pending deliveries of every receiver not in `configured` (one removed from
+    /// `RAKUTEN_ALERT_WEBHOOK_URLS`, D-webhook-removed-receiver-dropped); returns each such
+    /// receiver's URL with the number of rows deleted.
+    async fn outbox_drop_unconfigured(
+        &self,
+        configured: Vec<String>,
+    ) -> Result<Vec<(String, u64)>, StoreError>;
+
     /// Records one delivery attempt (a guarded update of a pending row).
     async fn outbox_record(
         &self,

@@ -172,6 +172,9 @@ pub(crate) async fn task_resolve(
                 .into(),
         });
     }
+    if matches!(from, TaskStatus::Succeeded | TaskStatus::Failed) {
+        return correct_verdict(conn, req, from, now).await;
+    }
     let to = from
         .transition(TaskEvent::Resolve(req.outcome))
         .map_err(|_| StoreError::StateConflict {
@@ -186,7 +189,7 @@ pub(crate) async fn task_resolve(
         // Only a state that implies the other verdict is refused: a latest
         // `in_cart` is the usual stale task whose order went through unreported, and the
         // operator who found it on the site resolves `succeeded`. With a state,
-        // `Outcome::check_resolve` has already judged the pair.
+        // `Outcome::check_fits_state` has already judged the pair.
         let latest: Option<String> = sqlx::query_scalar(
             "SELECT state FROM task_reports WHERE task_id = $1 ORDER BY seq DESC LIMIT 1",
         )
@@ -208,26 +211,7 @@ pub(crate) async fn task_resolve(
     guarded_finish(conn, &req.task_id, from, to, now).await?;
     grants::grant_ended(conn, &req.task_id, GrantEnd::Resolved, now).await?;
     if let Some(state) = req.state {
-        // The person's observation joins the state mirror, marked with the operator. An
-        // existing row for that state keeps the worker's evidence and gains the mark.
-        sqlx::query(
-            "INSERT INTO task_reports (task_id, state, site_order_id, detail, \
-             reported_at, operator, seq) VALUES ($1, $2, $3, $4, $5, $6, \
-             (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_reports WHERE task_id = $1)) \
-             ON CONFLICT (task_id, state) DO UPDATE SET operator = excluded.operator, \
-             site_order_id = COALESCE(excluded.site_order_id, task_reports.site_order_id)",
-        )
-        .bind(req.task_id.as_str())
-        .bind(state.as_str())
-        .bind(req.site_order_id.clone())
-        .bind(format!(
-            "resolved by operator {}: {}",
-            req.actor, req.reason
-        ))
-        .bind(now.to_rfc3339())
-        .bind(&req.actor)
-        .execute(&mut *conn)
-        .await?;
+        mirror_operator_state(conn, &req, state, now).await?;
     }
     let detail = serde_json::json!({
         "outcome": req.outcome,
@@ -245,6 +229,111 @@ pub(crate) async fn task_resolve(
             from: Some(from),
             to: Some(to),
             detail,
+        },
+        now,
+    )
+    .await?;
+    Ok(OperatorActionAck {
+        task_id: req.task_id,
+        status: to,
+        action,
+    })
+}
+
+/// The person's observation joins the state mirror, marked with the operator. An existing row for
+/// that state keeps the worker's evidence and gains the mark.
+async fn mirror_operator_state(
+    conn: &mut Conn,
+    req: &ResolveRequest,
+    state: OrderState,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO task_reports (task_id, state, site_order_id, detail, \
+         reported_at, operator, seq) VALUES ($1, $2, $3, $4, $5, $6, \
+         (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_reports WHERE task_id = $1)) \
+         ON CONFLICT (task_id, state) DO UPDATE SET operator = excluded.operator, \
+         site_order_id = COALESCE(excluded.site_order_id, task_reports.site_order_id)",
+    )
+    .bind(req.task_id.as_str())
+    .bind(state.as_str())
+    .bind(req.site_order_id.clone())
+    .bind(format!(
+        "resolved by operator {}: {}",
+        req.actor, req.reason
+    ))
+    .bind(now.to_rfc3339())
+    .bind(&req.actor)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// A resolve of a task that ended `succeeded` or `failed`: allowed only while its latest reported
+/// state contradicts that verdict (a report appended after the end), and the new verdict must fit
+/// the state the person gives or, without one, that latest state
+/// (D-late-report-contradiction-alert). The `task_state_contradicts_outcome` alert clears at the
+/// next alert run, its cause gone.
+async fn correct_verdict(
+    conn: &mut Conn,
+    req: ResolveRequest,
+    from: TaskStatus,
+    now: Timestamp,
+) -> Result<OperatorActionAck, StoreError> {
+    let latest: Option<OrderState> = sqlx::query_scalar::<_, String>(
+        "SELECT state FROM task_reports WHERE task_id = $1 ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(req.task_id.as_str())
+    .fetch_optional(&mut *conn)
+    .await?
+    .and_then(|s| s.parse().ok());
+    let current = match from {
+        TaskStatus::Succeeded => Outcome::Succeeded,
+        _ => Outcome::Failed,
+    };
+    if current.check_fits_state(latest).is_ok() {
+        return Err(StoreError::StateConflict {
+            status: from,
+            reason: "only a stale or needs_human task can be resolved; an ended task only while \
+                     its latest reported state contradicts its outcome"
+                .into(),
+        });
+    }
+    let to = from
+        .transition(TaskEvent::Correct(req.outcome))
+        .map_err(|_| StoreError::StateConflict {
+            status: from,
+            reason: "a verdict is succeeded or failed".into(),
+        })?;
+    if req.state.is_none()
+        && let Err(msg) = req.outcome.check_fits_state(latest)
+    {
+        return Err(StoreError::Contradicts(format!(
+            "{msg}: send the state you saw on the site (state) with the outcome"
+        )));
+    }
+    if to != from {
+        guarded_finish(conn, &req.task_id, from, to, now).await?;
+    }
+    if let Some(state) = req.state {
+        mirror_operator_state(conn, &req, state, now).await?;
+    }
+    let action = action_insert(
+        conn,
+        ActionRecord {
+            action: OperatorActionKind::Resolve,
+            actor: &req.actor,
+            reason: &req.reason,
+            task: Some(&req.task_id),
+            worker_id: None,
+            from: Some(from),
+            to: Some(to),
+            detail: serde_json::json!({
+                "outcome": req.outcome,
+                "site_order_id": req.site_order_id,
+                "state": req.state,
+                "corrects": current,
+            }),
         },
         now,
     )

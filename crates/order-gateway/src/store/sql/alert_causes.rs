@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use rakuten_types::alert::AlertKind;
-use rakuten_types::{OrderState, Timestamp};
+use rakuten_types::{OrderState, Outcome, Timestamp};
 use sqlx::Row;
 
 use super::{Conn, clocks};
@@ -27,6 +27,7 @@ pub(crate) async fn causes(
     out.extend(task_stale(conn).await?);
     out.extend(task_expired(conn, now).await?);
     out.extend(task_needs_human(conn).await?);
+    out.extend(task_state_contradicts_outcome(conn).await?);
     out.extend(account_logged_out(conn).await?);
     out.extend(clock_skew_and_jump(conn, now).await?);
     out.extend(webhook_failing(conn, req).await?);
@@ -190,6 +191,54 @@ async fn task_needs_human(conn: &mut Conn) -> Result<Vec<Cause>, StoreError> {
             subject: t.clone(),
             task_id: Some(t),
             worker_id: None,
+        });
+    }
+    Ok(out)
+}
+
+/// `task_state_contradicts_outcome`: a task ended `succeeded` or `failed` whose latest reported
+/// order state says the other verdict (`Outcome::check_fits_state`), as a report appended after
+/// the end can make it (D-late-report-contradiction-alert). Gone once the latest state fits again.
+async fn task_state_contradicts_outcome(conn: &mut Conn) -> Result<Vec<Cause>, StoreError> {
+    let mut out = Vec::new();
+    // The SQL narrows to the pairs the rule refuses; the rule itself decides below.
+    for row in sqlx::query(
+        "SELECT t.task_id, t.status, t.lease_owner, r.state, r.site_order_id FROM tasks t \
+         JOIN task_reports r ON r.task_id = t.task_id \
+         WHERE t.status IN ('succeeded','failed') \
+         AND r.seq = (SELECT MAX(r2.seq) FROM task_reports r2 WHERE r2.task_id = t.task_id) \
+         AND ((t.status = 'failed' AND r.state IN ('paid','shipped','delivered')) \
+           OR (t.status = 'succeeded' AND r.state IN ('cancelled','created','in_cart'))) \
+         ORDER BY t.updated_at LIMIT 1000",
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        let t: String = row.try_get("task_id")?;
+        let status: String = row.try_get("status")?;
+        let outcome: Outcome = status.parse().map_err(|e| corrupt("status", e))?;
+        let state: OrderState = row
+            .try_get::<String, _>("state")?
+            .parse()
+            .map_err(|e| corrupt("state", e))?;
+        if outcome.check_fits_state(Some(state)).is_ok() {
+            continue;
+        }
+        let order: Option<String> = row.try_get("site_order_id")?;
+        out.push(Cause {
+            kind: AlertKind::TaskStateContradictsOutcome,
+            summary: format!(
+                "task {t} ended {outcome} but its latest report says {state}{}: the upstream \
+                 reads both and may order again. Check the site, tell the upstream, and report \
+                 or resolve the state that holds",
+                order
+                    .map(|n| format!(" (site order {n})"))
+                    .unwrap_or_default(),
+                outcome = outcome.as_str(),
+            ),
+            subject: t.clone(),
+            task_id: Some(t),
+            worker_id: row.try_get("lease_owner")?,
         });
     }
     Ok(out)

@@ -93,6 +93,16 @@ impl OperatorStore for Store {
         outbox::outbox_due(&mut c, url, now, limit).await
     }
 
+    async fn outbox_drop_unconfigured(
+        &self,
+        configured: Vec<String>,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        self.write(Box::new(move |c| {
+            Box::pin(outbox::outbox_drop_unconfigured(c, configured))
+        }))
+        .await
+    }
+
     async fn outbox_record(
         &self,
         attempt: DeliveryAttempt,

@@ -110,6 +110,26 @@ pub(crate) async fn outbox_due(
     .collect()
 }
 
+pub(crate) async fn outbox_drop_unconfigured(
+    conn: &mut Conn,
+    configured: Vec<String>,
+) -> Result<Vec<(String, u64)>, StoreError> {
+    let pending: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT url FROM alert_outbox WHERE state = 'pending'")
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut dropped = Vec::new();
+    for url in pending.into_iter().filter(|u| !configured.contains(u)) {
+        let n = sqlx::query("DELETE FROM alert_outbox WHERE url = $1 AND state = 'pending'")
+            .bind(&url)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+        dropped.push((url, n));
+    }
+    Ok(dropped)
+}
+
 pub(crate) async fn outbox_record(
     conn: &mut Conn,
     a: DeliveryAttempt,
