@@ -1,7 +1,7 @@
 -- no-transaction
 -- The `task_state_contradicts_outcome` alert kind (D-late-report-contradiction-alert): a task
 -- ended with a verdict whose latest reported order state says the other, SQLite. Same CHECK as
--- migrations/postgres/0012. A new kind changes the CHECK of `alerts`, so the table is rebuilt the
+-- migrations/postgres/0013. A new kind changes the CHECK of `alerts`, so the table is rebuilt the
 -- documented way (as in 0010): foreign keys off, one transaction, rowids kept, indexes
 -- recreated, keys checked.
 PRAGMA foreign_keys = OFF;
