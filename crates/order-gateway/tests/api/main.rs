@@ -44,3 +44,4 @@ mod startup;
 mod store;
 mod submit;
 mod verbatim;
+mod workers;

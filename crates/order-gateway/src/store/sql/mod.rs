@@ -93,6 +93,9 @@ macro_rules! one_implementation {
         #[path = "tasks.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod tasks;
+        #[path = "worker_offline.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod worker_offline;
         #[path = "workers.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod workers;
