@@ -37,7 +37,7 @@ ROUTE_MODELS: dict[
     ("POST", "/api/orders/{task_id}/cancel"): (m.OperatorActionAck, None, m.CancelTask),
     ("POST", "/api/orders/{task_id}/reclaim"): (m.LeaseGrant, None, m.ReclaimTask),
     ("DELETE", "/api/workers/{worker_id}"): (m.OperatorActionView, None, None),
-    ("GET", "/api/workers"): (None, m.WorkerView, None),
+    ("GET", "/api/workers"): (m.Page[m.WorkerView], m.WorkerView, None),
     ("GET", "/api/alerts"): (m.Page[m.AlertView], m.AlertView, None),
     ("POST", "/api/account/queries"): (m.SubmitQueryAck, None, m.SubmitQuery),
     ("GET", "/api/account/queries"): (m.Page[m.QuerySummary], m.QuerySummary, None),

@@ -73,12 +73,24 @@ impl Client {
         self.data(call, self.retry).await
     }
 
-    /// `GET /api/workers`: every known worker, retired ones included.
+    /// `GET /api/workers?limit&offset`: one page of the known workers (retired ones included)
+    /// with their `total`: those holding a task first, then serving ones, then retired ones, each
+    /// most recently seen first. `limit`: gateway default 50, at most 200.
     ///
     /// # Errors
     /// [`Error`].
-    pub async fn workers(&self) -> Result<Vec<WorkerView>, Error> {
-        let call = Call::new(self, Method::GET, "/api/workers".into());
+    pub async fn workers(
+        &self,
+        limit: Option<i64>,
+        offset: Option<i64>,
+    ) -> Result<Page<WorkerView>, Error> {
+        let mut call = Call::new(self, Method::GET, "/api/workers".into());
+        if let Some(l) = limit {
+            call = call.query("limit", l);
+        }
+        if let Some(o) = offset {
+            call = call.query("offset", o);
+        }
         self.data(call, self.retry).await
     }
 

@@ -246,6 +246,7 @@ impl Application {
                     settings.alerts.stale_evidence_margin_seconds,
                 ),
                 query_max_attempts: i64::from(settings.query_max_attempts),
+                worker_retention: settings.worker_retention(),
             },
             metrics.clone(),
         );

@@ -185,8 +185,14 @@ def op_alerts(
     )
 
 
-def op_workers() -> Op[list[m.WorkerView]]:
-    return Op("GET", "/api/workers", _adapter(list[m.WorkerView]), idempotent=True)
+def op_workers(limit: int, offset: int) -> Op[m.Page[m.WorkerView]]:
+    return Op(
+        "GET",
+        "/api/workers",
+        _model(m.Page[m.WorkerView]),
+        params=_page_params(limit, offset),
+        idempotent=True,
+    )
 
 
 def op_resolve(
@@ -240,7 +246,7 @@ ROUTES: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("POST", "/api/orders/{task_id}/cancel", frozenset()),
     ("POST", "/api/orders/{task_id}/reclaim", frozenset()),
     ("DELETE", "/api/workers/{worker_id}", frozenset({"reason"})),
-    ("GET", "/api/workers", frozenset()),
+    ("GET", "/api/workers", frozenset({"limit", "offset"})),
     ("GET", "/api/alerts", frozenset({"state", "kind", "limit", "offset"})),
     ("POST", "/api/account/queries", frozenset()),
     ("GET", "/api/account/queries", frozenset({"status", "kind", "limit", "offset"})),

@@ -304,9 +304,11 @@ class Client:
                 self.alerts(state=state, kind=kind, limit=walk.limit, offset=walk.offset)
             )
 
-    def workers(self) -> list[m.WorkerView]:
-        """Every known worker: last poll, offline, retired, the task it holds."""
-        return self._send(c.op_workers())
+    def workers(self, *, limit: int = 50, offset: int = 0) -> m.Page[m.WorkerView]:
+        """One page of the known workers with their ``total``: last poll, offline, retired, the
+        task it holds. Workers holding a task first, then serving ones, then retired ones, each
+        most recently seen first; the next page starts at ``offset + limit``."""
+        return self._send(c.op_workers(limit, offset))
 
     def resolve(
         self,

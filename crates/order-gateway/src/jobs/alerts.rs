@@ -251,6 +251,8 @@ pub struct AlertJobSettings {
     pub evidence_margin: Duration,
     /// Most leases of the evidence query.
     pub query_max_attempts: i64,
+    /// Worker rows silent this long are deleted unless they hold a lease (D-worker-retention).
+    pub worker_retention: Duration,
 }
 
 /// What one run did.
@@ -325,6 +327,7 @@ impl AlertJob {
                     queued: self.settings.thresholds.queued,
                     webhook_failing_after: i64::from(self.settings.webhook_failing_after),
                     webhook_urls: self.settings.webhook_urls.clone(),
+                    worker_retention: self.settings.worker_retention,
                 },
                 now,
             )

@@ -125,8 +125,17 @@ pub enum OpsCommand {
         #[arg(long, default_value_t = 0)]
         offset: i64,
     },
-    /// Every known worker: last poll, offline, retired, the task it holds.
-    Workers,
+    /// Known workers, one page with the total: last poll, offline, retired, the task it holds.
+    /// Those holding a task first, then serving ones, then retired ones, each most recently seen
+    /// first.
+    Workers {
+        /// Page size (at most 200).
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// Workers to skip.
+        #[arg(long, default_value_t = 0)]
+        offset: i64,
+    },
     /// Retire a worker: gone from /health and worker_offline alerts until it polls again.
     Retire {
         /// The worker.
@@ -255,8 +264,11 @@ impl OpsCommand {
                 // A typed worker id that no worker polls with takes the grant all
                 // the same (the API names only the worker), and the task goes stale again a TTL
                 // later. The CLI, where ids are typed, says so at once.
-                if let Ok(ws) = client.workers().await
-                    && !ws.iter().any(|w| w.worker_id == worker.as_str())
+                // Only a whole list can show a worker is unknown: past one page it may be listed
+                // further on.
+                if let Ok(ws) = client.workers(Some(200), None).await
+                    && ws.total <= ws.items.len() as i64
+                    && !ws.items.iter().any(|w| w.worker_id == worker.as_str())
                 {
                     text.push_str(&format!(
                         "note: worker {worker} has never polled this gateway (`ops workers` lists \
@@ -321,9 +333,9 @@ impl OpsCommand {
                 let page = client.alerts(&q).await?;
                 Ok(Output::new(&page, render::alerts(&page)))
             }
-            OpsCommand::Workers => {
-                let ws = client.workers().await?;
-                Ok(Output::new(&ws, render::workers(&ws)))
+            OpsCommand::Workers { limit, offset } => {
+                let page = client.workers(Some(*limit), Some(*offset)).await?;
+                Ok(Output::new(&page, render::workers(&page)))
             }
             OpsCommand::Retire { worker, reason } => {
                 let worker = arg("worker id", WorkerId::parse(worker))?;

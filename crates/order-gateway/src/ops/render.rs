@@ -188,8 +188,18 @@ pub fn alerts(page: &Page<AlertView>) -> String {
     format!("{t}\n{} of {} alert(s)\n", page.items.len(), page.total)
 }
 
-/// Every worker.
-pub fn workers(ws: &[WorkerView]) -> String {
+/// A page of workers, with how many there are in all and the command that shows the next page.
+pub fn workers(page: &Page<WorkerView>) -> String {
+    if page.items.is_empty() {
+        return if page.total == 0 {
+            "no worker has polled yet\n".to_owned()
+        } else {
+            format!(
+                "no worker at offset {} ({} worker(s) in all)\n",
+                page.offset, page.total
+            )
+        };
+    }
     let mut t = table(&[
         "worker",
         "last seen",
@@ -198,7 +208,7 @@ pub fn workers(ws: &[WorkerView]) -> String {
         "retired",
         "task",
     ]);
-    for w in ws {
+    for w in &page.items {
         t.add_row(vec![
             w.worker_id.clone(),
             w.last_seen_at.to_string(),
@@ -208,7 +218,17 @@ pub fn workers(ws: &[WorkerView]) -> String {
             opt(w.active_task.as_ref()),
         ]);
     }
-    format!("{t}\n")
+    let shown = page.items.len() as i64;
+    let first = page.offset + 1;
+    let last = page.offset + shown;
+    let mut out = format!("{t}\nworkers {first}-{last} of {}\n", page.total);
+    if last < page.total {
+        out.push_str(&format!(
+            "more: order-gateway ops workers --offset {last} --limit {}\n",
+            page.limit
+        ));
+    }
+    out
 }
 
 /// One audited operator action.

@@ -150,6 +150,16 @@ pub struct Settings {
     )]
     pub query_retention_seconds: f64,
 
+    /// How long a worker id that stopped polling is kept, seconds: past it its row is deleted
+    /// (and its `worker_offline` alert clears), unless it holds a lease (D-worker-retention).
+    #[arg(
+        long,
+        env = "RAKUTEN_WORKER_RETENTION_SECONDS",
+        default_value_t = 604_800.0,
+        value_parser = rakuten_cli::number::seconds(),
+    )]
+    pub worker_retention_seconds: f64,
+
     /// Largest stored result JSON, bytes (§11.5): over → raw pages dropped; still over → failed.
     #[arg(
         long,
@@ -208,6 +218,7 @@ impl Settings {
             query_ttl_seconds: 900.0,
             query_max_attempts: 3,
             query_retention_seconds: 604_800.0,
+            worker_retention_seconds: 604_800.0,
             query_result_max_bytes: 1_048_576,
             alerts: AlertSettings::default(),
             upstream_tokens: None,
@@ -244,6 +255,10 @@ impl Settings {
             (
                 "RAKUTEN_QUERY_RETENTION_SECONDS",
                 self.query_retention_seconds,
+            ),
+            (
+                "RAKUTEN_WORKER_RETENTION_SECONDS",
+                self.worker_retention_seconds,
             ),
             (
                 "RAKUTEN_GATEWAY_HEADER_TIMEOUT_SECONDS",
@@ -401,6 +416,11 @@ impl Settings {
     /// Account-query life since submit.
     pub fn query_ttl(&self) -> Duration {
         Duration::from_secs_f64(self.query_ttl_seconds)
+    }
+
+    /// Retention of a worker id that stopped polling (D-worker-retention).
+    pub fn worker_retention(&self) -> Duration {
+        Duration::from_secs_f64(self.worker_retention_seconds)
     }
 
     /// Retention of finished account queries.

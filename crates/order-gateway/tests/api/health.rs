@@ -168,12 +168,17 @@ async fn an_offline_worker_and_its_alert_stay_in_view_past_a_thousand_workers() 
         alert_kinds(d),
         [("worker_offline".to_owned(), "zz-real".to_owned())]
     );
-    // The operator's worker list had the same bound without an order: an arbitrary 1,000 rows.
+    // The operator's worker list pages with its total (D-worker-list-pages): most recently seen
+    // first, so the long-silent worker is on the last page, and the total says it is there.
     let ws = crate::helpers::answer(app.get("/api/workers").send().await.unwrap()).await;
     let ws = ws.assert_ok();
-    assert_eq!(ws.as_array().unwrap().len(), 1000);
-    assert_eq!(ws[0]["worker_id"], "zz-real", "offline first: {}", ws[0]);
-    assert_eq!(ws[0]["offline"], true);
+    assert_eq!(ws["total"], 1001);
+    assert_eq!(ws["items"].as_array().unwrap().len(), 50);
+    let last =
+        crate::helpers::answer(app.get("/api/workers?offset=1000").send().await.unwrap()).await;
+    let last = last.assert_ok();
+    assert_eq!(last["items"][0]["worker_id"], "zz-real", "{last}");
+    assert_eq!(last["items"][0]["offline"], true);
 }
 
 /// An operator's whole `/health` answer also has `status`: with an open summary schema it matched

@@ -297,9 +297,8 @@ async fn a_hundred_waiting_polls_cost_one_lease_transaction_for_one_task(engine:
     let after = notifier.attempts();
     assert_eq!(after.first, 100);
     assert_eq!(after.woken, 1, "one wake for one task: {after:?}");
-    let ws = answer(app.get("/api/workers").send().await.unwrap()).await;
-    let moved: Vec<String> = ws
-        .assert_ok()
+    let ws = answer(app.get("/api/workers?limit=200").send().await.unwrap()).await;
+    let moved: Vec<String> = ws.assert_ok()["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -48,3 +48,4 @@ mod submit;
 mod verbatim;
 mod whole_numbers;
 mod worker_binding;
+mod workers;

@@ -510,8 +510,8 @@ async fn a_retired_worker_leaves_health_and_worker_offline_until_it_polls_again(
     assert_eq!(r.sync.raised.len(), 1);
     assert_eq!(r.sync.raised[0].subject, "w-old");
     let ws = answer(app.get("/api/workers").send().await.unwrap()).await;
-    assert_eq!(ws.assert_ok()[0]["offline"], true);
-    assert_eq!(ws.assert_ok()[0]["retired"], false);
+    assert_eq!(ws.assert_ok()["items"][0]["offline"], true);
+    assert_eq!(ws.assert_ok()["items"][0]["retired"], false);
 
     let del = |q: &str| {
         app.client
@@ -554,14 +554,14 @@ async fn a_retired_worker_leaves_health_and_worker_offline_until_it_polls_again(
     assert_eq!(r.sync.cleared.len(), 1);
     assert_eq!(r.sync.cleared[0].kind.as_str(), "worker_offline");
     let ws = answer(app.get("/api/workers").send().await.unwrap()).await;
-    assert_eq!(ws.assert_ok()[0]["retired"], true);
+    assert_eq!(ws.assert_ok()["items"][0]["retired"], true);
 
     // It polls again: back in /health, no longer retired.
     app.lease("w-old", 0.0).await;
     let h = app.health().await;
     assert_eq!(h.assert_ok()["workers"][0]["worker_id"], "w-old");
     let ws = answer(app.get("/api/workers").send().await.unwrap()).await;
-    assert_eq!(ws.assert_ok()[0]["retired"], false);
+    assert_eq!(ws.assert_ok()["items"][0]["retired"], false);
 }
 
 async fn needs_human_and_logged_out_raise_their_alerts_and_clear_when_the_cause_is_gone(e: Engine) {

@@ -94,7 +94,9 @@ async fn ops_alerts_resolve_cancel_workers_and_retire_work_against_a_gateway() {
     let r = ops(&app, &["workers"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains("w1") && r.stdout.contains("true"),
+        r.stdout.contains("w1")
+            && r.stdout.contains("true")
+            && r.stdout.contains("workers 1-1 of 1"),
         "{}",
         r.stdout
     );
@@ -102,6 +104,7 @@ async fn ops_alerts_resolve_cancel_workers_and_retire_work_against_a_gateway() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("retire_worker"), "{}", r.stdout);
     let r = ops(&app, &["workers", "--json"]).await;
-    assert_eq!(r.json()[0]["retired"], true);
+    assert_eq!(r.json()["items"][0]["retired"], true);
+    assert_eq!(r.json()["total"], 1);
     assert_eq!(ops(&app, &["retire", "w1", "--reason", " "]).await.code, 2);
 }

@@ -24,7 +24,9 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
         Ok(a) => a,
         Err(e) => return store_error(&signed, e),
     };
-    let workers = match st.ops.worker_list().await {
+    // The first page of the API's order (D-worker-list-pages): lease holders, then serving
+    // workers, most recently seen first; the card says how many more there are.
+    let workers = match st.ops.worker_list(PAGE, 0).await {
         Ok(w) => w,
         Err(e) => return store_error(&signed, e),
     };
@@ -67,13 +69,13 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
         }
         div.stack {
             section.card #workers {
-                h2 { "Workers" }
-                @if workers.is_empty() { p.empty { "No worker has polled yet." } }
+                h2 { "Workers (" (workers.total) ")" }
+                @if workers.items.is_empty() { p.empty { "No worker has polled yet." } }
                 @else {
                     table {
                         thead { tr { th { "worker" } th { "last seen" } th { "state" } th { "holds" } th { "retire (hidden until it polls again)" } } }
                         tbody {
-                            @for w in &workers {
+                            @for w in &workers.items {
                                 @let silent = now.seconds_since(w.last_seen_at) > offline_after.as_secs_f64();
                                 tr {
                                     td.mono { (w.worker_id) }
@@ -93,6 +95,14 @@ pub async fn overview(State(st): State<AppState>, signed: Signed, q: Query<Done>
                                     }
                                 }
                             }
+                        }
+                    }
+                    @if workers.total > workers.items.len() as i64 {
+                        p.muted {
+                            "Showing " (workers.items.len()) " of " (workers.total)
+                            " workers (lease holders, then serving ones, most recently seen first). The rest: "
+                            code { "order-gateway ops workers --offset " (workers.items.len()) }
+                            " or " code { "GET /api/workers?offset=" (workers.items.len()) }
                         }
                     }
                 }

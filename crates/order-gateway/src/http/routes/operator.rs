@@ -212,20 +212,41 @@ pub async fn cancel(
     Ok(Json(Envelope::ok(ack)))
 }
 
-/// Known workers, at most 1,000: serving ones first, the longest silent first (so an offline
-/// worker is never the one past the bound), then retired ones.
+/// Query of `GET /api/workers`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WorkerQuery {
+    /// Page size, default 50, larger values are clamped to 200. A page also ends before its
+    /// items pass 1 MiB of JSON; the answer's `limit` is the size used: continue at
+    /// `offset + limit`.
+    #[param(minimum = 1)]
+    pub limit: Option<i64>,
+    /// Items to skip, default 0.
+    #[param(minimum = 0)]
+    pub offset: Option<i64>,
+}
+
+/// Known workers, one page with the count of all (`total`): those holding a task first, then
+/// serving ones, then retired ones, each most recently seen first (D-worker-list-pages).
 #[utoipa::path(
     get, path = "/api/workers", tag = "operator",
-    responses((status = 200, body = Envelope<Vec<WorkerView>>)),
+    params(WorkerQuery),
+    responses(
+        (status = 200, body = Envelope<Page<WorkerView>>),
+        (status = 422, description = "bad limit/offset (1003)", body = ErrorEnvelope),
+    ),
     security(("bearer" = []))
 )]
-pub async fn list_workers(State(st): State<AppState>) -> ApiResult<Vec<WorkerView>> {
+pub async fn list_workers(
+    State(st): State<AppState>,
+    ApiQuery(q): ApiQuery<WorkerQuery>,
+) -> ApiResult<Page<WorkerView>> {
+    let (limit, offset) = crate::http::page::page_bounds(q.limit, q.offset)?;
     let now = st.clock.now();
-    let limit = st.settings.worker_offline_alert_seconds;
-    let workers = st
-        .ops
-        .worker_list()
-        .await?
+    let offline_after = st.settings.worker_offline_alert_seconds;
+    let page = st.ops.worker_list(limit, offset).await?;
+    let items = page
+        .items
         .into_iter()
         .map(|w| {
             let secs = now.seconds_since(w.last_seen_at);
@@ -233,13 +254,20 @@ pub async fn list_workers(State(st): State<AppState>) -> ApiResult<Vec<WorkerVie
                 worker_id: w.worker_id,
                 last_seen_at: w.last_seen_at,
                 last_seen_seconds: secs,
-                offline: secs > limit,
+                offline: secs > offline_after,
                 retired: w.retired_at.is_some(),
                 active_task: w.active_task,
             }
         })
         .collect();
-    Ok(Json(Envelope::ok(workers)))
+    Ok(Json(Envelope::ok(crate::http::page::within_byte_bound(
+        Page {
+            items,
+            total: page.total,
+            limit: page.limit,
+            offset: page.offset,
+        },
+    ))))
 }
 
 /// Query of `DELETE /api/workers/{worker_id}`.

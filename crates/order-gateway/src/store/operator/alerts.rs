@@ -17,6 +17,9 @@ pub struct AlertSyncRequest {
     pub webhook_failing_after: i64,
     /// Receivers: each new event gets one outbox row per URL.
     pub webhook_urls: Vec<String>,
+    /// Worker rows silent this long are deleted first, unless they hold a lease
+    /// (D-worker-retention).
+    pub worker_retention: Duration,
 }
 
 /// What one sync did.

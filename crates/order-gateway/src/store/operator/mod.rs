@@ -139,8 +139,10 @@ pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
     /// The evidence queries submitted for a task, oldest first.
     async fn task_evidence_queries(&self, task_id: &TaskId) -> Result<Vec<QueryId>, StoreError>;
 
-    /// Every known worker (retired ones included), by id.
-    async fn worker_list(&self) -> Result<Vec<WorkerRow>, StoreError>;
+    /// One page of the known workers (retired ones included) with their total: lease holders
+    /// first, then serving ones, then retired ones, each most recently seen first
+    /// (D-worker-list-pages). `limit` is already clamped to 1..=200, `offset` ≥ 0.
+    async fn worker_list(&self, limit: i64, offset: i64) -> Result<Page<WorkerRow>, StoreError>;
 
     /// Hides a worker from `/health` and `worker_offline` until it polls again, audited.
     async fn worker_retire(

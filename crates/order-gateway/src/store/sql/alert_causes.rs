@@ -22,7 +22,7 @@ pub(crate) async fn causes(
     req: &AlertSyncRequest,
     now: Timestamp,
 ) -> Result<Vec<Cause>, StoreError> {
-    let mut out = worker_offline(conn, req, now).await?;
+    let mut out = super::worker_offline::causes(conn, req, now).await?;
     out.extend(task_queued_too_long(conn, req, now).await?);
     out.extend(task_stale(conn).await?);
     out.extend(task_expired(conn, now).await?);
@@ -31,37 +31,6 @@ pub(crate) async fn causes(
     out.extend(account_logged_out(conn).await?);
     out.extend(clock_skew_and_jump(conn, now).await?);
     out.extend(webhook_failing(conn, req).await?);
-    Ok(out)
-}
-
-/// `worker_offline`: a serving worker silent for longer than `req.worker_offline`.
-async fn worker_offline(
-    conn: &mut Conn,
-    req: &AlertSyncRequest,
-    now: Timestamp,
-) -> Result<Vec<Cause>, StoreError> {
-    let mut out = Vec::new();
-    for row in sqlx::query(
-        "SELECT worker_id, last_seen_at FROM workers WHERE retired_at IS NULL \
-         AND last_seen_at < $1 LIMIT 1000",
-    )
-    .bind(now.minus(req.worker_offline).to_rfc3339())
-    .fetch_all(&mut *conn)
-    .await?
-    {
-        let w: String = row.try_get("worker_id")?;
-        let seen = ts(&row.try_get::<String, _>("last_seen_at")?)?;
-        out.push(Cause {
-            kind: AlertKind::WorkerOffline,
-            summary: format!(
-                "worker {w} has not polled since {seen} ({:.0} s)",
-                now.seconds_since(seen)
-            ),
-            subject: w.clone(),
-            task_id: None,
-            worker_id: Some(w),
-        });
-    }
     Ok(out)
 }
 

@@ -63,12 +63,15 @@ pub(crate) async fn alert_sync(
         .iter()
         .map(|r| decode_alert(r).map(|a| ((a.kind, a.subject.clone()), a)))
         .collect::<Result<_, _>>()?;
+    // Forgotten before the causes are read, so a pruned worker's alert clears in this sync.
+    super::worker_offline::prune(conn, now.minus(req.worker_retention)).await?;
     let causes = alert_causes::causes(conn, &req, now).await?;
     let mut out = AlertSyncOutcome::default();
     let mut present = std::collections::HashSet::new();
     for c in causes {
         present.insert((c.kind, c.subject.clone()));
-        if open.contains_key(&(c.kind, c.subject.clone())) {
+        if let Some(a) = open.get(&(c.kind, c.subject.clone())) {
+            super::worker_offline::refresh_open(conn, a, &c).await?;
             continue;
         }
         let alert = AlertView {

@@ -98,6 +98,9 @@ macro_rules! one_implementation {
         #[path = "tasks/mod.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod tasks;
+        #[path = "worker_offline.rs"]
+        #[allow(clippy::duplicate_mod)]
+        pub(crate) mod worker_offline;
         #[path = "workers.rs"]
         #[allow(clippy::duplicate_mod)]
         pub(crate) mod workers;

@@ -158,9 +158,8 @@ impl OperatorStore for Store {
         alerts::task_evidence_queries(&mut c, task_id.clone()).await
     }
 
-    async fn worker_list(&self) -> Result<Vec<WorkerRow>, StoreError> {
-        let mut c = self.read_pool().acquire().await?;
-        workers::worker_list(&mut c).await
+    async fn worker_list(&self, limit: i64, offset: i64) -> Result<Page<WorkerRow>, StoreError> {
+        workers::worker_list(self.read_pool(), (limit, offset)).await
     }
 
     async fn worker_retire(

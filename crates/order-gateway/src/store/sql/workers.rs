@@ -1,35 +1,45 @@
-//! The worker list, an operator's retirement of a worker (hidden from `/health` and
-//! `worker_offline` until it polls again, its token binding dropped), audited, and the binding of
-//! a worker id to the worker token that acts for it (D-worker-id-bound-to-token).
+//! The worker list (paged, D-worker-list-pages), an operator's retirement of a worker (hidden from
+//! `/health` and `worker_offline` until it polls again, its token binding dropped), audited, and
+//! the binding of a worker id to the worker token that acts for it (D-worker-id-bound-to-token).
 
 use rakuten_types::Timestamp;
 use rakuten_types::alert::{OperatorActionKind, OperatorActionView};
+use rakuten_types::order::Page;
 use sqlx::Row;
 
 use super::actions::{ActionRecord, action_insert};
-use super::{Conn, Db};
+use super::{Conn, Db, Pool};
 use crate::store::StoreError;
 use crate::store::dialect::Dialect;
 use crate::store::operator::{RetireRequest, WorkerRow};
 use crate::store::sql::rows::{decode_ts, task_id, ts};
 
-/// Most workers `GET /api/workers` and the console list.
-pub(crate) const WORKERS_LISTED: usize = 1000;
-
-pub(crate) async fn worker_list(conn: &mut Conn) -> Result<Vec<WorkerRow>, StoreError> {
-    // Past the bound, what is cut must be the least interesting: serving workers before retired
-    // ones, the longest silent first (so an offline worker is never the one cut, as on /health).
+/// One page of the worker list with the count of every known worker, both read from one
+/// snapshot (D-worker-list-pages). Order: workers holding a task first, then serving ones, then
+/// retired ones, each most recently seen first, so what the operator acts on is on the first page
+/// however many ids have polled once and gone silent.
+pub(crate) async fn worker_list(
+    pool: &Pool,
+    (limit, offset): (i64, i64),
+) -> Result<Page<WorkerRow>, StoreError> {
+    let mut tx = pool.begin_with(Db::READ_SNAPSHOT).await?;
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM workers")
+        .fetch_one(&mut *tx)
+        .await?;
+    // The lease holders are read once (a worker holds at most a few tasks), not per worker row.
     let sql = format!(
-        "SELECT w.worker_id, w.last_seen_at, w.retired_at, \
-         (SELECT t.task_id FROM tasks t WHERE t.status IN ('leased','running') \
-          AND t.lease_owner = w.worker_id LIMIT 1) AS active_task \
-         FROM workers w \
-         ORDER BY CASE WHEN w.retired_at IS NULL THEN 0 ELSE 1 END, w.last_seen_at, \
-         w.worker_id{} LIMIT {WORKERS_LISTED}",
+        "SELECT w.worker_id, w.last_seen_at, w.retired_at, a.task_id AS active_task \
+         FROM workers w LEFT JOIN (SELECT lease_owner, MIN(task_id) AS task_id FROM tasks \
+         WHERE status IN ('leased','running') GROUP BY lease_owner) a \
+         ON a.lease_owner = w.worker_id \
+         ORDER BY CASE WHEN a.task_id IS NOT NULL THEN 0 WHEN w.retired_at IS NULL THEN 1 \
+         ELSE 2 END, w.last_seen_at DESC, w.worker_id{} LIMIT $1 OFFSET $2",
         Db::BYTE_ORDER
     );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .fetch_all(&mut *conn)
+    let items = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&mut *tx)
         .await?
         .iter()
         .map(|r| {
@@ -45,7 +55,13 @@ pub(crate) async fn worker_list(conn: &mut Conn) -> Result<Vec<WorkerRow>, Store
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    Ok(rows)
+    tx.commit().await?;
+    Ok(Page {
+        items,
+        total,
+        limit,
+        offset,
+    })
 }
 
 pub(crate) async fn worker_retire(
