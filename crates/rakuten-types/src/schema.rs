@@ -316,8 +316,9 @@ schema_type!(
 ///   `max_pages` (1 to 20), `order_detail` needs `order_number` (1 to 64 of `[0-9A-Za-z-]`).
 /// - `QueryResultBody`: `success: true` carries a §11.3 `result` of either kind and no error;
 ///   `success: false` carries no `result`.
-/// - `ReportState`: `outcome` only with `terminal: true`; a terminal report without one needs a
-///   `state` that implies it ([`Outcome::implied_by`](crate::Outcome::implied_by)).
+/// - `ReportState`: `outcome` only with `terminal: true`, and then one that fits the `state`
+///   ([`Outcome::check_fits_state`](crate::Outcome::check_fits_state)); a terminal report without
+///   one needs a `state` that implies it ([`Outcome::implied_by`](crate::Outcome::implied_by)).
 pub fn body_rules() -> Vec<(&'static str, serde_json::Value)> {
     use serde_json::json;
 
@@ -374,15 +375,26 @@ pub fn body_rules() -> Vec<(&'static str, serde_json::Value)> {
         .filter(|s| Outcome::implied_by(*s).is_some())
         .map(OrderState::as_str)
         .collect();
-    let outcomes: Vec<&str> = [Outcome::Succeeded, Outcome::Failed, Outcome::NeedsHuman]
-        .map(Outcome::as_str)
-        .to_vec();
+    // A terminal report's outcome must fit its state, as a resolve's does
+    // (D-report-outcome-must-fit-state): one branch per outcome with the states it fits.
+    let with_outcome = [Outcome::Succeeded, Outcome::Failed, Outcome::NeedsHuman].map(|outcome| {
+        let states: Vec<&str> = OrderState::ALL
+            .into_iter()
+            .filter(|s| outcome.check_fits_state(Some(*s)).is_ok())
+            .map(OrderState::as_str)
+            .collect();
+        json!({"required": ["terminal", "outcome"], "properties": {
+            "terminal": {"const": true},
+            "outcome": {"const": outcome.as_str()},
+            "state": {"enum": states},
+        }})
+    });
+    let [succeeded, failed, needs_human] = with_outcome;
     let report = json!([
         {"properties": {"terminal": {"const": false}, "outcome": {"type": "null"}}},
-        {"required": ["terminal", "outcome"], "properties": {
-            "terminal": {"const": true},
-            "outcome": {"enum": outcomes},
-        }},
+        succeeded,
+        failed,
+        needs_human,
         {"required": ["terminal"], "properties": {
             "terminal": {"const": true},
             "outcome": {"type": "null"},

@@ -218,11 +218,38 @@ async fn the_document_states_the_rules_the_server_enforces() {
             "{name}"
         );
     }
-    // A report: `outcome` only on a terminal report, which without one needs a state implying it.
+    // A report: `outcome` only on a terminal report, and one that fits its state
+    // (D-report-outcome-must-fit-state); a terminal report without one needs a state implying it.
     let report = schemas["ReportState"]["oneOf"].as_array().unwrap();
-    assert_eq!(report.len(), 3, "{report:?}");
+    assert_eq!(report.len(), 5, "{report:?}");
+    let states_of = |outcome: &str| {
+        report
+            .iter()
+            .find(|b| b["properties"]["outcome"]["const"] == outcome)
+            .map(|b| b["properties"]["state"]["enum"].clone())
+    };
     assert_eq!(
-        report[2]["properties"]["state"]["enum"],
+        states_of("succeeded"),
+        Some(json!([
+            "ordered",
+            "awaiting_payment",
+            "paid",
+            "shipped",
+            "delivered"
+        ]))
+    );
+    assert_eq!(
+        states_of("failed"),
+        Some(json!([
+            "created",
+            "in_cart",
+            "ordered",
+            "awaiting_payment",
+            "cancelled"
+        ]))
+    );
+    assert_eq!(
+        report[4]["properties"]["state"]["enum"],
         json!(["paid", "shipped", "delivered", "cancelled"])
     );
     // Renew, report and reclaim take the holder in a required body, and name no query parameter
