@@ -202,7 +202,9 @@ impl Application {
             schedule_config: schedule_config.clone(),
             manual_daily_quota: settings.manual_daily_quota,
             console_key: web_console::ConsoleKey::new(settings.console_key.as_deref()),
-            credential_key: crate::console::CredentialKey::new(settings.console_key.as_deref()),
+            credential_key: crate::console::credential_key::CredentialKey::new(
+                settings.console_key.as_deref(),
+            ),
         };
         Ok(Application {
             listener,

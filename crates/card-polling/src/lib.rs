@@ -19,7 +19,8 @@
 //!   database's).
 //! - [`manual_trigger`]: the ordinary manual trigger (daily quota, 24 h dedupe).
 //! - [`domain`]: shops and the agent hierarchy, accounts/roles/token hashes and scope, assets
-//!   (cards, devices, bindings), package orders and usages, configured task types.
+//!   (cards, devices, bindings), package orders and usages, configured task types; the key,
+//!   account and shop-name rules with their OpenAPI schemas ([`domain::key`]).
 //! - [`priority`]: constants (`MAX_ATTEMPTS`, `CLAIM_LEASE`, `VALIDITY`),
 //!   [`priority::item_status`] (state machine), [`priority::trigger`] (trigger enum and the
 //!   renewal rule), [`priority::manual`] (enqueue, close, retrigger),
@@ -31,8 +32,9 @@
 //!   implementation (`store/sql/`, with the engine differences in `store/dialect.rs`), compiled for
 //!   SQLite ([`store::sqlite`], the default; `migrations/sqlite`) and PostgreSQL
 //!   ([`store::postgres`], `RAKUTEN_POLL_DB_URL`; `migrations/postgres`).
-//! - [`state`]: [`state::AppState`], what every handler and console page is given.
-//! - [`http`]: error, auth, extractors and one route file per resource.
+//! - [`state`]: [`state::AppState`], what every handler and console page is given, and the
+//!   token → account lookup both ask ([`state::AppState::account_of_token`]).
+//! - [`http`]: error, auth, extractors, the OpenAPI document and one route file per resource.
 //! - [`console`]: the operator console at `/console`: items, exceptions, queue depths
 //!   and the last cycle, close/retrigger with a reason, scoped to the signed-in account.
 //! - [`instance`]: the per-process instance id and the claim-token fingerprint that audit facts

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use rakuten_types::Clock;
 
-use crate::domain::{TaskTypes, TokenHash};
+use crate::domain::{Account, TaskTypes, TokenHash};
 use crate::hints::Hints;
 use crate::scheduler::Scheduler;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// Shared state of the handlers.
 #[derive(Clone)]
@@ -33,5 +33,22 @@ pub struct AppState {
     /// Signs the console's session cookies.
     pub console_key: web_console::ConsoleKey,
     /// Keys the fingerprint of the credential each console session carries.
-    pub credential_key: crate::console::CredentialKey,
+    pub credential_key: crate::console::credential_key::CredentialKey,
+}
+
+impl AppState {
+    /// The account a Bearer token belongs to: the bootstrap admin
+    /// ([`Account::bootstrap_admin`]) when its SHA-256 equals the admin token's (compared in
+    /// constant time), else the stored account with that token hash (a revoked account's is not
+    /// found). The API's authentication and the console's sign-in both ask it.
+    ///
+    /// # Errors
+    /// The store failed.
+    pub async fn account_of_token(&self, token: &str) -> Result<Option<Account>, StoreError> {
+        let hash = TokenHash::of(token);
+        if self.admin_token_hash.ct_eq(&hash.0) {
+            return Ok(Some(Account::bootstrap_admin()));
+        }
+        self.store.account_find_by_token(&hash).await
+    }
 }

@@ -4,12 +4,26 @@
 
 use serde_json::{Value, json};
 
+/// The `bearer` security scheme the operations' `security` names: HTTP `Authorization: Bearer`.
+pub fn add_bearer_scheme(doc: &mut Value) {
+    if let Some(doc) = doc.as_object_mut() {
+        let components = doc.entry("components").or_insert_with(|| json!({}));
+        if let Some(components) = components.as_object_mut() {
+            let schemes = components
+                .entry("securitySchemes")
+                .or_insert_with(|| json!({}));
+            schemes["bearer"] = json!({"type": "http", "scheme": "bearer"});
+        }
+    }
+}
+
 /// Adds, where missing, to every operation of `doc` (an OpenAPI 3 document as JSON): 503
-/// (connection cap, storage unavailable); 401 and 403 when it needs a token; 413 when it takes
-/// a body; 422 always (an unknown query parameter; also an invalid body or parameter); 414 and
-/// 431 always (an oversized request head, `serve`). Each answers the envelope described by the
-/// component schema `error_schema`.
-pub fn add_edge_responses(doc: &mut Value, error_schema: &str) {
+/// (connection cap, storage unavailable); 401 and 403 when it needs a token; 413 and 415 when it
+/// takes a body (415 is [`crate::body`]'s refusal, answered with the service's code
+/// `media_type_code`); 422 always (an unknown query parameter; also an invalid body or
+/// parameter); 414 and 431 always (an oversized request head, `serve`). Each answers the envelope
+/// described by the component schema `error_schema`.
+pub fn add_edge_responses(doc: &mut Value, error_schema: &str, media_type_code: i32) {
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
         return;
     };
@@ -46,6 +60,14 @@ pub fn add_edge_responses(doc: &mut Value, error_schema: &str) {
                     "413",
                     "request body over the route's limit; `msg` states the limit in bytes (1004)",
                 );
+                add(
+                    "415",
+                    &format!(
+                        "a Content-Encoding other than identity, or a body not sent as \
+                         `Content-Type: application/json` ({media_type_code}); \
+                         `Accept-Encoding: identity`"
+                    ),
+                );
             }
             // Every documented operation refuses a query parameter it does not list
             // (`query_guard`), so each can answer 422.
@@ -81,7 +103,7 @@ mod tests {
             "/api/x/{id}": {"post": {"security": [{"bearer": []}], "requestBody": {},
                 "responses": {"200": {"description": "ok"}, "422": {"description": "mine"}}}},
         }});
-        add_edge_responses(&mut doc, "E");
+        add_edge_responses(&mut doc, "E", 1007);
         let health = doc["paths"]["/health"]["get"]["responses"]
             .as_object()
             .unwrap();
@@ -94,9 +116,12 @@ mod tests {
             .unwrap();
         assert_eq!(
             x.keys().collect::<Vec<_>>(),
-            ["200", "401", "403", "413", "414", "422", "431", "503"]
+            [
+                "200", "401", "403", "413", "414", "415", "422", "431", "503"
+            ]
         );
         assert_eq!(x["422"]["description"], "mine");
+        assert!(x["415"]["description"].as_str().unwrap().contains("(1007)"));
         assert_eq!(
             x["401"]["content"]["application/json"]["schema"]["$ref"],
             "#/components/schemas/E"

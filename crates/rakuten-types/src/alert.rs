@@ -433,9 +433,6 @@ pub struct OperatorActionView {
     pub at: Timestamp,
 }
 
-/// Longest `reason` of an operator action, characters.
-pub const MAX_REASON_CHARS: usize = 1000;
-
 /// `site_order_id` of a resolve.
 fn resolve_site_order_id() -> utoipa::openapi::schema::Object {
     crate::schema::nonempty_line_or_null(128)

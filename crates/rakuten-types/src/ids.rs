@@ -141,14 +141,6 @@ macro_rules! id_type {
             }
         }
 
-        impl utoipa::PartialSchema for $name {
-            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-                // The rules of `parse_id` as a pattern, so a client refuses what the server does.
-                crate::schema::id().into()
-            }
-        }
-
-        impl utoipa::ToSchema for $name {}
     };
 }
 

@@ -17,8 +17,10 @@
 //! - [`whole`]: whole numbers read as JSON Schema's `integer` reads them (`11.0` is 11).
 //! - [`schema`]: the rules of [`ids`] and [`text`] as OpenAPI schemas, built from the same
 //!   predicates.
+//! - [`body_rules`]: the rules that tie one body field to another, as `oneOf` branches.
 
 pub mod alert;
+pub mod body_rules;
 pub mod clock;
 pub mod codes;
 pub mod envelope;

@@ -13,8 +13,8 @@ use std::sync::LazyLock;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
 use crate::SITE_RAKUTEN;
-use crate::ids::{MAX_ID_LEN, ROUTE_WORDS, is_invisible};
-use crate::text::{is_bidi_control, is_nonspacing_mark};
+use crate::ids::{MAX_ID_LEN, QueryId, ROUTE_WORDS, TaskId, WorkerId, is_invisible};
+use crate::text::{MAX_REASON_CHARS, is_bidi_control, is_nonspacing_mark};
 
 /// A character class of every code point `pred` holds for (`negate`: every other one), written
 /// as a list of the smaller side (`[…]` of the members or `[^…]` of the rest): a generator walks
@@ -183,14 +183,14 @@ const REASON_DOC: &str = "Why, for the record: 1 to 1000 characters with somethi
     line breaks and tabs but no other control character, no bidirectional control.";
 
 /// A required operator reason: [`reason_pattern`], at most
-/// [`MAX_REASON_CHARS`](crate::alert::MAX_REASON_CHARS) characters. The server counts them after
+/// [`MAX_REASON_CHARS`] characters. The server counts them after
 /// trimming edge whitespace, so this bound is the stricter one by that whitespace.
 pub fn reason() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::String)
         .description(Some(REASON_DOC))
         .min_length(Some(1))
-        .max_length(Some(crate::alert::MAX_REASON_CHARS))
+        .max_length(Some(MAX_REASON_CHARS))
         .pattern(Some(REASON.clone()))
         .build()
 }
@@ -201,7 +201,7 @@ pub fn reason_or_null() -> Object {
         .schema_type(nullable_string())
         .description(Some(REASON_DOC))
         .min_length(Some(1))
-        .max_length(Some(crate::alert::MAX_REASON_CHARS))
+        .max_length(Some(MAX_REASON_CHARS))
         .pattern(Some(REASON.clone()))
         .build()
 }
@@ -294,6 +294,22 @@ macro_rules! schema_type {
     };
 }
 
+// The id types are named schemas with `parse_id`'s rules as a pattern, so a client refuses what
+// the server does. They are implemented here, beside [`id`], so that `ids` stays a leaf of rules.
+macro_rules! id_schema {
+    ($($name:ty),*) => {$(
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+                id().into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+    )*};
+}
+
+id_schema!(TaskId, QueryId, WorkerId);
+
 schema_type!(
     /// `site`: [`site`].
     Site => site()
@@ -306,108 +322,6 @@ schema_type!(
     /// A `lease_token` sent back: [`lease_token`].
     LeaseToken => lease_token()
 );
-
-/// The rules of a body that tie one field to another, as the `oneOf` added to its component
-/// schema (a derived schema states each field alone). Built from the checks the server runs.
-///
-/// - `ResolveTask`: `outcome` is `succeeded` or `failed`, and `state`, when given, is one that
-///   [`Outcome::check_fits_state`](crate::Outcome::check_fits_state) allows with it.
-/// - `SubmitQuery`: `params` by `kind` (§11.2): `order_list` takes `since` (RFC 3339) and
-///   `max_pages` (1 to 20), `order_detail` needs `order_number` (1 to 64 of `[0-9A-Za-z-]`).
-/// - `QueryResultBody`: `success: true` carries a §11.3 `result` of either kind and no error;
-///   `success: false` carries no `result`.
-/// - `ReportState`: `outcome` only with `terminal: true`, and then one that fits the `state`
-///   ([`Outcome::check_fits_state`](crate::Outcome::check_fits_state)); a terminal report without
-///   one needs a `state` that implies it ([`Outcome::implied_by`](crate::Outcome::implied_by)).
-pub fn body_rules() -> Vec<(&'static str, serde_json::Value)> {
-    use serde_json::json;
-
-    use crate::{OrderState, Outcome};
-    let resolve = [Outcome::Succeeded, Outcome::Failed].map(|outcome| {
-        let states: Vec<&str> = OrderState::ALL
-            .into_iter()
-            .filter(|s| outcome.check_fits_state(Some(*s)).is_ok())
-            .map(OrderState::as_str)
-            .collect();
-        json!({"properties": {
-            "outcome": {"const": outcome.as_str()},
-            "state": {"enum": states.into_iter().map(Some).chain([None]).collect::<Vec<_>>()},
-        }})
-    });
-    let submit_query = json!([
-        {"properties": {
-            "kind": {"const": "order_list"},
-            "params": {"type": ["object", "null"], "additionalProperties": false, "properties": {
-                "since": {"type": "string", "format": "date-time"},
-                "max_pages": {"type": "integer", "minimum": 1, "maximum": crate::query::MAX_PAGES_LIMIT},
-            }},
-        }},
-        {"required": ["params"], "properties": {
-            "kind": {"const": "order_detail"},
-            "params": {"type": "object", "additionalProperties": false, "required": ["order_number"], "properties": {
-                "order_number": {"type": "string", "pattern": "^[0-9A-Za-z-]{1,64}$"},
-            }},
-        }},
-    ]);
-    let result_of = |kind: &str, schema: &str| {
-        json!({"allOf": [
-            {"$ref": format!("#/components/schemas/{schema}")},
-            {"properties": {"kind": {"const": kind}}},
-        ]})
-    };
-    let query_result = json!([
-        {"required": ["result"], "properties": {
-            "success": {"const": true},
-            "result": {"oneOf": [
-                result_of("order_list", "OrderListResult"),
-                result_of("order_detail", "OrderDetailResult"),
-            ]},
-            "error_code": {"type": "null"},
-            "error_message": {"type": "null"},
-        }},
-        {"properties": {
-            "success": {"const": false},
-            "result": {"type": "null"},
-        }},
-    ]);
-    let implying: Vec<&str> = OrderState::ALL
-        .into_iter()
-        .filter(|s| Outcome::implied_by(*s).is_some())
-        .map(OrderState::as_str)
-        .collect();
-    // A terminal report's outcome must fit its state, as a resolve's does
-    // (D-report-outcome-must-fit-state): one branch per outcome with the states it fits.
-    let with_outcome = [Outcome::Succeeded, Outcome::Failed, Outcome::NeedsHuman].map(|outcome| {
-        let states: Vec<&str> = OrderState::ALL
-            .into_iter()
-            .filter(|s| outcome.check_fits_state(Some(*s)).is_ok())
-            .map(OrderState::as_str)
-            .collect();
-        json!({"required": ["terminal", "outcome"], "properties": {
-            "terminal": {"const": true},
-            "outcome": {"const": outcome.as_str()},
-            "state": {"enum": states},
-        }})
-    });
-    let [succeeded, failed, needs_human] = with_outcome;
-    let report = json!([
-        {"properties": {"terminal": {"const": false}, "outcome": {"type": "null"}}},
-        succeeded,
-        failed,
-        needs_human,
-        {"required": ["terminal"], "properties": {
-            "terminal": {"const": true},
-            "outcome": {"type": "null"},
-            "state": {"enum": implying},
-        }},
-    ]);
-    vec![
-        ("ReportState", report),
-        ("ResolveTask", json!(resolve)),
-        ("SubmitQuery", submit_query),
-        ("QueryResultBody", query_result),
-    ]
-}
 
 /// An order intent (§4.2) as [`OrderIntent::parse`](crate::intent::OrderIntent::parse) checks
 /// it: an object with `item_url` on a `rakuten.co.jp` host (scheme and host in any ASCII case,

@@ -11,6 +11,9 @@ pub fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// Longest `reason` of an operator action on the gateway, characters.
+pub const MAX_REASON_CHARS: usize = 1000;
+
 /// Checks a required reason and returns it trimmed.
 ///
 /// Refused, with the message given: nothing but whitespace or invisible characters ("reason is

@@ -19,15 +19,16 @@
 //! the store: an agent sees exactly its shop tree, an item outside it answers exactly like a
 //! missing one, and an account without the manual trigger permission reads no item here either.
 
-mod credential_key;
+pub mod credential_key;
 pub mod pages;
 
 pub use credential_key::CredentialKey;
 use credential_key::hex;
 
 use axum::Router;
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
+use axum::routing::MethodRouter;
 use rakuten_types::Timestamp;
 use serde::{Deserialize, Serialize};
 use web_console::layout;
@@ -35,7 +36,6 @@ use web_console::signed::{self, ConsoleApp, Person, Site};
 use web_console::{ConsoleKey, Signed as SignedAs};
 
 use crate::domain::{Account, Action, Role, Scope, TokenHash, authorize};
-use crate::http::auth::{account_of_token, bootstrap_admin};
 use crate::state::AppState;
 
 /// The service name in the console's frame.
@@ -49,8 +49,7 @@ const NAV: &[(&str, &str)] = &[
 
 /// The console's pages and forms (method, path, handler): the router is built from this list,
 /// and [`crate::http::served_routes`] lists it.
-pub(crate) fn routes() -> Vec<crate::http::Route> {
-    use axum::http::Method;
+pub(crate) fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
     use axum::routing::MethodFilter as M;
     use axum::routing::on;
     vec![
@@ -164,7 +163,7 @@ async fn current_account(
         return Ok(st
             .credential_key
             .matches(admin, &who.credential)
-            .then(bootstrap_admin));
+            .then(Account::bootstrap_admin));
     }
     let Some(record) = st.store.account_get(&who.id).await? else {
         return Ok(None);
@@ -222,7 +221,7 @@ impl ConsoleApp for AppState {
         let account = if token.is_empty() || token.len() > 256 {
             Ok(None)
         } else {
-            account_of_token(self, token).await
+            self.account_of_token(token).await
         };
         match account {
             Ok(Some(a)) if authorize(&a, Action::ReadConfig).is_ok() => {

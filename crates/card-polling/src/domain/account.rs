@@ -1,8 +1,11 @@
 //! Accounts, roles, Bearer token hashes and the data scope derived from them.
 
+use rakuten_types::ids::MAX_ID_LEN;
+use rakuten_types::schema::{char_class, id_pattern};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
 /// Account role (spec "优先轮询事实与查询的可追溯": permissions match manual enqueue). What each
 /// role may do, with its permissions, is [`super::access::authorize`].
@@ -78,6 +81,58 @@ pub struct Account {
     pub perm_manual_trigger: bool,
     /// The card data permission.
     pub perm_card_data: bool,
+}
+
+impl Account {
+    /// The bootstrap admin (`RAKUTEN_POLL_ADMIN_TOKEN`): account `admin`, super_admin with every
+    /// permission. No stored account has this id.
+    pub fn bootstrap_admin() -> Account {
+        Account {
+            id: "admin".into(),
+            role: Role::SuperAdmin,
+            shop_id: None,
+            perm_manual_trigger: true,
+            perm_card_data: true,
+        }
+    }
+}
+
+/// How many characters an account's token has.
+pub const TOKEN_CHARS: std::ops::RangeInclusive<usize> = 16..=256;
+
+/// A character an account's token may not hold: a space or a control character.
+pub fn token_char_refused(c: char) -> bool {
+    c.is_control() || c == ' '
+}
+
+/// The schema of an account id: a key ([`super::key::key_schema`]), and not `admin`, the
+/// bootstrap admin's name (no stored account).
+pub fn account_id_schema() -> Object {
+    let pattern = format!("^(?!admin$){}", &id_pattern()[1..]);
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(
+            "An account id; `admin` names the bootstrap admin and is refused.",
+        ))
+        .min_length(Some(1))
+        .max_length(Some(MAX_ID_LEN))
+        .pattern(Some(pattern))
+        .build()
+}
+
+/// The schema of an account's Bearer token: [`TOKEN_CHARS`] characters, none that
+/// [`token_char_refused`] refuses (the import's and the token route's check; the admin token is
+/// refused too, which no schema can say).
+pub fn token_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(
+            "16 to 256 characters without spaces or control characters; not the admin token.",
+        ))
+        .min_length(Some(*TOKEN_CHARS.start()))
+        .max_length(Some(*TOKEN_CHARS.end()))
+        .pattern(Some(format!("^{}*$", char_class(true, token_char_refused))))
+        .build()
 }
 
 /// The rows an account may see, pushed down into SQL.

@@ -46,10 +46,10 @@ pub struct AssetRef {
 #[serde(deny_unknown_fields)]
 pub struct CardRow {
     /// ICCID.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub iccid: String,
     /// Owning shop.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub shop_id: String,
     /// Card polling switch.
     #[serde(default = "yes")]
@@ -64,17 +64,17 @@ pub struct CardRow {
 #[serde(deny_unknown_fields)]
 pub struct DeviceRow {
     /// Device number.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub device_no: String,
     /// Owning shop.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub shop_id: String,
     /// Device polling switch.
     #[serde(default = "yes")]
     pub polling_enabled: bool,
     /// The slot the device last reported (never used for targeting).
     #[serde(default)]
-    #[schema(schema_with = crate::http::schema::key_or_null)]
+    #[schema(schema_with = crate::domain::key::key_or_null_schema)]
     pub reported_slot_iccid: Option<String>,
 }
 
@@ -83,10 +83,10 @@ pub struct DeviceRow {
 #[serde(deny_unknown_fields)]
 pub struct BindingRow {
     /// Device number.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub device_no: String,
     /// ICCID.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub iccid: String,
     /// Whether the binding is in effect.
     #[serde(default = "yes")]

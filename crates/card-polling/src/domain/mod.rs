@@ -5,6 +5,7 @@
 pub mod access;
 pub mod account;
 pub mod asset;
+pub mod key;
 pub mod package;
 pub mod shop;
 pub mod task_type;
@@ -12,17 +13,7 @@ pub mod task_type;
 pub use access::{Action, Denied, authorize};
 pub use account::{Account, Role, Scope, TokenHash};
 pub use asset::{AssetRef, AssetType};
+pub use key::parse_key;
 pub use package::{OrderStatus, PackageKind, PaymentStatus, UsageStatus};
 pub use shop::Shop;
 pub use task_type::{TaskType, TaskTypes};
-
-use rakuten_types::ids::{IdError, parse_id};
-
-/// Checks an identifier from a request (1–128 characters, no control characters, no path
-/// separators, see [`rakuten_types::ids`]).
-///
-/// # Errors
-/// [`IdError`] naming `what`.
-pub fn parse_key(what: &'static str, s: &str) -> Result<String, IdError> {
-    parse_id(what, s)
-}

@@ -13,7 +13,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use super::error::ApiError;
-use crate::domain::{Account, Action, Role, Scope, TokenHash, authorize};
+use crate::domain::{Account, Action, Scope, authorize};
 use crate::state::AppState;
 
 /// Longest accepted Authorization header value, bytes.
@@ -48,39 +48,11 @@ impl FromRequestParts<AppState> for Auth {
             .map(|(_, token)| token.trim())
             .filter(|t| !t.is_empty())
             .ok_or_else(ApiError::unauthorized)?;
-        match account_of_token(state, token).await {
+        match state.account_of_token(token).await {
             Ok(Some(a)) => Ok(Auth(a)),
             Ok(None) => Err(ApiError::unauthorized()),
             Err(e) => Err(ApiError::from_store(e, Some("account"))),
         }
-    }
-}
-
-/// The account a token belongs to: the bootstrap admin (`admin`, super_admin), else the account
-/// with that token hash. The console's sign-in uses it too.
-///
-/// # Errors
-/// The store failed.
-pub async fn account_of_token(
-    state: &AppState,
-    token: &str,
-) -> Result<Option<Account>, crate::store::StoreError> {
-    let hash = TokenHash::of(token);
-    if state.admin_token_hash.ct_eq(&hash.0) {
-        return Ok(Some(bootstrap_admin()));
-    }
-    state.store.account_find_by_token(&hash).await
-}
-
-/// The bootstrap admin (`RAKUTEN_POLL_ADMIN_TOKEN`): account `admin`, super_admin with every
-/// permission.
-pub fn bootstrap_admin() -> Account {
-    Account {
-        id: "admin".into(),
-        role: Role::SuperAdmin,
-        shop_id: None,
-        perm_manual_trigger: true,
-        perm_card_data: true,
     }
 }
 

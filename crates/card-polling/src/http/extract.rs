@@ -50,45 +50,6 @@ impl From<PathRejection> for ApiError {
     }
 }
 
-/// An id written canonically in a path: ASCII digits only, no sign, no leading zero, within
-/// 1..=`i64::MAX` (D-item-ids-and-list-filters: `+1`, `01` and ` 1` are not `1`); `None` otherwise.
-pub fn canonical_id(s: &str) -> Option<i64> {
-    let digits = s.as_bytes();
-    if digits.first().is_none_or(|d| *d == b'0') || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    s.parse().ok()
-}
-
 fn bounded(s: &str) -> String {
     s.chars().take(300).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::canonical_id;
-
-    #[test]
-    fn only_canonical_decimal_ids_parse() {
-        assert_eq!(canonical_id("1"), Some(1));
-        assert_eq!(canonical_id("42"), Some(42));
-        assert_eq!(canonical_id("9223372036854775807"), Some(i64::MAX));
-        for bad in [
-            "",
-            "0",
-            "00",
-            "01",
-            "+1",
-            "-1",
-            " 1",
-            "1 ",
-            "1.0",
-            "1e3",
-            "0x1",
-            "١",
-            "9223372036854775808",
-        ] {
-            assert_eq!(canonical_id(bad), None, "{bad:?}");
-        }
-    }
 }

@@ -5,6 +5,7 @@
 //! - [`extract`]: JSON/query/path extractors whose rejections become envelope errors.
 //! - [`openapi`]: the OpenAPI document of every route, derived from the handlers' `#[utoipa::path]`.
 //! - [`schema`]: the request rules as OpenAPI schemas, built from the handlers' checks.
+//! - [`envelope`]: the answer envelope as the OpenAPI components every route's responses name.
 //! - [`routes`]: one file per resource.
 //!
 //! Who may call each route is one rule per route ([`auth::Allowed`] over
@@ -34,6 +35,7 @@
 //! | `GET /api/scheduler/last-cycle` | super_admin, platform | the last scheduling cycle's decisions and queue depths |
 
 pub mod auth;
+pub mod envelope;
 pub mod error;
 pub mod extract;
 pub mod openapi;

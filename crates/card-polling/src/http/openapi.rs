@@ -1,18 +1,18 @@
 //! The OpenAPI document at `/openapi.json` (unauthenticated, like the gateway's), derived from the
 //! handlers' `#[utoipa::path]` attributes in `routes` and the request types' `ToSchema` /
 //! `IntoParams` derives, whose fields carry the server's own rules ([`super::schema`],
-//! D-openapi-states-server-rules). A little is added to it as JSON afterwards: the edge's statuses
-//! (401/403/413/414/422/431/503, `rakuten_edge::openapi::add_edge_responses`), 415 on every
-//! operation with a body, the `Retry-After` header's bounds, the cross-field rules of an imported
-//! account, one `operationId` per operation, and — in the served document — the configured task
-//! types as the `enum` of `TaskTypeName` ([`with_task_types`]).
+//! D-openapi-states-server-rules). A little is added to it as JSON afterwards: the bearer scheme
+//! and the edge's statuses (401/403/413/414/415/422/431/503, `rakuten_edge::openapi`), the
+//! `Retry-After` header's bounds, the cross-field rules of an imported account, one `operationId`
+//! per operation, and — in the served document — the configured task types as the `enum` of
+//! `TaskTypeName` ([`with_task_types`]).
 
 use axum::Router;
 use axum::routing::get;
 use serde_json::{Value, json};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::OpenApi;
 
+use super::envelope::{Envelope, ErrorEnvelope, HealthEnvelope, answer_schemas};
 use super::routes::{admin, assets, health, items, manual_triggers, orders, scheduler};
 use crate::state::AppState;
 
@@ -55,7 +55,6 @@ use crate::state::AppState;
         super::schema::ItemId,
         crate::store::ImportExisting,
         Envelope, ErrorEnvelope, HealthEnvelope)),
-    modifiers(&BearerAuth),
     tags(
         (name = "health", description = "health, probes, metrics, task types"),
         (name = "admin", description = "import and account tokens (super_admin)"),
@@ -68,123 +67,6 @@ use crate::state::AppState;
 )]
 pub struct ApiDoc;
 
-struct BearerAuth;
-
-impl Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
-    }
-}
-
-/// A component whose schema is written as JSON ([`answer_schemas`]): the answer envelopes, whose
-/// `data` the handlers build from many store types (described by the routes' docs, not here).
-/// utoipa sees a named object; [`document`] puts the JSON in its place.
-macro_rules! json_component {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy)]
-        pub struct $name;
-
-        impl utoipa::PartialSchema for $name {
-            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-                utoipa::openapi::schema::Object::new().into()
-            }
-        }
-
-        impl utoipa::ToSchema for $name {}
-    };
-}
-
-json_component!(
-    /// A success answer: `{success: true, msg, data, code}`.
-    Envelope
-);
-json_component!(
-    /// An error answer: `{success: false, msg, data: null, code}`.
-    ErrorEnvelope
-);
-json_component!(
-    /// `/health`'s answer: [`Envelope`] with its `data` described in full.
-    HealthEnvelope
-);
-
-/// The schemas of [`Envelope`], [`ErrorEnvelope`] and [`HealthEnvelope`].
-fn answer_schemas() -> [(&'static str, Value); 3] {
-    [
-        (
-            "Envelope",
-            json!({"type": "object", "required": ["success", "msg", "data", "code"], "properties": {
-            "success": {"type": "boolean", "const": true}, "msg": {"type": "string"}, "data": {}, "code": {"type": "integer"}}}),
-        ),
-        (
-            "ErrorEnvelope",
-            json!({"type": "object", "required": ["success", "msg", "data", "code"], "properties": {
-            "success": {"type": "boolean", "const": false}, "msg": {"type": "string", "minLength": 1}, "data": {"type": "null"}, "code": {"type": "integer"}}}),
-        ),
-        (
-            "HealthEnvelope",
-            json!({"allOf": [{"$ref": "#/components/schemas/Envelope"}, {"properties": {"data": health_data()}}]}),
-        ),
-    ]
-}
-
-/// `/health`'s `data`: the status alone without a token, everything with one. Its `clock` and
-/// `schedule_config` are written out in full (D-poll-clock-skew-no-claims, D-schedule-config-check); the other parts are
-/// described by `routes::health`.
-fn health_data() -> Value {
-    let clock = json!({
-        "type": "object",
-        "description": "this instance's clock and its check against the shared database's (RAKUTEN_POLL_CLOCK_MAX_SKEW_SECS); never null",
-        "required": ["status", "now", "max_skew_ms", "offset_ms", "skewed", "checked_at"],
-        "properties": {
-            "status": {"type": "string", "enum": ["off", "no_shared_clock", "not_yet_measured", "ok", "skewed"],
-                "description": "off: the check is off; no_shared_clock: SQLite, nothing to compare with; not_yet_measured: no claim tried yet; ok / skewed: the last measurement (skewed: this instance makes no claims)"},
-            "now": {"type": "string", "format": "date-time", "description": "this instance's clock when it answered"},
-            "max_skew_ms": {"type": ["integer", "null"], "minimum": 0, "description": "the tolerance; null with the check off"},
-            "offset_ms": {"type": ["integer", "null"], "description": "the database's clock minus this instance's at the last measurement; null before one"},
-            "skewed": {"type": "boolean", "description": "the last measurement was beyond the tolerance"},
-            "checked_at": {"type": ["string", "null"], "format": "date-time", "description": "when the last measurement was made; null before one"},
-        },
-    });
-    let config = json!({"type": "object", "required": ["shards", "task_types"], "properties": {
-        "shards": {"type": "integer", "minimum": 1},
-        "task_types": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1},
-            "description": "task type name → interval, seconds"},
-    }});
-    let schedule_config = json!({
-        "type": "object",
-        "description": "whether the ordinary polling schedule's configuration stored for every instance is still this instance's; checked every 30 s",
-        "required": ["status", "checked_at", "instance", "stored"],
-        "properties": {
-            "status": {"type": "string", "enum": ["not_yet_checked", "same", "differs"],
-                "description": "differs: another instance started with other RAKUTEN_POLL_TASK_TYPES / RAKUTEN_POLL_SHARDS rewrote it; this one schedules by its own until restarted"},
-            "checked_at": {"type": ["string", "null"], "format": "date-time"},
-            "instance": config.clone(),
-            "stored": {"anyOf": [config, {"type": "null"}]},
-        },
-    });
-    json!({"anyOf": [
-        {"type": "object", "required": ["status", "database"], "properties": {
-            "status": {"type": "string", "enum": ["ok", "unavailable"]},
-            "database": {"type": "string", "enum": ["reachable", "unreachable"]},
-        }},
-        {"type": "object", "required": ["status", "database", "hint_backend", "hint_channel_reachable", "queues", "last_cycle_at", "clock", "schedule_config"], "properties": {
-            "status": {"type": "string", "enum": ["ok", "unavailable"]},
-            "database": {"type": "object"},
-            "hint_backend": {"type": "string", "enum": ["memory", "redis"]},
-            "hint_channel_reachable": {"type": "boolean"},
-            "queues": {"type": "array"},
-            "last_cycle_at": {"type": ["string", "null"], "format": "date-time"},
-            "clock": clock,
-            "schedule_config": schedule_config,
-        }},
-    ]})
-}
-
 /// The document without the configured task types: [`ApiDoc`] plus what utoipa does not say.
 pub fn document() -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
@@ -193,18 +75,18 @@ pub fn document() -> Value {
             *s = schema;
         }
     }
-    rakuten_edge::openapi::add_edge_responses(&mut doc, "ErrorEnvelope");
+    rakuten_edge::openapi::add_bearer_scheme(&mut doc);
+    rakuten_edge::openapi::add_edge_responses(
+        &mut doc,
+        "ErrorEnvelope",
+        super::error::PollCode::UnsupportedMediaType.as_i32(),
+    );
     for_each_operation(&mut doc, |method, path, op| {
         // One id per operation: the handlers' function names repeat across route files.
         op.insert("operationId".into(), json!(format!("{method} {path}")));
-        let body = op.contains_key("requestBody");
         let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
             return;
         };
-        if body {
-            responses.entry("415").or_insert_with(|| json!({"description": UNSUPPORTED_ENCODING,
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}}));
-        }
         // The quota's 429 always says when to come back (D-ordinary-manual-trigger).
         if let Some(h) = responses
             .get_mut("429")
@@ -268,11 +150,6 @@ pub fn router(task_types: &[String]) -> Router<AppState> {
         }),
     )
 }
-
-/// Every operation with a body: bodies are read uncompressed and must be sent as JSON
-/// (D-body-coding-type-and-size).
-const UNSUPPORTED_ENCODING: &str = "a Content-Encoding other than identity, or a body not sent as \
-    `Content-Type: application/json` (7007); `Accept-Encoding: identity`";
 
 #[cfg(test)]
 mod tests {

@@ -1,81 +1,17 @@
 //! The request rules of card-polling's routes as OpenAPI schemas, each built from the predicate the
-//! handler runs (`domain::parse_key`, `priority::manual::parse_reason`, the import's token and
-//! shop-name checks, the item id's canonical decimal), so a client generated from `/openapi.json`
-//! refuses what the server refuses (D-openapi-states-server-rules). The shared rules come from
-//! `rakuten_types::schema`; the ones only this service has are here.
+//! handler runs (`priority::manual::parse_reason`, the item id's canonical decimal, the list
+//! filters), so a client generated from `/openapi.json` refuses what the server refuses
+//! (D-openapi-states-server-rules). The shared rules come from `rakuten_types::schema`; the
+//! domain's own (keys, account ids and tokens, shop names) live beside their checks in
+//! [`crate::domain`], since the domain's types carry them; the rest are here.
 
-use rakuten_types::ids::{MAX_ID_LEN, is_invisible};
-use rakuten_types::schema::{char_class, id, id_pattern, line_reason_pattern};
-use rakuten_types::text::is_bidi_control;
-use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
+use rakuten_types::ids::MAX_ID_LEN;
+use rakuten_types::schema::{char_class, id_pattern, line_reason_pattern};
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
-use crate::http::routes::admin::{MAX_SHOP_NAME_CHARS, TOKEN_CHARS, token_char_refused};
+use crate::domain::account::account_id_schema;
+use crate::domain::key::key_schema;
 use crate::priority::MAX_REASON_CHARS;
-
-fn nullable_string() -> SchemaType {
-    SchemaType::from_iter([Type::String, Type::Null])
-}
-
-/// A key (ICCID, device number, shop, account, order, usage, payment or event id):
-/// `domain::parse_key`'s rules (D-id-rules).
-pub fn key() -> Object {
-    id()
-}
-
-/// An optional key: [`key`], or `null`, which the server reads as absent.
-pub fn key_or_null() -> Object {
-    ObjectBuilder::new()
-        .schema_type(nullable_string())
-        .min_length(Some(1))
-        .max_length(Some(MAX_ID_LEN))
-        .pattern(Some(id_pattern()))
-        .build()
-}
-
-/// An account id: [`key`], and not `admin`, the bootstrap admin's name (no stored account).
-pub fn account_id() -> Object {
-    let pattern = format!("^(?!admin$){}", &id_pattern()[1..]);
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .description(Some(
-            "An account id; `admin` names the bootstrap admin and is refused.",
-        ))
-        .min_length(Some(1))
-        .max_length(Some(MAX_ID_LEN))
-        .pattern(Some(pattern))
-        .build()
-}
-
-/// An account's Bearer token: 16 to 256 characters, no space or control character (the import's
-/// and the token route's `check_token`; the admin token is refused too, which no schema can say).
-pub fn token() -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .description(Some(
-            "16 to 256 characters without spaces or control characters; not the admin token.",
-        ))
-        .min_length(Some(*TOKEN_CHARS.start()))
-        .max_length(Some(*TOKEN_CHARS.end()))
-        .pattern(Some(format!("^{}*$", char_class(true, token_char_refused))))
-        .build()
-}
-
-/// A shop's display name: something visible (not only whitespace or invisible characters), no
-/// control or bidirectional control character, at most 200 characters (the import's check).
-pub fn shop_name() -> Object {
-    let blank = char_class(false, |c| c.is_whitespace() || is_invisible(c));
-    let allowed = char_class(true, |c| c.is_control() || is_bidi_control(c));
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .description(Some(
-            "1 to 200 characters with something visible; no control or bidirectional control \
-             character.",
-        ))
-        .min_length(Some(1))
-        .max_length(Some(MAX_SHOP_NAME_CHARS))
-        .pattern(Some(format!("^(?!{blank}*$){allowed}*$")))
-        .build()
-}
 
 /// An operator's reason (`priority::manual::parse_reason`): something readable, on one line
 /// once edge whitespace is trimmed, no bidirectional control, at most 500 characters.
@@ -92,7 +28,7 @@ pub fn reason() -> Object {
         .build()
 }
 
-/// Canonical decimal of 1..=`max`: no sign, no leading zero (`http::extract::canonical_id`).
+/// Canonical decimal of 1..=`max`: no sign, no leading zero (`priority::canonical_id`).
 pub fn decimal_at_most(max: u64) -> String {
     let digits: Vec<u8> = max.to_string().bytes().map(|b| b - b'0').collect();
     let n = digits.len();
@@ -164,12 +100,12 @@ macro_rules! schema_type {
 }
 
 schema_type!(
-    /// A key in a path: [`key`].
-    Key => key()
+    /// A key in a path: [`key_schema`].
+    Key => key_schema()
 );
 schema_type!(
-    /// An account id in a path: [`account_id`].
-    AccountId => account_id()
+    /// An account id in a path: [`account_id_schema`].
+    AccountId => account_id_schema()
 );
 schema_type!(
     /// A priority item id in a path: [`item_id`].
@@ -218,7 +154,7 @@ mod tests {
             "8999999999999999999",
         ] {
             assert!(re(s), "{s}");
-            assert!(crate::http::extract::canonical_id(s).is_some(), "{s}");
+            assert!(crate::priority::canonical_id(s).is_some(), "{s}");
         }
         for s in [
             "0",
@@ -230,7 +166,7 @@ mod tests {
             "",
         ] {
             assert!(!re(s), "{s}");
-            assert!(crate::http::extract::canonical_id(s).is_none(), "{s}");
+            assert!(crate::priority::canonical_id(s).is_none(), "{s}");
         }
     }
 

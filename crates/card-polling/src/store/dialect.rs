@@ -38,6 +38,10 @@ pub(crate) mod sqlite {
     pub(crate) type WriteFn<A, T> =
         for<'c> fn(&'c mut SqliteConnection, &'c A) -> BoxFuture<'c, StoreResult<T>>;
 
+    /// A hot transition as the SQLite writer runs it (`store::sqlite_sync`): a function of the
+    /// write connection (inside the savepoint the writer opened) and its owned arguments.
+    pub(crate) type SyncWriteFn<A, T> = fn(&rusqlite::Connection, &A) -> StoreResult<T>;
+
     /// The write path (D-sqlite-writer-group-commit): SQLite has one writer, so every write of the store goes through
     /// ONE group-commit writer (the `sqlite_writer` crate) that owns the only write connection
     /// and packs what is waiting into one `BEGIN IMMEDIATE` transaction, a SAVEPOINT per write;
@@ -65,7 +69,7 @@ pub(crate) mod sqlite {
             &self,
             args: A,
             _through_sqlx: WriteFn<A, T>,
-            on_thread: crate::store::sqlite_sync::SyncWriteFn<A, T>,
+            on_thread: SyncWriteFn<A, T>,
         ) -> StoreResult<T>
         where
             A: Send + Sync + 'static,
@@ -218,7 +222,7 @@ pub(crate) mod postgres {
             &self,
             args: A,
             through_sqlx: WriteFn<A, T>,
-            _on_thread: crate::store::sqlite_sync::SyncWriteFn<A, T>,
+            _on_thread: super::sqlite::SyncWriteFn<A, T>,
         ) -> StoreResult<T>
         where
             A: Send + Sync + 'static,

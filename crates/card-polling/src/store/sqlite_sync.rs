@@ -23,10 +23,6 @@ use crate::store::common::{
 use crate::store::hot::{self, CardTarget, Fact, SystemFact};
 use crate::store::{ClaimedItem, Demand, EnqueuedItem, StoreError, StoreResult};
 
-/// A hot transition as the SQLite writer runs it: a function of the write connection (inside
-/// the savepoint the writer opened) and its owned arguments.
-pub(crate) type SyncWriteFn<A, T> = fn(&Connection, &A) -> StoreResult<T>;
-
 /// `store::hot::claim` on the writer's thread; arguments as `SqlStore::item_claim` passes them.
 pub(crate) fn claim(
     db: &Connection,

@@ -11,6 +11,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use rakuten_types::text::MAX_REASON_CHARS;
 use rakuten_types::{OrderState, Outcome, TaskId, WorkerId};
 use serde::Deserialize;
 use web_console::ConsoleForm;
@@ -20,9 +21,6 @@ use super::Signed;
 use crate::state::AppState;
 use crate::store::operator::{CancelRequest, ResolveRequest, RetireRequest};
 use crate::store::{ReclaimRequest, StoreError};
-
-/// Longest reason, characters.
-pub const MAX_REASON_CHARS: usize = 1000;
 
 /// The reclaim form.
 #[derive(Debug, Deserialize)]

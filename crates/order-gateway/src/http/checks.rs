@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use rakuten_types::SITE_RAKUTEN;
-use rakuten_types::alert::MAX_REASON_CHARS;
+use rakuten_types::text::MAX_REASON_CHARS;
 
 use super::error::ApiError;
 

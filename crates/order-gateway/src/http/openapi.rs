@@ -3,8 +3,7 @@
 
 use axum::routing::get;
 use axum::{Json, Router};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::OpenApi;
 
 use super::AppState;
 use super::routes::{health, operator, orders, probes, queries};
@@ -45,7 +44,6 @@ use super::routes::{health, operator, orders, probes, queries};
         rakuten_types::query::OrderListResult,
         rakuten_types::query::OrderDetailResult
     )),
-    modifiers(&BearerAuth),
     tags(
         (name = "orders", description = "order tasks (§4.2–§4.6, §5)"),
         (name = "account queries", description = "account read-only query channel (§11)"),
@@ -55,71 +53,31 @@ use super::routes::{health, operator, orders, probes, queries};
 )]
 pub struct ApiDoc;
 
-struct BearerAuth;
-
-impl Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
-    }
-}
-
 /// The served document: [`ApiDoc`] plus the statuses the edge and the extractors can answer on
-/// any operation (401/403/413/422/503, `rakuten_edge::openapi`).
+/// any operation (401/403/413/414/415/422/431/503, `rakuten_edge::openapi`).
 pub fn document() -> serde_json::Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
-    rakuten_edge::openapi::add_edge_responses(&mut doc, "ErrorEnvelope");
-    add_unsupported_media_type(&mut doc);
+    rakuten_edge::openapi::add_bearer_scheme(&mut doc);
+    rakuten_edge::openapi::add_edge_responses(
+        &mut doc,
+        "ErrorEnvelope",
+        rakuten_types::ErrorCode::UnsupportedMediaType.as_i32(),
+    );
     nullable_envelope_data(&mut doc);
     add_body_rules(&mut doc);
     doc
 }
 
-/// The rules tying one body field to another ([`rakuten_types::schema::body_rules`]): without
+/// The rules tying one body field to another ([`rakuten_types::body_rules::all`]): without
 /// them a client sends `kind: order_detail` without an `order_number`, or a failure with a
 /// `result`, and is refused with 422.
 fn add_body_rules(doc: &mut serde_json::Value) {
-    for (name, one_of) in rakuten_types::schema::body_rules() {
+    for (name, one_of) in rakuten_types::body_rules::all() {
         if let Some(schema) = doc
             .pointer_mut(&format!("/components/schemas/{name}"))
             .and_then(serde_json::Value::as_object_mut)
         {
             schema.insert("oneOf".into(), one_of);
-        }
-    }
-}
-
-/// Every operation that takes a body can answer 415 (code 1007): a body in a content coding or
-/// not sent as `application/json` (D-body-coding-type-and-size; `rakuten_edge::body`).
-fn add_unsupported_media_type(doc: &mut serde_json::Value) {
-    let Some(paths) = doc
-        .get_mut("paths")
-        .and_then(serde_json::Value::as_object_mut)
-    else {
-        return;
-    };
-    for op in paths
-        .values_mut()
-        .filter_map(serde_json::Value::as_object_mut)
-        .flat_map(|item| item.values_mut())
-    {
-        if op.get("requestBody").is_none() {
-            continue;
-        }
-        if let Some(responses) = op
-            .get_mut("responses")
-            .and_then(serde_json::Value::as_object_mut)
-        {
-            responses.entry("415").or_insert_with(|| {
-                serde_json::json!({
-                    "description": "a Content-Encoding other than identity, or a body not sent as \
-                        `Content-Type: application/json` (1007); `Accept-Encoding: identity`",
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}},
-                })
-            });
         }
     }
 }

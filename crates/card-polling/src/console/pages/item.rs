@@ -12,7 +12,7 @@ use web_console::layout::{self, Notice, action_form, badge, opt, ts, ts_opt};
 use super::super::{AccountRules, Signed};
 use super::{no_such_item, store_error};
 use crate::domain::Action;
-use crate::http::extract::canonical_id;
+use crate::priority::canonical_id;
 use crate::priority::item_status::ItemStatus;
 use crate::priority::manual::{self, ManualError};
 use crate::state::AppState;
@@ -195,6 +195,21 @@ fn manual_refused(signed: &Signed, id: i64, typed: Option<&str>, e: ManualError)
     }
 }
 
+/// What a form on an item passes before it acts: its CSRF token, the account's permission for
+/// `action`, and an item id written canonically (else the page it gets instead).
+fn form_item_id(
+    signed: &Signed,
+    csrf: Option<&str>,
+    action: Action,
+    id: &str,
+) -> Result<i64, Box<Response>> {
+    if !signed.csrf_ok(csrf) {
+        return Err(Box::new(signed.csrf_refused()));
+    }
+    signed.allowed(action)?;
+    canonical_id(id).ok_or_else(|| Box::new(no_such_item(signed)))
+}
+
 /// `POST /console/items/{id}/close`.
 pub async fn close(
     State(st): State<AppState>,
@@ -202,14 +217,9 @@ pub async fn close(
     Path(id): Path<String>,
     ConsoleForm(f): ConsoleForm<ReasonForm>,
 ) -> Response {
-    if !signed.csrf_ok(f.csrf.as_deref()) {
-        return signed.csrf_refused();
-    }
-    if let Err(forbidden) = signed.allowed(Action::Close) {
-        return *forbidden;
-    }
-    let Some(id) = canonical_id(&id) else {
-        return no_such_item(&signed);
+    let id = match form_item_id(&signed, f.csrf.as_deref(), Action::Close, &id) {
+        Ok(id) => id,
+        Err(refused) => return *refused,
     };
     match manual::close(
         st.store.as_ref(),
@@ -232,14 +242,9 @@ pub async fn retrigger(
     Path(id): Path<String>,
     ConsoleForm(f): ConsoleForm<ReasonForm>,
 ) -> Response {
-    if !signed.csrf_ok(f.csrf.as_deref()) {
-        return signed.csrf_refused();
-    }
-    if let Err(forbidden) = signed.allowed(Action::Enqueue) {
-        return *forbidden;
-    }
-    let Some(id) = canonical_id(&id) else {
-        return no_such_item(&signed);
+    let id = match form_item_id(&signed, f.csrf.as_deref(), Action::Enqueue, &id) {
+        Ok(id) => id,
+        Err(refused) => return *refused,
     };
     match manual::retrigger(
         st.store.as_ref(),

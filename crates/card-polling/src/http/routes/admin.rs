@@ -12,6 +12,8 @@ use rakuten_types::ids::is_invisible;
 use rakuten_types::text::is_bidi_control;
 
 use super::key;
+use crate::domain::account::{TOKEN_CHARS, token_char_refused};
+use crate::domain::shop::MAX_SHOP_NAME_CHARS;
 use crate::domain::{Role, TokenHash};
 use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
@@ -57,17 +59,6 @@ fn listed_once<'a>(
             ))
         }
     }
-}
-
-/// How many characters an account's token has.
-pub const TOKEN_CHARS: std::ops::RangeInclusive<usize> = 16..=256;
-
-/// Longest shop name, characters.
-pub const MAX_SHOP_NAME_CHARS: usize = 200;
-
-/// A character an account's token may not hold: a space or a control character.
-pub fn token_char_refused(c: char) -> bool {
-    c.is_control() || c == ' '
 }
 
 /// The rules of an account's token, imported or replaced: 16–256 characters without spaces or
@@ -279,9 +270,9 @@ pub struct ImportQuery {
     params(ImportQuery),
     request_body = ImportBatch,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "a shop, card or device a row names is neither in the import nor stored (1005, 7006)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "a key or token is already stored (1006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "a shop, card or device a row names is neither in the import nor stored (1005, 7006)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "a key or token is already stored (1006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -305,7 +296,7 @@ pub async fn import(
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
     /// The account's new Bearer token (only its SHA-256 is stored).
-    #[schema(schema_with = crate::http::schema::token)]
+    #[schema(schema_with = crate::domain::account::token_schema)]
     pub token: String,
 }
 
@@ -339,9 +330,9 @@ fn account_id(id: &str) -> Result<String, ApiError> {
     params(("id" = crate::http::schema::AccountId, Path)),
     request_body = NewToken,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown account (1005)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "the token is another account's (1006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown account (1005)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "the token is another account's (1006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -372,8 +363,8 @@ pub async fn replace_token(
     summary = "revoke an imported account's token: it signs nothing in any more and the console sessions it opened end (super_admin)",
     params(("id" = crate::http::schema::AccountId, Path)),
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown account (1005)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown account (1005)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]

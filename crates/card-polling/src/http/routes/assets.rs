@@ -35,7 +35,7 @@ pub struct Lock {
 #[serde(deny_unknown_fields)]
 pub struct Slot {
     /// The ICCID the device reports in its current slot; absent or `null`: none.
-    #[schema(schema_with = crate::http::schema::key_or_null)]
+    #[schema(schema_with = crate::domain::key::key_or_null_schema)]
     pub iccid: Option<String>,
 }
 
@@ -60,8 +60,8 @@ fn done(r: Result<(), crate::store::StoreError>, what: &str) -> Answer {
     params(("iccid" = crate::http::schema::Key, Path)),
     request_body = Switch,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -82,8 +82,8 @@ pub async fn card_polling(
     params(("iccid" = crate::http::schema::Key, Path)),
     request_body = Lock,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -103,8 +103,8 @@ pub async fn card_stop_lock(
     summary = "delete a card",
     params(("iccid" = crate::http::schema::Key, Path)),
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -124,8 +124,8 @@ pub async fn card_delete(
     params(("device_no" = crate::http::schema::Key, Path)),
     request_body = Switch,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -146,8 +146,8 @@ pub async fn device_polling(
     params(("device_no" = crate::http::schema::Key, Path)),
     request_body = Slot,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -171,9 +171,9 @@ pub async fn device_reported_slot(
     summary = "bind or unbind a card and a device",
     request_body = BindingRow,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "the card is actively bound to another device (1006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "the card is actively bound to another device (1006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]

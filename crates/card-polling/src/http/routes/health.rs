@@ -110,9 +110,9 @@ pub enum HealthView {
     get, path = "/health", tag = "health",
     summary = "database reachability (503 when it cannot be read); with a super_admin or platform token also open items by status, oldest pending age, queue depths (an agent's token: the status alone)",
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::HealthEnvelope),
-        (status = 401, description = "a token was sent and is not an account's (1001)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 403, description = "an enterprise account's token (1002)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::HealthEnvelope),
+        (status = 401, description = "a token was sent and is not an account's (1001)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 403, description = "an enterprise account's token (1002)", body = crate::http::envelope::ErrorEnvelope),
     )
 )]
 pub async fn health(State(st): State<AppState>, parts: Parts) -> Result<Response, ApiError> {
@@ -212,7 +212,7 @@ async fn database_health(st: &AppState) -> DatabaseHealth {
     get, path = "/livez", tag = "health",
     summary = "the process answers (no database, no channel)",
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
     ),
 )]
 pub async fn livez() -> Json<Envelope<ProbeStatus>> {
@@ -224,7 +224,7 @@ pub async fn livez() -> Json<Envelope<ProbeStatus>> {
     get, path = "/readyz", tag = "health",
     summary = "the database answers within 2 s and takes writes (else 503, code 1503)",
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
     ),
 )]
 pub async fn readyz(State(st): State<AppState>) -> Result<Json<Envelope<ProbeStatus>>, ApiError> {
@@ -372,7 +372,7 @@ pub struct TaskTypeView {
     get, path = "/api/task-types", tag = "health",
     summary = "configured task types (any account but enterprise)",
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
     ),
     security(("bearer" = []))
 )]

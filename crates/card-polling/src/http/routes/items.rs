@@ -13,8 +13,9 @@ use super::key;
 use crate::domain::{AssetRef, AssetType, TaskTypes};
 use crate::http::auth::{Allowed, rule};
 use crate::http::error::ApiError;
-use crate::http::extract::{Json as Body, Path, Query, canonical_id};
+use crate::http::extract::{Json as Body, Path, Query};
 use crate::http::ok;
+use crate::priority::canonical_id;
 use crate::priority::item_status::ItemStatus;
 use crate::priority::{TriggerType, manual};
 use crate::state::AppState;
@@ -41,7 +42,7 @@ pub struct ListQuery {
     #[param(schema_with = trigger_type_param)]
     pub trigger_type: Option<String>,
     /// ICCID.
-    #[param(schema_with = crate::http::schema::key)]
+    #[param(schema_with = crate::domain::key::key_schema)]
     pub iccid: Option<String>,
     /// Enqueued at or after (RFC 3339).
     #[param(value_type = Option<String>, format = DateTime)]
@@ -201,7 +202,7 @@ fn filter(q: &ListQuery, task_types: &TaskTypes) -> Result<ItemFilter, ApiError>
     get, path = "/api/priority-items", tag = "priority items",
     summary = "list (scoped to the caller's shops)",
     params(ListQuery),
-    responses((status = 200, description = "ok", body = crate::http::openapi::Envelope)),
+    responses((status = 200, description = "ok", body = crate::http::envelope::Envelope)),
     security(("bearer" = []))
 )]
 pub async fn list(
@@ -240,8 +241,8 @@ fn item_id(s: &str) -> Result<i64, ApiError> {
     get, path = "/api/priority-items/{id}", tag = "priority items", summary = "detail",
     params(("id" = crate::http::schema::ItemId, Path)),
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "not found or out of scope (7001)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "not found or out of scope (7001)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -266,7 +267,7 @@ pub struct EnqueueBody {
     /// `card` or `device`.
     pub asset_type: AssetType,
     /// ICCID for a card, device number for a device.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub asset_id: String,
     /// Task types, 1–32 names; absent or `null`: every configured one. An empty list is a 422 (it
     /// would otherwise read as "nothing" and silently mean "everything").
@@ -276,7 +277,7 @@ pub struct EnqueueBody {
     #[schema(schema_with = crate::http::schema::reason, required = true)]
     pub reason: Option<String>,
     /// Optional idempotency key: the same key again is a replay and adds nothing.
-    #[schema(schema_with = crate::http::schema::key_or_null)]
+    #[schema(schema_with = crate::domain::key::key_or_null_schema)]
     pub event_id: Option<String>,
 }
 
@@ -303,9 +304,9 @@ pub struct Enqueued {
     request_body = EnqueueBody,
     // No 429: a manual enqueue is never refused for the manual trigger's quota.
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown or out-of-scope card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "conflicting state (1006, 7002, 7003, 7005)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown or out-of-scope card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "conflicting state (1006, 7002, 7003, 7005)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -369,9 +370,9 @@ pub struct Closed {
     params(("id" = crate::http::schema::ItemId, Path)),
     request_body = ReasonBody,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "not found or out of scope (7001)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "the item's status does not allow it (7002)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "not found or out of scope (7001)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "the item's status does not allow it (7002)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -403,9 +404,9 @@ pub async fn close(
     params(("id" = crate::http::schema::ItemId, Path)),
     request_body = ReasonBody,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "not found or out of scope (7001)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "the item's status does not allow it (7002)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "not found or out of scope (7001)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "the item's status does not allow it (7002)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]

@@ -25,7 +25,7 @@ use crate::store::{ManualTriggerOutcome, StoreError};
 #[serde(deny_unknown_fields)]
 pub struct TriggerBody {
     /// Card.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub iccid: String,
     /// Task types, 1–32 names; absent or `null`: every configured one (an empty list is a 422).
     #[schema(value_type = Option<Vec<crate::http::schema::TaskTypeName>>, min_items = 1, max_items = 32)]
@@ -38,10 +38,10 @@ pub struct TriggerBody {
     summary = "ordinary manual trigger (quota, 24 h dedupe)",
     request_body = TriggerBody,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown or out-of-scope card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "conflicting state (1006, 7002, 7003, 7005)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 429, description = "daily quota used up (7004); `Retry-After`: seconds until it resets at 00:00 UTC", body = crate::http::openapi::ErrorEnvelope,
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown or out-of-scope card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "conflicting state (1006, 7002, 7003, 7005)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 429, description = "daily quota used up (7004); `Retry-After`: seconds until it resets at 00:00 UTC", body = crate::http::envelope::ErrorEnvelope,
             headers(("Retry-After" = u64, description = "seconds until the daily quota resets (00:00 UTC)"))),
     ),
     security(("bearer" = []))

@@ -22,12 +22,12 @@ use crate::store::{EnqueuedItem, OrderView, PackagePollOutcome, PaymentCallback,
 pub struct NewOrder {
     /// Order id (optional; a UUIDv7 when absent or `null`).
     #[serde(default)]
-    #[schema(schema_with = crate::http::schema::key_or_null)]
+    #[schema(schema_with = crate::domain::key::key_or_null_schema)]
     pub id: Option<String>,
     /// `card` or `device`.
     pub asset_type: AssetType,
     /// ICCID for a card, device number for a device.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub asset_id: String,
     /// Main package or add-on.
     pub kind: PackageKind,
@@ -49,9 +49,9 @@ impl NewOrder {
     summary = "create an unpaid package order",
     request_body = NewOrder,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "the order id is taken (1006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "the order id is taken (1006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -78,9 +78,9 @@ pub async fn create(
     summary = "settle an order (idempotent by payment id)",
     request_body = crate::store::PaymentCallback,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown order (1005)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "the order is settled otherwise, or the payment id is another order's (1006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown order (1005)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "the order is settled otherwise, or the payment id is another order's (1006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -113,9 +113,9 @@ pub struct Activated {
     summary = "activate a queued main package",
     params(("id" = crate::http::schema::Key, Path)),
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown usage record (1005)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "the usage record is not pending (1006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown usage record (1005)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "the usage record is not pending (1006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]
@@ -141,7 +141,7 @@ pub struct PackagePoll {
     /// `card` or `device`.
     pub asset_type: AssetType,
     /// ICCID for a card, device number for a device.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub asset_id: String,
 }
 
@@ -161,9 +161,9 @@ impl PackagePoll {
     summary = "the ordinary package poll's verdict for an asset",
     request_body = PackagePoll,
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
-        (status = 404, description = "unknown card or device (7006)", body = crate::http::openapi::ErrorEnvelope),
-        (status = 409, description = "conflicting state (1006)", body = crate::http::openapi::ErrorEnvelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
+        (status = 404, description = "unknown card or device (7006)", body = crate::http::envelope::ErrorEnvelope),
+        (status = 409, description = "conflicting state (1006)", body = crate::http::envelope::ErrorEnvelope),
     ),
     security(("bearer" = []))
 )]

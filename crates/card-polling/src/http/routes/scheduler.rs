@@ -18,7 +18,7 @@ use crate::state::AppState;
     get, path = "/api/scheduler/last-cycle", tag = "scheduler",
     summary = "the last scheduling cycle",
     responses(
-        (status = 200, description = "ok", body = crate::http::openapi::Envelope),
+        (status = 200, description = "ok", body = crate::http::envelope::Envelope),
     ),
     security(("bearer" = []))
 )]

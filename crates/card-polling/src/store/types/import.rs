@@ -39,16 +39,16 @@ pub struct ImportBatch {
 #[serde(deny_unknown_fields)]
 pub struct AccountImport {
     /// Account id.
-    #[schema(schema_with = crate::http::schema::account_id)]
+    #[schema(schema_with = crate::domain::account::account_id_schema)]
     pub id: String,
     /// Role name.
     pub role: crate::domain::Role,
     /// Bound shop (required for agents).
     #[serde(default)]
-    #[schema(schema_with = crate::http::schema::key_or_null)]
+    #[schema(schema_with = crate::domain::key::key_or_null_schema)]
     pub shop_id: Option<String>,
     /// Plain Bearer token (at least 16 characters); only its SHA-256 is stored.
-    #[schema(schema_with = crate::http::schema::token)]
+    #[schema(schema_with = crate::domain::account::token_schema)]
     pub token: String,
     /// The manual polling trigger permission (default on).
     #[serde(default = "yes")]

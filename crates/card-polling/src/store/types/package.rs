@@ -32,10 +32,10 @@ pub struct OrderView {
 #[serde(deny_unknown_fields)]
 pub struct PaymentCallback {
     /// The payment's id at the payment provider.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub payment_id: String,
     /// The order paid.
-    #[schema(schema_with = crate::http::schema::key)]
+    #[schema(schema_with = crate::domain::key::key_schema)]
     pub order_id: String,
     /// What happened.
     pub status: PaymentStatus,
