@@ -114,6 +114,11 @@ pub fn migrator() -> Migrator {
                 "contradiction alert",
                 include_str!("../../migrations/postgres/0013_contradiction_alert.sql"),
             ),
+            (
+                14,
+                "latest state",
+                include_str!("../../migrations/postgres/0014_latest_state.sql"),
+            ),
         ],
         RELEASED,
     )

@@ -89,6 +89,11 @@ pub fn migrator() -> Migrator {
                 "contradiction alert",
                 include_str!("../../migrations/sqlite/0013_contradiction_alert.sql"),
             ),
+            (
+                14,
+                "latest state",
+                include_str!("../../migrations/sqlite/0014_latest_state.sql"),
+            ),
         ],
         RELEASED,
     )

@@ -664,6 +664,12 @@ pub(crate) fn task_report(
         ])
     })
     .map_err(db)?;
+    if !duplicate {
+        // A new state takes the next `seq`: it is the task's latest (D-latest-state-on-the-task).
+        db_.prepare_cached("UPDATE tasks SET latest_state = ?1 WHERE task_id = ?2")
+            .and_then(|mut st| st.execute(params![r.state.as_str(), task_id]))
+            .map_err(db)?;
+    }
     worker_touch(db_, &r.worker_id, &now_s)?;
     Ok(ReportAck {
         task_id: r.task_id.clone(),

@@ -737,3 +737,72 @@ async fn console_words_and_resolve_form_start_from_the_latest_report() {
     assert_eq!(b.eval(&field("state", "select")).await, "");
     b.close().await;
 }
+
+/// A task resolved `failed`, then a late `paid` from its worker (D-late-report-contradiction-alert):
+/// the overview shows the `task_state_contradicts_outcome` alert, the task page offers the
+/// correction with the worker's state and order number filled in, and the corrected verdict is
+/// `succeeded`, audited under the operator. The overview's worker card, with more workers than
+/// it lists, says how many it shows and where the rest are.
+#[test_util::lane(browser)]
+#[tokio::test]
+async fn console_corrects_a_verdict_a_late_report_contradicts() {
+    const ORDER: &str = "306087-20261205-0000000009";
+    let app = spawn_app_with(|s| s.worker_offline_alert_seconds = 100_000.0).await;
+    stale_task(&app, "late-1", "w1").await;
+    app.resolve(
+        "late-1",
+        json!({"outcome": "failed", "reason": "no order seen on the site"}),
+    )
+    .await
+    .assert_ok();
+    app.report(
+        "late-1",
+        json!({"worker_id": "w1", "state": "paid", "terminal": true, "site_order_id": ORDER}),
+    )
+    .await
+    .assert_ok();
+    app.run_alerts().await;
+    for i in 0..55 {
+        app.lease(&format!("idle-{i:02}"), 0.0).await.assert_ok();
+    }
+
+    let b = Browser::start().await;
+    sign_in(&b, &app).await;
+    let alerts = b.find("#open-alerts").await.text().await.unwrap();
+    assert!(
+        alerts.contains("task_state_contradicts_outcome") && alerts.contains("late-1"),
+        "{alerts}"
+    );
+    let workers = b.find("#workers").await.text().await.unwrap();
+    assert!(workers.contains("Showing 50 of 56"), "{workers}");
+    b.screenshot("gateway-overview-contradiction").await;
+
+    b.goto(&app.url("/console/tasks/late-1")).await;
+    let note = b.find("#contradiction").await.text().await.unwrap();
+    assert!(note.contains("paid") && note.contains("failed"), "{note}");
+    let field = |name: &'static str, tag: &'static str| {
+        format!("return document.querySelector('#form-resolve {tag}[name={name}]').value;")
+    };
+    assert_eq!(b.eval(&field("site_order_id", "input")).await, ORDER);
+    assert_eq!(b.eval(&field("state", "select")).await, "paid");
+    b.eval("document.querySelector('#actions').scrollIntoView(); return 1;")
+        .await;
+    b.screenshot("gateway-task-contradicted").await;
+    b.eval("document.querySelector('#form-resolve select[name=outcome]').value = 'succeeded'; return 1;")
+        .await;
+    b.fill(
+        "#form-resolve textarea[name=reason]",
+        "the order is paid on the site",
+    )
+    .await;
+    b.click("#form-resolve button").await;
+    b.confirm().await;
+    b.find(".notice.ok").await;
+    assert_eq!(app.status_of("late-1").await, "succeeded");
+    let audit = b.find("#audit-rows").await.text().await.unwrap();
+    assert!(
+        audit.contains("the order is paid on the site") && audit.contains("corrects"),
+        "{audit}"
+    );
+    b.close().await;
+}

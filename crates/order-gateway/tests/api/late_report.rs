@@ -11,6 +11,7 @@ use crate::receiver::Receiver;
 crate::on_both_engines!(
     a_late_paid_after_a_failed_verdict_raises_an_alert_until_a_fitting_verdict,
     a_late_report_that_fits_the_verdict_raises_nothing,
+    a_resolve_naming_an_earlier_state_leaves_the_later_report_latest,
 );
 
 const KIND: &str = "task_state_contradicts_outcome";
@@ -146,4 +147,34 @@ async fn a_late_report_that_fits_the_verdict_raises_nothing(e: Engine) {
     app.run_alerts().await;
     let open = open_of_kind(&app.alerts("?state=open").await.assert_ok().clone());
     assert_eq!(open.len(), 1, "{open:?}");
+}
+
+/// A resolve whose `state` was reported before keeps that state's place in the order: the later
+/// `paid` stays the latest report, so `failed` beside it is a contradiction the alert job finds
+/// (D-latest-state-on-the-task keeps the column in step with the reports on this path too).
+async fn a_resolve_naming_an_earlier_state_leaves_the_later_report_latest(e: Engine) {
+    let app = e
+        .spawn(|s| s.worker_offline_alert_seconds = 100_000.0)
+        .await;
+    app.leased("s3", "w").await;
+    for state in ["created", "paid"] {
+        app.report("s3", json!({"worker_id": "w", "state": state}))
+            .await
+            .assert_ok();
+    }
+    app.expire_leases();
+    app.sweep().await;
+    let r = app
+        .resolve(
+            "s3",
+            json!({"outcome": "failed", "reason": "the site shows the order created, unpaid",
+                   "state": "created"}),
+        )
+        .await;
+    assert_eq!(r.assert_ok()["status"], "failed");
+    assert_eq!(app.task("s3").await.data()["latest_state"], "paid");
+    app.run_alerts().await;
+    let open = open_of_kind(&app.alerts("?state=open").await.assert_ok().clone());
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0]["subject"], "s3");
 }

@@ -207,3 +207,91 @@ async fn postgres_migration_0010_keeps_tasks_and_numbers_existing_events_raise_f
     assert_eq!(tasks, [("po-q".into(), "queued".into(), None)]);
     order_gateway::store::OrderStore::close(&store).await;
 }
+
+/// Migrations 1–13 only: a database as the release before the latest-state column left it.
+fn up_to_0013(m: &Migrator) -> Migrator {
+    Migrator::with_migrations(m.iter().filter(|x| x.version <= 13).cloned().collect())
+}
+
+/// Rows a gateway at 0013 wrote: a task that ended `failed` with a later `paid` report, one that
+/// ended `succeeded` after `paid`, and a queued one with no report.
+const DATA_0013: &[&str] = &[
+    "INSERT INTO tasks (task_id, site, intent_json, status, lease_owner, lease_count, created_at, \
+     updated_at, outcome) VALUES ('po-late', 'rakuten', '{}', 'failed', 'w', 1, \
+     '2026-07-27T00:00:00.000Z', '2026-07-27T00:00:00.000Z', 'failed')",
+    "INSERT INTO tasks (task_id, site, intent_json, status, lease_owner, lease_count, created_at, \
+     updated_at, outcome) VALUES ('po-ok', 'rakuten', '{}', 'succeeded', 'w', 1, \
+     '2026-07-27T00:00:00.000Z', '2026-07-27T00:00:00.000Z', 'succeeded')",
+    "INSERT INTO tasks (task_id, site, intent_json, status, lease_count, created_at, updated_at) \
+     VALUES ('po-q', 'rakuten', '{}', 'queued', 0, '2026-07-27T00:00:00.000Z', \
+     '2026-07-27T00:00:00.000Z')",
+    "INSERT INTO task_reports (task_id, state, reported_at, worker_id, seq) VALUES \
+     ('po-late', 'in_cart', '2026-07-27T00:01:00.000Z', 'w', 1), \
+     ('po-late', 'paid', '2026-07-27T00:05:00.000Z', 'w', 2), \
+     ('po-ok', 'in_cart', '2026-07-27T00:00:30.000Z', 'w', 1), \
+     ('po-ok', 'paid', '2026-07-27T00:01:00.000Z', 'w', 2)",
+];
+
+const LATEST: &str = "SELECT task_id, latest_state FROM tasks ORDER BY task_id";
+
+fn latest_0013() -> Vec<(String, Option<String>)> {
+    vec![
+        ("po-late".into(), Some("paid".into())),
+        ("po-ok".into(), Some("paid".into())),
+        ("po-q".into(), None),
+    ]
+}
+
+/// An upgrade fills each task's latest reported state from its reports (the highest `seq`), so
+/// a contradiction stored before it is still found (D-latest-state-on-the-task).
+#[tokio::test]
+async fn migration_0014_fills_each_tasks_latest_state_from_its_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    {
+        let mut conn =
+            sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+                .await
+                .unwrap();
+        up_to_0013(&sqlite::migrator())
+            .run(&mut conn)
+            .await
+            .unwrap();
+        for sql in DATA_0013 {
+            sqlx::query(*sql).execute(&mut conn).await.unwrap();
+        }
+        conn.close().await.unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let latest: Vec<(String, Option<String>)> =
+        sqlx::query_as(LATEST).fetch_all(&mut conn).await.unwrap();
+    assert_eq!(latest, latest_0013());
+    order_gateway::store::OrderStore::close(&store).await;
+}
+
+#[test_util::lane(postgres)]
+#[tokio::test]
+async fn postgres_migration_0014_fills_each_tasks_latest_state_from_its_reports() {
+    let db = PgSchema::new().await;
+    {
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        up_to_0013(&postgres::migrator())
+            .run(&mut conn)
+            .await
+            .unwrap();
+        for sql in DATA_0013 {
+            sqlx::query(*sql).execute(&mut conn).await.unwrap();
+        }
+        conn.close().await.unwrap();
+    }
+    let store = PgStore::open(&db.url).await.unwrap();
+    let latest: Vec<(String, Option<String>)> = sqlx::query_as(LATEST)
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(latest, latest_0013());
+    order_gateway::store::OrderStore::close(&store).await;
+}

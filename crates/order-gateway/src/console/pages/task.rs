@@ -8,7 +8,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use rakuten_types::alert::{OperatorActionKind, OperatorActionView};
 use rakuten_types::order::{ReportView, TaskSummary};
-use rakuten_types::{TaskId, TaskStatus};
+use rakuten_types::{Outcome, TaskId, TaskStatus};
 use web_console::layout::{action_form, age, badge, enc, opt, shown, ts, ts_opt};
 
 use super::attention::reason;
@@ -285,21 +285,50 @@ fn reports_table(history: &[ReportView]) -> Markup {
 /// order number, and its order state when the order was submitted (a state of the cart is not
 /// what the person will see on the site, so that one starts blank); the outcome stays the
 /// person's choice (D-stale-words-follow-the-latest-report).
+///
+/// An ended task whose latest report contradicts its verdict (a report that came after the end,
+/// D-late-report-contradiction-alert) gets the same form as a correction: the store takes a new
+/// verdict that fits the state, and the `task_state_contradicts_outcome` alert clears.
 fn actions(t: &TaskSummary, known_order: Option<&str>, id_enc: &str, csrf: &str) -> Markup {
-    let resolvable = matches!(t.status, TaskStatus::Stale | TaskStatus::NeedsHuman);
+    let verdict = match t.status {
+        TaskStatus::Succeeded => Some(Outcome::Succeeded),
+        TaskStatus::Failed => Some(Outcome::Failed),
+        _ => None,
+    };
+    let contradicted = verdict.is_some_and(|v| v.check_fits_state(t.latest_state).is_err());
+    let resolvable = contradicted || matches!(t.status, TaskStatus::Stale | TaskStatus::NeedsHuman);
     if !resolvable && t.status != TaskStatus::Queued {
         return html! { p.muted { "No action applies to a " (t.status.as_str()) " task." } };
     }
     let preset_state = t.latest_state.filter(|s| s.is_submitted());
+    let (title, confirm) = if contradicted {
+        (
+            "Correct the verdict",
+            "Replace this task's outcome with the one you chose? Only do this when the site shows \
+             it.",
+        )
+    } else {
+        (
+            "Resolve",
+            "Resolve this task with the outcome you chose? This ends it for good.",
+        )
+    };
     html! {
         div.actions {
             @if resolvable {
                 (action_form(
                     &format!("/console/tasks/{id_enc}/resolve"),
                     csrf,
-                    "Resolve",
-                    "Resolve this task with the outcome you chose? This ends it for good.",
+                    title,
+                    confirm,
                     html! {
+                        @if contradicted {
+                            p #contradiction { "The worker's latest report ("
+                                (opt(t.latest_state.map(|s| s.as_str())))
+                                ") contradicts this task's outcome ("
+                                (t.status.as_str())
+                                "): set the outcome and state you see on the site." }
+                        }
                         div.row {
                             label { "outcome"
                                 select name="outcome" required {

@@ -210,14 +210,30 @@ pub(crate) async fn task_resolve(
     }
     guarded_finish(conn, &req.task_id, from, to, now).await?;
     grants::grant_ended(conn, &req.task_id, GrantEnd::Resolved, now).await?;
+    record_resolve(conn, req, from, to, None, now).await
+}
+
+/// What every resolve records once its status is set: the person's state joins the mirror, and
+/// the action is audited with what they saw (`corrects`: the verdict a correction replaces).
+async fn record_resolve(
+    conn: &mut Conn,
+    req: ResolveRequest,
+    from: TaskStatus,
+    to: TaskStatus,
+    corrects: Option<Outcome>,
+    now: Timestamp,
+) -> Result<OperatorActionAck, StoreError> {
     if let Some(state) = req.state {
         mirror_operator_state(conn, &req, state, now).await?;
     }
-    let detail = serde_json::json!({
+    let mut detail = serde_json::json!({
         "outcome": req.outcome,
         "site_order_id": req.site_order_id,
         "state": req.state,
     });
+    if let Some(corrects) = corrects {
+        detail["corrects"] = serde_json::json!(corrects);
+    }
     let action = action_insert(
         conn,
         ActionRecord {
@@ -264,6 +280,15 @@ async fn mirror_operator_state(
     ))
     .bind(now.to_rfc3339())
     .bind(&req.actor)
+    .execute(&mut *conn)
+    .await?;
+    // A state already reported keeps its place in the order; a new one is the latest
+    // (D-latest-state-on-the-task).
+    sqlx::query(
+        "UPDATE tasks SET latest_state = (SELECT state FROM task_reports r \
+         WHERE r.task_id = tasks.task_id ORDER BY r.seq DESC LIMIT 1) WHERE task_id = $1",
+    )
+    .bind(req.task_id.as_str())
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -315,34 +340,7 @@ async fn correct_verdict(
     if to != from {
         guarded_finish(conn, &req.task_id, from, to, now).await?;
     }
-    if let Some(state) = req.state {
-        mirror_operator_state(conn, &req, state, now).await?;
-    }
-    let action = action_insert(
-        conn,
-        ActionRecord {
-            action: OperatorActionKind::Resolve,
-            actor: &req.actor,
-            reason: &req.reason,
-            task: Some(&req.task_id),
-            worker_id: None,
-            from: Some(from),
-            to: Some(to),
-            detail: serde_json::json!({
-                "outcome": req.outcome,
-                "site_order_id": req.site_order_id,
-                "state": req.state,
-                "corrects": current,
-            }),
-        },
-        now,
-    )
-    .await?;
-    Ok(OperatorActionAck {
-        task_id: req.task_id,
-        status: to,
-        action,
-    })
+    record_resolve(conn, req, from, to, Some(current), now).await
 }
 
 pub(crate) async fn task_cancel(

@@ -171,15 +171,9 @@ async fn task_needs_human(conn: &mut Conn) -> Result<Vec<Cause>, StoreError> {
 async fn task_state_contradicts_outcome(conn: &mut Conn) -> Result<Vec<Cause>, StoreError> {
     let mut out = Vec::new();
     // The SQL narrows to the pairs the rule refuses; the rule itself decides below.
-    for row in sqlx::query(
-        "SELECT t.task_id, t.status, t.lease_owner, r.state, r.site_order_id FROM tasks t \
-         JOIN task_reports r ON r.task_id = t.task_id \
-         WHERE t.status IN ('succeeded','failed') \
-         AND r.seq = (SELECT MAX(r2.seq) FROM task_reports r2 WHERE r2.task_id = t.task_id) \
-         AND ((t.status = 'failed' AND r.state IN ('paid','shipped','delivered')) \
-           OR (t.status = 'succeeded' AND r.state IN ('cancelled','created','in_cart'))) \
-         ORDER BY t.updated_at LIMIT 1000",
-    )
+    for row in sqlx::query(sqlx::AssertSqlSafe(crate::store::sql::contradicted_tasks::<
+        super::Db,
+    >()))
     .fetch_all(&mut *conn)
     .await?
     {

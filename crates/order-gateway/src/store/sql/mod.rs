@@ -124,3 +124,59 @@ pub(crate) fn oldest_first_page<D: super::dialect::Dialect>(prefix: &str, n: usi
         n + 1
     )
 }
+
+/// The ended tasks whose latest reported state says the other verdict, for the alert
+/// `task_state_contradicts_outcome` (D-late-report-contradiction-alert): at most 1,000, oldest
+/// change first, with the site order number of that latest report. It reads the partial index
+/// `idx_tasks_contradicted` (migration 0014), whose predicate its `WHERE` states word for word, so
+/// each tick reads the contradicted tasks alone, not every ended task (D-latest-state-on-the-task).
+pub(crate) fn contradicted_tasks<D: super::dialect::Dialect>() -> String {
+    format!(
+        "SELECT t.task_id, t.status, t.lease_owner, t.latest_state AS state, r.site_order_id \
+         FROM tasks t{} LEFT JOIN task_reports r \
+         ON r.task_id = t.task_id AND r.state = t.latest_state \
+         WHERE (status = 'failed' AND latest_state IN ('paid','shipped','delivered')) \
+            OR (status = 'succeeded' AND latest_state IN ('cancelled','created','in_cart')) \
+         ORDER BY t.updated_at LIMIT 1000",
+        D::indexed_by("idx_tasks_contradicted")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Connection;
+
+    /// SQLite reads a partial index only when the query's `WHERE` states the index's predicate
+    /// (with `INDEXED BY`, a rewording of either is an error here rather than a read of every
+    /// ended task at each alert tick).
+    #[tokio::test]
+    async fn the_contradiction_query_reads_its_partial_index() {
+        let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        crate::store::sqlite::migrator()
+            .run(&mut conn)
+            .await
+            .unwrap();
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {}",
+            super::contradicted_tasks::<sqlx::Sqlite>()
+        )))
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        let steps: Vec<&str> = plan.iter().map(|p| p.3.as_str()).collect();
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.contains("USING INDEX idx_tasks_contradicted")),
+            "{steps:?}"
+        );
+        assert!(
+            !steps
+                .iter()
+                .any(|s| *s == "SCAN t" || s.contains("TEMP B-TREE")),
+            "{steps:?}"
+        );
+    }
+}

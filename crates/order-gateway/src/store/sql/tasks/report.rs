@@ -131,6 +131,14 @@ pub(crate) async fn task_report(
     .bind(r.worker_id.as_str())
     .execute(&mut *conn)
     .await?;
+    if !duplicate {
+        // A new state takes the next `seq`: it is the task's latest (D-latest-state-on-the-task).
+        sqlx::query("UPDATE tasks SET latest_state = $1 WHERE task_id = $2")
+            .bind(r.state.as_str())
+            .bind(r.task_id.as_str())
+            .execute(&mut *conn)
+            .await?;
+    }
     worker_touch(conn, &r.worker_id, now).await?;
     Ok(ReportAck {
         task_id: r.task_id,
