@@ -211,6 +211,11 @@ fn link_of(html: &str, id: &str) -> Option<String> {
     Some(html[href..end].replace("&amp;", "&"))
 }
 
+/// The task rows keep their latest report's state, as the report path writes it
+/// (D-latest-state-on-the-task).
+const LATEST_STATE: &str = "UPDATE tasks SET latest_state = CASE status WHEN 'queued' THEN NULL \
+     WHEN 'succeeded' THEN 'paid' ELSE 'in_cart' END";
+
 /// Inserts `n` tasks with one recursive SQL statement (and one report per non-queued task).
 async fn load(db: &std::path::Path, n: usize, now: rakuten_types::Timestamp) -> anyhow::Result<()> {
     use sqlx::ConnectOptions;
@@ -244,14 +249,7 @@ async fn load(db: &std::path::Path, n: usize, now: rakuten_types::Timestamp) -> 
     )
     .execute(&mut conn)
     .await?;
-    // The task row keeps its latest report's state, as the report path writes it
-    // (D-latest-state-on-the-task).
-    sqlx::query(
-        "UPDATE tasks SET latest_state = CASE status WHEN 'queued' THEN NULL \
-         WHEN 'succeeded' THEN 'paid' ELSE 'in_cart' END",
-    )
-    .execute(&mut conn)
-    .await?;
+    sqlx::query(LATEST_STATE).execute(&mut conn).await?;
     Ok(())
 }
 
@@ -286,14 +284,7 @@ async fn load_pg(url: &str, n: usize, now: rakuten_types::Timestamp) -> anyhow::
     )
     .execute(&mut conn)
     .await?;
-    // The task row keeps its latest report's state, as the report path writes it
-    // (D-latest-state-on-the-task).
-    sqlx::query(
-        "UPDATE tasks SET latest_state = CASE status WHEN 'queued' THEN NULL \
-         WHEN 'succeeded' THEN 'paid' ELSE 'in_cart' END",
-    )
-    .execute(&mut conn)
-    .await?;
+    sqlx::query(LATEST_STATE).execute(&mut conn).await?;
     // What autovacuum does after a bulk insert (the test server runs with autovacuum off): the
     // statistics, and the visibility map that lets the capped counts read the index alone.
     sqlx::query("VACUUM ANALYZE").execute(&mut conn).await?;

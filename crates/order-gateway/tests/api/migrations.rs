@@ -114,9 +114,41 @@ async fn sqlite_binds_numbered_parameters_by_number() {
     }
 }
 
-/// Migrations 1–9 only: a database as the previous release left it.
-fn up_to_0009(m: &Migrator) -> Migrator {
-    Migrator::with_migrations(m.iter().filter(|x| x.version <= 9).cloned().collect())
+/// Migrations 1 to `version` only: a database as an earlier release left it.
+fn up_to(m: &Migrator, version: i64) -> Migrator {
+    Migrator::with_migrations(m.iter().filter(|x| x.version <= version).cloned().collect())
+}
+
+/// A SQLite database at `path` migrated to `version`, holding `rows`, then opened by the store
+/// (which applies the rest).
+async fn sqlite_upgraded(path: &Path, version: i64, rows: &[&'static str]) -> SqliteStore {
+    let mut conn =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+            .await
+            .unwrap();
+    up_to(&sqlite::migrator(), version)
+        .run(&mut conn)
+        .await
+        .unwrap();
+    for sql in rows {
+        sqlx::query(*sql).execute(&mut conn).await.unwrap();
+    }
+    conn.close().await.unwrap();
+    SqliteStore::open(path).await.unwrap()
+}
+
+/// [`sqlite_upgraded`] on PostgreSQL.
+async fn postgres_upgraded(db: &PgSchema, version: i64, rows: &[&'static str]) -> PgStore {
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    up_to(&postgres::migrator(), version)
+        .run(&mut conn)
+        .await
+        .unwrap();
+    for sql in rows {
+        sqlx::query(*sql).execute(&mut conn).await.unwrap();
+    }
+    conn.close().await.unwrap();
+    PgStore::open(&db.url).await.unwrap()
 }
 
 /// Rows a gateway at 0009 wrote: a queued and a stale task, and an alert raised and cleared in
@@ -145,21 +177,7 @@ const TASKS: &str = "SELECT task_id, status, not_after FROM tasks ORDER BY task_
 async fn migration_0010_keeps_tasks_and_numbers_existing_events_raise_first() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.db");
-    {
-        let mut conn =
-            sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
-                .await
-                .unwrap();
-        up_to_0009(&sqlite::migrator())
-            .run(&mut conn)
-            .await
-            .unwrap();
-        for sql in DATA_0009 {
-            sqlx::query(*sql).execute(&mut conn).await.unwrap();
-        }
-        conn.close().await.unwrap();
-    }
-    let store = SqliteStore::open(&path).await.unwrap();
+    let store = sqlite_upgraded(&path, 9, DATA_0009).await;
     let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
         .await
         .unwrap();
@@ -184,18 +202,7 @@ async fn migration_0010_keeps_tasks_and_numbers_existing_events_raise_first() {
 #[tokio::test]
 async fn postgres_migration_0010_keeps_tasks_and_numbers_existing_events_raise_first() {
     let db = PgSchema::new().await;
-    {
-        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-        up_to_0009(&postgres::migrator())
-            .run(&mut conn)
-            .await
-            .unwrap();
-        for sql in DATA_0009 {
-            sqlx::query(*sql).execute(&mut conn).await.unwrap();
-        }
-        conn.close().await.unwrap();
-    }
-    let store = PgStore::open(&db.url).await.unwrap();
+    let store = postgres_upgraded(&db, 9, DATA_0009).await;
     let seqs: Vec<(String, i64)> = sqlx::query_as(SEQS).fetch_all(store.pool()).await.unwrap();
     assert_eq!(
         seqs.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(),
@@ -206,11 +213,6 @@ async fn postgres_migration_0010_keeps_tasks_and_numbers_existing_events_raise_f
         sqlx::query_as(TASKS).fetch_all(store.pool()).await.unwrap();
     assert_eq!(tasks, [("po-q".into(), "queued".into(), None)]);
     order_gateway::store::OrderStore::close(&store).await;
-}
-
-/// Migrations 1–13 only: a database as the release before the latest-state column left it.
-fn up_to_0013(m: &Migrator) -> Migrator {
-    Migrator::with_migrations(m.iter().filter(|x| x.version <= 13).cloned().collect())
 }
 
 /// Rows a gateway at 0013 wrote: a task that ended `failed` with a later `paid` report, one that
@@ -248,21 +250,7 @@ fn latest_0013() -> Vec<(String, Option<String>)> {
 async fn migration_0014_fills_each_tasks_latest_state_from_its_reports() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.db");
-    {
-        let mut conn =
-            sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
-                .await
-                .unwrap();
-        up_to_0013(&sqlite::migrator())
-            .run(&mut conn)
-            .await
-            .unwrap();
-        for sql in DATA_0013 {
-            sqlx::query(*sql).execute(&mut conn).await.unwrap();
-        }
-        conn.close().await.unwrap();
-    }
-    let store = SqliteStore::open(&path).await.unwrap();
+    let store = sqlite_upgraded(&path, 13, DATA_0013).await;
     let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
         .await
         .unwrap();
@@ -276,18 +264,7 @@ async fn migration_0014_fills_each_tasks_latest_state_from_its_reports() {
 #[tokio::test]
 async fn postgres_migration_0014_fills_each_tasks_latest_state_from_its_reports() {
     let db = PgSchema::new().await;
-    {
-        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-        up_to_0013(&postgres::migrator())
-            .run(&mut conn)
-            .await
-            .unwrap();
-        for sql in DATA_0013 {
-            sqlx::query(*sql).execute(&mut conn).await.unwrap();
-        }
-        conn.close().await.unwrap();
-    }
-    let store = PgStore::open(&db.url).await.unwrap();
+    let store = postgres_upgraded(&db, 13, DATA_0013).await;
     let latest: Vec<(String, Option<String>)> = sqlx::query_as(LATEST)
         .fetch_all(store.pool())
         .await
