@@ -50,7 +50,8 @@ impl Client {
     /// `failed`, after a person checked the site.
     ///
     /// # Errors
-    /// [`Error`]; 409/6003 from any other status, 422/1003 without a reason.
+    /// [`Error`]; 409/6003 from any other status (an ended task only while its latest reported
+    /// state contradicts its outcome), 422/1003 without a reason.
     pub async fn resolve(
         &self,
         task_id: &TaskId,

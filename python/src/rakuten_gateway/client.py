@@ -319,7 +319,11 @@ class Client:
         state: str | None = None,
         site_order_id: str | None = None,
     ) -> m.OperatorActionAck:
-        """Ends a ``stale`` or ``needs_human`` task by hand with what a person saw on the site."""
+        """Ends a ``stale`` or ``needs_human`` task by hand with what a person saw on the site.
+
+        Also corrects a ``succeeded`` or ``failed`` task while its latest reported state
+        contradicts it (alert ``task_state_contradicts_outcome``).
+        """
         return self._send(c.op_resolve(task_id, outcome, reason, state, site_order_id))
 
     def cancel(self, task_id: str, *, reason: str) -> m.OperatorActionAck:

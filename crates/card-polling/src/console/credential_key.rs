@@ -32,20 +32,24 @@ impl CredentialKey {
         }
     }
 
-    /// HMAC-SHA256 of the token's hash under this key: the cookie is signed, not encrypted, so it
-    /// holds this rather than anything a token could be guessed from offline.
-    pub fn fingerprint(&self, token: &TokenHash) -> [u8; 32] {
+    /// HMAC-SHA256 of the token's hash and of its `generation` (how many times the account's
+    /// token was set or revoked; 0 for the admin token) under this key: the cookie is signed, not
+    /// encrypted, so it holds this rather than anything a token could be guessed from offline, and
+    /// a token set again, even to the same value, no longer matches the sessions it opened before.
+    pub fn fingerprint(&self, token: &TokenHash, generation: i64) -> [u8; 32] {
         use hmac::{Hmac, Mac};
         let mut mac =
             <Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key");
         mac.update(&token.0);
+        mac.update(&generation.to_be_bytes());
         mac.finalize().into_bytes().into()
     }
 
-    /// Whether `presented` (hex, from a session) is the fingerprint of `token`, in constant time.
-    pub fn matches(&self, token: &TokenHash, presented: &str) -> bool {
+    /// Whether `presented` (hex, from a session) is the [`Self::fingerprint`] of `token` at
+    /// `generation`, in constant time.
+    pub fn matches(&self, token: &TokenHash, generation: i64, presented: &str) -> bool {
         use subtle::ConstantTimeEq;
-        let want = hex(&self.fingerprint(token));
+        let want = hex(&self.fingerprint(token, generation));
         want.len() == presented.len() && bool::from(want.as_bytes().ct_eq(presented.as_bytes()))
     }
 }

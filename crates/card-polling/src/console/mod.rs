@@ -162,15 +162,19 @@ async fn current_account(
         let admin = &st.admin_token_hash;
         return Ok(st
             .credential_key
-            .matches(admin, &who.credential)
+            .matches(admin, 0, &who.credential)
             .then(Account::bootstrap_admin));
     }
     let Some(record) = st.store.account_get(&who.id).await? else {
         return Ok(None);
     };
+    let generation = record.token_generation;
     Ok(record
         .token
-        .filter(|token| st.credential_key.matches(token, &who.credential))
+        .filter(|token| {
+            st.credential_key
+                .matches(token, generation, &who.credential)
+        })
         .map(|_| record.account))
 }
 
@@ -225,11 +229,24 @@ impl ConsoleApp for AppState {
         };
         match account {
             Ok(Some(a)) if authorize(&a, Action::ReadConfig).is_ok() => {
-                tracing::info!(account = %a.id, "console sign-in");
                 let hash = TokenHash::of(token);
+                let bootstrap = self.admin_token_hash.ct_eq(&hash.0);
+                let generation = if bootstrap {
+                    0
+                } else {
+                    match self.store.account_get(&a.id).await {
+                        Ok(Some(record)) => record.token_generation,
+                        Ok(None) => return Err("Unknown token.".to_owned()),
+                        Err(e) => {
+                            tracing::error!(error = %e, "console sign-in: store failed");
+                            return Err("The database did not answer.".to_owned());
+                        }
+                    }
+                };
+                tracing::info!(account = %a.id, "console sign-in");
                 Ok(SessionAccount {
-                    bootstrap: self.admin_token_hash.ct_eq(&hash.0),
-                    credential: hex(&self.credential_key.fingerprint(&hash)),
+                    bootstrap,
+                    credential: hex(&self.credential_key.fingerprint(&hash, generation)),
                     id: a.id,
                 })
             }

@@ -60,6 +60,11 @@ pub(crate) const MIGRATIONS: &[MigrationFile] = &[
         "facts and credentials",
         include_str!("../../migrations/postgres/0007_facts_and_credentials.sql"),
     ),
+    (
+        8,
+        "token generation",
+        include_str!("../../migrations/postgres/0008_token_generation.sql"),
+    ),
 ];
 
 /// Migrations whose comments were reworded after release (D-released-migrations-pinned).

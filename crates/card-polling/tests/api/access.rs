@@ -337,6 +337,44 @@ async fn replacing_an_accounts_token_ends_its_old_token_and_sessions() {
     assert_eq!(s, 403);
 }
 
+/// A session opened before its token was revoked or replaced stays ended when the same token is
+/// set again: the session's credential covers when the token was set, not only its value. It
+/// used to come back to life, signed in as the account again.
+#[super::lane]
+#[tokio::test]
+async fn a_session_stays_ended_when_its_token_is_set_again_to_the_same_value() {
+    let app = spawn_world().await;
+    let session = sign_in(&app, AGENT_A).await;
+    let (s, _, _) = console(&app, &session.cookie, "GET", "/console/items", None).await;
+    assert_eq!(s, 200);
+    let (s, _) = app
+        .send(reqwest::Method::DELETE, "/api/admin/accounts/agent-a/token", Some(ADMIN), None)
+        .await;
+    assert_eq!(s, 200);
+    let answer = console(&app, &session.cookie, "GET", "/console/items", None).await;
+    assert!(signed_out(&answer), "{answer:?}");
+    let (s, v) = app
+        .put("/api/admin/accounts/agent-a/token", ADMIN, json!({"token": AGENT_A}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let answer = console(&app, &session.cookie, "GET", "/console/items", None).await;
+    assert!(signed_out(&answer), "revived after the same token was set again: {answer:?}");
+    // Replaced by another and set back: the same.
+    let again = sign_in(&app, AGENT_A).await;
+    for token in ["tok-agent-a-interim-000001", AGENT_A] {
+        let (s, v) = app
+            .put("/api/admin/accounts/agent-a/token", ADMIN, json!({"token": token}))
+            .await;
+        assert_eq!(s, 200, "{v}");
+    }
+    let answer = console(&app, &again.cookie, "GET", "/console/items", None).await;
+    assert!(signed_out(&answer), "{answer:?}");
+    // A new sign-in with the token works.
+    let fresh = sign_in(&app, AGENT_A).await;
+    let (s, _, _) = console(&app, &fresh.cookie, "GET", "/console/items", None).await;
+    assert_eq!(s, 200);
+}
+
 /// `GET /api/task-types` answered without any token; every other `/api` route asks for one.
 #[super::lane]
 #[tokio::test]

@@ -84,7 +84,8 @@ pub enum OpsCommand {
         #[arg(long)]
         reason: String,
     },
-    /// End a stale or needs_human task by hand, after checking the site.
+    /// End a stale or needs_human task by hand, after checking the site, or correct an ended task
+    /// whose latest reported state contradicts its outcome.
     Resolve {
         /// The task.
         id: String,

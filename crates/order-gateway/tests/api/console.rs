@@ -741,7 +741,8 @@ async fn console_words_and_resolve_form_start_from_the_latest_report() {
 /// A task resolved `failed`, then a late `paid` from its worker (D-late-report-contradiction-alert):
 /// the overview shows the `task_state_contradicts_outcome` alert, the task page offers the
 /// correction with the worker's state and order number filled in, and the corrected verdict is
-/// `succeeded`, audited under the operator. The overview's worker card, with more workers than
+/// `succeeded`, audited under the operator. Needs attention lists a succeeded task a late report
+/// contradicts as well as the failed one. The overview's worker card, with more workers than
 /// it lists, says how many it shows and where the rest are.
 #[test_util::lane(browser)]
 #[tokio::test]
@@ -761,6 +762,18 @@ async fn console_corrects_a_verdict_a_late_report_contradicts() {
     )
     .await
     .assert_ok();
+    // A succeeded task with a late `in_cart`: listed under Needs attention, however long ago it
+    // ended.
+    let g = app.leased("late-2", "w2").await;
+    app.report(
+        "late-2",
+        json!({"worker_id": "w2", "lease_token": g["lease_token"], "state": "paid", "terminal": true}),
+    )
+    .await
+    .assert_ok();
+    app.report("late-2", json!({"worker_id": "w2", "state": "in_cart"}))
+        .await
+        .assert_ok();
     app.run_alerts().await;
     for i in 0..55 {
         app.lease(&format!("idle-{i:02}"), 0.0).await.assert_ok();
@@ -774,8 +787,15 @@ async fn console_corrects_a_verdict_a_late_report_contradicts() {
         "{alerts}"
     );
     let workers = b.find("#workers").await.text().await.unwrap();
-    assert!(workers.contains("Showing 50 of 56"), "{workers}");
+    assert!(workers.contains("Showing 50 of 57"), "{workers}");
     b.screenshot("gateway-overview-contradiction").await;
+
+    b.goto(&app.url("/console/attention")).await;
+    let rows = b.find("#attention").await.text().await.unwrap();
+    assert!(
+        rows.contains("late-1") && rows.contains("late-2") && rows.contains("Succeeded, but"),
+        "{rows}"
+    );
 
     b.goto(&app.url("/console/tasks/late-1")).await;
     let note = b.find("#contradiction").await.text().await.unwrap();

@@ -11,7 +11,8 @@ use crate::receiver::Receiver;
 crate::on_both_engines!(
     a_late_paid_after_a_failed_verdict_raises_an_alert_until_a_fitting_verdict,
     a_late_report_that_fits_the_verdict_raises_nothing,
-    a_resolve_naming_an_earlier_state_leaves_the_later_report_latest,
+    a_resolve_naming_an_earlier_state_makes_it_the_latest,
+    a_correction_naming_a_state_already_reported_clears_the_contradiction,
 );
 
 const KIND: &str = "task_state_contradicts_outcome";
@@ -149,10 +150,10 @@ async fn a_late_report_that_fits_the_verdict_raises_nothing(e: Engine) {
     assert_eq!(open.len(), 1, "{open:?}");
 }
 
-/// A resolve whose `state` was reported before keeps that state's place in the order: the later
-/// `paid` stays the latest report, so `failed` beside it is a contradiction the alert job finds
-/// (D-latest-state-on-the-task keeps the column in step with the reports on this path too).
-async fn a_resolve_naming_an_earlier_state_leaves_the_later_report_latest(e: Engine) {
+/// A resolve whose `state` was reported before makes it the latest again: the person looked at
+/// the site after the worker's `paid`, so `failed` with `created` stands and nothing contradicts
+/// (D-resolve-and-cancel, D-latest-state-on-the-task).
+async fn a_resolve_naming_an_earlier_state_makes_it_the_latest(e: Engine) {
     let app = e
         .spawn(|s| s.worker_offline_alert_seconds = 100_000.0)
         .await;
@@ -172,9 +173,48 @@ async fn a_resolve_naming_an_earlier_state_leaves_the_later_report_latest(e: Eng
         )
         .await;
     assert_eq!(r.assert_ok()["status"], "failed");
-    assert_eq!(app.task("s3").await.data()["latest_state"], "paid");
+    assert_eq!(app.task("s3").await.data()["latest_state"], "created");
     app.run_alerts().await;
-    let open = open_of_kind(&app.alerts("?state=open").await.assert_ok().clone());
-    assert_eq!(open.len(), 1, "{open:?}");
-    assert_eq!(open[0]["subject"], "s3");
+    assert!(open_of_kind(&app.alerts("?state=open").await.assert_ok().clone()).is_empty());
+}
+
+/// A correction that confirms the verdict with a state already in the history (`cancelled`,
+/// reported before the late `paid`) clears the contradiction: the state it names becomes the
+/// latest (D-late-report-contradiction-alert). It used to be accepted and leave the alert open.
+async fn a_correction_naming_a_state_already_reported_clears_the_contradiction(e: Engine) {
+    let app = e
+        .spawn(|s| s.worker_offline_alert_seconds = 100_000.0)
+        .await;
+    app.leased("x1", "w").await;
+    for state in ["in_cart", "cancelled"] {
+        app.report("x1", json!({"worker_id": "w", "state": state}))
+            .await
+            .assert_ok();
+    }
+    app.expire_leases();
+    app.sweep().await;
+    let body = json!({"outcome": "failed", "state": "cancelled",
+                      "reason": "the site shows the order cancelled"});
+    app.resolve("x1", body.clone()).await.assert_ok();
+    app.report("x1", json!({"worker_id": "w", "state": "paid"}))
+        .await
+        .assert_ok();
+    app.run_alerts().await;
+    assert_eq!(
+        open_of_kind(&app.alerts("?state=open").await.assert_ok().clone()).len(),
+        1
+    );
+    let fixed = app.resolve("x1", body).await;
+    assert_eq!(fixed.assert_ok()["status"], "failed");
+    let t = app.task("x1").await;
+    assert_eq!(t.data()["latest_state"], "cancelled");
+    app.run_alerts().await;
+    assert!(open_of_kind(&app.alerts("?state=open").await.assert_ok().clone()).is_empty());
+    // Nothing contradicts any more: a further resolve is refused as for any ended task.
+    app.resolve(
+        "x1",
+        json!({"outcome": "failed", "state": "cancelled", "reason": "again"}),
+    )
+    .await
+    .assert_err(409, 6003);
 }

@@ -30,8 +30,8 @@ pub(crate) async fn account_find_by_token(
 /// Account `id` with its current token's hash (`None` when revoked).
 pub(crate) async fn account_get(pool: &Pool, id: &str) -> StoreResult<Option<AccountRecord>> {
     let row = sqlx::query(
-        "SELECT id, role, shop_id, token_sha256, perm_manual_trigger, perm_card_data, revoked_at \
-         FROM accounts WHERE id = $1",
+        "SELECT id, role, shop_id, token_sha256, perm_manual_trigger, perm_card_data, revoked_at, \
+         token_generation FROM accounts WHERE id = $1",
     )
     .bind(id)
     .fetch_optional(pool)
@@ -49,6 +49,7 @@ pub(crate) async fn account_get(pool: &Pool, id: &str) -> StoreResult<Option<Acc
     Ok(Some(AccountRecord {
         account,
         token: revoked.is_none().then_some(hash),
+        token_generation: row.try_get("token_generation")?,
     }))
 }
 
@@ -71,8 +72,8 @@ pub(crate) async fn account_set_token(
     }
     one_row(
         sqlx::query(
-            "UPDATE accounts SET token_sha256 = $1, revoked_at = NULL, token_changed_at = $2 \
-             WHERE id = $3",
+            "UPDATE accounts SET token_sha256 = $1, revoked_at = NULL, token_changed_at = $2, \
+             token_generation = token_generation + 1 WHERE id = $3",
         )
         .bind(token)
         .bind(t(now))
@@ -86,7 +87,10 @@ pub(crate) async fn account_set_token(
 /// Revokes account `id` (a revoked one keeps its first revocation time).
 pub(crate) async fn account_revoke(conn: &mut Conn, id: &str, now: Timestamp) -> StoreResult<()> {
     one_row(
-        sqlx::query("UPDATE accounts SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2")
+        sqlx::query(
+            "UPDATE accounts SET revoked_at = COALESCE(revoked_at, $1), \
+             token_generation = token_generation + 1 WHERE id = $2",
+        )
             .bind(t(now))
             .bind(id)
             .execute(&mut *conn)

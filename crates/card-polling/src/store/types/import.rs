@@ -79,6 +79,10 @@ pub struct AccountRecord {
     pub account: Account,
     /// Its current token's hash; `None`: revoked.
     pub token: Option<TokenHash>,
+    /// How many times its token has been set or revoked through the API (0 after the import). A
+    /// console session's credential covers it, so a token set again, even to the same value,
+    /// does not bring back the sessions it opened before.
+    pub token_generation: i64,
 }
 
 /// Rows inserted by an import, and rows it found already stored and skipped.

@@ -70,6 +70,14 @@ pub fn reason(t: &AttentionTask) -> String {
                     .unwrap_or_default()
             )
         }
+        TaskStatus::Succeeded => format!(
+            "Succeeded, but its latest report says {}{}: the order may not exist after all. \
+             Check the site and tell the upstream.",
+            s.latest_state.map_or("", |l| l.as_str()),
+            order
+                .map(|n| format!(", site order {n}"))
+                .unwrap_or_default()
+        ),
         _ => match &t.ended_by {
             Some(by) => format!("Failed: {by}."),
             None => format!("Failed: {said}."),
@@ -90,7 +98,8 @@ pub async fn attention(State(st): State<AppState>, signed: Signed) -> Response {
     };
     let body = html! {
         h1 { "Needs attention" }
-        p.muted { "Every stale and needs_human task, and the failed ones of the last 24 h, oldest first." }
+        p.muted { "Every stale and needs_human task, the failed ones of the last 24 h, and every ended task \
+            whose latest report contradicts its outcome, oldest first." }
         section.card {
             @if rows.is_empty() { p.empty { "Nothing waits for a person." } }
             @else {

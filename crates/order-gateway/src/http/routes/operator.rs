@@ -123,7 +123,8 @@ pub async fn list_alerts(
 }
 
 /// Resolve a `stale` or `needs_human` task by hand, after checking the site: `succeeded` or
-/// `failed`, with a reason; 6003 from any other status.
+/// `failed`, with a reason. Also corrects a `succeeded` or `failed` task while its latest reported
+/// state contradicts it (D-late-report-contradiction-alert); 6003 from any other status.
 #[utoipa::path(
     post, path = "/api/orders/{task_id}/resolve", tag = "operator",
     params(("task_id" = TaskId, Path, description = "task id")),
@@ -131,7 +132,7 @@ pub async fn list_alerts(
     responses(
         (status = 200, body = Envelope<OperatorActionAck>),
         (status = 404, description = "no such task (6001)", body = ErrorEnvelope),
-        (status = 409, description = "not stale or needs_human (6003)", body = ErrorEnvelope),
+        (status = 409, description = "not stale or needs_human, nor an ended task whose latest reported state contradicts its outcome (6003)", body = ErrorEnvelope),
         (status = 422, description = "missing reason, outcome not succeeded/failed, or contradicting the state given or, without one, the latest reported state (1003)", body = ErrorEnvelope),
     ),
     security(("bearer" = []))

@@ -108,7 +108,8 @@ pub trait OperatorStore: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<(), StoreError>;
 
-    /// `stale|needs_human → succeeded|failed`, audited; 6003 from any other status.
+    /// `stale|needs_human → succeeded|failed`, audited, or the correction of a `succeeded|failed`
+    /// task whose latest reported state contradicts it; 6003 from any other status.
     async fn task_resolve(
         &self,
         req: ResolveRequest,

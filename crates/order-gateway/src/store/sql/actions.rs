@@ -256,8 +256,11 @@ async fn record_resolve(
     })
 }
 
-/// The person's observation joins the state mirror, marked with the operator. An existing row for
-/// that state keeps the worker's evidence and gains the mark.
+/// The person's observation joins the state mirror, marked with the operator, as the latest state:
+/// what a person saw on the site is the newest observation of the order. An existing row for that
+/// state keeps the worker's evidence and first time, gains the mark and moves to the end of the
+/// order (D-resolve-and-cancel), so a correction that names a state already reported clears the
+/// contradiction it answers (D-late-report-contradiction-alert).
 async fn mirror_operator_state(
     conn: &mut Conn,
     req: &ResolveRequest,
@@ -269,6 +272,7 @@ async fn mirror_operator_state(
          reported_at, operator, seq) VALUES ($1, $2, $3, $4, $5, $6, \
          (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_reports WHERE task_id = $1)) \
          ON CONFLICT (task_id, state) DO UPDATE SET operator = excluded.operator, \
+         seq = excluded.seq, \
          site_order_id = COALESCE(excluded.site_order_id, task_reports.site_order_id)",
     )
     .bind(req.task_id.as_str())
@@ -282,15 +286,11 @@ async fn mirror_operator_state(
     .bind(&req.actor)
     .execute(&mut *conn)
     .await?;
-    // A state already reported keeps its place in the order; a new one is the latest
-    // (D-latest-state-on-the-task).
-    sqlx::query(
-        "UPDATE tasks SET latest_state = (SELECT state FROM task_reports r \
-         WHERE r.task_id = tasks.task_id ORDER BY r.seq DESC LIMIT 1) WHERE task_id = $1",
-    )
-    .bind(req.task_id.as_str())
-    .execute(&mut *conn)
-    .await?;
+    sqlx::query("UPDATE tasks SET latest_state = $1 WHERE task_id = $2")
+        .bind(state.as_str())
+        .bind(req.task_id.as_str())
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 

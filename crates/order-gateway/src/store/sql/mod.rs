@@ -135,12 +135,17 @@ pub(crate) fn contradicted_tasks<D: super::dialect::Dialect>() -> String {
         "SELECT t.task_id, t.status, t.lease_owner, t.latest_state AS state, r.site_order_id \
          FROM tasks t{} LEFT JOIN task_reports r \
          ON r.task_id = t.task_id AND r.state = t.latest_state \
-         WHERE (status = 'failed' AND latest_state IN ('paid','shipped','delivered')) \
-            OR (status = 'succeeded' AND latest_state IN ('cancelled','created','in_cart')) \
-         ORDER BY t.updated_at LIMIT 1000",
+         WHERE {CONTRADICTED} ORDER BY t.updated_at LIMIT 1000",
         D::indexed_by("idx_tasks_contradicted")
     )
 }
+
+/// The predicate of the partial index `idx_tasks_contradicted` (migration 0014), as a query must
+/// state it for SQLite to read that index: an ended task whose latest reported state says the
+/// other verdict (the pairs `Outcome::check_fits_state` refuses).
+pub(crate) const CONTRADICTED: &str = "((status = 'failed' \
+     AND latest_state IN ('paid','shipped','delivered')) \
+     OR (status = 'succeeded' AND latest_state IN ('cancelled','created','in_cart')))";
 
 #[cfg(test)]
 mod tests {

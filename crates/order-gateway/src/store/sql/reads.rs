@@ -218,6 +218,17 @@ pub(crate) async fn task_attention(
             o = Db::INSERTION_ORDER
         )
     };
+    // An ended task whose verdict a later report contradicts, whenever it ended
+    // (D-late-report-contradiction-alert), through its partial index; the recent failed ones
+    // are the branch above's.
+    let contradicted = format!(
+        "SELECT * FROM (SELECT t.task_id AS id, t.created_at AS c, t.{o} AS o \
+         FROM tasks t{i} WHERE {c} AND NOT (t.status = 'failed' AND t.updated_at >= $1) \
+         ORDER BY t.created_at, t.{o} LIMIT $2) AS b",
+        o = Db::INSERTION_ORDER,
+        i = Db::indexed_by("idx_tasks_contradicted"),
+        c = crate::store::sql::CONTRADICTED,
+    );
     let sql = format!(
         "SELECT {TASK_LIST_COLUMNS}, \
            (SELECT r.detail FROM task_reports r WHERE r.task_id = t.task_id \
@@ -231,11 +242,12 @@ pub(crate) async fn task_attention(
              FROM operator_actions a WHERE a.task_id = t.task_id \
                AND a.action IN ('resolve', 'cancel') \
              ORDER BY a.created_at DESC, a.action_id DESC LIMIT 1) AS ended_by \
-         FROM ({} UNION ALL {} UNION ALL {}) AS pick JOIN tasks t ON t.task_id = pick.id \
-         ORDER BY pick.c, pick.o LIMIT $2",
+         FROM ({} UNION ALL {} UNION ALL {} UNION ALL {}) AS pick \
+         JOIN tasks t ON t.task_id = pick.id ORDER BY pick.c, pick.o LIMIT $2",
         branch("t.status = 'stale'"),
         branch("t.status = 'needs_human'"),
         branch("t.status = 'failed' AND t.updated_at >= $1"),
+        contradicted,
     );
     sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(failed_since.to_rfc3339())
