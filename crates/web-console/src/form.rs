@@ -43,8 +43,9 @@ fn refused(status: StatusCode) -> Response {
             "The form was incomplete or malformed; nothing was done. Reload the page and try again."
         }
     };
+    // The extractor does not know which service it serves; the brand reads "Operator console".
     let chrome = Chrome {
-        service: "console",
+        service: "Operator",
         nav: &[],
         who: None,
         csrf: None,
@@ -117,5 +118,6 @@ mod tests {
         .await;
         assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
         assert!(page.contains("too large"), "{page}");
+        assert!(!page.contains("console console"), "{page}");
     }
 }

@@ -169,11 +169,27 @@ pub fn refused_form_page(
                 section {
                     h2 { "Your reason, not recorded" }
                     p.muted { "Copy it, go back, and send it again once the form is right." }
-                    textarea readonly rows="4" aria-label="Your reason, not recorded" { (typed) }
+                    textarea readonly rows="4" aria-label="Your reason, not recorded" { (shown_as_typed(typed)) }
                 }
             }
         },
     )
+}
+
+/// A refused reason as it is shown back to copy: a bidirectional control, which the reason rule
+/// refuses because it reorders what follows it on screen, is written as its code point
+/// (`<U+202E>`), so the person sees what was refused and the text reads in the order typed.
+fn shown_as_typed(typed: &str) -> String {
+    typed
+        .chars()
+        .map(|c| {
+            if rakuten_types::text::is_bidi_control(c) {
+                format!("<U+{:04X}>", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The security headers of every console response.
@@ -401,7 +417,15 @@ pub fn enc(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::capped_count;
+    use super::{capped_count, shown_as_typed};
+
+    /// A refused reason shown back to copy names its bidirectional control instead of letting it
+    /// reorder the text on the refusal page.
+    #[test]
+    fn a_refused_reason_is_shown_with_its_bidi_control_named() {
+        assert_eq!(shown_as_typed("ok\u{202e}gnp.exe"), "ok<U+202E>gnp.exe");
+        assert_eq!(shown_as_typed("確認済み\nline 2"), "確認済み\nline 2");
+    }
 
     #[test]
     fn a_capped_count_groups_thousands_and_says_plus_past_the_cap() {

@@ -139,8 +139,8 @@ async fn card_polling_console_closes_an_item_with_a_reason_and_stays_local() {
         }
     }
     b.screenshot("card-polling-item").await;
-    // A refused reason (card-polling's is one line) is shown as typed, to copy, with
-    // the way back to the item.
+    // A refused reason (card-polling's is one line) is shown again to copy, its bidirectional
+    // control named rather than obeyed, with the way back to the item.
     b.fill(
         "#form-close textarea[name=reason]",
         "customer asked\u{202e} to stop",
@@ -152,7 +152,7 @@ async fn card_polling_console_closes_an_item_with_a_reason_and_stays_local() {
     assert_eq!(
         b.eval("return document.querySelector('textarea[readonly]').value;")
             .await,
-        "customer asked\u{202e} to stop"
+        "customer asked<U+202E> to stop"
     );
     b.screenshot("card-polling-reason-refused").await;
     b.click(&format!("main a[href='/console/items/{id}']"))
