@@ -212,20 +212,21 @@ pub fn secure_headers() -> [(header::HeaderName, HeaderValue); 5] {
     ]
 }
 
-/// The sign-in page: one token field posted to `/console/sign-in`.
-pub fn sign_in_page(service: &str, token_label: &str, error: Option<&str>) -> Response {
+/// The sign-in page: one token field posted to `/console/sign-in`; `error` is the status and
+/// message of a refused sign-in (200 without one).
+pub fn sign_in_page(
+    service: &str,
+    token_label: &str,
+    error: Option<(StatusCode, &str)>,
+) -> Response {
     let chrome = Chrome {
         service,
         nav: &[],
         who: None,
         csrf: None,
     };
-    let status = if error.is_some() {
-        StatusCode::UNAUTHORIZED
-    } else {
-        StatusCode::OK
-    };
-    let notice = error.map(|e| Notice::Err(e.to_owned()));
+    let status = error.map_or(StatusCode::OK, |(status, _)| status);
+    let notice = error.map(|(_, e)| Notice::Err(e.to_owned()));
     page_with_status(
         status,
         &chrome,

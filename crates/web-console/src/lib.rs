@@ -28,4 +28,4 @@ pub mod webdriver;
 pub use form::ConsoleForm;
 pub use layout::{Chrome, Notice};
 pub use session::{ConsoleKey, Session};
-pub use signed::{ConsoleApp, Person, Signed, Site};
+pub use signed::{ConsoleApp, Person, SignInRefused, Signed, Site};

@@ -33,6 +33,38 @@ pub struct Site {
     pub back: (&'static str, &'static str),
 }
 
+/// Why a sign-in was refused, with the message the sign-in page shows; the page's status follows
+/// the kind, so a refusal reads in logs and monitoring as what it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignInRefused {
+    /// No such token (401).
+    Unknown(String),
+    /// A token this service knows, of someone without access to the console (403).
+    NoAccess(String),
+    /// The service could not check it: its storage did not answer (503).
+    Unavailable(String),
+}
+
+impl SignInRefused {
+    /// The status of the sign-in page that says it.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            SignInRefused::Unknown(_) => StatusCode::UNAUTHORIZED,
+            SignInRefused::NoAccess(_) => StatusCode::FORBIDDEN,
+            SignInRefused::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        match self {
+            SignInRefused::Unknown(m)
+            | SignInRefused::NoAccess(m)
+            | SignInRefused::Unavailable(m) => m,
+        }
+    }
+}
+
 /// A service's console: implemented by the service's shared state.
 pub trait ConsoleApp: Clone + Send + Sync + 'static {
     /// What the session cookie holds (signed, not encrypted: never a credential).
@@ -53,7 +85,7 @@ pub trait ConsoleApp: Clone + Send + Sync + 'static {
     /// session has ended (the person goes to the sign-in page).
     ///
     /// # Errors
-    /// The message the sign-in page shows when the person could not be read.
+    /// The message the sign-in page shows (503) when the person could not be read.
     fn person(
         &self,
         who: &Self::Who,
@@ -62,8 +94,9 @@ pub trait ConsoleApp: Clone + Send + Sync + 'static {
     /// What a session opened with `token` (trimmed) holds.
     ///
     /// # Errors
-    /// The message the sign-in page shows: an unknown token, one of a person without access.
-    fn sign_in(&self, token: &str) -> impl Future<Output = Result<Self::Who, String>> + Send;
+    /// [`SignInRefused`]: an unknown token, one of a person without access, storage unavailable.
+    fn sign_in(&self, token: &str)
+    -> impl Future<Output = Result<Self::Who, SignInRefused>> + Send;
 
     /// Called after a sign-out (the service's log line, if it writes one).
     fn signed_out(&self, _person: &Self::Person) {}
@@ -165,7 +198,7 @@ impl<A: ConsoleApp> FromRequestParts<A> for Signed<A> {
             Err(message) => Err(layout::sign_in_page(
                 A::SITE.service,
                 A::SITE.token_label,
-                Some(&message),
+                Some((StatusCode::SERVICE_UNAVAILABLE, &message)),
             )),
         }
     }
@@ -184,7 +217,7 @@ pub struct SignInForm {
 
 /// `POST /console/sign-in`: a token that [`ConsoleApp::sign_in`] accepts opens a session (a
 /// signed cookie with a fresh CSRF token) and goes to the overview; any other is the sign-in page
-/// again with the service's message (401).
+/// again with the service's message, 401, 403 or 503 by [`SignInRefused`].
 pub async fn sign_in<A: ConsoleApp>(
     State(st): State<A>,
     headers: HeaderMap,
@@ -195,7 +228,11 @@ pub async fn sign_in<A: ConsoleApp>(
             let jar = st.console_key().sign_in(&headers, who, st.now());
             (jar, Redirect::to("/console")).into_response()
         }
-        Err(message) => layout::sign_in_page(A::SITE.service, A::SITE.token_label, Some(&message)),
+        Err(refused) => layout::sign_in_page(
+            A::SITE.service,
+            A::SITE.token_label,
+            Some((refused.status(), refused.message())),
+        ),
     }
 }
 

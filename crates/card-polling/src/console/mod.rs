@@ -32,7 +32,7 @@ use axum::routing::MethodRouter;
 use rakuten_types::Timestamp;
 use serde::{Deserialize, Serialize};
 use web_console::layout;
-use web_console::signed::{self, ConsoleApp, Person, Site};
+use web_console::signed::{self, ConsoleApp, Person, SignInRefused, Site};
 use web_console::{ConsoleKey, Signed as SignedAs};
 
 use crate::domain::{Account, Action, Role, Scope, TokenHash, authorize};
@@ -221,7 +221,7 @@ impl ConsoleApp for AppState {
         }))
     }
 
-    async fn sign_in(&self, token: &str) -> Result<SessionAccount, String> {
+    async fn sign_in(&self, token: &str) -> Result<SessionAccount, SignInRefused> {
         let account = if token.is_empty() || token.len() > 256 {
             Ok(None)
         } else {
@@ -236,10 +236,14 @@ impl ConsoleApp for AppState {
                 } else {
                     match self.store.account_get(&a.id).await {
                         Ok(Some(record)) => record.token_generation,
-                        Ok(None) => return Err("Unknown token.".to_owned()),
+                        Ok(None) => {
+                            return Err(SignInRefused::Unknown("Unknown token.".to_owned()));
+                        }
                         Err(e) => {
                             tracing::error!(error = %e, "console sign-in: store failed");
-                            return Err("The database did not answer.".to_owned());
+                            return Err(SignInRefused::Unavailable(
+                                "The database did not answer.".to_owned(),
+                            ));
                         }
                     }
                 };
@@ -250,11 +254,15 @@ impl ConsoleApp for AppState {
                     id: a.id,
                 })
             }
-            Ok(Some(_)) => Err("Enterprise accounts have no access to the console.".to_owned()),
-            Ok(None) => Err("Unknown token.".to_owned()),
+            Ok(Some(_)) => Err(SignInRefused::NoAccess(
+                "Enterprise accounts have no access to the console.".to_owned(),
+            )),
+            Ok(None) => Err(SignInRefused::Unknown("Unknown token.".to_owned())),
             Err(e) => {
                 tracing::error!(error = %e, "console sign-in: store failed");
-                Err("The database did not answer.".to_owned())
+                Err(SignInRefused::Unavailable(
+                    "The database did not answer.".to_owned(),
+                ))
             }
         }
     }

@@ -504,8 +504,9 @@ const READ_ONE: [u16; 14] = [401, 401, 200, 200, 200, 403, 200, 200, 403, 200, 4
 const ENQUEUE_422: [u16; 14] = [401, 401, 422, 422, 422, 403, 422, 422, 403, 422, 422, 403, 403, 401];
 const CLOSE_422: [u16; 14] = [401, 401, 422, 422, 403, 422, 422, 403, 422, 403, 403, 403, 403, 401];
 // The console: without a live session every page sends to the sign-in page (303); an enterprise
-// account cannot sign in, a revoked account's session has ended.
-const C_SIGN_IN: [u16; 14] = [401, 401, 303, 303, 303, 303, 303, 303, 303, 303, 303, 303, 401, 401];
+// account cannot sign in (403: a known token without access), a revoked account's session has
+// ended.
+const C_SIGN_IN: [u16; 14] = [401, 401, 303, 303, 303, 303, 303, 303, 303, 303, 303, 303, 403, 401];
 const C_ANY: [u16; 14] = [303, 303, 303, 303, 303, 303, 303, 303, 303, 303, 303, 303, 303, 303];
 const C_OVERVIEW: [u16; 14] = [303, 303, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 303, 303];
 const C_LIST: [u16; 14] = [303, 303, 200, 200, 200, 403, 200, 200, 403, 200, 200, 403, 303, 303];

@@ -33,7 +33,7 @@ use axum::routing::{MethodRouter, get, post};
 use rakuten_types::Timestamp;
 use serde::{Deserialize, Serialize};
 use web_console::layout;
-use web_console::signed::{self, ConsoleApp, Person, Site};
+use web_console::signed::{self, ConsoleApp, Person, SignInRefused, Site};
 use web_console::{ConsoleKey, Signed as SignedAs};
 
 use crate::roles::Role;
@@ -132,7 +132,7 @@ impl ConsoleApp for AppState {
         }))
     }
 
-    async fn sign_in(&self, token: &str) -> Result<Operator, String> {
+    async fn sign_in(&self, token: &str) -> Result<Operator, SignInRefused> {
         match self.credentials.sign_in(token) {
             Some((actor, credential)) if actor.role == Role::Operator => {
                 tracing::info!(actor = %actor.name, "console sign-in");
@@ -141,7 +141,7 @@ impl ConsoleApp for AppState {
                     credential,
                 })
             }
-            Some((actor, _)) => Err(format!(
+            Some((actor, _)) => Err(SignInRefused::NoAccess(format!(
                 "This is {} {} token; the console needs an operator token.",
                 // "an upstream", "a worker".
                 if actor
@@ -154,8 +154,8 @@ impl ConsoleApp for AppState {
                     "a"
                 },
                 actor.role
-            )),
-            None => Err("Unknown token.".to_owned()),
+            ))),
+            None => Err(SignInRefused::Unknown("Unknown token.".to_owned())),
         }
     }
 

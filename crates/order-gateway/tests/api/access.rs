@@ -180,8 +180,9 @@ const WK_200: [u16; 7] = [401, 401, 403, 200, 403, 200, 200];
 const WK_422: [u16; 7] = [401, 401, 403, 422, 403, 422, 422];
 const OP_200: [u16; 7] = [401, 401, 403, 403, 403, 200, 200];
 const OP_422: [u16; 7] = [401, 401, 403, 403, 403, 422, 422];
-// The console: operators only; without a live session every page sends to the sign-in page.
-const C_SIGN_IN: [u16; 7] = [401, 401, 401, 401, 401, 303, 303];
+// The console: operators only (another role's token signs in to a 403 page that names it);
+// without a live session every page sends to the sign-in page.
+const C_SIGN_IN: [u16; 7] = [401, 401, 403, 403, 403, 303, 303];
 const C_PAGE: [u16; 7] = [S, S, S, S, S, 200, 200];
 const C_404: [u16; 7] = [S, S, S, S, S, 404, 404];
 const C_422: [u16; 7] = [S, S, S, S, S, 422, 422];
