@@ -5,7 +5,7 @@
 use order_gateway::settings::Secret;
 use serde_json::{Value, json};
 
-use crate::helpers::Engine;
+use crate::helpers::{Engine, TestApp};
 use crate::receiver::Receiver;
 
 crate::on_both_engines!(
@@ -27,7 +27,20 @@ fn open_of_kind(items: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// The trial's sequence: a stale task resolved `failed` ("no order seen"), then the worker's late
+/// Task `id` leased to `worker`, which reports `states` in order; then its lease lapses and the
+/// sweeper makes it stale.
+async fn stale_after(app: &TestApp, id: &str, worker: &str, states: &[&str]) {
+    app.leased(id, worker).await;
+    for state in states {
+        app.report(id, json!({"worker_id": worker, "state": state}))
+            .await
+            .assert_ok();
+    }
+    app.expire_leases();
+    app.sweep().await;
+}
+
+/// A stale task resolved `failed` ("no order seen"), then the worker's late
 /// `paid`. The report is kept, the alert is raised and delivered, and the operator's new verdict
 /// `succeeded` clears it. A resolve of an ended task whose latest state fits stays 6003.
 async fn a_late_paid_after_a_failed_verdict_raises_an_alert_until_a_fitting_verdict(e: Engine) {
@@ -38,12 +51,7 @@ async fn a_late_paid_after_a_failed_verdict_raises_an_alert_until_a_fitting_verd
             s.alerts.webhook_urls = Some(Secret::new(rx.url.clone()));
         })
         .await;
-    app.leased("s1", "late").await;
-    app.report("s1", json!({"worker_id": "late", "state": "in_cart"}))
-        .await
-        .assert_ok();
-    app.expire_leases();
-    app.sweep().await;
+    stale_after(&app, "s1", "late", &["in_cart"]).await;
     let r = app
         .resolve(
             "s1",
@@ -157,14 +165,7 @@ async fn a_resolve_naming_an_earlier_state_makes_it_the_latest(e: Engine) {
     let app = e
         .spawn(|s| s.worker_offline_alert_seconds = 100_000.0)
         .await;
-    app.leased("s3", "w").await;
-    for state in ["created", "paid"] {
-        app.report("s3", json!({"worker_id": "w", "state": state}))
-            .await
-            .assert_ok();
-    }
-    app.expire_leases();
-    app.sweep().await;
+    stale_after(&app, "s3", "w", &["created", "paid"]).await;
     let r = app
         .resolve(
             "s3",
@@ -185,14 +186,7 @@ async fn a_correction_naming_a_state_already_reported_clears_the_contradiction(e
     let app = e
         .spawn(|s| s.worker_offline_alert_seconds = 100_000.0)
         .await;
-    app.leased("x1", "w").await;
-    for state in ["in_cart", "cancelled"] {
-        app.report("x1", json!({"worker_id": "w", "state": state}))
-            .await
-            .assert_ok();
-    }
-    app.expire_leases();
-    app.sweep().await;
+    stale_after(&app, "x1", "w", &["in_cart", "cancelled"]).await;
     let body = json!({"outcome": "failed", "state": "cancelled",
                       "reason": "the site shows the order cancelled"});
     app.resolve("x1", body.clone()).await.assert_ok();

@@ -34,7 +34,7 @@ async fn call(app: &TestApp, token: &str, method: &str, path: &str, body: Option
     answer(rb.send().await.unwrap()).await
 }
 
-/// The trial's sequence: token w2 naming pc-1 (bound to w1 by its first lease) neither re-grants
+/// Token w2 naming pc-1 (bound to w1 by its first lease) neither re-grants
 /// pc-1's live task to itself nor ends it; w1's grant stays valid and the task unchanged.
 async fn a_worker_token_cannot_take_over_another_tokens_worker_id(engine: Engine) {
     let app = spawn(engine).await;

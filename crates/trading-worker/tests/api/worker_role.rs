@@ -30,7 +30,7 @@ async fn first_step(w: &Worker, task_id: &str) -> String {
     events[0].step.clone()
 }
 
-/// The trial's reproduction: a lease lapses (stale), the operator reclaims it for the worker, the
+/// A lease lapses (stale), the operator reclaims it for the worker, the
 /// worker with a worker-role token reads the task, finds the order on the site and reports it.
 #[tokio::test]
 async fn a_worker_role_token_verifies_a_reclaimed_task_on_the_site() {
