@@ -796,6 +796,7 @@ async fn console_corrects_a_verdict_a_late_report_contradicts() {
         rows.contains("late-1") && rows.contains("late-2") && rows.contains("Succeeded, but"),
         "{rows}"
     );
+    b.screenshot("gateway-attention-contradicted").await;
 
     b.goto(&app.url("/console/tasks/late-1")).await;
     let note = b.find("#contradiction").await.text().await.unwrap();
